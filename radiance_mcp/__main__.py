@@ -1,0 +1,3 @@
+from radiance_mcp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""The fleet file: one TOML file naming services, hosts and model constants.
+
+Found by ``--config`` or ``RADIANCE_MCP_CONFIG``; with neither, the server runs with an empty
+fleet that may read only the example ledgers shipped in the package. Example::
+
+    [server]
+    log_roots = ["/var/log/radiance"]        # local ledger files must resolve under these
+
+    [models.my-model]                         # optional; the seed's model is built in
+    rate_fp8_bytes_per_token = 7488
+    rate_bf16_bytes_per_token = 14144
+    per_seq_mib = 110
+    fixed_mib = 448
+
+    [hosts.dankserver]                        # an SSH target (or a ~/.ssh/config alias)
+    address = "dankserver.lan"                # default: the table's name
+    user = "dank"
+    log_roots = ["/home/dank/logs"]           # remote paths allowed on this host
+
+    [services.frank-archon]
+    host = "dankserver"                       # omit for a ledger on this machine
+    log = "/home/dank/logs/frank_archon.log"  # or: container = "frank-archon" (podman logs)
+    endpoint = "http://127.0.0.1:8000"
+    env_file = "/home/dank/scripts/frank-archon.env"
+    model = "my-model"                        # default: the seed's model
+
+Every error names the file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from radiance_mcp.constants import DEFAULT_MODEL, ModelConstants
+from radiance_mcp.errors import ConfigError
+
+CONFIG_ENV = "RADIANCE_MCP_CONFIG"
+EXAMPLES_DIR = Path(__file__).parent / "examples"
+"""Always readable: the example ledgers the package ships."""
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    rate_fp8_bytes_per_token: int = Field(gt=0)
+    rate_bf16_bytes_per_token: int = Field(gt=0)
+    per_seq_mib: int = Field(ge=0)
+    fixed_mib: int = Field(ge=0)
+
+    def constants(self, name: str) -> ModelConstants:
+        return ModelConstants(
+            name=name,
+            rate_bytes_per_token=MappingProxyType(
+                {"fp8": self.rate_fp8_bytes_per_token, "bf16": self.rate_bf16_bytes_per_token}
+            ),
+            per_seq_mib=self.per_seq_mib,
+            fixed_mib=self.fixed_mib,
+        )
+
+
+class Host(_Strict):
+    address: str | None = None
+    """Hostname, IP or ~/.ssh/config alias; default: the host's name in the file."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
+    log_roots: tuple[str, ...] = ()
+    """Absolute directories on the host under which ledger files may be read."""
+
+
+class Service(_Strict):
+    host: Name | None = None
+    log: str | None = None
+    container: Name | None = None
+    endpoint: str | None = None
+    env_file: str | None = None
+    serve_script: str | None = None
+    model: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Service:
+        if self.log and self.container:
+            raise ValueError("give either log (a file) or container (podman logs), not both")
+        if self.container and not self.host:
+            raise ValueError("container needs host: podman logs is read over SSH")
+        return self
+
+
+class ServerSettings(_Strict):
+    log_roots: tuple[str, ...] = ()
+    known_hosts: str | None = None
+    ssh_config: str | None = None
+
+
+class Fleet(_Strict):
+    server: ServerSettings = ServerSettings()
+    models: dict[str, ModelSpec] = {}
+    hosts: dict[Name, Host] = {}
+    services: dict[Name, Service] = {}
+    path: Path | None = None
+    """The file this fleet was read from (None for the empty default)."""
+
+    @model_validator(mode="after")
+    def _references(self) -> Fleet:
+        for name, service in self.services.items():
+            if service.host and service.host not in self.hosts:
+                raise ValueError(f"services.{name}.host names {service.host!r}, which is not under [hosts]")
+            if service.model and service.model not in self.models and service.model != DEFAULT_MODEL.name:
+                raise ValueError(f"services.{name}.model names {service.model!r}, which is not under [models]")
+        return self
+
+    def service(self, name: str) -> Service:
+        try:
+            return self.services[name]
+        except KeyError:
+            known = ", ".join(sorted(self.services)) or "none: the config names no services"
+            where = f" in {self.path}" if self.path else " (no config file: pass --config or set RADIANCE_MCP_CONFIG)"
+            raise ConfigError(f"service {name!r} is not in the fleet{where}; known services: {known}") from None
+
+    def model_constants(self, service: str | None = None) -> ModelConstants:
+        """The pool-contract constants of the service's model; the seed's model by default."""
+        model = self.service(service).model if service else None
+        if model is None or model == DEFAULT_MODEL.name and model not in self.models:
+            return DEFAULT_MODEL
+        return self.models[model].constants(model)
+
+    def local_roots(self) -> list[Path]:
+        """Directories local ledger files must resolve under, symlinks resolved."""
+        roots = [Path(os.path.expanduser(r)).resolve() for r in self.server.log_roots]
+        return [*roots, EXAMPLES_DIR.resolve()]
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Fleet:
+    """Read the fleet file named by path, else by RADIANCE_MCP_CONFIG; an empty fleet without either."""
+    chosen = path if path is not None else os.environ.get(CONFIG_ENV) or None
+    if chosen is None:
+        return Fleet()
+    file = Path(chosen).expanduser()
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {file} does not exist; pass an existing --config") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {file} cannot be read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
+    try:
+        return Fleet.model_validate({**data, "path": file})
+    except ValidationError as exc:
+        raise ConfigError(f"config file {file}: {describe_validation(exc)}") from exc
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """pydantic's errors as 'key.path: problem' lines, without its URLs."""
+    parts = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{key}: {message}")
+    return "; ".join(parts)

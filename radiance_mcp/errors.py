@@ -1,0 +1,70 @@
+"""One error tree for radiance-mcp.
+
+Every error a user can meet is one of these; third-party exceptions (asyncssh, httpx,
+tomllib, pydantic) are translated where they are caught, with ``raise ... from exc``.
+Each message names the input, the rule that was broken and the remedy.
+
+    RadianceMCPError
+    ├── ConfigError          the fleet file: which file, which key, what is wrong
+    ├── InputError           a tool argument that breaks a rule (names the argument)
+    │   └── GuardRailError   a request the procedures forbid (untraced reserve, 8-token decode)
+    ├── SourceError          a ledger could not be read (path outside the roots, missing file)
+    │   └── RemoteError      SSH: unknown or changed host key, timeout, dropped connection
+    ├── LedgerError          the ledger was read but does not say what is needed
+    │   └── PhraseNotFound   a phrase of the table is absent from the boot (names the phrase)
+    └── ProbeError           an HTTP probe failed (endpoint, status, the body's start)
+
+The MCP layer turns any of them into the SDK's ``ToolError`` with the same message, and the
+CLI prints the message and exits non-zero; neither ever shows a traceback for these.
+"""
+
+from __future__ import annotations
+
+
+class RadianceMCPError(Exception):
+    """Base of every error radiance-mcp raises on purpose."""
+
+
+class ConfigError(RadianceMCPError):
+    """The fleet config file is missing, unreadable or names something wrong."""
+
+
+class InputError(RadianceMCPError):
+    """A tool argument breaks a rule; the message names the argument and the remedy."""
+
+
+class GuardRailError(InputError):
+    """The request is one the procedures forbid; the message says what is allowed instead."""
+
+
+class SourceError(RadianceMCPError):
+    """A ledger source could not be read."""
+
+
+class RemoteError(SourceError):
+    """An SSH read failed: host key, connection, timeout or the remote command."""
+
+
+class LedgerError(RadianceMCPError):
+    """The ledger text does not hold what the tool needs, or holds a malformed figure."""
+
+
+class PhraseNotFound(LedgerError):
+    """A phrase of the phrase table is missing from the boot being read."""
+
+    def __init__(self, phrase_key: str, phrase: str, source: str, detail: str = "") -> None:
+        self.phrase_key = phrase_key
+        self.phrase = phrase
+        self.source = source
+        message = f"{source}: the phrase {phrase!r} ({phrase_key}) was not found"
+        if detail:
+            message += f" {detail}"
+        message += (
+            ". The reader keys on radiance's own words (see PHRASEBOOK); if this engine words "
+            "the line differently, adapt that one entry of radiance_mcp/ledger.py PHRASES."
+        )
+        super().__init__(message)
+
+
+class ProbeError(RadianceMCPError):
+    """An HTTP probe could not get a usable answer from an endpoint."""

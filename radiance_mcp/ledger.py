@@ -1,0 +1,435 @@
+"""radiance's boot ledger: the phrase table and a pure reader (text in, records out).
+
+Every phrase the engine prints that a tool reads is one entry of ``PHRASES``: the words it
+is keyed on (``keyword``, a plain substring every such line holds, used to prefilter lines
+locally and on remote hosts), the pattern that reads its figures, and the template the
+simulator writes it with, so reader and writer cannot drift apart (a round-trip test ties
+them). Entries marked ``seed`` are verbatim from the procedures; ``assumed`` ones are a
+plausible layout around seed words (see PHRASEBOOK section 8).
+
+The reader tolerates what sits around the phrases: timestamps and ``podman logs -t`` or
+journald prefixes, ANSI colour codes, CRLF line ends, runs of spaces, thousands
+separators, any of B/KiB/MiB/GiB. A log can hold many boots; one is read (the newest by
+default), its figures keep their line number and text, and a missing phrase is an error
+that names it. Nothing is ever guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import BinaryIO
+
+from radiance_mcp.errors import LedgerError, PhraseNotFound
+from radiance_mcp.units import NUMBER, SIZE, Size, parse_number, parse_size
+
+MAX_LINE_BYTES = 64 * 1024
+"""A longer line cannot be a ledger line; it is skipped (and counted), never buffered whole."""
+CHUNK_BYTES = 8 * 1024 * 1024
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+@dataclass(frozen=True)
+class Phrase:
+    key: str
+    keyword: str
+    """Plain substring every line of this phrase holds."""
+    pattern: re.Pattern[str]
+    template: str
+    """How the simulator writes the line; format fields are the pattern's groups."""
+    seed: bool
+    """True: the words are verbatim from the seed; False: the layout is assumed."""
+
+
+def _phrase(key: str, keyword: str, pattern: str, template: str, *, seed: bool = True) -> Phrase:
+    # A literal space in a pattern stands for any run of blanks: logs realign columns.
+    regex = pattern.replace("{SIZE}", SIZE).replace("{NUM}", NUMBER).replace(" ", r"\s+")
+    return Phrase(key, keyword, re.compile(regex), template, seed)
+
+
+PHRASES: dict[str, Phrase] = {
+    p.key: p
+    for p in (
+        _phrase("boot_start", "radiance boot", r"radiance boot\b(?::?\s*(?P<name>\S+))?",
+                "I radiance boot: {name}", seed=False),
+        _phrase("flag", "--", r"(?:^|\s)I +--(?P<flag>[a-z][a-z0-9-]*) +(?P<value>\S+)\s*$",
+                "I   --{flag:<24}{value}"),
+        # Section 1: the VRAM budget table, one per card.
+        _phrase("budget_header", "VRAM budget, card", r"VRAM budget, card (?P<card>\d+)\b",
+                "I VRAM budget, card {card}", seed=False),
+        _phrase("card_total", "card total", r"card total (?P<size>{SIZE})",
+                "I   card total          {size}"),
+        _phrase("vram_weights", "vram_weights", r"vram_weights (?P<size>{SIZE})",
+                "I   vram_weights        {size}   stated by --vram-weights-mib"),
+        _phrase("vram_kv", "vram_kv", r"vram_kv (?P<size>{SIZE})",
+                "I   vram_kv             {size}   stated by --vram-kv-mib"),
+        _phrase("unclaimed", "unclaimed", r"unclaimed (?P<size>{SIZE})",
+                "I   unclaimed           {size}   the headroom, the unusable above, rounding"),
+        _phrase("budgets_total", "VRAM budgets total",
+                r"VRAM budgets total (?P<budgets>{SIZE}) of the card's (?P<total>{SIZE}), so "
+                r"(?P<unaccounted>{SIZE}) is neither budgeted nor accounted",
+                "W VRAM budgets total {budgets} of the card's {total}, so {unaccounted} is neither "
+                "budgeted nor accounted. The driver's context, the activation arena and "
+                "--gpu-headroom-mib come out of it; anything past those is throughput on the floor"),
+        _phrase("settled", "settled at",
+                r"card (?P<card>\d+) settled at (?P<free>{SIZE}) free against (?P<floor>{SIZE})"
+                r"(?: \(the (?P<headroom>{SIZE}) --gpu-headroom-mib and (?P<static>{SIZE}) kept "
+                r"for the static region\))?",
+                "W card {card} settled at {free} free against {floor} (the {headroom} "
+                "--gpu-headroom-mib and {static} kept for the static region)"),
+        # Section 6: the step-shape ledger.
+        _phrase("activation_arena", "activation arena",
+                r"activation arena (?P<size>{SIZE})(?: \(--max-num-batched-tokens (?P<mnbt>{NUM})\))?",
+                "I activation arena {size} (--max-num-batched-tokens {mnbt})"),
+        _phrase("claimable", "claimable", r"\bclaimable (?P<size>{SIZE})", "I claimable {size}"),
+        _phrase("weights_by_tier", "weights by tier",
+                r"weights by tier: VRAM (?P<vram>{SIZE}), host pool (?P<host>{SIZE}), "
+                r"container-on-disk (?P<disk>{SIZE})",
+                "I weights by tier: VRAM {vram}, host pool {host}, container-on-disk {disk}"),
+        _phrase("kv_backing", "full-length sessions",
+                r"kv cache (?P<size>{SIZE}).*?(?P<percent>{NUM})% backing of the (?P<seqs>{NUM}) x "
+                r"(?P<tokens>{NUM}) worst case: (?P<sessions>{NUM}) full-length sessions",
+                "{level} kv cache {size} ({dtype}, {rate} B/token/rank): {percent}% backing of the "
+                "{seqs} x {tokens} worst case: {sessions} full-length sessions"),
+        _phrase("startup_stopped", "startup stopped", r"startup stopped: (?P<reason>.+?)\s*$",
+                "E startup stopped: {reason}"),
+        _phrase("expert_prefetch", "expert prefetch", r"expert prefetch (?P<size>{SIZE})",
+                "I expert prefetch {size}{lender}"),
+        _phrase("no_lender", "no lender", r"no lender", "I expert prefetch 0 B, no lender"),
+        _phrase("fix_text", "lower --max-num-batched-tokens",
+                r"(?P<text>lower --max-num-batched-tokens \(the arena.*?)\s*$",
+                "E vram_budget.cpp:117: lower --max-num-batched-tokens (the arena {arena} leaves "
+                "{kv} for the KV cache)"),
+        # Section 5: lines to verify a deploy by.
+        _phrase("backs", "backs", r"backs (?P<seqs>{NUM}) sequences all at (?P<tokens>{NUM}) tokens at once",
+                "I backs {seqs} sequences all at {tokens} tokens at once"),
+        _phrase("slab_slots", "slab slots",
+                r"slab slots (?P<slots>{NUM})(?: resident)?(?:, host pool (?P<host>{NUM}))?",
+                "I slab slots {slots} resident, host pool {host}"),
+        _phrase("ledger_mover", "ledger mover",
+                r"ledger mover: (?P<slots>{NUM}) slots can be lent out of the KV cache \((?P<size>{SIZE})\)",
+                "I ledger mover: {slots} slots can be lent out of the KV cache ({size})"),
+        _phrase("sampler", "sampler:",
+                r"sampler:(?: (?P<seqs>{NUM}) seqs x \(1 \+ (?P<spec>{NUM}) spec\) =)?.*?(?P<rows>{NUM}) rows",
+                "I sampler: {seqs} seqs x (1 + {spec} spec) = {rows} rows, inside the 25-row wht6 "
+                "exactness bound"),
+        _phrase("serving", "serving on", r"serving on (?P<address>\S+)", "I serving on {address}",
+                seed=False),
+    )
+}
+
+KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(p.keyword for p in PHRASES.values()))
+"""Every line a tool may need holds one of these; a remote read may send only such lines."""
+BOOT_MARKER = PHRASES["boot_start"].keyword
+
+
+def render(key: str, **fields: object) -> str:
+    """Write one ledger line the way radiance prints it (used by the simulator)."""
+    return PHRASES[key].template.format(**fields)
+
+
+# ---------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int
+    """1-based line number in the source."""
+    text: str
+    """The line as read, ANSI codes and line end removed."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One line that matched one phrase, with the raw text of each field."""
+
+    key: str
+    line: Line
+    fields: Mapping[str, str | None]
+
+    def raw(self, name: str, source: str) -> str:
+        value = self.fields.get(name)
+        if value is None:
+            raise LedgerError(f"{source}:{self.line.number}: {self.key} line has no {name}: {self.line.text!r}")
+        return value
+
+    def size(self, name: str, source: str) -> Size:
+        try:
+            return parse_size(self.raw(name, source))
+        except LedgerError as exc:
+            raise LedgerError(f"{source}:{self.line.number}: {exc} in line {self.line.text!r}") from exc
+
+    def number(self, name: str, source: str) -> Decimal:
+        try:
+            return parse_number(self.raw(name, source))
+        except LedgerError as exc:
+            raise LedgerError(f"{source}:{self.line.number}: {exc} in line {self.line.text!r}") from exc
+
+
+@dataclass(frozen=True)
+class Boot:
+    """The phrase hits of one boot of a ledger."""
+
+    source: str
+    index: int
+    """1-based, oldest first."""
+    boots_seen: int | None
+    """How many boots the source holds (None where the reader did not count them)."""
+    first_line: int
+    last_line: int
+    hits: tuple[Hit, ...]
+    skipped_long_lines: int = 0
+    _by_key: dict[str, list[Hit]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for hit in self.hits:
+            self._by_key.setdefault(hit.key, []).append(hit)
+
+    def all(self, key: str) -> list[Hit]:
+        return self._by_key.get(key, [])
+
+    def first(self, key: str) -> Hit | None:
+        hits = self.all(key)
+        return hits[0] if hits else None
+
+    def require(self, key: str, why: str = "") -> Hit:
+        hit = self.first(key)
+        if hit is None:
+            raise PhraseNotFound(key, PHRASES[key].keyword, self.where(), why)
+        return hit
+
+    def line(self, number: int) -> Line | None:
+        for hit in self.hits:
+            if hit.line.number == number:
+                return hit.line
+        return None
+
+    def where(self) -> str:
+        seen = f" of {self.boots_seen}" if self.boots_seen is not None else ""
+        return f"{self.source} (boot {self.index}{seen}, lines {self.first_line}-{self.last_line})"
+
+    @property
+    def flags(self) -> dict[str, Hit]:
+        """The first echo of each flag in this boot, by flag name without dashes."""
+        flags: dict[str, Hit] = {}
+        for hit in self.all("flag"):
+            flags.setdefault(str(hit.fields["flag"]), hit)
+        return flags
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+
+
+def clean(raw: str) -> str:
+    """Remove ANSI codes and the line end; prefixes stay (phrases are searched, not anchored)."""
+    return _ANSI.sub("", raw).rstrip("\r\n")
+
+
+def match_line(line: Line) -> list[Hit]:
+    """Every phrase the line holds (a line can hold more than one, e.g. 'expert prefetch ... no lender')."""
+    hits = []
+    for phrase in PHRASES.values():
+        if phrase.keyword in line.text:
+            found = phrase.pattern.search(line.text)
+            if found:
+                hits.append(Hit(phrase.key, line, found.groupdict()))
+    return hits
+
+
+def parse_boot(
+    lines: Iterable[Line], *, source: str, index: int, boots_seen: int | None, skipped_long_lines: int = 0
+) -> Boot:
+    """Match the lines of one boot (already cut out of its log) against the phrase table."""
+    hits: list[Hit] = []
+    first = last = 0
+    for line in lines:
+        first = first or line.number
+        last = line.number
+        hits.extend(match_line(line))
+    if not hits:
+        raise LedgerError(
+            f"{source}: no radiance ledger phrase in boot {index} (lines {first}-{last}); "
+            f"none of {', '.join(repr(k) for k in KEYWORDS[:6])}, ... appears. "
+            "Point the tool at the radiance service's boot log."
+        )
+    return Boot(source, index, boots_seen, first, last, tuple(hits), skipped_long_lines)
+
+
+def _boot_starts(lines: list[Line]) -> list[int]:
+    """Indexes of the lines that start a boot.
+
+    A boot starts at each 'radiance boot' line. A log without that line starts a boot at each
+    run of echoed flags (each boot echoes its flags once; a run is judged by consecutive line
+    numbers, so it holds on prefiltered lines too); a log with neither is one boot.
+    """
+    starts = [i for i, line in enumerate(lines) if BOOT_MARKER in line.text]
+    if starts:
+        return starts
+    flag = PHRASES["flag"].pattern
+    previous_flag_number = -2
+    for i, line in enumerate(lines):
+        if flag.search(line.text):
+            if line.number != previous_flag_number + 1:
+                starts.append(i)
+            previous_flag_number = line.number
+    return starts or [0]
+
+
+def _select(boot: int, count: int, source: str) -> int:
+    """The 0-based position of the requested boot; -1 is the newest, 1 the oldest."""
+    if count == 0:
+        raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
+    if boot == 0 or not -count <= boot <= count:
+        raise LedgerError(
+            f"{source}: boot={boot} but the log holds {count} boot(s); "
+            f"use -1 (newest) to -{count}, or 1 (oldest) to {count}"
+        )
+    return boot - 1 if boot > 0 else count + boot
+
+
+def read_text(text: str, *, source: str, boot: int = -1) -> Boot:
+    """Read one boot (the newest by default) of a ledger given as text."""
+    raw_lines = text.splitlines()
+    lines = [Line(n, clean(raw)) for n, raw in enumerate(raw_lines, 1) if len(raw) <= MAX_LINE_BYTES]
+    return _split_and_parse(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines))
+
+
+def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int) -> Boot:
+    if not any(line.text.strip() for line in lines):
+        note = f" ({skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if skipped else ""
+        raise LedgerError(f"{source}: the log is empty{note}; pass the radiance service's boot log")
+    starts = _boot_starts(lines)
+    position = _select(boot, len(starts), source)
+    end = starts[position + 1] if position + 1 < len(starts) else len(lines)
+    return parse_boot(
+        lines[starts[position] : end],
+        source=source,
+        index=position + 1,
+        boots_seen=len(starts),
+        skipped_long_lines=skipped,
+    )
+
+
+@dataclass(frozen=True)
+class _BootIndex:
+    offsets: list[tuple[int, int]]
+    """(byte offset, line number) of each 'radiance boot' line."""
+    size_bytes: int
+
+
+def _index_boots(stream: BinaryIO) -> _BootIndex:
+    """One forward pass in fixed chunks: where each boot marker line starts, and its line number.
+
+    Works in bytes with str.count/find (C speed, constant memory), so a 1 GiB log of many
+    boots is indexed in about the time grep takes to count it.
+    """
+    marker = BOOT_MARKER.encode()
+    offsets: list[tuple[int, int]] = []
+    base = 0  # file offset of chunk[0]
+    line_no = 1  # line number at chunk[0]
+    line_start = 0  # file offset of the current line's start
+    carry = b""
+    while True:
+        block = stream.read(CHUNK_BYTES)
+        if not block:
+            break
+        chunk = carry + block
+        search_from = 0
+        while (hit := chunk.find(marker, search_from)) >= 0:
+            newlines = chunk.count(b"\n", 0, hit)
+            nl = chunk.rfind(b"\n", 0, hit)
+            start = base + nl + 1 if nl >= 0 else line_start
+            offsets.append((start, line_no + newlines))
+            search_from = hit + len(marker)
+        # Keep the tail that could hold the start of a marker split across chunks.
+        keep = min(len(marker) - 1, len(chunk) - search_from)
+        cut = len(chunk) - keep
+        done, carry = chunk[:cut], chunk[cut:]
+        last_nl = done.rfind(b"\n")
+        if last_nl >= 0:
+            line_start = base + last_nl + 1
+        line_no += done.count(b"\n")
+        base += cut
+    return _BootIndex(offsets, base + len(carry))
+
+
+def iter_lines(stream: BinaryIO, first_number: int, end_offset: int | None = None) -> Iterator[Line | None]:
+    """Numbered, cleaned lines from the stream's position; None for a line over MAX_LINE_BYTES.
+
+    Reads in chunks and never holds more than one chunk plus one line, so a 1 GiB line
+    without a newline costs MAX_LINE_BYTES of memory, not 1 GiB.
+    """
+    number = first_number
+    position = stream.tell()
+    pending = b""
+    overlong = False
+    while end_offset is None or position < end_offset:
+        want = CHUNK_BYTES if end_offset is None else min(CHUNK_BYTES, end_offset - position)
+        block = stream.read(want)
+        if not block:
+            break
+        position += len(block)
+        parts = (pending + block).split(b"\n")
+        pending = parts.pop()
+        for part in parts:
+            if overlong or len(part) > MAX_LINE_BYTES:
+                yield None
+                overlong = False
+            else:
+                yield Line(number, clean(part.decode("utf-8", "replace")))
+            number += 1
+        if len(pending) > MAX_LINE_BYTES:
+            overlong, pending = True, b""
+    if overlong:
+        yield None
+    elif pending:
+        yield Line(number, clean(pending.decode("utf-8", "replace")))
+
+
+def read_file(path: Path, *, source: str, boot: int = -1) -> Boot:
+    """Read one boot of a ledger file, streaming: constant memory whatever the file's size."""
+    with path.open("rb") as stream:
+        index = _index_boots(stream)
+        if index.size_bytes == 0:
+            raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
+        if not index.offsets:
+            # No boot marker: fall back to the line-based split (reads the file as lines).
+            stream.seek(0)
+            return _read_unmarked(iter_lines(stream, 1), source=source, boot=boot)
+        position = _select(boot, len(index.offsets), source)
+        start, number = index.offsets[position]
+        end = index.offsets[position + 1][0] if position + 1 < len(index.offsets) else None
+        stream.seek(start)
+        skipped = 0
+
+        def kept() -> Iterator[Line]:
+            nonlocal skipped
+            for line in iter_lines(stream, number, end):
+                if line is None:
+                    skipped += 1
+                else:
+                    yield line
+
+        parsed = parse_boot(kept(), source=source, index=position + 1, boots_seen=len(index.offsets))
+        return Boot(parsed.source, parsed.index, parsed.boots_seen, parsed.first_line, parsed.last_line,
+                    parsed.hits, skipped)
+
+
+def _read_unmarked(lines: Iterable[Line | None], *, source: str, boot: int) -> Boot:
+    """The slow path for a file with no boot marker: keep the phrase lines, then split."""
+    kept: list[Line] = []
+    skipped = 0
+    for line in lines:
+        if line is None:
+            skipped += 1
+        elif any(k in line.text for k in KEYWORDS):
+            kept.append(line)
+    if not kept:
+        raise LedgerError(f"{source}: no radiance ledger phrase in the file; point the tool at the boot log")
+    return _split_and_parse(kept, source=source, boot=boot, skipped=skipped)
