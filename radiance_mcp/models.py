@@ -1,0 +1,207 @@
+"""Tool inputs and outputs: the pydantic models at the MCP and CLI boundary.
+
+Inputs are flat where they can be (clients sometimes send a nested object as a JSON string,
+which the list fields accept too). Outputs carry every figure with its ledger line, so an
+agent can quote the engine rather than a number of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from radiance_mcp.constants import KVDtype
+
+# ---------------------------------------------------------------------------------------
+# Inputs
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LedgerArgs(_Input):
+    """Which ledger to read: exactly one of service, log, log_text."""
+
+    service: str | None = Field(None, description="A service named in the fleet config; its ledger is read.")
+    log: str | None = Field(
+        None, description="Absolute path of a ledger file on this machine, under the config's log_roots."
+    )
+    log_text: str | None = Field(None, description="The ledger text itself (e.g. pasted podman logs output).")
+    boot: int = Field(-1, description="Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LedgerArgs:
+        given = [name for name in ("service", "log", "log_text") if getattr(self, name) is not None]
+        if len(given) != 1:
+            found = ", ".join(given) if given else "none"
+            raise ValueError(
+                f"give exactly one ledger source of service, log or log_text (found: {found}); "
+                "a service from the fleet config is the usual choice"
+            )
+        return self
+
+
+class ReadBudgetTableInput(LedgerArgs):
+    pass
+
+
+class ReserveInput(_Input):
+    mib: float = Field(ge=0, description="MiB held back below the engine's ceiling.")
+    label: str = Field(min_length=1, description="What the reserve is for, in a few words.")
+    line: int | None = Field(None, ge=1, description="The ledger line that holds this figure (a traced reserve).")
+    personal: bool = Field(False, description="True for a reserve no ledger line backs: it is labelled personal.")
+
+
+class ComputeCeilingInput(LedgerArgs):
+    reserves: list[ReserveInput] = Field(
+        default_factory=list,
+        description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
+    )
+
+    @field_validator("reserves", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"reserves is a string but not JSON ({exc.msg}); pass a list of objects") from exc
+        return value
+
+
+class CheckPoolContractInput(_Input):
+    pool_mib: float | None = Field(
+        None, gt=0, description="The KV pool per card (--vram-kv-mib), MiB. Omitted: read from the ledger."
+    )
+    seqs: int | None = Field(None, ge=1, description="--max-num-seqs. Omitted: read from the ledger.")
+    max_model_len: int | None = Field(None, ge=1, description="--max-model-len, tokens. Omitted: from the ledger.")
+    kv_cache_dtype: KVDtype | None = Field(
+        None, description="--kv-cache-dtype: bf16 or fp8 only. Omitted: read from the ledger."
+    )
+    service: str | None = Field(
+        None, description="A service from the config: its model's constants, and its ledger for omitted values."
+    )
+    log: str | None = Field(None, description="A ledger file to read omitted values from (under log_roots).")
+    log_text: str | None = Field(None, description="Ledger text to read omitted values from.")
+    boot: int = Field(-1, description="Which boot of the ledger: -1 the newest.")
+
+    @model_validator(mode="after")
+    def _at_most_one_source(self) -> CheckPoolContractInput:
+        if self.log is not None and self.log_text is not None:
+            raise ValueError("give at most one of log or log_text (the ledger to read omitted values from)")
+        return self
+
+
+# ---------------------------------------------------------------------------------------
+# Outputs
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class LineRef(_Output):
+    line: int = Field(description="1-based line number in the source.")
+    text: str = Field(description="The ledger line as printed.")
+
+
+class SourcedFigure(_Output):
+    mib: float = Field(description="The figure in MiB (exact for the printed value).")
+    printed: str = Field(description="The figure as radiance printed it, e.g. '2.01 GiB'.")
+    resolution_mib: float = Field(description="The printed figure's rounding step, in MiB.")
+    line: int
+    text: str
+
+
+class BootRef(_Output):
+    source: str
+    boot: int = Field(description="Which boot was read, 1 = oldest.")
+    boots_seen: int | None = Field(description="How many boots the source holds (null: not counted).")
+    first_line: int
+    last_line: int
+
+
+class BudgetCard(_Output):
+    card: int
+    card_total: SourcedFigure | None
+    vram_weights: SourcedFigure | None
+    vram_kv: SourcedFigure | None
+    unclaimed: SourcedFigure | None
+    settled_free: SourcedFigure
+    engine_floor: SourcedFigure = Field(description="--gpu-headroom-mib plus the static region, as printed.")
+    gpu_headroom: SourcedFigure | None
+    static_region: SourcedFigure | None
+    pair_mib: float = Field(description="vram_weights + vram_kv of this card.")
+    pair_source: Literal["echoed flags", "table rows"] = Field(
+        description="echoed flags: exact MiB; table rows: rounded to 0.01 GiB."
+    )
+    pair_lines: list[LineRef]
+
+
+class ReadBudgetTableOutput(_Output):
+    ledger: BootRef
+    cards: list[BudgetCard]
+    flags: dict[str, str] = Field(description="Echoed flags of the boot, by name without dashes.")
+    pair_source: Literal["echoed flags", "table rows"]
+    disagreements: list[str] = Field(description="Flag and table row that differ beyond rounding.")
+
+
+class CeilingCard(_Output):
+    card: int
+    settled_free_mib: float
+    engine_floor_mib: float
+    pair_mib: float
+    ceiling_mib: int
+    headroom_mib: int
+    derivation: str
+
+
+class ReserveOutput(_Output):
+    mib: float
+    label: str
+    kind: Literal["traced", "personal"]
+    line: LineRef | None
+
+
+class ComputeCeilingOutput(_Output):
+    ledger: BootRef
+    ceiling_mib: int = Field(description="The binding (smallest) card's ceiling, whole MiB rounded down.")
+    binding_card: int
+    pair_mib: float = Field(description="The binding card's current pair.")
+    headroom_mib: int = Field(description="ceiling_mib - pair_mib: what the pair may still grow by.")
+    derivation: str = Field(description="The binding card's arithmetic, written out.")
+    cards: list[CeilingCard]
+    reserves: list[ReserveOutput]
+    personal_reserves: list[str] = Field(description="Labels of reserves no ledger line backs.")
+    max_pair_mib: int = Field(description="ceiling_mib less every reserve: the gate's bound for the pair.")
+    sources: list[LineRef] = Field(description="The ledger lines every figure came from.")
+    notes: list[str]
+
+
+class PoolContractOutput(_Output):
+    model: str
+    pool_mib: float
+    seqs: int
+    max_model_len: int
+    kv_cache_dtype: KVDtype
+    rate_bytes_per_token: int
+    kv_mib: float = Field(description="seqs * max_model_len * rate, in MiB.")
+    per_seq_total_mib: int
+    fixed_mib: int
+    required_mib: float
+    margin_mib: float = Field(description="pool_mib - required_mib; negative means the contract fails.")
+    ok: bool
+    max_seqs_at_window: int = Field(description="The most sequences this pool backs at max_model_len.")
+    max_window_at_seqs: int = Field(description="The longest window this pool backs at seqs.")
+    formula: str
+    refusal: str | None = Field(description="What a client sees on a long request when the contract fails.")
+    inputs_from: dict[str, LineRef | str] = Field(description="Where each input came from: argument or ledger line.")
+
+
+def mib(value: Decimal) -> float:
+    """Decimal MiB to a JSON number with two decimals, as every output shows it."""
+    return float(round(value, 2))

@@ -1,0 +1,78 @@
+"""MCP wiring only: every entry of tools.TOOLS becomes an MCP tool; no logic lives here.
+
+Each tool's flat arguments are its input model's fields (so clients see a flat
+inputSchema), its output model is the structured output (outputSchema), and any
+RadianceMCPError becomes the SDK's ToolError with the same message, for the agent to read.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from radiance_mcp import __version__
+from radiance_mcp.config import describe_validation
+from radiance_mcp.errors import RadianceMCPError
+from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
+
+INSTRUCTIONS = """\
+Tools for the radiance inference engine's KV-cache / VRAM resize and step-shape audit.
+Read figures from the engine's boot ledger with these tools rather than estimating them:
+the ceiling is the engine's (settled free minus its floor, plus the pair), never free
+memory seen from outside; every reserve must cite a ledger line or be labelled personal.
+"""
+
+
+def _tool_function(spec: ToolSpec, runtime: Runtime) -> Any:
+    """A function whose signature is the input model's fields, flat, plus the MCP context."""
+    parameters = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if info.is_required() else info.get_default(call_default_factory=True),
+            annotation=Annotated[info.annotation, *info.metadata, Field(description=info.description)],
+        )
+        for name, info in spec.input_model.model_fields.items()
+    ]
+    parameters.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+
+    async def call(ctx: Context, **arguments: Any) -> Any:
+        try:
+            args = spec.input_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolError(f"{spec.name}: {describe_validation(exc)}") from exc
+        try:
+            if "ctx" in inspect.signature(spec.run).parameters:
+                return await spec.run(runtime, args, ctx=ctx)  # type: ignore[call-arg]
+            return await spec.run(runtime, args)
+        except RadianceMCPError as exc:
+            raise ToolError(str(exc)) from exc
+
+    call.__signature__ = inspect.Signature(parameters, return_annotation=spec.output_model)  # type: ignore[attr-defined]
+    call.__name__ = spec.name
+    call.__doc__ = inspect.getdoc(spec.run)
+    return call
+
+
+def build_server(runtime: Runtime) -> MCPServer:
+    server: MCPServer = MCPServer("radiance-mcp", version=__version__, instructions=INSTRUCTIONS)
+    for spec in TOOLS:
+        server.add_tool(
+            _tool_function(spec, runtime),
+            name=spec.name,
+            title=spec.title,
+            annotations=ToolAnnotations(
+                title=spec.title,
+                readOnlyHint=spec.read_only,
+                destructiveHint=False,
+                idempotentHint=spec.idempotent,
+                openWorldHint=spec.open_world,
+            ),
+            structured_output=True,
+        )
+    return server

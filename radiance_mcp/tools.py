@@ -1,0 +1,334 @@
+"""The tools: each reads its sources, calls the pure core and shapes the output model.
+
+``TOOLS`` is the one registry: the MCP server registers every entry and the CLI makes a
+subcommand of each, with the same input model, so the two cannot drift apart. A tool's
+docstring is its description for agents; it states the rule and the traps with numbers
+taken from radiance_mcp.constants (a test checks they agree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from radiance_mcp import capacity
+from radiance_mcp.capacity import Figure
+from radiance_mcp.config import Fleet
+from radiance_mcp.constants import (
+    AT_CEILING_WORST_FREE_MIB,
+    DEFAULT_MODEL,
+    KV_DTYPES,
+)
+from radiance_mcp.errors import InputError, SourceError
+from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.models import (
+    BootRef,
+    BudgetCard,
+    CeilingCard,
+    CheckPoolContractInput,
+    ComputeCeilingInput,
+    ComputeCeilingOutput,
+    LedgerArgs,
+    LineRef,
+    PoolContractOutput,
+    ReadBudgetTableInput,
+    ReadBudgetTableOutput,
+    ReserveOutput,
+    SourcedFigure,
+    mib,
+)
+from radiance_mcp.sources import InlineSource, LedgerSource, LocalFileSource, allowed_local_path
+from radiance_mcp.units import fmt_mib
+
+
+@dataclass
+class Runtime:
+    """What the tools share across calls: the fleet, and the connections of later issues."""
+
+    fleet: Fleet
+    trust_local_paths: bool = False
+    """True for the CLI: a person naming a file on their own machine needs no log root."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def ledger_source(runtime: Runtime, *, service: str | None, log: str | None, log_text: str | None) -> LedgerSource:
+    """The source an input names: a configured service, a local file, or inline text."""
+    if log_text is not None:
+        return InlineSource(log_text)
+    if log is not None:
+        if runtime.trust_local_paths:
+            return LocalFileSource(Path(log).expanduser().resolve())
+        return LocalFileSource(allowed_local_path(log, runtime.fleet.local_roots()))
+    assert service is not None
+    entry = runtime.fleet.service(service)
+    if entry.host is not None:
+        raise SourceError(
+            f"service {service!r} reads its ledger on host {entry.host!r}; remote ledgers are not "
+            "supported by this build yet: copy the log here and pass log=..."
+        )
+    if entry.log is None:
+        raise SourceError(f"service {service!r} names no log in the fleet config; add log = \"/path/to/ledger.log\"")
+    # The config is the operator's own file: its paths need no log root.
+    return LocalFileSource(Path(entry.log).expanduser())
+
+
+async def read_boot(runtime: Runtime, args: LedgerArgs) -> Boot:
+    source = ledger_source(runtime, service=args.service, log=args.log, log_text=args.log_text)
+    return await source.read(args.boot)
+
+
+def boot_ref(boot: Boot) -> BootRef:
+    return BootRef(
+        source=boot.source,
+        boot=boot.index,
+        boots_seen=boot.boots_seen,
+        first_line=boot.first_line,
+        last_line=boot.last_line,
+    )
+
+
+def line_ref(line: Line) -> LineRef:
+    return LineRef(line=line.number, text=line.text)
+
+
+def sourced(figure: Figure | None) -> SourcedFigure | None:
+    if figure is None:
+        return None
+    return SourcedFigure(
+        mib=mib(figure.size.mib),
+        printed=figure.size.text,
+        resolution_mib=mib(figure.size.resolution_mib),
+        line=figure.line.number,
+        text=figure.line.text,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+
+
+async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> ReadBudgetTableOutput:
+    """Read radiance's per-card VRAM budget table and settled line from a boot ledger.
+
+    Returns, per card, the table rows (card total, vram_weights, vram_kv, unclaimed), the
+    settled free memory and the engine floor (--gpu-headroom-mib plus the static region),
+    each with its ledger line, and the pair (vram_weights + vram_kv). The pair comes from the
+    echoed --vram-weights-mib / --vram-kv-mib flags when the boot echoes them (exact), else
+    from the table rows (rounded to 0.01 GiB); a disagreement beyond rounding is reported.
+    Free memory seen from outside the engine (rocm-smi) is not spare capacity: only this
+    table and the settled line are. A log can hold several boots; the newest is read unless
+    `boot` says otherwise.
+    """
+    boot = await read_boot(runtime, args)
+    reading = capacity.read_budget(boot)
+    cards = [
+        BudgetCard(
+            card=c.card,
+            card_total=sourced(c.total),
+            vram_weights=sourced(c.weights),
+            vram_kv=sourced(c.kv),
+            unclaimed=sourced(c.unclaimed),
+            settled_free=sourced(c.free),  # type: ignore[arg-type]
+            engine_floor=sourced(c.floor),  # type: ignore[arg-type]
+            gpu_headroom=sourced(c.headroom),
+            static_region=sourced(c.static),
+            pair_mib=mib(c.pair_mib),
+            pair_source=c.pair_source,
+            pair_lines=[line_ref(line) for line in c.pair_lines],
+        )
+        for c in reading.cards
+    ]
+    return ReadBudgetTableOutput(
+        ledger=boot_ref(boot),
+        cards=cards,
+        flags=reading.flags,
+        pair_source=reading.cards[0].pair_source,
+        disagreements=[d for c in reading.cards for d in c.disagreements],
+    )
+
+
+async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> ComputeCeilingOutput:
+    """The engine's ceiling for the KV/VRAM pair, per card, from the boot ledger.
+
+    ceiling = (settled_free_MiB - engine_floor_MiB) + current_pair_sum, per card, rounded
+    down to whole MiB; with several cards the smallest ceiling binds. Worked example
+    (dankserver, 2026-10-13): 29,120 + (2,058 - 209) = 30,969 MiB/card. A pair at the
+    ceiling settles about 330 MiB free at worst. The ceiling is the engine's, never a
+    hand-picked reserve: free memory seen from outside (rocm-smi) is not spare capacity.
+    Every reserve below the ceiling must cite the ledger line that holds its figure
+    (line=N), or be labelled personal (personal=true) so the gate shows it as one; an
+    untraced, unlabelled reserve is refused.
+    """
+    boot = await read_boot(runtime, args)
+    reading = capacity.read_budget(boot)
+    reserves = tuple(
+        capacity.trace_reserve(boot, Decimal(str(r.mib)), r.label, r.line, r.personal) for r in args.reserves
+    )
+    result = capacity.compute_ceiling(reading, reserves)
+    binding = next(c for c in result.cards if c.card == result.binding_card)
+    budget = next(c for c in reading.cards if c.card == result.binding_card)
+    notes = [
+        f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst",
+        f"the pair comes from the {budget.pair_source}",
+        *[d for c in reading.cards for d in c.disagreements],
+    ]
+    if len(result.cards) > 1:
+        notes.append(f"card {result.binding_card} has the smallest ceiling and binds every card")
+    lines = [budget.free.line, *budget.pair_lines]
+    return ComputeCeilingOutput(
+        ledger=boot_ref(boot),
+        ceiling_mib=result.ceiling_mib,
+        binding_card=result.binding_card,
+        pair_mib=mib(result.pair_mib),
+        headroom_mib=result.headroom_mib,
+        derivation=binding.derivation,
+        cards=[
+            CeilingCard(
+                card=c.card,
+                settled_free_mib=mib(c.free_mib),
+                engine_floor_mib=mib(c.floor_mib),
+                pair_mib=mib(c.pair_mib),
+                ceiling_mib=c.ceiling_mib,
+                headroom_mib=int(c.ceiling_mib - c.pair_mib),
+                derivation=c.derivation,
+            )
+            for c in result.cards
+        ],
+        reserves=[
+            ReserveOutput(
+                mib=mib(r.mib),
+                label=r.label,
+                kind="personal" if r.line is None else "traced",
+                line=line_ref(r.line) if r.line else None,
+            )
+            for r in reserves
+        ],
+        personal_reserves=[r.label for r in reserves if r.line is None],
+        max_pair_mib=result.max_pair_mib,
+        sources=[line_ref(line) for line in dict.fromkeys(lines)],
+        notes=notes,
+    )
+
+
+async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
+    """Check the KV pool against the contract radiance enforces at request time, not at boot.
+
+    pool_mib >= seqs * max_model_len * rate + 110 * seqs + 448, with rate 7,488 B per token
+    per rank for fp8 and 14,144 B for bf16 (1.89x, not 2x: the QSA block key is 3.25 KiB at
+    both dtypes), 110 MiB of recurrent state per sequence and 448 MiB of prefix checkpoints,
+    both dtype-independent. These are the seed model's constants; a service's model in the
+    fleet config may override them. --kv-cache-dtype takes only bf16 or fp8. A pool that
+    fails boots, serves short chats, then answers every long request with HTTP 400 'does not
+    fit the N token context, which leaves nothing to generate into': radiance refuses, it
+    never truncates. Omitted values are read from the ledger (service, log or log_text).
+    """
+    model = runtime.fleet.model_constants(args.service)
+    given: dict[str, Any] = {
+        "pool_mib": args.pool_mib,
+        "seqs": args.seqs,
+        "max_model_len": args.max_model_len,
+        "kv_cache_dtype": args.kv_cache_dtype,
+    }
+    inputs_from: dict[str, LineRef | str] = {k: "argument" for k, v in given.items() if v is not None}
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        if args.service is None and args.log is None and args.log_text is None:
+            raise InputError(
+                f"{', '.join(missing)} not given and no ledger to read them from: pass them, "
+                "or name a service (or log / log_text) whose boot echoes them"
+            )
+        boot = await read_boot(
+            runtime,
+            LedgerArgs(service=None if args.log or args.log_text else args.service, log=args.log,
+                       log_text=args.log_text, boot=args.boot),
+        )
+        for name in missing:
+            value, line = _from_ledger(boot, name)
+            given[name] = value
+            inputs_from[name] = line_ref(line)
+    contract = capacity.pool_contract(
+        Decimal(str(given["pool_mib"])), int(given["seqs"]), int(given["max_model_len"]),
+        given["kv_cache_dtype"], model,
+    )
+    formula = (
+        f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B = "
+        f"{fmt_mib(contract.kv_mib, 2)} MiB + {model.per_seq_mib} x {contract.seqs} + {model.fixed_mib} = "
+        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} pool {fmt_mib(contract.pool_mib, 2)} MiB"
+    )
+    return PoolContractOutput(
+        model=model.name,
+        pool_mib=mib(contract.pool_mib),
+        seqs=contract.seqs,
+        max_model_len=contract.max_model_len,
+        kv_cache_dtype=contract.dtype,
+        rate_bytes_per_token=contract.rate_bytes_per_token,
+        kv_mib=mib(contract.kv_mib),
+        per_seq_total_mib=contract.per_seq_total_mib,
+        fixed_mib=contract.fixed_mib,
+        required_mib=mib(contract.required_mib),
+        margin_mib=mib(contract.margin_mib),
+        ok=contract.ok,
+        max_seqs_at_window=contract.max_seqs_at_window,
+        max_window_at_seqs=contract.max_window_at_seqs,
+        formula=formula,
+        refusal=contract.refusal,
+        inputs_from=inputs_from,
+    )
+
+
+_LEDGER_FLAGS = {
+    "seqs": "max-num-seqs",
+    "max_model_len": "max-model-len",
+    "kv_cache_dtype": "kv-cache-dtype",
+    "pool_mib": "vram-kv-mib",
+}
+
+
+def _from_ledger(boot: Boot, name: str) -> tuple[Any, Line]:
+    """An omitted contract input, read from the boot's echoed flags (the pool also from vram_kv)."""
+    hit = boot.flags.get(_LEDGER_FLAGS[name])
+    if hit is None and name == "pool_mib":
+        row = boot.first("vram_kv")
+        if row is not None:
+            return row.size("size", boot.where()).mib, row.line
+    if hit is None:
+        raise InputError(
+            f"{name} was not given and {boot.where()} does not echo --{_LEDGER_FLAGS[name]}; pass {name}"
+        )
+    raw = hit.raw("value", boot.where())
+    if name == "kv_cache_dtype":
+        if raw not in KV_DTYPES:
+            raise InputError(f"{boot.where()}:{hit.line.number}: --kv-cache-dtype {raw!r} is not bf16 or fp8")
+        return raw, hit.line
+    return hit.number("value", boot.where()), hit.line
+
+
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    run: Callable[[Runtime, Any], Awaitable[BaseModel]]
+    read_only: bool = True
+    open_world: bool = False
+    idempotent: bool = True
+
+
+TOOLS: list[ToolSpec] = [
+    ToolSpec("read_budget_table", "Read the VRAM budget table", ReadBudgetTableInput, ReadBudgetTableOutput,
+             read_budget_table),
+    ToolSpec("compute_ceiling", "Compute the pair's ceiling", ComputeCeilingInput, ComputeCeilingOutput,
+             compute_ceiling),
+    ToolSpec("check_pool_contract", "Check the KV pool contract", CheckPoolContractInput, PoolContractOutput,
+             check_pool_contract),
+]
+
+__all__ = ["DEFAULT_MODEL", "TOOLS", "Runtime", "ToolSpec"]
