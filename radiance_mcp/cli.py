@@ -1,0 +1,248 @@
+"""The human entry: ``radiance-mcp serve`` and one subcommand per tool.
+
+Each tool subcommand is made from the tool's input model (``compute_ceiling`` becomes
+``compute-ceiling``, ``log_text`` becomes ``--log-text``), prints a readable table, or the
+tool's structured output with ``--json``, and exits 0 only on success: 1 on an error or a
+refusal, 2 on a usage error, 3 when a check ran and its verdict is a failure (``ok`` false),
+so a shell gate can call it directly. A file named on the command line is read wherever it is:
+the log roots guard the MCP server against agents, not a person against their own files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import os
+import sys
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from radiance_mcp import __version__
+from radiance_mcp.config import describe_validation, load
+from radiance_mcp.errors import InputError, RadianceMCPError
+from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
+
+TOKEN_ENV = "RADIANCE_MCP_TOKEN"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.handler(args))
+    except RadianceMCPError as exc:
+        print(f"radiance-mcp: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="radiance-mcp", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"radiance-mcp {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
+    _add_config(serve)
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument(
+        "--token", default=None, help=f"bearer token HTTP clients must send (or set {TOKEN_ENV}); "
+        "required to bind anything but loopback"
+    )
+    serve.set_defaults(handler=_serve)
+
+    for spec in TOOLS:
+        sub = commands.add_parser(
+            spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec)
+        )
+        _add_config(sub)
+        sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
+        for name, info in spec.input_model.model_fields.items():
+            _add_field(sub, name, info.annotation, info.description or "", info.is_required())
+        sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a))
+    return parser
+
+
+def _first_paragraph(spec: ToolSpec) -> str:
+    return (spec.run.__doc__ or "").strip().split("\n\n")[0]
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=None, help="fleet TOML file (default: $RADIANCE_MCP_CONFIG)")
+
+
+def _unwrap(annotation: Any) -> Any:
+    """X | None -> X."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return annotation
+
+
+def _add_field(parser: argparse.ArgumentParser, name: str, annotation: Any, help_text: str, required: bool) -> None:
+    flag = "--" + name.replace("_", "-")
+    kind = _unwrap(annotation)
+    if kind is bool:
+        parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+    elif typing.get_origin(kind) is Literal:
+        parser.add_argument(flag, dest=name, choices=typing.get_args(kind), default=None, help=help_text)
+    elif kind in (int, float, str):
+        parser.add_argument(flag, dest=name, type=kind, default=None, required=required, help=help_text)
+    else:
+        parser.add_argument(flag, dest=name, type=_json_arg(name), default=None, required=required,
+                            help=f"{help_text} (JSON)")
+
+
+def _json_arg(name: str) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"--{name.replace('_', '-')} takes JSON: {exc.msg}") from exc
+
+    return parse
+
+
+def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
+    values = {name: getattr(args, name) for name in spec.input_model.model_fields if getattr(args, name) is not None}
+    try:
+        tool_input = spec.input_model.model_validate(values)
+    except ValidationError as exc:
+        raise InputError(f"{spec.name.replace('_', '-')}: {describe_validation(exc)}") from exc
+    runtime = Runtime(load(args.config), trust_local_paths=True)
+    output = asyncio.run(spec.run(runtime, tool_input))
+    if args.json:
+        print(output.model_dump_json(indent=2))
+    else:
+        print(render(output))
+    return 3 if getattr(output, "ok", True) is False else 0
+
+
+# ---------------------------------------------------------------------------------------
+# Tables for people
+
+
+def render(model: BaseModel) -> str:
+    """A tool output as aligned 'key  value' lines, lists of records as tables."""
+    lines: list[str] = []
+    scalars = []
+    for name, value in model:
+        if isinstance(value, BaseModel):
+            lines.append(f"\n{name}:")
+            lines.extend("  " + line for line in render(value).splitlines())
+        elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+            lines.append(f"\n{name}:")
+            lines.extend("  " + line for line in _table(value))
+        elif isinstance(value, dict) and value:
+            lines.append(f"\n{name}:")
+            width = max(len(str(k)) for k in value)
+            for key, item in value.items():
+                shown = f"line {item.line}: {item.text}" if isinstance(item, BaseModel) and hasattr(item, "line") \
+                    else _cell(item)
+                lines.append(f"  {str(key):<{width}}  {shown}")
+        elif isinstance(value, list):
+            if value:
+                lines.append(f"\n{name}:")
+                lines.extend(f"  - {_cell(item)}" for item in value)
+        else:
+            scalars.append((name, _cell(value)))
+    width = max((len(n) for n, _ in scalars), default=0)
+    head = [f"{n:<{width}}  {v}" for n, v in scalars]
+    return "\n".join(head + lines).strip("\n")
+
+
+def _table(rows: list[BaseModel]) -> list[str]:
+    columns = [name for name, value in rows[0] if not isinstance(value, list | dict)]
+    cells = [[_cell(getattr(row, c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, BaseModel):
+        data = value.model_dump()
+        if "printed" in data:
+            return f"{data['printed']} (line {data['line']})"
+        if "line" in data and "text" in data:
+            return f"line {data['line']}"
+        return json.dumps(data)
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------
+# serve
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from radiance_mcp.server import build_server
+
+    runtime = Runtime(load(args.config))
+    server = build_server(runtime)
+    if not args.http:
+        # stdio: stdout carries the protocol only; the SDK logs to stderr.
+        server.run("stdio")
+        return 0
+    token = args.token or os.environ.get(TOKEN_ENV)
+    if not _is_loopback(args.host) and not token:
+        raise InputError(
+            f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
+            f"set a bearer token with --token or {TOKEN_ENV}, or bind 127.0.0.1"
+        )
+    _serve_http(server, args.host, args.port, token)
+    return 0
+
+
+def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
+    import hmac
+
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # With a bearer token, a browser page cannot forge requests, so any Host header may reach us;
+    # without one (loopback only), the SDK's DNS-rebinding protection stays on.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if token else None
+    app = server.streamable_http_app(host=host, transport_security=security)
+    if token:
+        expected = f"Bearer {token}".encode()
+        inner = app
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:  # type: ignore[no-redef]
+            if scope["type"] == "http":
+                given = dict(scope.get("headers") or []).get(b"authorization", b"")
+                if not hmac.compare_digest(given, expected):
+                    await send({"type": "http.response.start", "status": 401,
+                                "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                    await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
+                    return
+            await inner(scope, receive, send)
+
+    uvicorn.run(app, host=host, port=port, log_level="warning")
