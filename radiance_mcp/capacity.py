@@ -285,7 +285,9 @@ class PoolContract:
 REFUSAL = "does not fit the {window} token context, which leaves nothing to generate into"
 
 
-def pool_contract(pool_mib: Decimal, seqs: int, max_model_len: int, dtype: KVDtype, model: ModelConstants) -> PoolContract:
+def pool_contract(
+    pool_mib: Decimal, seqs: int, max_model_len: int, dtype: KVDtype, model: ModelConstants
+) -> PoolContract:
     """pool_mib >= seqs * max_model_len * rate + per_seq * seqs + fixed (rate in B, the rest MiB)."""
     if dtype not in model.rate_bytes_per_token:
         raise InputError(

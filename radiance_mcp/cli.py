@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from radiance_mcp import __version__
 from radiance_mcp.config import describe_validation, load
 from radiance_mcp.errors import InputError, RadianceMCPError
+from radiance_mcp.models import LineRef
 from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
 
 TOKEN_ENV = "RADIANCE_MCP_TOKEN"
@@ -149,8 +150,7 @@ def render(model: BaseModel) -> str:
             lines.append(f"\n{name}:")
             width = max(len(str(k)) for k in value)
             for key, item in value.items():
-                shown = f"line {item.line}: {item.text}" if isinstance(item, BaseModel) and hasattr(item, "line") \
-                    else _cell(item)
+                shown = f"line {item.line}: {item.text}" if isinstance(item, LineRef) else _cell(item)
                 lines.append(f"  {str(key):<{width}}  {shown}")
         elif isinstance(value, list):
             if value:
@@ -235,7 +235,7 @@ def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
         expected = f"Bearer {token}".encode()
         inner = app
 
-        async def app(scope: Any, receive: Any, send: Any) -> None:  # type: ignore[no-redef]
+        async def app(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
                 given = dict(scope.get("headers") or []).get(b"authorization", b"")
                 if not hmac.compare_digest(given, expected):

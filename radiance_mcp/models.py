@@ -31,7 +31,9 @@ class LedgerArgs(_Input):
         None, description="Absolute path of a ledger file on this machine, under the config's log_roots."
     )
     log_text: str | None = Field(None, description="The ledger text itself (e.g. pasted podman logs output).")
-    boot: int = Field(-1, description="Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest.")
+    boot: int = Field(
+        -1, description="Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> LedgerArgs:

@@ -48,7 +48,7 @@ def _tool_function(spec: ToolSpec, runtime: Runtime) -> Any:
             raise ToolError(f"{spec.name}: {describe_validation(exc)}") from exc
         try:
             if "ctx" in inspect.signature(spec.run).parameters:
-                return await spec.run(runtime, args, ctx=ctx)  # type: ignore[call-arg]
+                return await spec.run(runtime, args, ctx=ctx)
             return await spec.run(runtime, args)
         except RadianceMCPError as exc:
             raise ToolError(str(exc)) from exc
@@ -68,10 +68,10 @@ def build_server(runtime: Runtime) -> MCPServer:
             title=spec.title,
             annotations=ToolAnnotations(
                 title=spec.title,
-                readOnlyHint=spec.read_only,
-                destructiveHint=False,
-                idempotentHint=spec.idempotent,
-                openWorldHint=spec.open_world,
+                read_only_hint=spec.read_only,
+                destructive_hint=False,
+                idempotent_hint=spec.idempotent,
+                open_world_hint=spec.open_world,
             ),
             structured_output=True,
         )

@@ -17,7 +17,10 @@ from radiance_mcp.ledger import Boot, read_file, read_text
 
 
 class LedgerSource(Protocol):
-    label: str
+    @property
+    def label(self) -> str:
+        """Where the text comes from, as every figure's provenance and every error names it."""
+        ...
 
     async def read(self, boot: int = -1) -> Boot:
         """Parse one boot of the ledger: -1 the newest (default), 1 the oldest."""

@@ -8,7 +8,7 @@ taken from radiance_mcp.constants (a test checks they agree).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -257,7 +257,8 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     formula = (
         f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B = "
         f"{fmt_mib(contract.kv_mib, 2)} MiB + {model.per_seq_mib} x {contract.seqs} + {model.fixed_mib} = "
-        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} pool {fmt_mib(contract.pool_mib, 2)} MiB"
+        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} "
+        f"pool {fmt_mib(contract.pool_mib, 2)} MiB"
     )
     return PoolContractOutput(
         model=model.name,
@@ -316,7 +317,7 @@ class ToolSpec:
     title: str
     input_model: type[BaseModel]
     output_model: type[BaseModel]
-    run: Callable[[Runtime, Any], Awaitable[BaseModel]]
+    run: Callable[..., Coroutine[Any, Any, BaseModel]]
     read_only: bool = True
     open_world: bool = False
     idempotent: bool = True

@@ -1,0 +1,206 @@
+"""The server as MCP clients see it: the SDK's client over stdio, raw stdio, and streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
+from radiance_mcp.tools import TOOLS
+
+EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
+LEDGER_TOOLS = {"read_budget_table", "compute_ceiling", "check_pool_contract"}
+
+
+def _server(*extra: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "radiance_mcp", "serve", *extra])
+
+
+async def test_stdio_tools_list_has_schemas_and_annotations() -> None:
+    async with Client(_server()) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert LEDGER_TOOLS <= set(listed)
+    for name in LEDGER_TOOLS:
+        tool = listed[name]
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object", name
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is True, name
+        assert tool.annotations.idempotent_hint is True, name
+        assert tool.annotations.destructive_hint is False, name
+        assert tool.description and "\n" in tool.description, name
+    # Flat arguments: every ledger source is a top-level property.
+    assert {"service", "log", "log_text", "boot"} <= set(listed["compute_ceiling"].input_schema["properties"])
+    assert {"pool_mib", "seqs", "max_model_len", "kv_cache_dtype"} <= set(
+        listed["check_pool_contract"].input_schema["properties"]
+    )
+
+
+async def test_stdio_compute_ceiling_reproduces_the_worked_example() -> None:
+    async with Client(_server()) as client:
+        result = await client.call_tool("compute_ceiling", {"log": EXAMPLE_LOG})
+    assert not result.is_error
+    out = result.structured_content
+    assert out is not None
+    assert out["ceiling_mib"] == WORKED_CEILING_MIB == 30_969
+    assert out["derivation"] == "29,120 + (2,058 - 209) = 30,969 MiB/card"
+    assert out["headroom_mib"] == 1_849  # 30,969 - 29,120
+    assert out["cards"][0]["card"] == 0 and out["cards"][0]["ceiling_mib"] == 30_969
+    # The text content is the same structure, for clients that read only text.
+    assert json.loads(result.content[0].text)["ceiling_mib"] == 30_969  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"pool_mib": 5120, "seqs": 1, "max_model_len": 200_000, "kv_cache_dtype": "fp8"}, 1_986.22),
+        ({"pool_mib": 5120, "seqs": 2, "max_model_len": 200_000, "kv_cache_dtype": "fp8"}, 3_524.45),
+        ({"pool_mib": 5120, "seqs": 2, "max_model_len": 200_000, "kv_cache_dtype": "bf16"}, 6_063.51),
+        ({"pool_mib": 5120, "seqs": 8, "max_model_len": 32_768, "kv_cache_dtype": "fp8"}, 3_200.00),
+    ],
+)
+async def test_stdio_pool_contract(arguments: dict[str, object], expected: float) -> None:
+    async with Client(_server()) as client:
+        result = await client.call_tool("check_pool_contract", arguments)
+    out = result.structured_content
+    assert out is not None and out["required_mib"] == expected
+    assert out["ok"] is (expected <= 5120)
+    assert out["model"] == DEFAULT_MODEL.name
+    if not out["ok"]:
+        assert out["refusal"] == (
+            "does not fit the 200000 token context, which leaves nothing to generate into"
+        )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"log": "/etc/passwd"}, "outside the allowed log roots"),
+        ({"log": EXAMPLE_LOG, "reserves": [{"mib": 300, "label": "spare"}]}, "neither traced nor labelled"),
+        ({}, "give exactly one ledger source"),
+        ({"log_text": "\x00\x01 binary junk"}, "no radiance ledger phrase"),
+        ({"service": "nope"}, "service 'nope' is not in the fleet"),
+    ],
+)
+async def test_stdio_errors_are_tool_errors_with_remedies(arguments: dict[str, object], says: str) -> None:
+    async with Client(_server()) as client:
+        result = await client.call_tool("compute_ceiling", arguments)
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert says in text
+    assert "Traceback" not in text
+
+
+def test_stdio_stdout_carries_only_protocol() -> None:
+    """Every line the server writes to stdout is a JSON-RPC message; logs go to stderr."""
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "compute_ceiling", "arguments": {"log": "/etc/shadow"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "compute_ceiling", "arguments": {"log": EXAMPLE_LOG}}},
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "radiance_mcp", "serve"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdin and proc.stdout
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+        parsed = []
+        while not any(m.get("id") == 3 for m in parsed):
+            line = proc.stdout.readline()  # the stdio transport answers line by line
+            assert line, "server closed stdout before answering"
+            parsed.append(json.loads(line))  # a non-JSON line (a stray print) fails here
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+    assert all(m.get("jsonrpc") == "2.0" for m in parsed)
+    by_id = {m["id"]: m for m in parsed if "id" in m}
+    assert by_id[2]["result"]["isError"] is True
+    assert by_id[3]["result"]["structuredContent"]["ceiling_mib"] == 30_969
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(200):
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''!r}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("server did not listen")
+
+
+@pytest.fixture
+def http_server(request: pytest.FixtureRequest) -> object:
+    port = _free_port()
+    token = getattr(request, "param", None)
+    args = [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--port", str(port)]
+    if token:
+        args += ["--token", token]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_listening(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+
+
+async def test_http_transport_serves_the_tools(http_server: str) -> None:
+    async with Client(http_server) as client:
+        result = await client.call_tool("compute_ceiling", {"log": EXAMPLE_LOG})
+    assert result.structured_content is not None
+    assert result.structured_content["ceiling_mib"] == 30_969
+
+
+@pytest.mark.parametrize("http_server", ["s3cret-token"], indirect=True)
+def test_http_token_is_required_when_set(http_server: str) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    assert httpx.post(http_server, json=body, headers=headers).status_code == 401
+    wrong = httpx.post(http_server, json=body, headers={**headers, "authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    right = httpx.post(http_server, json=body, headers={**headers, "authorization": "Bearer s3cret-token"})
+    assert right.status_code != 401
+
+
+def test_http_refuses_a_public_bind_without_token() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port())],
+        capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 1
+    assert "not a loopback address" in proc.stderr and "--token" in proc.stderr
+
+
+def test_every_registered_tool_is_listed_once() -> None:
+    names = [spec.name for spec in TOOLS]
+    assert len(names) == len(set(names))
+    assert LEDGER_TOOLS <= set(names)
