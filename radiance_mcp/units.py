@@ -41,11 +41,23 @@ class Size:
         return abs(self.mib - other_mib) <= self.resolution_mib / 2
 
 
+MAX_INTEGER_DIGITS = 15
+MAX_DECIMAL_DIGITS = 12
+"""Beyond these a figure is not a size any card or pool has: refused, so the arithmetic stays exact."""
+
+
 def parse_number(text: str) -> Decimal:
     """'29,120' -> Decimal('29120'); raises LedgerError naming the text."""
     cleaned = text.strip().replace(",", "")
+    shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
     if not re.fullmatch(NUMBER, text.strip()):
-        raise LedgerError(f"malformed number {text!r}: expected digits, optional ',' thousands and decimals")
+        raise LedgerError(f"malformed number {shown}: expected digits, optional ',' thousands and decimals")
+    whole, _, decimals = cleaned.partition(".")
+    if len(whole.lstrip("0")) > MAX_INTEGER_DIGITS or len(decimals) > MAX_DECIMAL_DIGITS:
+        raise LedgerError(
+            f"implausible number {shown}: more than {MAX_INTEGER_DIGITS} digits before the point or "
+            f"{MAX_DECIMAL_DIGITS} after it; no ledger figure is that large or that fine"
+        )
     try:
         return Decimal(cleaned)
     except InvalidOperation as exc:  # pragma: no cover - the pattern above admits only digits
