@@ -1,0 +1,96 @@
+"""Shared fixtures: the example ledger, and a builder for ledger variants written with ledger.render().
+
+Keep this file small; add fixtures with str_replace (others edit it too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.ledger import render
+
+EXAMPLE_LOG = EXAMPLES_DIR / "frank-archon.log"
+
+# The example boot's echoed flags (PHRASEBOOK section 8): the pair is 24,000 + 5,120 = 29,120 MiB.
+EXAMPLE_FLAGS: dict[str, str] = {
+    "max-model-len": "200000",
+    "max-num-seqs": "2",
+    "max-num-batched-tokens": "1024",
+    "host-pool-mib": "7580",
+    "tp": "1",
+    "kv-cache-dtype": "fp8",
+    "placement": "slab",
+    "vram-weights-mib": "24000",
+    "vram-kv-mib": "5120",
+    "gpu-headroom-mib": "96",
+}
+# One card's table and settled line as the example prints them.
+EXAMPLE_CARD: dict[str, str] = {
+    "total": "31.86 GiB",
+    "weights": "23.44 GiB",
+    "kv": "5.00 GiB",
+    "unclaimed": "477.30 MiB",
+    "budgets": "28.44 GiB",
+    "unaccounted": "3.42 GiB",
+    "free": "2.01 GiB",
+    "floor": "209.19 MiB",
+    "headroom": "96.00 MiB",
+    "static": "113.19 MiB",
+}
+
+BootBuilder = Callable[..., str]
+
+
+def build_boot(
+    *,
+    name: str = "frank-archon",
+    flags: Mapping[str, str] = EXAMPLE_FLAGS,
+    cards: Sequence[Mapping[str, str]] = (EXAMPLE_CARD,),
+    filler: Sequence[str] = (),
+) -> str:
+    """One boot in the example's layout, every phrase written by ledger.render(); ends with a newline."""
+    lines = [render("boot_start", name=name)]
+    lines += [render("flag", flag=flag, value=value) for flag, value in flags.items()]
+    lines += [render("activation_arena", size="504.00 MiB", mnbt=1024), render("claimable", size="30.87 GiB")]
+    for number, card in enumerate(cards):
+        lines += [
+            render("budget_header", card=number),
+            render("card_total", size=card["total"]),
+            render("vram_weights", size=card["weights"]),
+            render("vram_kv", size=card["kv"]),
+            render("unclaimed", size=card["unclaimed"]),
+            render("budgets_total", budgets=card["budgets"], total=card["total"], unaccounted=card["unaccounted"]),
+        ]
+    lines += [
+        render("weights_by_tier", vram="23.44 GiB", host="10.21 GiB", disk="0 B"),
+        render("slab_slots", slots=17548, host=7580),
+        render("ledger_mover", slots=1300, size="1.75 GiB"),
+        render("kv_backing", level="I", size="5.00 GiB", dtype="fp8", rate=7488, percent=100, seqs=2,
+               tokens=200000, sessions="3.0"),
+        render("backs", seqs=2, tokens=200000),
+        render("sampler", seqs=2, spec=3, rows=8),
+    ]
+    lines += [render("settled", card=number, **{k: card[k] for k in ("free", "floor", "headroom", "static")})
+              for number, card in enumerate(cards)]
+    lines += [*filler, render("serving", address="0.0.0.0:8000")]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def example_text() -> str:
+    return EXAMPLE_LOG.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def example_path() -> Path:
+    return EXAMPLE_LOG
+
+
+@pytest.fixture
+def boot_text() -> BootBuilder:
+    """build_boot as a fixture, so test modules need not import conftest."""
+    return build_boot
