@@ -295,9 +295,20 @@ def _select(boot: int, count: int, source: str) -> int:
 
 def read_text(text: str, *, source: str, boot: int = -1) -> Boot:
     """Read one boot (the newest by default) of a ledger given as text."""
-    raw_lines = text.splitlines()
-    lines = [Line(n, clean(raw)) for n, raw in enumerate(raw_lines, 1) if len(raw) <= MAX_LINE_BYTES]
+    # Lines end at '\n' only, as in read_file: str.splitlines() would also break at '\x85', '\x0c',
+    # '\u2028' and a lone '\r', so the same ledger pasted inline would get other line numbers.
+    raw_lines = text.split("\n")
+    if raw_lines[-1] == "":
+        raw_lines.pop()
+    lines = [Line(n, clean(raw)) for n, raw in enumerate(raw_lines, 1) if not _overlong(raw)]
     return _split_and_parse(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines))
+
+
+def _overlong(raw: str) -> bool:
+    """Over MAX_LINE_BYTES in UTF-8, as read_file counts (a character is at most 4 bytes)."""
+    if len(raw) <= MAX_LINE_BYTES // 4:
+        return False
+    return len(raw) > MAX_LINE_BYTES or len(raw.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES
 
 
 def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int) -> Boot:
