@@ -14,7 +14,7 @@ from typing import Literal
 from radiance_mcp.constants import MIB, KVDtype, ModelConstants
 from radiance_mcp.errors import GuardRailError, InputError, LedgerError
 from radiance_mcp.ledger import PHRASES, Boot, Hit, Line
-from radiance_mcp.units import SIZE, Size, fmt_mib, parse_number, parse_size, round_down
+from radiance_mcp.units import SIZE, Size, fmt_mib, parse_size, round_down
 
 PAIR_FLAGS = ("vram-weights-mib", "vram-kv-mib")
 
@@ -59,6 +59,21 @@ def _figure(hit: Hit, name: str, source: str) -> Figure:
     return Figure(hit.size(name, source), hit.line)
 
 
+MAX_CARDS = 1024
+
+
+def _card_index(hit: Hit, source: str) -> int:
+    """The card a header or settled line names; a figure no machine has is refused, not converted."""
+    raw = hit.raw("card", source)
+    if len(raw) > 4 or int(raw) >= MAX_CARDS:
+        shown = raw if len(raw) <= 20 else f"{raw[:20]}... ({len(raw)} digits)"
+        raise LedgerError(
+            f"{source}:{hit.line.number}: card {shown} is not a card index (0 to {MAX_CARDS - 1}) in line "
+            f"{hit.line.text[:200]!r}"
+        )
+    return int(raw)
+
+
 def read_budget(boot: Boot) -> BudgetReading:
     """Per card: the table rows, the settled line, and the pair with where it came from.
 
@@ -71,7 +86,7 @@ def read_budget(boot: Boot) -> BudgetReading:
     card = -1
     for hit in boot.hits:
         if hit.key == "budget_header":
-            card = int(hit.raw("card", src))
+            card = _card_index(hit, src)
         elif hit.key == "card_total" and (card < 0 or "card_total" in rows.get(card, {})):
             card = max([card, *rows]) + 1
         if hit.key in ("card_total", "vram_weights", "vram_kv", "unclaimed"):
@@ -84,13 +99,13 @@ def read_budget(boot: Boot) -> BudgetReading:
     flag_hits = boot.flags
     cards: dict[int, CardBudget] = {}
     for hit in settled:
-        number = int(hit.raw("card", src))
+        number = _card_index(hit, src)
         if number in cards:
             continue
         table = rows.get(number, {})
         disagreements: list[str] = []
         if all(f in flag_hits for f in PAIR_FLAGS):
-            values = [parse_number(flags[f]) for f in PAIR_FLAGS]
+            values = [flag_hits[f].number("value", src) for f in PAIR_FLAGS]
             pair = sum(values, Decimal(0))
             pair_source: Literal["echoed flags", "table rows"] = "echoed flags"
             pair_lines = tuple(flag_hits[f].line for f in PAIR_FLAGS)
@@ -256,7 +271,10 @@ def _sizes_on(line: Line) -> list[Size]:
         except LedgerError:
             continue
     for flag_match in re.finditer(r"--[a-z-]+-mib\s+(\d[\d,]*)", line.text):
-        sizes.append(parse_size(f"{flag_match.group(1)} MiB"))
+        try:
+            sizes.append(parse_size(f"{flag_match.group(1)} MiB"))
+        except LedgerError:
+            continue
     return sizes
 
 
@@ -282,6 +300,9 @@ class PoolContract:
     refusal: str | None
 
 
+MAX_POOL_MIB = 1 << 30
+"""1 PiB: no card's pool is larger; a bigger figure is a unit mistake (bytes passed as MiB)."""
+
 REFUSAL = "does not fit the {window} token context, which leaves nothing to generate into"
 
 
@@ -295,6 +316,11 @@ def pool_contract(
         )
     if seqs < 1 or max_model_len < 1:
         raise InputError(f"seqs={seqs}, max_model_len={max_model_len}: both must be at least 1")
+    if not pool_mib.is_finite() or not 0 <= pool_mib <= MAX_POOL_MIB:
+        raise InputError(
+            f"pool_mib={pool_mib}: a pool is a finite size from 0 to {fmt_mib(MAX_POOL_MIB)} MiB (1 PiB); "
+            "pass the --vram-kv-mib value in MiB"
+        )
     rate = model.rate_bytes_per_token[dtype]
     kv_mib = Decimal(seqs * max_model_len * rate) / MIB
     per_seq_total = model.per_seq_mib * seqs
