@@ -35,7 +35,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from radiance_mcp.constants import DEFAULT_MODEL, ModelConstants
 from radiance_mcp.errors import ConfigError
@@ -49,6 +49,16 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _absolute_roots(roots: tuple[str, ...], *, home: bool) -> tuple[str, ...]:
+    # Security: a relative root ("", ".", "logs") resolves against the server's working
+    # directory, which an MCP client may set to "/", and would open every file under it.
+    for root in roots:
+        expanded = os.path.expanduser(root) if home else root
+        if not expanded.startswith("/"):
+            raise ValueError(f"{root!r} is not an absolute directory; write it from '/'{' or ~' if home else ''}")
+    return roots
 
 
 class ModelSpec(_Strict):
@@ -78,6 +88,11 @@ class Host(_Strict):
     log_roots: tuple[str, ...] = ()
     """Absolute directories on the host under which ledger files may be read."""
 
+    @field_validator("log_roots")
+    @classmethod
+    def _absolute(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
+        return _absolute_roots(roots, home=False)  # '~' would expand here, not on the host
+
 
 class Service(_Strict):
     host: Name | None = None
@@ -101,6 +116,11 @@ class ServerSettings(_Strict):
     log_roots: tuple[str, ...] = ()
     known_hosts: str | None = None
     ssh_config: str | None = None
+
+    @field_validator("log_roots")
+    @classmethod
+    def _absolute(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
+        return _absolute_roots(roots, home=True)
 
 
 class Fleet(_Strict):
