@@ -1,0 +1,689 @@
+"""The step-shape audit, pure: two boots in, a row-by-row diff and a diagnosis out.
+
+The law (PHRASEBOOK section 6): ``--max-num-batched-tokens`` (MNBT) sizes the activation
+arena, and the arena is charged to the card before the weights and the KV cache are
+funded. A wider step is therefore paid for by the weight tiers and the KV cache, never by
+the disk tier. Measured: MNBT 1,024 -> arena 504 MiB, claimable 30.87 GiB; MNBT 65,536 ->
+arena 10.65 GiB, claimable 16.85 GiB, experts squeezed to 10.98 GiB, 56 GiB of weights
+stranded on the disk tier. A KV cache below one full-length sequence for the seats asked
+is an out-of-memory refusal, even where a narrower shape at the same window booted.
+
+``read_shape`` takes the figures the audit compares off one parsed boot, each with its
+ledger line; ``audit`` lines two of them up (proven, candidate) and writes the diagnosis.
+The dry-run argv comparison lives here too (``compare_argv``): two texts in, the first
+differing argument out. Nothing here reads a file or a network.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+from radiance_mcp.capacity import pool_contract
+from radiance_mcp.constants import KV_DTYPES, KVDtype, ModelConstants
+from radiance_mcp.errors import InputError, LedgerError
+from radiance_mcp.ledger import Boot, Hit, Line
+from radiance_mcp.units import fmt_gib, fmt_mib, parse_number
+
+STEP_FLAGS: tuple[str, ...] = (
+    "max-model-len",
+    "max-num-seqs",
+    "max-num-batched-tokens",
+    "host-pool-mib",
+    "tp",
+    "kv-cache-dtype",
+    "placement",
+)
+"""The echoed flags that make a serving shape (the seed greps these, in this order)."""
+
+FIX_TEXT_SOURCE = "vram_budget.cpp:117"
+"""Where the engine prints its own fix text for an arena that leaves too little."""
+
+Unit = Literal["flag", "MiB", "count", "percent", "text"]
+Status = Literal["booted", "refused", "unknown"]
+Verdict = Literal["refused", "shape differs", "same shape"]
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    key: str
+    label: str
+    unit: Unit
+
+
+ROWS: tuple[RowSpec, ...] = (
+    *(RowSpec(f"--{flag}", f"--{flag}", "flag") for flag in STEP_FLAGS),
+    RowSpec("arena", "activation arena", "MiB"),
+    RowSpec("claimable", "claimable", "MiB"),
+    RowSpec("vram_kv", "vram_kv", "MiB"),
+    RowSpec("weights_vram", "weights by tier: VRAM", "MiB"),
+    RowSpec("weights_host", "weights by tier: host pool", "MiB"),
+    RowSpec("weights_disk", "weights by tier: container-on-disk", "MiB"),
+    RowSpec("kv_cache", "kv cache", "MiB"),
+    RowSpec("backing", "kv backing of the worst case", "percent"),
+    RowSpec("sessions", "full-length sessions", "count"),
+    RowSpec("expert_prefetch", "expert prefetch", "MiB"),
+    RowSpec("lender", "lender", "text"),
+    RowSpec("refusal", "startup stopped", "text"),
+)
+
+
+@dataclass(frozen=True)
+class Value:
+    """One figure of one boot: as printed, as a quantity where it is one, and its line."""
+
+    printed: str
+    line: Line
+    quantity: Decimal | None = None
+    """MiB for sizes, the number for counts, percentages and numeric flags; None for text."""
+
+
+@dataclass(frozen=True)
+class ShapeLedger:
+    """What the audit reads off one boot."""
+
+    boot: Boot
+    values: dict[str, Value]
+    """By row key (see ROWS); a row the boot does not print is absent."""
+    worst_case_seqs: int | None
+    worst_case_tokens: int | None
+    arena_mnbt: int | None
+    """MNBT as the arena line names it, else as the flag echoes it."""
+    fix_text: Value | None
+    status: Status
+    missing: tuple[str, ...]
+    """Step-shape phrases this boot does not print (by the phrase's words)."""
+
+    def get(self, key: str) -> Value | None:
+        return self.values.get(key)
+
+    def mib(self, key: str) -> Decimal | None:
+        value = self.values.get(key)
+        return value.quantity if value else None
+
+
+def _quantity(text: str) -> Decimal | None:
+    try:
+        return parse_number(text)
+    except LedgerError:
+        return None
+
+
+def read_shape(boot: Boot) -> ShapeLedger:
+    """The step-shape figures of one boot (the first line holding each phrase), with their lines."""
+    src = boot.where()
+    values: dict[str, Value] = {}
+
+    def size(key: str, hit: Hit | None, field: str = "size") -> None:
+        if hit is not None and hit.fields.get(field) is not None:
+            figure = hit.size(field, src)
+            values[key] = Value(figure.text, hit.line, figure.mib)
+
+    for flag in STEP_FLAGS:
+        hit = boot.flags.get(flag)
+        if hit is not None:
+            raw = hit.raw("value", src)
+            values[f"--{flag}"] = Value(raw, hit.line, _quantity(raw))
+
+    arena = boot.first("activation_arena")
+    size("arena", arena)
+    size("claimable", boot.first("claimable"))
+    size("vram_kv", boot.first("vram_kv"))
+    tiers = boot.first("weights_by_tier")
+    size("weights_vram", tiers, "vram")
+    size("weights_host", tiers, "host")
+    size("weights_disk", tiers, "disk")
+
+    backing = boot.first("kv_backing")
+    worst_seqs = worst_tokens = None
+    if backing is not None:
+        size("kv_cache", backing)
+        percent = backing.number("percent", src)
+        values["backing"] = Value(f"{backing.raw('percent', src)}%", backing.line, percent)
+        sessions = backing.number("sessions", src)
+        values["sessions"] = Value(backing.raw("sessions", src), backing.line, sessions)
+        worst_seqs = int(backing.number("seqs", src))
+        worst_tokens = int(backing.number("tokens", src))
+
+    size("expert_prefetch", boot.first("expert_prefetch"))
+    lender = boot.first("no_lender")
+    if lender is not None:
+        values["lender"] = Value("no lender", lender.line)
+    stopped = boot.first("startup_stopped")
+    if stopped is not None:
+        values["refusal"] = Value(stopped.raw("reason", src), stopped.line)
+
+    fix = boot.first("fix_text")
+    fix_text = Value(fix.raw("text", src), fix.line) if fix is not None else None
+
+    mnbt: int | None = None
+    if arena is not None and arena.fields.get("mnbt"):
+        mnbt = int(arena.number("mnbt", src))
+    elif (flag_value := values.get("--max-num-batched-tokens")) and flag_value.quantity is not None:
+        mnbt = int(flag_value.quantity)
+
+    if stopped is not None:
+        status: Status = "refused"
+    elif boot.first("serving") is not None or boot.first("settled") is not None:
+        status = "booted"
+    else:
+        status = "unknown"
+
+    wanted = {
+        "activation arena": "arena",
+        "claimable": "claimable",
+        "vram_kv": "vram_kv",
+        "weights by tier": "weights_vram",
+        "full-length sessions": "sessions",
+    }
+    missing = tuple(words for words, key in wanted.items() if key not in values)
+    if len(missing) == len(wanted) and not any(f"--{flag}" in values for flag in STEP_FLAGS):
+        raise LedgerError(
+            f"{src}: this boot prints none of the step-shape lines (echoed --max-num-batched-tokens and "
+            f"the other step flags, {', '.join(repr(w) for w in wanted)}); point the audit at the radiance "
+            "boot log that holds the step-shape ledger"
+        )
+    return ShapeLedger(boot, values, worst_seqs, worst_tokens, mnbt, fix_text, status, missing)
+
+
+# ---------------------------------------------------------------------------------------
+# The diff
+
+
+@dataclass(frozen=True)
+class Row:
+    spec: RowSpec
+    proven: Value | None
+    candidate: Value | None
+    delta: Decimal | None
+    """candidate - proven, for quantities both boots print."""
+    differs: bool
+
+
+@dataclass(frozen=True)
+class ArenaSlope:
+    """The arena's cost per batched token, from two boots: a two-point estimate, not a law."""
+
+    proven_mnbt: int
+    candidate_mnbt: int
+    proven_arena_mib: Decimal
+    candidate_arena_mib: Decimal
+    mib_per_token: Decimal
+    intercept_mib: Decimal
+    derivation: str
+    label: str = "two-point estimate"
+
+
+@dataclass(frozen=True)
+class SeatCheck:
+    """The KV cache a boot funded against what its seats need at full length (the pool contract)."""
+
+    seats: int
+    window_tokens: int
+    dtype: KVDtype
+    kv: Value
+    """The smaller of the vram_kv row and the kv cache line: what the engine funded."""
+    one_sequence_mib: Decimal
+    seats_mib: Decimal
+    below_one_sequence: bool
+    below_seats: bool
+    derivation: str
+
+
+@dataclass(frozen=True)
+class StepShapeAudit:
+    proven: ShapeLedger
+    candidate: ShapeLedger
+    rows: tuple[Row, ...]
+    flag_changes: tuple[Row, ...]
+    arena_slope: ArenaSlope | None
+    proven_seats: SeatCheck | None
+    candidate_seats: SeatCheck | None
+    fix_text: Value | None
+    verdict: Verdict
+    diagnosis: tuple[str, ...]
+    remedy: tuple[str, ...]
+    inherit: dict[str, str]
+    """Flag -> the proven boot's value, for every echoed step flag that differs."""
+    notes: tuple[str, ...]
+
+
+def _differs(a: Value | None, b: Value | None) -> bool:
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    if a.quantity is not None and b.quantity is not None:
+        return a.quantity != b.quantity
+    return a.printed != b.printed
+
+
+def diff_rows(proven: ShapeLedger, candidate: ShapeLedger) -> tuple[Row, ...]:
+    rows = []
+    for spec in ROWS:
+        a, b = proven.get(spec.key), candidate.get(spec.key)
+        delta = None
+        if a is not None and b is not None and a.quantity is not None and b.quantity is not None:
+            delta = b.quantity - a.quantity
+        rows.append(Row(spec, a, b, delta, _differs(a, b)))
+    return tuple(rows)
+
+
+def arena_slope(proven: ShapeLedger, candidate: ShapeLedger) -> ArenaSlope | None:
+    """(arena_b - arena_a) / (mnbt_b - mnbt_a) MiB per batched token; None without two distinct points."""
+    a_mib, b_mib = proven.mib("arena"), candidate.mib("arena")
+    a_tok, b_tok = proven.arena_mnbt, candidate.arena_mnbt
+    if a_mib is None or b_mib is None or a_tok is None or b_tok is None or a_tok == b_tok:
+        return None
+    slope = (b_mib - a_mib) / Decimal(b_tok - a_tok)
+    intercept = a_mib - slope * a_tok
+    derivation = (
+        f"({fmt_mib(b_mib, 2)} - {fmt_mib(a_mib, 2)}) MiB / ({b_tok:,} - {a_tok:,}) tokens = "
+        f"{slope:.4f} MiB ({slope * 1024:.1f} KiB) per batched token, intercept {fmt_mib(intercept, 1)} MiB; "
+        "a two-point estimate from these two boots, not a measured law"
+    )
+    return ArenaSlope(a_tok, b_tok, a_mib, b_mib, slope, intercept, derivation)
+
+
+def seat_check(shape: ShapeLedger, model: ModelConstants) -> SeatCheck | None:
+    """Is the funded KV cache below one full-length sequence, and below the seats asked?
+
+    Seats and window come from the echoed --max-num-seqs and --max-model-len, else from the
+    kv cache line's 'N x M worst case'; the need is the pool contract's
+    (seqs * window * rate + per_seq * seqs + fixed).
+    """
+    candidates = [v for v in (shape.get("vram_kv"), shape.get("kv_cache")) if v and v.quantity is not None]
+    if not candidates:
+        return None
+    kv = min(candidates, key=lambda v: v.quantity or Decimal(0))
+    seats_value = shape.get("--max-num-seqs")
+    window_value = shape.get("--max-model-len")
+    seats = int(seats_value.quantity) if seats_value and seats_value.quantity else shape.worst_case_seqs
+    window = int(window_value.quantity) if window_value and window_value.quantity else shape.worst_case_tokens
+    dtype_value = shape.get("--kv-cache-dtype")
+    dtype = dtype_value.printed if dtype_value else None
+    if not seats or not window or dtype not in KV_DTYPES:
+        return None
+    assert dtype == "fp8" or dtype == "bf16"
+    assert kv.quantity is not None
+    one = pool_contract(kv.quantity, 1, window, dtype, model)
+    full = pool_contract(kv.quantity, seats, window, dtype, model)
+    rate = one.rate_bytes_per_token
+    derivation = (
+        f"one full-length sequence: 1 x {window:,} x {rate:,} B = {fmt_mib(one.kv_mib, 2)} MiB + "
+        f"{model.per_seq_mib} + {model.fixed_mib} = {fmt_mib(one.required_mib, 2)} MiB; "
+        f"{seats} seats: {seats} x {window:,} x {rate:,} B = {fmt_mib(full.kv_mib, 2)} MiB + "
+        f"{model.per_seq_mib} x {seats} + {model.fixed_mib} = {fmt_mib(full.required_mib, 2)} MiB; "
+        f"funded: {kv.printed} = {fmt_mib(kv.quantity, 2)} MiB (line {kv.line.number})"
+    )
+    return SeatCheck(
+        seats=seats,
+        window_tokens=window,
+        dtype=dtype,
+        kv=kv,
+        one_sequence_mib=one.required_mib,
+        seats_mib=full.required_mib,
+        below_one_sequence=kv.quantity < one.required_mib,
+        below_seats=kv.quantity < full.required_mib,
+        derivation=derivation,
+    )
+
+
+def _change(a: Decimal | None, b: Decimal | None) -> tuple[str, Decimal] | None:
+    if a is None or b is None:
+        return None
+    return ("grew" if b > a else "fell" if b < a else "held", b - a)
+
+
+def _moved(label: str, proven: Value | None, candidate: Value | None) -> str | None:
+    if proven is None or candidate is None or proven.quantity is None or candidate.quantity is None:
+        return None
+    change = _change(proven.quantity, candidate.quantity)
+    assert change is not None
+    word, delta = change
+    if word == "held":
+        return f"{label} held at {candidate.printed}"
+    return f"{label} {word} by {fmt_gib(abs(delta))} ({proven.printed} -> {candidate.printed})"
+
+
+def _flag_text(row: Row) -> str:
+    a = f"{row.proven.printed} (line {row.proven.line.number})" if row.proven else "not echoed"
+    b = f"{row.candidate.printed} (line {row.candidate.line.number})" if row.candidate else "not echoed"
+    return f"{row.spec.label} {a} -> {b}"
+
+
+def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> StepShapeAudit:
+    """Line the two boots up row by row and say, in the seed's terms, what the change cost."""
+    proven, candidate = read_shape(proven_boot), read_shape(candidate_boot)
+    rows = diff_rows(proven, candidate)
+    flag_changes = tuple(r for r in rows if r.spec.unit == "flag" and r.differs)
+    by_key = {r.spec.key: r for r in rows}
+    slope = arena_slope(proven, candidate)
+    proven_seats, candidate_seats = seat_check(proven, model), seat_check(candidate, model)
+    fix = candidate.fix_text or proven.fix_text
+    diagnosis: list[str] = []
+    notes: list[str] = []
+
+    # Which flags differ.
+    if flag_changes:
+        same = [r.spec.label for r in rows if r.spec.unit == "flag" and not r.differs and r.proven]
+        text = "the echoed step flags differ: " + "; ".join(_flag_text(r) for r in flag_changes)
+        if same:
+            text += f". The same in both: {', '.join(same)}"
+        diagnosis.append(text)
+    else:
+        diagnosis.append(
+            "no echoed step flag differs (" + ", ".join(f"--{f}" for f in STEP_FLAGS) + "): the step shape is "
+            "not what changed; compare the image, the env file and the card instead"
+        )
+
+    # The arena against what claimable, the experts and the KV cache lost.
+    arena_row = by_key["arena"]
+    if arena_row.delta is not None and arena_row.proven and arena_row.candidate and arena_row.delta != 0:
+        grew = arena_row.delta > 0
+        parts = [
+            f"the activation arena {'grew' if grew else 'shrank'} by {fmt_gib(abs(arena_row.delta))} "
+            f"({arena_row.proven.printed} -> {arena_row.candidate.printed}, lines {arena_row.proven.line.number} / "
+            f"{arena_row.candidate.line.number}); it is charged to the card before weights and KV cache are funded"
+        ]
+        for key, label in (
+            ("claimable", "claimable"),
+            ("weights_vram", "the experts' VRAM tier"),
+            ("weights_disk", "the weights on the disk tier (container-on-disk)"),
+            ("vram_kv", "vram_kv"),
+            ("kv_cache", "the KV cache"),
+        ):
+            row = by_key[key]
+            moved = _moved(label, row.proven, row.candidate)
+            if moved:
+                parts.append(moved)
+        disk = candidate.get("weights_disk")
+        if grew and disk is not None and disk.quantity:
+            parts.append(f"{disk.printed} of weights stranded on the disk tier (line {disk.line.number})")
+        diagnosis.append("; ".join(parts))
+    elif arena_row.proven is None or arena_row.candidate is None:
+        notes.append("one boot does not print 'activation arena': the arena's cost cannot be read from both")
+
+    # vram_kv below one full-length sequence for the seats asked.
+    for name, check, shape in (("candidate", candidate_seats, candidate), ("proven", proven_seats, proven)):
+        if check is None:
+            notes.append(
+                f"the {name} boot's KV cache cannot be checked against its seats: it needs a vram_kv or kv cache "
+                "line, --max-num-seqs and --max-model-len (or the kv cache line's worst case) and "
+                "--kv-cache-dtype bf16 or fp8"
+            )
+            continue
+        if check.below_seats:
+            other = proven if name == "candidate" else candidate
+            narrower = ""
+            if name == "candidate" and other.status == "booted":
+                narrower = ", even though the proven shape booted"
+                if proven_seats and proven_seats.window_tokens == check.window_tokens:
+                    narrower += " at the same window"
+            scope = "below one full-length sequence" if check.below_one_sequence else "below the seats asked"
+            cause = "the out-of-memory cause" if shape.status == "refused" else "a refusal waiting for load"
+            diagnosis.append(
+                f"the {name} boot's KV cache is {scope}: {check.kv.printed} funded against "
+                f"{fmt_mib(check.one_sequence_mib, 2)} MiB for one sequence of {check.window_tokens:,} tokens and "
+                f"{fmt_mib(check.seats_mib, 2)} MiB for the {check.seats} seats asked ({check.dtype}); "
+                f"{cause}{narrower}"
+            )
+
+    # The engine's own refusal and fix text.
+    if candidate.status == "refused":
+        refusal = candidate.get("refusal")
+        assert refusal is not None
+        backing = candidate.get("kv_cache")
+        where = f"line {refusal.line.number}"
+        text = f"the candidate refused to start: 'startup stopped: {refusal.printed}' ({where})"
+        if backing is not None:
+            text += f"; the kv cache line reads {backing.line.text.strip()!r} (line {backing.line.number})"
+        diagnosis.append(text)
+    if proven.status == "refused":
+        notes.append("the proven boot did not start either: pick a boot that served as the proven one")
+    lender = candidate.get("lender")
+    prefetch = candidate.get("expert_prefetch")
+    if lender is not None or (prefetch is not None and prefetch.quantity == 0):
+        line = (lender or prefetch).line.number  # type: ignore[union-attr]
+        diagnosis.append(
+            f"expert prefetch {prefetch.printed if prefetch else '0 B'} / no lender (line {line}): the engine had "
+            "already given the expert slab everything the arena left"
+        )
+    if fix is not None:
+        diagnosis.append(f"the engine's own fix text ({FIX_TEXT_SOURCE}, line {fix.line.number}): {fix.printed!r}")
+    if slope is not None:
+        diagnosis.append(f"the arena's cost per batched token: {slope.derivation}")
+
+    inherit = {r.spec.label: r.proven.printed for r in flag_changes if r.proven is not None}
+    remedy: list[str] = []
+    if flag_changes:
+        numbers = ", ".join(f"{flag} {value}" for flag, value in inherit.items())
+        remedy.append(
+            f"inherit the proven numbers ({numbers}) from the env file that owns the shape, not from the mode"
+        )
+        remedy.append(
+            "delete the mode's private literals (no shim, no per-mode alias such as FRANK_ARCHON_BF16_MAX_SEQS) "
+            "and rewrite the mode's comment so the premise that a wide step is free throughput is gone"
+        )
+        remedy.append(
+            "prove it: '<script> <mode> --dry-run' must print an argv identical, byte for byte, to the proven "
+            "mode's (compare_dry_run)"
+        )
+    elif candidate.status == "refused":
+        remedy.append("the step flags match the proven boot: look for what else changed (image, env file, card)")
+
+    if candidate.status == "refused":
+        verdict: Verdict = "refused"
+    elif flag_changes:
+        verdict = "shape differs"
+    else:
+        verdict = "same shape"
+    for name, shape in (("proven", proven), ("candidate", candidate)):
+        if shape.missing:
+            notes.append(f"the {name} boot does not print: {', '.join(repr(m) for m in shape.missing)}")
+    return StepShapeAudit(
+        proven=proven,
+        candidate=candidate,
+        rows=rows,
+        flag_changes=flag_changes,
+        arena_slope=slope,
+        proven_seats=proven_seats,
+        candidate_seats=candidate_seats,
+        fix_text=fix,
+        verdict=verdict,
+        diagnosis=tuple(diagnosis),
+        remedy=tuple(remedy),
+        inherit=inherit,
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The dry-run proof: two argv, byte for byte
+
+ArgvFormat = Literal["auto", "lines", "shell", "nul"]
+ArgvLayout = Literal["lines", "shell", "nul"]
+
+
+@dataclass(frozen=True)
+class ArgvDifference:
+    index: int
+    """0-based position in the argv."""
+    proven: str | None
+    """None: the proven argv has no argument at this index."""
+    candidate: str | None
+    char_offset: int | None
+    """First differing character within the argument, where both exist."""
+    detail: str
+
+
+@dataclass(frozen=True)
+class ArgvComparison:
+    identical_bytes: bool
+    identical_argv: bool
+    format: ArgvLayout
+    proven_argv: tuple[str, ...]
+    candidate_argv: tuple[str, ...]
+    first_byte_offset: int | None
+    first_difference: ArgvDifference | None
+    edits: tuple[str, ...]
+    """difflib's view of the change (replace / insert / delete), a few at most."""
+    flag_changes: tuple[tuple[str, str | None, str | None], ...]
+    """(--flag, proven value, candidate value) for flags whose value differs or that one side lacks."""
+    summary: str
+
+
+MAX_EDITS = 10
+
+
+def split_argv(text: str, fmt: ArgvFormat = "auto", *, label: str = "argv") -> tuple[list[str], ArgvLayout]:
+    """The argv a dry run printed, and the format read: NUL-separated, one per line, or a shell line.
+
+    auto: NUL bytes -> nul; several lines with no blank inside any -> one argument per line;
+    otherwise a shell command line (backslash-newline continuations joined; quotes honoured).
+    """
+    chosen: ArgvFormat = fmt
+    if chosen == "auto":
+        if "\x00" in text:
+            chosen = "nul"
+        else:
+            lines = [line for line in text.replace("\\\n", " ").splitlines() if line.strip()]
+            one_per_line = len(lines) > 1 and not any(len(line.strip().split()) > 1 for line in lines)
+            chosen = "lines" if one_per_line else "shell"
+    if chosen == "nul":
+        parts = text.split("\x00")
+        if parts and parts[-1] in ("", "\n"):
+            parts.pop()
+        return parts, "nul"
+    if chosen == "lines":
+        return text.rstrip("\n").split("\n") if text.strip("\n") else [], "lines"
+    try:
+        return shlex.split(text.replace("\\\n", " "), comments=False, posix=True), "shell"
+    except ValueError as exc:
+        raise InputError(
+            f"{label}: cannot be read as a shell command line ({exc}); pass argv_format='lines' if the dry run "
+            "prints one argument per line, or 'nul' for NUL-separated output"
+        ) from exc
+
+
+def _first_char_difference(a: str, b: str) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _describe_char(text: str, offset: int) -> str:
+    if offset >= len(text):
+        return "end of argument"
+    char = text[offset]
+    return f"{char!r} U+{ord(char):04X}"
+
+
+def _flag_values(argv: list[str]) -> dict[str, str | None]:
+    values: dict[str, str | None] = {}
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--") or arg == "--":
+            continue
+        if "=" in arg:
+            flag, value = arg.split("=", 1)
+            values.setdefault(flag, value)
+        else:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            values.setdefault(arg, None if nxt is None or nxt.startswith("--") else nxt)
+    return values
+
+
+def compare_argv(
+    proven: str | bytes,
+    candidate: str | bytes,
+    fmt: ArgvFormat = "auto",
+    *,
+    proven_label: str = "proven",
+    candidate_label: str = "candidate",
+) -> ArgvComparison:
+    """Compare two dry-run outputs byte for byte; on a difference, name the first differing argument.
+
+    Both outputs are read in the same format (auto-detected on the proven output), so a
+    difference in layout alone shows as a byte difference with identical argv.
+    """
+    raw_a = proven if isinstance(proven, bytes) else proven.encode("utf-8", "surrogateescape")
+    raw_b = candidate if isinstance(candidate, bytes) else candidate.encode("utf-8", "surrogateescape")
+    text_a = raw_a.decode("utf-8", "surrogateescape")
+    text_b = raw_b.decode("utf-8", "surrogateescape")
+    argv_a, used = split_argv(text_a, fmt, label=proven_label)
+    argv_b, _ = split_argv(text_b, used, label=candidate_label)
+    identical_bytes = raw_a == raw_b
+    byte_offset = None
+    if not identical_bytes:
+        byte_offset = next(
+            (i for i, (x, y) in enumerate(zip(raw_a, raw_b, strict=False)) if x != y), min(len(raw_a), len(raw_b))
+        )
+    first: ArgvDifference | None = None
+    for i in range(max(len(argv_a), len(argv_b))):
+        a = argv_a[i] if i < len(argv_a) else None
+        b = argv_b[i] if i < len(argv_b) else None
+        if a == b:
+            continue
+        if a is not None and b is not None:
+            offset: int | None = _first_char_difference(a, b)
+            assert offset is not None
+            detail = (
+                f"argument {i}: {proven_label} {a!r}, {candidate_label} {b!r} (first difference at character "
+                f"{offset}: {_describe_char(a, offset)} vs {_describe_char(b, offset)})"
+            )
+        else:
+            offset = None
+            if b is None:
+                present, value, absent = proven_label, a, candidate_label
+            else:
+                present, value, absent = candidate_label, b, proven_label
+            detail = (
+                f"argument {i}: {present} has {value!r}, {absent} has no argument {i} "
+                f"({proven_label} {len(argv_a)} arguments, {candidate_label} {len(argv_b)})"
+            )
+        first = ArgvDifference(i, a, b, offset, detail)
+        break
+    edits: list[str] = []
+    if first is not None:
+        matcher = difflib.SequenceMatcher(a=argv_a, b=argv_b, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            if len(edits) == MAX_EDITS:
+                edits.append("... more edits left off")
+                break
+            if tag == "replace":
+                edits.append(f"replace {argv_a[i1:i2]!r} at {i1} with {argv_b[j1:j2]!r}")
+            elif tag == "delete":
+                edits.append(f"{candidate_label} lacks {argv_a[i1:i2]!r} ({proven_label} index {i1})")
+            else:
+                edits.append(f"{candidate_label} adds {argv_b[j1:j2]!r} at index {j1}")
+    flags_a, flags_b = _flag_values(argv_a), _flag_values(argv_b)
+    flag_changes = tuple(
+        (flag, flags_a.get(flag), flags_b.get(flag))
+        for flag in dict.fromkeys([*flags_a, *flags_b])
+        if flags_a.get(flag) != flags_b.get(flag) or (flag in flags_a) != (flag in flags_b)
+    )
+    if identical_bytes:
+        summary = f"identical, byte for byte ({len(raw_a):,} bytes, {len(argv_a)} arguments)"
+    elif first is None:
+        summary = (
+            f"the same {len(argv_a)} arguments, but the bytes differ at offset {byte_offset} "
+            "(layout, quoting or a trailing newline): not identical byte for byte"
+        )
+    else:
+        summary = f"differs: {first.detail}"
+    return ArgvComparison(
+        identical_bytes=identical_bytes,
+        identical_argv=argv_a == argv_b,
+        format=used,
+        proven_argv=tuple(argv_a),
+        candidate_argv=tuple(argv_b),
+        first_byte_offset=byte_offset,
+        first_difference=first,
+        edits=tuple(edits),
+        flag_changes=flag_changes,
+        summary=summary,
+    )
