@@ -3,9 +3,10 @@
 Each tool subcommand is made from the tool's input model (``compute_ceiling`` becomes
 ``compute-ceiling``, ``log_text`` becomes ``--log-text``), prints a readable table, or the
 tool's structured output with ``--json``, and exits 0 only on success: 1 on an error or a
-refusal, 2 on a usage error, 3 when a check ran and its verdict is a failure (``ok`` false),
-so a shell gate can call it directly. A file named on the command line is read wherever it is:
-the log roots guard the MCP server against agents, not a person against their own files.
+refusal, 2 on a usage error (argparse's, or arguments the tool's input model rejects), 3 when
+a check ran and its verdict is a failure (``ok`` false), so a shell gate can call it directly.
+A file named on the command line is read wherever it is: the log roots guard the MCP server
+against agents, not a person against their own files.
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
     try:
         tool_input = spec.input_model.model_validate(values)
     except ValidationError as exc:
-        raise InputError(f"{spec.name.replace('_', '-')}: {describe_validation(exc)}") from exc
+        # The arguments break the tool's input model: a usage error (2), like argparse's own.
+        print(f"radiance-mcp: {spec.name.replace('_', '-')}: {describe_validation(exc)}", file=sys.stderr)
+        return 2
     runtime = Runtime(load(args.config), trust_local_paths=True)
     output = asyncio.run(spec.run(runtime, tool_input))
     if args.json:
