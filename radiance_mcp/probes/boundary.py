@@ -1,0 +1,186 @@
+"""boundary_probe: N concurrent prompts at max_model_len - gen, each asked for its head marker."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from radiance_mcp.config import Fleet
+from radiance_mcp.errors import InputError, ProbeError
+from radiance_mcp.probes.client import ProbeClient, redact, resolve_endpoint
+from radiance_mcp.probes.dialects import Dialect, dialect_for
+from radiance_mcp.probes.engine import Engine, ExtensionCounter
+from radiance_mcp.probes.models import BoundaryPlan, BoundaryProbeInput, BoundaryProbeOutput, BoundaryRequestResult
+from radiance_mcp.probes.payloads import ROUTES, generation
+from radiance_mcp.probes.prompts import FOX_UNIT, Prompt, boundary_prompt, units_for_tokens
+from radiance_mcp.probes.verdicts import Verdict, judge_boundary
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+"""MCP's report_progress(progress, total, message)."""
+
+MIN_PROMPT_TOKENS = 32
+
+
+def plan(args: BoundaryProbeInput, window: int, window_source: str | None, dialect: Dialect) -> BoundaryPlan:
+    target = dialect.max_prompt_tokens(window, args.gen_tokens)
+    if target < MIN_PROMPT_TOKENS:
+        raise InputError(
+            f"gen_tokens={args.gen_tokens} leaves {target} prompt tokens in a window of {window}: "
+            f"the probe needs at least {MIN_PROMPT_TOKENS}; lower gen_tokens"
+        )
+    rule = dialect.edge_rule()
+    if dialect.name == "unknown":
+        rule = f"engine not yet known, so the strictest edge: {rule}"
+    return BoundaryPlan(
+        n=args.n,
+        max_model_len=window,
+        window_source=window_source,
+        gen_tokens=args.gen_tokens,
+        tokens_per_prompt=target,
+        total_prefill_tokens=args.n * target,
+        chars_per_prompt=round(target * args.chars_per_token),
+        dialect=dialect.name,
+        edge_rule=rule,
+        api=args.api,
+        route=ROUTES[args.api],
+    )
+
+
+async def boundary_probe(
+    fleet: Fleet,
+    args: BoundaryProbeInput,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    progress: Progress | None = None,
+) -> BoundaryProbeOutput:
+    """Plan (default) or run the boundary probe; see the tool's docstring for the rule."""
+    endpoint = redact(resolve_endpoint(fleet, args.service))
+    if not args.execute:
+        if args.max_model_len is None:
+            raise InputError(
+                "max_model_len is needed to plan the boundary probe: pass the window (the ledger's --max-model-len, "
+                "or token_count_probe's window_tokens), or execute=true to have a refusal name it"
+            )
+        the_plan = plan(args, args.max_model_len, "input", dialect_for(args.dialect))
+        return BoundaryProbeOutput(
+            service=args.service, endpoint=endpoint, plan=the_plan, executed=False,
+            verdict="plan only: nothing sent (execute=true sends the requests)", passed=None, retrieved=None,
+            requests=[], count_method=None, unit_tokens=None, count_uncertainty_tokens=None, requests_sent=0,
+            prefill_tokens_paid=0, wall_s=None, refusals=[], notes=[],
+        )
+    try:
+        async with asyncio.timeout(args.total_timeout_s):
+            async with ProbeClient.for_service(fleet, args.service, args.timeout_s, transport) as client:
+                engine = Engine(
+                    client, args.dialect, args.model, args.max_model_len, max_window_tokens=args.max_window_tokens
+                )
+                return await _execute(engine, args, progress)
+    except TimeoutError as exc:
+        raise ProbeError(
+            f"boundary_probe on {args.service!r}: not done within total_timeout_s={args.total_timeout_s:g} s; "
+            "the requests in flight were cancelled"
+        ) from exc
+
+
+async def _execute(engine: Engine, args: BoundaryProbeInput, progress: Progress | None) -> BoundaryProbeOutput:
+    client = engine.client
+    counter = ExtensionCounter(engine, args.api)
+    if engine.window_tokens is None:
+        await engine.learn_window(args.api)
+    assert engine.window_tokens is not None
+    first_units = units_for_tokens(engine.window_tokens - args.gen_tokens, args.chars_per_token)
+    built = [boundary_prompt(i, first_units) for i in range(args.n)]
+    calibration = await counter.calibrate(built[0][0])
+    window = engine.window_tokens
+    the_plan = plan(args, window, engine.window_source, engine.dialect)
+    margin = counter.uncertainty_tokens
+    target = the_plan.tokens_per_prompt - margin
+    unit = calibration.unit_tokens
+
+    # Count every prompt, then resize it in whole units (each adds `unit` tokens in the body).
+    counts = await asyncio.gather(*(counter.count(prompt) for prompt, _ in built))
+    sized: list[tuple[Prompt, str, int]] = []
+    for (prompt, mark), tokens in zip(built, counts, strict=True):
+        delta = math.floor((target - tokens) / unit)
+        if prompt.units + delta < 1:
+            raise InputError(f"the marker line and question alone take about {tokens - prompt.units * unit} "
+                             "tokens, more than the window leaves; lower gen_tokens")
+        sized.append((prompt.resized(prompt.units + delta), mark, round(tokens + delta * unit)))
+    # The first prompt is counted again as sized: it checks that units add what they should here.
+    recount = await counter.count(sized[0][0])
+    if abs(recount - sized[0][2]) > 2 * margin:
+        raise ProbeError(
+            f"resized by whole filler units the first prompt should count {sized[0][2]} tokens but counts {recount}: "
+            f"the filler ({FOX_UNIT!r}) does not add a steady number of tokens per unit on this engine"
+        )
+    sized[0] = (sized[0][0], sized[0][1], recount)
+    exactness = "exactly" if margin == 0 else f"to +-{margin} tokens"
+    engine.note(
+        f"each prompt was counted {exactness} before sending ({counter.method}); one filler unit is "
+        f"{float(unit):.4g} tokens, so prompts sit up to {math.ceil(unit) + margin} tokens under "
+        f"the target of {the_plan.tokens_per_prompt} (max_model_len - gen - the edge reserve)"
+    )
+    count_requests = client.requests_sent
+
+    done = 0
+    lock = asyncio.Lock()
+
+    async def run(index: int, prompt: Prompt, mark: str, tokens: int) -> BoundaryRequestResult:
+        nonlocal done
+        route, body = generation(args.api, prompt.text(), args.gen_tokens, args.model)
+        started = time.perf_counter()
+        try:
+            answer = await client.post_json(route, body)
+        except ProbeError as exc:
+            verdict: Verdict = "timeout" if "no answer within" in str(exc) else "error"
+            result = BoundaryRequestResult(
+                index=index, marker=mark, prompt_tokens=tokens, prompt_tokens_reported=None, status=None,
+                refusal=None, finish_reason=None, tokens_generated=None, tokens_asked=args.gen_tokens,
+                latency_s=round(time.perf_counter() - started, 3), retrieved=False, verdict=verdict,
+                answer_start="", note=str(exc),
+            )
+        else:
+            judged = judge_boundary(
+                answer.status, answer.text, answer.data, mark, tokens, args.gen_tokens, args.dialect, margin
+            )
+            result = BoundaryRequestResult(
+                index=index, marker=mark, prompt_tokens=tokens, prompt_tokens_reported=judged.prompt_tokens_reported,
+                status=answer.status, refusal=judged.refusal, finish_reason=judged.finish_reason,
+                tokens_generated=judged.tokens_generated, tokens_asked=args.gen_tokens,
+                latency_s=round(answer.latency_s, 3), retrieved=judged.retrieved, verdict=judged.verdict,
+                answer_start=judged.answer_start, note=judged.note,
+            )
+        async with lock:
+            done += 1
+            if progress is not None:
+                await progress(done, args.n, f"request {index + 1}/{args.n}: {result.verdict}")
+        return result
+
+    started = time.perf_counter()
+    # A TaskGroup: cancelling the probe (or its total timeout) cancels every request in flight.
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(run(i, p, m, t)) for i, (p, m, t) in enumerate(sized)]
+    wall = time.perf_counter() - started
+    results = [task.result() for task in tasks]
+    retrieved = sum(r.retrieved for r in results)
+    paid = sum(r.prompt_tokens_reported or (r.prompt_tokens if r.status == 200 else 0) for r in results)
+    engine.prefill_tokens_paid += paid
+    plan_sent = the_plan.model_copy(
+        update={"tokens_per_prompt": max(t for _, _, t in sized), "total_prefill_tokens": sum(t for _, _, t in sized)}
+    )
+    failures = sorted({r.verdict for r in results if not r.retrieved})
+    if failures:
+        engine.note("failed requests: " + ", ".join(failures))
+    engine.note(f"{count_requests} counting requests (refusals or tokenize, no prefill) before the probe")
+    return BoundaryProbeOutput(
+        service=args.service, endpoint=client.endpoint, plan=plan_sent, executed=True,
+        verdict=f"{retrieved}/{args.n} retrieved", passed=retrieved == args.n, retrieved=retrieved, requests=results,
+        count_method=counter.method, unit_tokens=float(unit), count_uncertainty_tokens=margin,
+        requests_sent=client.requests_sent,
+        prefill_tokens_paid=engine.prefill_tokens_paid, wall_s=round(wall, 3), refusals=engine.refusals,
+        notes=engine.notes,
+    )

@@ -1,0 +1,196 @@
+"""The probes' tool inputs and outputs (pydantic, flat where possible)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, PREFERRED_DECODE_TOKENS
+from radiance_mcp.probes.dialects import DialectChoice
+from radiance_mcp.probes.payloads import Api
+
+MAX_TEXT_CHARS = 8_000_000
+DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
+"""While the window is unknown, the first probe is sized above this many tokens."""
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+_SERVICE = Field(description="A service named in the fleet config; the probe talks to its endpoint only.")
+_DIALECT: DialectChoice = Field(
+    "auto",
+    description="The engine's dialect: auto (detected from its first refusal), radiance, llama.cpp, "
+    "llama-cpp-python, vllm, sglang or tgi.",
+)
+_MODEL = Field(None, description="The served model name, for engines that require it in requests.")
+_MAX_WINDOW = Field(
+    DEFAULT_MAX_WINDOW_TOKENS,
+    ge=16,
+    le=4_194_304,
+    description="While the window is unknown, the first probe is sized above this many tokens so that "
+    "its refusal names the window; it must be at least the real window.",
+)
+
+
+class TokenCountProbeInput(_Input):
+    service: str = _SERVICE
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The text to count (a corpus sample).")
+    window_tokens: int | None = Field(
+        None, ge=16, description="The engine's window (--max-model-len). Omitted: the first refusal names it."
+    )
+    max_window_tokens: int = _MAX_WINDOW
+    dialect: DialectChoice = _DIALECT
+    use_tokenize_endpoint: bool = Field(True, description="Use the engine's tokenize endpoint where it has one.")
+    model: str | None = _MODEL
+    timeout_s: float = Field(120, gt=0, le=3600, description="Per request.")
+    total_timeout_s: float = Field(600, gt=0, le=7200, description="For the whole probe.")
+
+
+class TokenCountProbeOutput(_Output):
+    service: str
+    endpoint: str
+    dialect: str = Field(description="The dialect the answers were read as ('unknown' when none was needed).")
+    method: Literal["tokenize_endpoint", "refusal", "refusal_difference"] = Field(
+        description="tokenize_endpoint: the engine's tokenizer; refusal: the count a refusal of the text "
+        "names; refusal_difference: text+filler minus filler, both above the window."
+    )
+    tokens: int = Field(description="The token count (see count_kind).")
+    count_kind: Literal["exact", "lower_bound", "difference"]
+    exact: bool
+    uncertainty_tokens: int = Field(description="+- tokens: 0 when exact; merges at the text/filler seam otherwise.")
+    chars: int
+    chars_per_token: float
+    chars_per_token_low: float
+    chars_per_token_high: float
+    window_tokens: int | None
+    window_source: str | None = Field(description="input, refusal or tokenize_endpoint.")
+    requests_sent: int
+    prefill_tokens_paid: int = Field(description="Prompt tokens the engine prefilled for this probe: 0.")
+    refusals: list[str] = Field(description="The refusals' own words.")
+    edge_rule: str
+    notes: list[str]
+
+
+class BoundaryProbeInput(_Input):
+    service: str = _SERVICE
+    n: int = Field(ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once.")
+    gen_tokens: int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
+    max_model_len: int | None = Field(
+        None, ge=64, description="The window. Needed to plan; with execute=true, omitted: a refusal names it."
+    )
+    execute: bool = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
+    dialect: DialectChoice = _DIALECT
+    api: Api = Field("chat", description="chat (thinking off via chat_template_kwargs) or completions.")
+    chars_per_token: float = Field(
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, description="Calibrated filler ratio for the first sizing."
+    )
+    max_window_tokens: int = _MAX_WINDOW
+    model: str | None = _MODEL
+    timeout_s: float = Field(900, gt=0, le=7200, description="Per request (a full-window prefill is slow).")
+    total_timeout_s: float = Field(3600, gt=0, le=14400, description="For the whole probe.")
+
+
+class BoundaryPlan(_Output):
+    n: int
+    max_model_len: int
+    window_source: str | None
+    gen_tokens: int
+    tokens_per_prompt: int = Field(description="The target: max_model_len - gen_tokens - the engine's edge reserve.")
+    total_prefill_tokens: int = Field(description="What executing costs: n x the prompt tokens.")
+    chars_per_prompt: int = Field(description="About this many characters each, at the calibrated ratio.")
+    dialect: str
+    edge_rule: str
+    api: Api
+    route: str
+
+
+class BoundaryRequestResult(_Output):
+    index: int
+    marker: str
+    prompt_tokens: int = Field(description="The prompt's exact count, checked before sending.")
+    prompt_tokens_reported: int | None = Field(description="What the engine says it prefilled (usage).")
+    status: int | None
+    refusal: str | None
+    finish_reason: str | None
+    tokens_generated: int | None
+    tokens_asked: int
+    latency_s: float | None
+    retrieved: bool
+    verdict: Literal[
+        "retrieved",
+        "refused",
+        "pool_contract",
+        "marker_missing",
+        "empty_answer",
+        "shrunk_max_tokens",
+        "truncated_head",
+        "timeout",
+        "error",
+    ]
+    answer_start: str
+    note: str | None
+
+
+class BoundaryProbeOutput(_Output):
+    service: str
+    endpoint: str
+    plan: BoundaryPlan
+    executed: bool
+    verdict: str = Field(description="'plan only: nothing sent', or 'R/N retrieved'.")
+    passed: bool | None
+    retrieved: int | None
+    requests: list[BoundaryRequestResult]
+    count_method: str | None = Field(description="How each prompt was counted before sending.")
+    unit_tokens: float | None = Field(description="Tokens one filler unit adds (the calibration).")
+    count_uncertainty_tokens: int | None = Field(description="0: prompts counted exactly; else +- this many.")
+    requests_sent: int
+    prefill_tokens_paid: int
+    wall_s: float | None
+    refusals: list[str]
+    notes: list[str]
+
+
+class DecodeProbeInput(_Input):
+    service: str = _SERVICE
+    context_tokens: int = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
+    gen_tokens: int = Field(
+        PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: at least 128 (512 preferred)."
+    )
+    max_model_len: int | None = Field(None, ge=64, description="The window, to check context + gen fits.")
+    dialect: DialectChoice = _DIALECT
+    api: Api = Field("chat", description="chat (thinking off) or completions.")
+    chars_per_token: float = Field(CHARS_PER_TOKEN_FOX, gt=0.5, le=16, description="Filler ratio used for sizing.")
+    model: str | None = _MODEL
+    timeout_s: float = Field(900, gt=0, le=7200, description="Per request: the longest silence on the stream.")
+    total_timeout_s: float = Field(1800, gt=0, le=14400)
+
+
+class DecodeProbeOutput(_Output):
+    service: str
+    endpoint: str
+    api: Api
+    prompt_tokens: int | None = Field(description="As the engine reports (usage or timings).")
+    prompt_tokens_estimate: int = Field(description="What the prompt was sized to.")
+    generated_tokens: int | None
+    asked_tokens: int
+    finish_reason: str | None
+    ttft_s: float | None
+    prefill_tokens_per_s: float | None
+    prefill_source: Literal["timings", "stream", "none"]
+    decode_tokens_per_s: float | None = Field(description="Null when fewer than 128 tokens came (first-token noise).")
+    decode_source: Literal["timings", "stream", "none"]
+    inter_token_s_mean: float | None
+    inter_token_s_median: float | None
+    timings: Literal["full", "null_rates", "missing"]
+    cached_tokens: int | None
+    cold: bool
+    valid: bool
+    requests_sent: int
+    notes: list[str]
