@@ -368,6 +368,7 @@ def parse_script(text: str) -> ScriptModel:
             while i < n and not (tokens[i].kind == "op" and tokens[i].text == ")"):
                 if tokens[i].kind == "word":
                     pattern.append(unquote(tokens[i].text))
+                    words.append((pattern[-1], tokens[i].line, current()))
                 i += 1
             label = "|".join(pattern)
             stack.append(_Frame("arm", open_scope(label, "case arm", tok.line)))

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from radiance_mcp import capacity
+from radiance_mcp import audit_tools, capacity
 from radiance_mcp.capacity import Figure
 from radiance_mcp.config import Fleet
 from radiance_mcp.constants import (
@@ -330,6 +330,13 @@ TOOLS: list[ToolSpec] = [
              compute_ceiling),
     ToolSpec("check_pool_contract", "Check the KV pool contract", CheckPoolContractInput, PoolContractOutput,
              check_pool_contract),
+    ToolSpec("audit_step_shape", "Audit a step-shape change from two boots", audit_tools.AuditStepShapeInput,
+             audit_tools.AuditStepShapeOutput, audit_tools.audit_step_shape),
+    ToolSpec("check_serve_script", "Find per-mode shape literals in a serve script",
+             audit_tools.CheckServeScriptInput, audit_tools.CheckServeScriptOutput, audit_tools.check_serve_script),
+    # Runs '<script> <mode> --dry-run' (argv, timeout, cap): not read-only, never destructive.
+    ToolSpec("compare_dry_run", "Compare two modes' dry-run argv byte for byte", audit_tools.CompareDryRunInput,
+             audit_tools.CompareDryRunOutput, audit_tools.compare_dry_run, read_only=False),
 ]
 
 __all__ = ["DEFAULT_MODEL", "TOOLS", "Runtime", "ToolSpec"]

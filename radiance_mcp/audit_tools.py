@@ -1,0 +1,802 @@
+"""The step-shape audit's tools: audit_step_shape, check_serve_script, compare_dry_run.
+
+Each reads its sources (ledgers, a script and its env file, two dry runs), calls the pure
+core (radiance_mcp.step_shape, radiance_mcp.serve_script) and shapes the output model.
+The only process this module starts is ``<script> <mode> --dry-run``, with an argv list
+(never a shell), a validated mode name, a timeout and an output cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, model_validator
+
+from radiance_mcp import serve_script as ss
+from radiance_mcp import step_shape as sh
+from radiance_mcp.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
+from radiance_mcp.sources import allowed_local_path
+from radiance_mcp.units import fmt_gib, fmt_mib
+
+if TYPE_CHECKING:
+    # tools.py imports this module to list these tools in TOOLS; what this module needs from
+    # tools at run time is imported inside the functions that use it, so either may load first.
+    from radiance_mcp.tools import Runtime
+
+SCRIPT_CAP_BYTES = 1 << 20
+"""A serve script or env file larger than this is not one; it is refused, not read."""
+DRY_RUN_TIMEOUT_S = 20.0
+DRY_RUN_MAX_TIMEOUT_S = 120.0
+DRY_RUN_OUTPUT_CAP_BYTES = 256 * 1024
+STDERR_TAIL_BYTES = 2_048
+MODE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+"""A mode name: no leading '-', so it can never be read as an option by the script."""
+
+
+# ---------------------------------------------------------------------------------------
+# audit_step_shape: models
+
+
+class AuditStepShapeInput(_Input):
+    """The proven and the candidate boot: one source each, or one source and two of its boots."""
+
+    proven_service: str | None = Field(None, description="Service whose newest boot is the proven shape.")
+    proven_log: str | None = Field(None, description="Ledger file of the proven boot (under log_roots).")
+    proven_log_text: str | None = Field(None, description="Ledger text of the proven boot.")
+    proven_boot: int | None = Field(
+        None, description="Which boot of the proven source: -1 newest (default), or -2 with one shared source."
+    )
+    candidate_service: str | None = Field(None, description="Service whose newest boot is the candidate shape.")
+    candidate_log: str | None = Field(None, description="Ledger file of the candidate boot (under log_roots).")
+    candidate_log_text: str | None = Field(None, description="Ledger text of the candidate boot.")
+    candidate_boot: int | None = Field(None, description="Which boot of the candidate source: -1 newest (default).")
+    service: str | None = Field(
+        None, description="One service for both: boots proven_boot and candidate_boot of its ledger."
+    )
+    log: str | None = Field(None, description="One ledger file for both (two boots of it).")
+    log_text: str | None = Field(None, description="One ledger text for both (two boots of it).")
+
+    @model_validator(mode="after")
+    def _sources(self) -> AuditStepShapeInput:
+        shared = [n for n in ("service", "log", "log_text") if getattr(self, n) is not None]
+        sides = {
+            side: [n for n in (f"{side}_service", f"{side}_log", f"{side}_log_text") if getattr(self, n) is not None]
+            for side in ("proven", "candidate")
+        }
+        if shared:
+            if len(shared) > 1 or any(sides.values()):
+                raise ValueError(
+                    f"give either one shared source (service, log or log_text) for two boots of one ledger, or one "
+                    f"source per side (proven_* and candidate_*), not both (found: {', '.join(shared)} and "
+                    f"{', '.join(sides['proven'] + sides['candidate']) or 'no per-side source'})"
+                )
+            proven = self.proven_boot if self.proven_boot is not None else -2
+            candidate = self.candidate_boot if self.candidate_boot is not None else -1
+            if proven == candidate:
+                raise ValueError(
+                    f"proven_boot and candidate_boot are both {proven}: with one source, name two different boots "
+                    "(e.g. proven_boot=-2, candidate_boot=-1)"
+                )
+            return self
+        for side, given in sides.items():
+            if len(given) != 1:
+                raise ValueError(
+                    f"give exactly one {side} source of {side}_service, {side}_log or {side}_log_text "
+                    f"(found: {', '.join(given) or 'none'}), or one shared service/log/log_text for two boots"
+                )
+        return self
+
+    def ledger_args(self) -> tuple[LedgerArgs, LedgerArgs]:
+        if self.service is not None or self.log is not None or self.log_text is not None:
+            proven_boot = self.proven_boot if self.proven_boot is not None else -2
+            candidate_boot = self.candidate_boot if self.candidate_boot is not None else -1
+            return (
+                LedgerArgs(service=self.service, log=self.log, log_text=self.log_text, boot=proven_boot),
+                LedgerArgs(service=self.service, log=self.log, log_text=self.log_text, boot=candidate_boot),
+            )
+        return (
+            LedgerArgs(service=self.proven_service, log=self.proven_log, log_text=self.proven_log_text,
+                       boot=self.proven_boot if self.proven_boot is not None else -1),
+            LedgerArgs(service=self.candidate_service, log=self.candidate_log, log_text=self.candidate_log_text,
+                       boot=self.candidate_boot if self.candidate_boot is not None else -1),
+        )
+
+
+class ShapeBoot(_Output):
+    ledger: BootRef
+    status: Literal["booted", "refused", "unknown"] = Field(
+        description="refused: the boot printed 'startup stopped'; booted: it settled or served; unknown: neither."
+    )
+    not_printed: list[str] = Field(description="Step-shape phrases this boot does not print.")
+
+
+class ShapeRow(_Output):
+    row: str
+    unit: Literal["flag", "MiB", "count", "percent", "text"]
+    proven: str | None = Field(description="As the proven boot printed it.")
+    candidate: str | None = Field(description="As the candidate boot printed it.")
+    delta: float | None = Field(description="candidate - proven, in the row's unit (MiB for sizes).")
+    delta_text: str | None
+    differs: bool
+    proven_line: int | None
+    candidate_line: int | None
+
+
+class FlagChange(_Output):
+    flag: str
+    proven: str | None
+    candidate: str | None
+    proven_line: int | None
+    candidate_line: int | None
+
+
+class ArenaSlopeOut(_Output):
+    label: Literal["two-point estimate"] = "two-point estimate"
+    proven_mnbt: int
+    candidate_mnbt: int
+    proven_arena_mib: float
+    candidate_arena_mib: float
+    mib_per_batched_token: float
+    kib_per_batched_token: float
+    intercept_mib: float
+    derivation: str
+
+
+class SeatCheckOut(_Output):
+    seats: int = Field(description="--max-num-seqs (or the kv cache line's worst-case sequences).")
+    window_tokens: int = Field(description="--max-model-len (or the kv cache line's worst-case tokens).")
+    kv_cache_dtype: Literal["fp8", "bf16"]
+    funded_kv_mib: float = Field(description="The KV cache the engine funded: the smaller of vram_kv and kv cache.")
+    funded_kv_printed: str
+    funded_kv_line: int
+    one_sequence_mib: float = Field(description="The pool contract for one sequence at the full window.")
+    seats_mib: float = Field(description="The pool contract for every seat at the full window.")
+    below_one_sequence: bool
+    below_seats: bool
+    derivation: str
+
+
+class AuditStepShapeOutput(_Output):
+    ok: bool = Field(description="True only when the candidate echoes the proven shape and did not refuse.")
+    verdict: Literal["refused", "shape differs", "same shape"]
+    proven: ShapeBoot
+    candidate: ShapeBoot
+    rows: list[ShapeRow]
+    flag_changes: list[FlagChange]
+    inherit: dict[str, str] = Field(description="Flag -> the proven value, for every step flag that differs.")
+    arena_cost: ArenaSlopeOut | None = Field(description="The arena's MiB per batched token: a two-point estimate.")
+    proven_seats: SeatCheckOut | None
+    candidate_seats: SeatCheckOut | None
+    fix_text: LineRef | None = Field(description="The engine's own fix text (vram_budget.cpp:117), when printed.")
+    refusal: list[LineRef] = Field(description="The candidate's refusal lines: kv cache backing and startup stopped.")
+    diagnosis: list[str]
+    remedy: list[str]
+    notes: list[str]
+    proven_lines: list[LineRef] = Field(description="Every proven ledger line the audit read.")
+    candidate_lines: list[LineRef] = Field(description="Every candidate ledger line the audit read.")
+
+
+# ---------------------------------------------------------------------------------------
+# audit_step_shape
+
+
+async def read_two_boots(runtime: Runtime, proven: LedgerArgs, candidate: LedgerArgs) -> tuple[Boot, Boot]:
+    """Both boots. Each source is read by its own kind (inline, local file).
+
+    Remote seam: when both ledgers sit on one host (two log files, or two boots of one), the
+    procedure reads them in one SSH round trip; that belongs to radiance_mcp/remote.py's
+    read-many entry. Until it lands, a service on a host fails in tools.ledger_source with a
+    SourceError that says so.
+    """
+    from radiance_mcp.tools import read_boot
+
+    proven_boot, candidate_boot = await asyncio.gather(read_boot(runtime, proven), read_boot(runtime, candidate))
+    return proven_boot, candidate_boot
+
+
+def _delta_text(row: sh.Row) -> str | None:
+    if row.delta is None or row.delta == 0:
+        return None
+    sign = "+" if row.delta > 0 else "-"
+    if row.spec.unit == "MiB":
+        size = abs(row.delta)
+        return f"{sign}{fmt_gib(size)}" if size >= 1024 else f"{sign}{fmt_mib(size, 2)} MiB"
+    if row.spec.unit == "percent":
+        return f"{sign}{fmt_mib(abs(row.delta))} points"
+    places = 0 if row.delta == row.delta.to_integral_value() else 1
+    return f"{sign}{fmt_mib(abs(row.delta), places)}"
+
+
+def _seats_out(check: sh.SeatCheck | None) -> SeatCheckOut | None:
+    if check is None:
+        return None
+    assert check.kv.quantity is not None
+    return SeatCheckOut(
+        seats=check.seats,
+        window_tokens=check.window_tokens,
+        kv_cache_dtype=check.dtype,
+        funded_kv_mib=mib(check.kv.quantity),
+        funded_kv_printed=check.kv.printed,
+        funded_kv_line=check.kv.line.number,
+        one_sequence_mib=mib(check.one_sequence_mib),
+        seats_mib=mib(check.seats_mib),
+        below_one_sequence=check.below_one_sequence,
+        below_seats=check.below_seats,
+        derivation=check.derivation,
+    )
+
+
+def _lines(shape: sh.ShapeLedger) -> list[LineRef]:
+    lines: dict[int, Line] = {v.line.number: v.line for v in shape.values.values()}
+    if shape.fix_text is not None:
+        lines[shape.fix_text.line.number] = shape.fix_text.line
+    return [LineRef(line=n, text=lines[n].text) for n in sorted(lines)]
+
+
+async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> AuditStepShapeOutput:
+    """Price a serving-shape change from the engine's own boot ledger: proven boot against candidate.
+
+    The rule: --max-num-batched-tokens (MNBT) sizes the activation arena, and the arena is
+    charged to the card before the weights and the KV cache are funded, so a wider step is
+    taken out of the weight tiers and the KV cache, not out of the disk tier. Measured: MNBT
+    1,024 -> arena 504 MiB, claimable 30.87 GiB; MNBT 65,536 -> arena 10.65 GiB, claimable
+    16.85 GiB, experts squeezed to 10.98 GiB, 56 GiB of weights stranded on the disk tier.
+    A comment calling a wide step free throughput is not evidence; these rows are.
+
+    Rows side by side with deltas: the echoed --max-model-len, --max-num-seqs,
+    --max-num-batched-tokens, --host-pool-mib, --tp, --kv-cache-dtype, --placement; the
+    activation arena, claimable, vram_kv, weights by tier (VRAM, host pool, container-on-
+    disk), the kv cache line and its full-length sessions, expert prefetch and lender, and
+    any refusal. The diagnosis names the differing flags, what the arena's growth cost, and
+    whether the funded KV cache is below one full-length sequence for the seats asked
+    (the pool contract: seqs * window * rate + 110 * seqs + 448 MiB; fp8 8 x 32,768 needs
+    3,200.00 MiB): that is the out-of-memory cause even where a narrower shape at the same
+    window booted. It quotes the engine's own fix text (vram_budget.cpp:117) and gives the
+    arena's cost per batched token from the two boots, labelled a two-point estimate. The
+    remedy is always to inherit the proven numbers from the env file that owns them.
+
+    Sources: one per side (proven_service / proven_log / proven_log_text and the
+    candidate_* ones), or one shared service / log / log_text with two of its boots
+    (proven_boot=-2, candidate_boot=-1 by default). ok is true only for the same shape.
+    """
+    from radiance_mcp.tools import boot_ref, line_ref
+
+    proven_args, candidate_args = args.ledger_args()
+    proven_boot, candidate_boot = await read_two_boots(runtime, proven_args, candidate_args)
+    model_service = args.candidate_service or args.service or args.proven_service
+    result = sh.audit(proven_boot, candidate_boot, runtime.fleet.model_constants(model_service))
+    refusal = []
+    if result.candidate.status == "refused":
+        for key in ("kv_cache", "refusal"):
+            value = result.candidate.get(key)
+            if value is not None:
+                refusal.append(line_ref(value.line))
+    return AuditStepShapeOutput(
+        ok=result.verdict == "same shape",
+        verdict=result.verdict,
+        proven=ShapeBoot(ledger=boot_ref(proven_boot), status=result.proven.status,
+                         not_printed=list(result.proven.missing)),
+        candidate=ShapeBoot(ledger=boot_ref(candidate_boot), status=result.candidate.status,
+                            not_printed=list(result.candidate.missing)),
+        rows=[
+            ShapeRow(
+                row=r.spec.label,
+                unit=r.spec.unit,
+                proven=r.proven.printed if r.proven else None,
+                candidate=r.candidate.printed if r.candidate else None,
+                delta=mib(r.delta) if r.delta is not None else None,
+                delta_text=_delta_text(r),
+                differs=r.differs,
+                proven_line=r.proven.line.number if r.proven else None,
+                candidate_line=r.candidate.line.number if r.candidate else None,
+            )
+            for r in result.rows
+        ],
+        flag_changes=[
+            FlagChange(
+                flag=r.spec.label,
+                proven=r.proven.printed if r.proven else None,
+                candidate=r.candidate.printed if r.candidate else None,
+                proven_line=r.proven.line.number if r.proven else None,
+                candidate_line=r.candidate.line.number if r.candidate else None,
+            )
+            for r in result.flag_changes
+        ],
+        inherit=result.inherit,
+        arena_cost=(
+            ArenaSlopeOut(
+                proven_mnbt=result.arena_slope.proven_mnbt,
+                candidate_mnbt=result.arena_slope.candidate_mnbt,
+                proven_arena_mib=mib(result.arena_slope.proven_arena_mib),
+                candidate_arena_mib=mib(result.arena_slope.candidate_arena_mib),
+                mib_per_batched_token=float(round(result.arena_slope.mib_per_token, 4)),
+                kib_per_batched_token=float(round(result.arena_slope.mib_per_token * 1024, 1)),
+                intercept_mib=float(round(result.arena_slope.intercept_mib, 1)),
+                derivation=result.arena_slope.derivation,
+            )
+            if result.arena_slope
+            else None
+        ),
+        proven_seats=_seats_out(result.proven_seats),
+        candidate_seats=_seats_out(result.candidate_seats),
+        fix_text=line_ref(result.fix_text.line) if result.fix_text else None,
+        refusal=refusal,
+        diagnosis=list(result.diagnosis),
+        remedy=list(result.remedy),
+        notes=list(result.notes),
+        proven_lines=_lines(result.proven),
+        candidate_lines=_lines(result.candidate),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# check_serve_script
+
+
+class CheckServeScriptInput(_Input):
+    service: str | None = Field(
+        None, description="A service from the config: its serve_script and env_file entries are read."
+    )
+    script: str | None = Field(None, description="Absolute path of the serve script (under the config's log_roots).")
+    script_text: str | None = Field(None, description="The serve script itself.")
+    env_file: str | None = Field(
+        None, description="The env file that owns the shape (default: the service's, or <script stem>.env beside it)."
+    )
+    env_text: str | None = Field(None, description="The env file's text.")
+    env_prefix: str | None = Field(
+        None, pattern=r"^[A-Z][A-Z0-9_]*_$",
+        description="The owned variables' prefix, e.g. FRANK_ARCHON_ (default: read off the env file).",
+    )
+
+    @model_validator(mode="after")
+    def _sources(self) -> CheckServeScriptInput:
+        given = [n for n in ("service", "script", "script_text") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of service, script or script_text (found: {', '.join(given) or 'none'})"
+            )
+        if self.env_file is not None and self.env_text is not None:
+            raise ValueError("give at most one of env_file or env_text")
+        return self
+
+
+class OwnedVarOut(_Output):
+    flag: str
+    variable: str
+    value: str | None = Field(description="Its value in the env file; null when the env file does not set it.")
+    line: int | None
+
+
+class ModeOut(_Output):
+    mode: str
+    kind: Literal["case arm", "function", "top level", "env file"]
+    first_line: int
+    last_line: int
+    findings: int
+
+
+class FindingOut(_Output):
+    kind: Literal["literal", "default", "override", "alias", "unowned"]
+    file: str
+    line: int
+    mode: str | None = Field(description="The case arm or function it sits in (null: shared part or env file).")
+    flag: str | None
+    variable: str | None
+    value: str
+    text: str = Field(description="The line as written.")
+    message: str
+
+
+class CheckServeScriptOutput(_Output):
+    ok: bool = Field(description="True when no mode carries its own shaped number or alias.")
+    script: str
+    env_file: str | None
+    env_prefix: str
+    owned: list[OwnedVarOut]
+    modes: list[ModeOut]
+    modes_with_findings: list[str]
+    findings: list[FindingOut]
+    handles_dry_run: bool
+    sources_env_file: bool | None
+    notes: list[str]
+    remedy: list[str]
+
+
+def _local(runtime: Runtime, raw: str, argument: str) -> Path:
+    if runtime.trust_local_paths:
+        return Path(raw).expanduser().resolve()
+    try:
+        return allowed_local_path(raw, runtime.fleet.local_roots())
+    except InputError as exc:
+        raise InputError(str(exc).replace("log=", f"{argument}=", 1)) from exc
+
+
+def _read_small(path: Path, argument: str) -> str:
+    """A script or env file's text, refused above SCRIPT_CAP_BYTES."""
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(SCRIPT_CAP_BYTES + 1)
+    except FileNotFoundError:
+        raise SourceError(f"{argument}={str(path)!r}: no such file") from None
+    except IsADirectoryError:
+        raise SourceError(f"{argument}={str(path)!r}: is a directory; name the file") from None
+    except OSError as exc:
+        raise SourceError(f"{argument}={str(path)!r}: cannot be read: {exc.strerror or exc}") from exc
+    if len(data) > SCRIPT_CAP_BYTES:
+        raise SourceError(
+            f"{argument}={str(path)!r} is over {SCRIPT_CAP_BYTES // 1024:,} KiB: not a serve script or env file; "
+            "name the right file"
+        )
+    return data.decode("utf-8", "replace")
+
+
+def _service_paths(runtime: Runtime, service: str) -> tuple[Path, Path | None]:
+    entry = runtime.fleet.service(service)
+    if entry.host is not None:
+        raise SourceError(
+            f"service {service!r} keeps its serve script on host {entry.host!r}; reading remote scripts needs the "
+            "SSH layer (radiance_mcp/remote.py), not in this build yet: copy the script and env file here and pass "
+            "script=... and env_file=..., or script_text/env_text"
+        )
+    if entry.serve_script is None:
+        raise InputError(
+            f"service {service!r} names no serve_script in the fleet config; add serve_script = \"/path/to/script\" "
+            "or pass script=..."
+        )
+    # The config is the operator's own file: its paths need no log root.
+    script = Path(entry.serve_script).expanduser()
+    env = Path(entry.env_file).expanduser() if entry.env_file else None
+    return script, env
+
+
+async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
+    """Find every mode of a multi-mode serve script that carries its own step or seat count.
+
+    The rule: no mode may carry its own --max-num-seqs or --max-num-batched-tokens (nor host
+    pool or GPU headroom); all four come from the env file that owns the shape (for
+    frank-archon: scripts/frank-archon.env with FRANK_ARCHON_MAX_SEQS,
+    FRANK_ARCHON_MAX_BATCHED_TOKENS, FRANK_ARCHON_HOST_POOL_MIB, FRANK_ARCHON_GPU_HEADROOM_MIB).
+    A private step is how a mode ends up with a 65,536-token arena of 10.65 GiB where the
+    proven 1,024 costs 504 MiB.
+
+    Reports, with file, line and the mode (case arm or function) each sits in: a literal
+    number passed to one of those flags (directly, in an argv array, in a flags string, or
+    through a variable the script sets to a number); a numeric fallback of an owned variable
+    (${FRANK_ARCHON_MAX_SEQS:-8}); an assignment of an owned variable in the script; a
+    per-mode alias of an owned variable (FRANK_ARCHON_BF16_MAX_SEQS), in the script or the
+    env file; a flag value that does not trace to the owned variable. Comments, heredoc
+    usage texts and quoted messages that mention a flag do not count.
+
+    The fix: inherit the proven numbers from the env file, delete the literals (no shim, no
+    alias), correct the mode's comment, then prove it with compare_dry_run.
+    """
+    script_label: str
+    env_label: str | None = None
+    env_text = args.env_text
+    notes: list[str] = []
+    if args.script_text is not None:
+        script_label, script_text = "script_text", args.script_text
+        env_path = _local(runtime, args.env_file, "env_file") if args.env_file else None
+    else:
+        if args.service is not None:
+            script_path, env_path = _service_paths(runtime, args.service)
+        else:
+            assert args.script is not None
+            script_path, env_path = _local(runtime, args.script, "script"), None
+        if args.env_file is not None:
+            env_path = _local(runtime, args.env_file, "env_file")
+        script_label = str(script_path)
+        script_text = await asyncio.to_thread(_read_small, script_path, "script")
+        if env_path is None and env_text is None:
+            sibling = script_path.with_suffix(".env")
+            if sibling.is_file():
+                env_path = sibling
+                notes.append(f"env file not given: read {sibling}, the .env beside the script")
+    if env_path is not None and env_text is None:
+        env_label = str(env_path)
+        env_text = await asyncio.to_thread(_read_small, env_path, "env_file")
+    elif env_text is not None:
+        env_label = "env_text"
+    if env_text is None and args.env_prefix is None:
+        notes.append(
+            "no env file: the owned variables' prefix is guessed from the script's name; pass env_file or "
+            "env_prefix to be sure"
+        )
+    check = ss.check_script(script_text, env_text, script_name=script_label, env_name=env_label,
+                            prefix=args.env_prefix)
+    counts: dict[str, int] = {}
+    for finding in check.findings:
+        if finding.mode is not None:
+            counts[finding.mode] = counts.get(finding.mode, 0) + 1
+    remedy = []
+    if check.findings:
+        remedy = [
+            f"take every shaped number from the env file's {check.prefix}* variables; delete the literals, "
+            "fallbacks, overrides and aliases listed (no shim left behind)",
+            "correct the comment of each mode named so its premise (e.g. that a wide step is free throughput) is gone",
+            "prove the fix with compare_dry_run: the mode's argv must match the proven mode's byte for byte",
+        ]
+    return CheckServeScriptOutput(
+        ok=check.ok,
+        script=check.script,
+        env_file=check.env_file,
+        env_prefix=check.prefix,
+        owned=[OwnedVarOut(flag=o.flag, variable=o.name, value=o.value, line=o.line) for o in check.owned],
+        modes=[ModeOut(mode=m.path, kind=m.kind, first_line=m.first_line, last_line=m.last_line,
+                       findings=counts.get(m.path, 0)) for m in check.modes],
+        modes_with_findings=list(dict.fromkeys(f.mode for f in check.findings if f.mode is not None)),
+        findings=[
+            FindingOut(kind=f.kind, file=f.file, line=f.line, mode=f.mode, flag=f.flag, variable=f.variable,
+                       value=f.value, text=f.text, message=f.message)
+            for f in check.findings
+        ],
+        handles_dry_run=check.handles_dry_run,
+        sources_env_file=check.sources_env_file,
+        notes=[*notes, *check.notes],
+        remedy=remedy,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# compare_dry_run
+
+
+class CompareDryRunInput(_Input):
+    proven_mode: str | None = Field(None, description="The proven mode: '<script> <proven_mode> --dry-run' is run.")
+    candidate_mode: str | None = Field(None, description="The mode under review.")
+    service: str | None = Field(None, description="A service from the config whose serve_script is run.")
+    script: str | None = Field(None, description="Absolute path of the serve script (under the config's log_roots).")
+    proven_argv: str | None = Field(
+        None, description="The proven mode's dry-run output, for a comparison without running anything."
+    )
+    candidate_argv: str | None = Field(None, description="The candidate mode's dry-run output.")
+    argv_format: Literal["auto", "lines", "shell", "nul"] = Field(
+        "auto", description="How the dry run prints argv: one per line, a shell command line, NUL-separated, or auto."
+    )
+    timeout_s: float = Field(
+        DRY_RUN_TIMEOUT_S, gt=0, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run, seconds."
+    )
+
+    @model_validator(mode="after")
+    def _sources(self) -> CompareDryRunInput:
+        inline = [n for n in ("proven_argv", "candidate_argv") if getattr(self, n) is not None]
+        run = [n for n in ("service", "script") if getattr(self, n) is not None]
+        modes = [n for n in ("proven_mode", "candidate_mode") if getattr(self, n) is not None]
+        if inline:
+            if len(inline) != 2 or run or modes:
+                raise ValueError(
+                    "for a comparison without running, give both proven_argv and candidate_argv and nothing else; "
+                    "to run the script, give service or script with proven_mode and candidate_mode"
+                )
+            return self
+        if len(run) != 1 or len(modes) != 2:
+            raise ValueError(
+                "give service or script (one of them) with proven_mode and candidate_mode, or the two dry-run "
+                f"outputs as proven_argv and candidate_argv (found: {', '.join(run + modes) or 'none'})"
+            )
+        for name in ("proven_mode", "candidate_mode"):
+            value = getattr(self, name)
+            # Security: the mode is passed as one argv word; a leading '-' would make it an option of the
+            # script (e.g. '--help' or '-x') and anything beyond a plain name has no business there.
+            if not MODE_PATTERN.match(value):
+                raise ValueError(
+                    f"{name}={value!r} is not a mode name: letters, digits, '.', '_', '+', '-' only, at most 64, "
+                    "not starting with '-'"
+                )
+        if self.proven_mode == self.candidate_mode:
+            raise ValueError(f"proven_mode and candidate_mode are both {self.proven_mode!r}: name two modes")
+        return self
+
+
+class DryRunSide(_Output):
+    mode: str | None
+    command: list[str] | None = Field(description="The argv that was run (null for an inline comparison).")
+    exit_status: int | None
+    bytes: int
+    argc: int
+    argv: list[str]
+
+
+class ArgvDifferenceOut(_Output):
+    index: int = Field(description="0-based position of the first differing argument.")
+    proven: str | None = Field(description="null: the proven argv has no argument there.")
+    candidate: str | None = Field(description="null: the candidate argv has no argument there.")
+    char_offset: int | None
+    detail: str
+
+
+class ArgvFlagChange(_Output):
+    flag: str
+    proven: str | None
+    candidate: str | None
+
+
+class CompareDryRunOutput(_Output):
+    ok: bool = Field(description="True only when the two outputs are identical byte for byte.")
+    verdict: Literal["identical", "differs"]
+    identical_bytes: bool
+    identical_argv: bool
+    format: Literal["lines", "shell", "nul"]
+    first_byte_offset: int | None
+    first_difference: ArgvDifferenceOut | None
+    edits: list[str]
+    flag_changes: list[ArgvFlagChange]
+    summary: str
+    proven: DryRunSide
+    candidate: DryRunSide
+
+
+async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_bytes: int) -> tuple[bytes, int]:
+    """Run one dry run: argv list, no shell, no stdin; stdout capped; the whole group killed on timeout.
+
+    Returns stdout and the exit status; raises SourceError on a timeout, an oversized output
+    or a non-zero exit, with the command and the end of stderr.
+    """
+    shown = " ".join(command)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )
+    except OSError as exc:
+        raise SourceError(f"{shown}: cannot be started: {exc.strerror or exc}") from exc
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout, stderr = proc.stdout, proc.stderr
+
+    async def read_capped() -> bytes:
+        data = bytearray()
+        while chunk := await stdout.read(64 * 1024):
+            data += chunk
+            if len(data) > cap_bytes:
+                raise SourceError(
+                    f"{shown}: printed more than {cap_bytes // 1024:,} KiB; a dry run prints one argv. Check that "
+                    "the mode honours --dry-run"
+                )
+        return bytes(data)
+
+    async def read_tail() -> bytes:
+        tail = b""
+        while chunk := await stderr.read(64 * 1024):
+            tail = (tail + chunk)[-STDERR_TAIL_BYTES:]
+        return tail
+
+    def kill() -> None:
+        # The dry run's own process group (start_new_session): the script and anything it spawned.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    try:
+        out, err, status = await asyncio.wait_for(asyncio.gather(read_capped(), read_tail(), proc.wait()), timeout_s)
+    except TimeoutError:
+        kill()
+        await proc.wait()
+        raise SourceError(
+            f"{shown}: no result within {timeout_s:g} s; a dry run should print its argv at once. Check that the "
+            "mode honours --dry-run, or raise timeout_s"
+        ) from None
+    except SourceError:
+        kill()
+        await proc.wait()
+        raise
+    if status != 0:
+        tail = err.decode("utf-8", "replace").strip()
+        raise SourceError(
+            f"{shown}: exited {status}" + (f"; stderr ends: {tail[-500:]!r}" if tail else "")
+            + "; check the mode name against the script's modes (check_serve_script lists them)"
+        )
+    return out, status
+
+
+def _script_command(script: Path, mode: str) -> list[str]:
+    """'<script> <mode> --dry-run' as an argv list; a script without the exec bit runs under bash."""
+    if os.access(script, os.X_OK):
+        return [str(script), mode, "--dry-run"]
+    bash = shutil.which("bash")
+    if bash is None:
+        raise SourceError(f"{script}: not executable and no bash on PATH to run it with; chmod +x it")
+    return [bash, str(script), mode, "--dry-run"]
+
+
+async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> CompareDryRunOutput:
+    """Prove a fixed mode's argv is the proven mode's, byte for byte: '<script> <mode> --dry-run' for both.
+
+    The procedure's proof after removing a mode's private step: run the serve script's dry run
+    for the proven mode and the fixed mode and compare the argv they print byte for byte. On a
+    difference the result names the first differing argument (0-based index) and both values,
+    with the first differing character, including when one argv is longer than the other, and
+    lists the flags whose values differ (e.g. --max-num-batched-tokens 1,024 against 65,536).
+
+    The script comes from a service's serve_script entry or a path under the config's
+    log_roots; it is refused unless its code handles --dry-run (running a serve script without
+    it would start the engine). Each run is an argv list (never a shell) with a validated mode
+    name, a 20 s timeout by default (at most 120 s) and a 256 KiB output cap. Two dry-run
+    outputs can also be passed as proven_argv and candidate_argv for a comparison without
+    running anything. ok is true only for identical bytes.
+    """
+    sides: dict[str, DryRunSide] = {}
+    if args.proven_argv is not None and args.candidate_argv is not None:
+        raw_proven: bytes = args.proven_argv.encode("utf-8", "surrogateescape")
+        raw_candidate: bytes = args.candidate_argv.encode("utf-8", "surrogateescape")
+        commands: dict[str, list[str] | None] = {"proven": None, "candidate": None}
+        statuses: dict[str, int | None] = {"proven": None, "candidate": None}
+    else:
+        if args.service is not None:
+            script_path, _ = _service_paths(runtime, args.service)
+        else:
+            assert args.script is not None
+            script_path = _local(runtime, args.script, "script")
+        text = await asyncio.to_thread(_read_small, script_path, "script")
+        if not ss.handles_dry_run(text):
+            raise GuardRailError(
+                f"script={str(script_path)!r}: its code never mentions --dry-run, so '<script> <mode> --dry-run' "
+                "could start the engine instead of printing its argv; add a --dry-run that prints the argv and exits"
+            )
+        assert args.proven_mode is not None and args.candidate_mode is not None
+        commands = {
+            "proven": _script_command(script_path, args.proven_mode),
+            "candidate": _script_command(script_path, args.candidate_mode),
+        }
+        outputs: dict[str, bytes] = {}
+        statuses = {}
+        for side in ("proven", "candidate"):
+            command = commands[side]
+            assert command is not None
+            outputs[side], statuses[side] = await run_dry_run(
+                command, cwd=script_path.parent, timeout_s=args.timeout_s, cap_bytes=DRY_RUN_OUTPUT_CAP_BYTES
+            )
+        raw_proven, raw_candidate = outputs["proven"], outputs["candidate"]
+    labels = {"proven": args.proven_mode or "proven", "candidate": args.candidate_mode or "candidate"}
+    result = sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
+                             proven_label=labels["proven"], candidate_label=labels["candidate"])
+    for side, raw, argv in (("proven", raw_proven, result.proven_argv),
+                            ("candidate", raw_candidate, result.candidate_argv)):
+        sides[side] = DryRunSide(
+            mode=args.proven_mode if side == "proven" else args.candidate_mode,
+            command=commands[side],
+            exit_status=statuses[side],
+            bytes=len(raw),
+            argc=len(argv),
+            argv=list(argv),
+        )
+    first = result.first_difference
+    return CompareDryRunOutput(
+        ok=result.identical_bytes,
+        verdict="identical" if result.identical_bytes else "differs",
+        identical_bytes=result.identical_bytes,
+        identical_argv=result.identical_argv,
+        format=result.format,
+        first_byte_offset=result.first_byte_offset,
+        first_difference=(
+            ArgvDifferenceOut(index=first.index, proven=first.proven, candidate=first.candidate,
+                              char_offset=first.char_offset, detail=first.detail)
+            if first else None
+        ),
+        edits=list(result.edits),
+        flag_changes=[ArgvFlagChange(flag=f, proven=a, candidate=b) for f, a, b in result.flag_changes],
+        summary=result.summary,
+        proven=sides["proven"],
+        candidate=sides["candidate"],
+    )
+
+
+__all__ = [
+    "AuditStepShapeInput",
+    "AuditStepShapeOutput",
+    "CheckServeScriptInput",
+    "CheckServeScriptOutput",
+    "CompareDryRunInput",
+    "CompareDryRunOutput",
+    "audit_step_shape",
+    "check_serve_script",
+    "compare_dry_run",
+]
