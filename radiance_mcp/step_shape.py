@@ -148,10 +148,17 @@ def read_shape(boot: Boot) -> ShapeLedger:
         worst_seqs = int(backing.number("seqs", src))
         worst_tokens = int(backing.number("tokens", src))
 
-    size("expert_prefetch", boot.first("expert_prefetch"))
+    prefetch = boot.first("expert_prefetch")
+    size("expert_prefetch", prefetch)
     lender = boot.first("no_lender")
     if lender is not None:
         values["lender"] = Value("no lender", lender.line)
+    elif prefetch is not None:
+        # The engine's own words after the size, e.g. 'lender: the KV cache'.
+        printed = str(prefetch.fields.get("size") or "")
+        rest = prefetch.line.text.split(printed, 1)[-1].strip(" ,;") if printed else ""
+        if rest:
+            values["lender"] = Value(rest, prefetch.line)
     stopped = boot.first("startup_stopped")
     if stopped is not None:
         values["refusal"] = Value(stopped.raw("reason", src), stopped.line)

@@ -47,7 +47,7 @@ SEED_ROWS = [
     ("kv backing of the worst case", "100%", "0%", Decimal(-100), True),
     ("full-length sessions", "13.5", "0.0", Decimal("-13.5"), True),
     ("expert prefetch", "1.75 GiB", "0 B", Decimal(-1792), True),  # the no-lender line prints 0 B
-    ("lender", None, "no lender", None, True),
+    ("lender", "lender: the KV cache", "no lender", None, True),
     ("startup stopped", None, "out of memory", None, True),
 ]
 
