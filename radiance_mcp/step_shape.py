@@ -453,9 +453,10 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
     if proven.status == "refused":
         notes.append("the proven boot did not start either: pick a boot that served as the proven one")
     lender = candidate.get("lender")
+    no_lender = lender if lender is not None and lender.printed == "no lender" else None
     prefetch = candidate.get("expert_prefetch")
-    if lender is not None or (prefetch is not None and prefetch.quantity == 0):
-        line = (lender or prefetch).line.number  # type: ignore[union-attr]
+    if no_lender is not None or (prefetch is not None and prefetch.quantity == 0):
+        line = (no_lender or prefetch).line.number  # type: ignore[union-attr]
         diagnosis.append(
             f"expert prefetch {prefetch.printed if prefetch else '0 B'} / no lender (line {line}): the engine had "
             "already given the expert slab everything the arena left"

@@ -185,3 +185,6 @@ def test_simulated_narrower_steps_still_boot_and_cost_arena(mnbt: int) -> None:
     assert arena.delta is not None and arena.delta > 0
     claimable = next(r for r in result.rows if r.spec.label == "claimable")
     assert claimable.delta is not None and claimable.delta < 0
+    lender = result.candidate.get("lender")
+    starved = lender is not None and lender.printed == "no lender"
+    assert any("no lender" in d for d in result.diagnosis) is starved
