@@ -14,8 +14,23 @@ from decimal import ROUND_HALF_UP, Decimal
 from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX
 
 FOX_SENTENCE = "The quick brown fox jumps over the lazy dog. "
-"""The filler's unit; any run of it (any case, any spacing) counts at the fox ratio."""
-_FOX_RUN = re.compile(r"(?:the\s+quick\s+brown\s+fox\s+jumps\s+over\s+the\s+lazy\s+dog\.?\s*)+", re.IGNORECASE)
+"""The filler's unit. A run of whole sentences (any case, any spacing), and any start of one more
+sentence right after it, counts at the fox ratio; so adding a character never adds more than one
+token, and fox_filler can hit any count exactly."""
+
+
+def _prefix_pattern(text: str) -> str:
+    """A regex matching any prefix of text (possibly empty): T(?:h(?:e...)?)?."""
+    pattern = ""
+    for char in reversed(text):
+        pattern = f"(?:{re.escape(char)}{pattern})?"
+    return pattern
+
+
+_FOX_RUN = re.compile(
+    r"(?:the\s+quick\s+brown\s+fox\s+jumps\s+over\s+the\s+lazy\s+dog\.?\s*)+" + _prefix_pattern(FOX_SENTENCE.strip()),
+    re.IGNORECASE,
+)
 _CORPUS = Decimal(str(CHARS_PER_TOKEN_CORPUS))
 _FOX = Decimal(str(CHARS_PER_TOKEN_FOX))
 
@@ -32,18 +47,32 @@ def count_tokens(text: str) -> int:
     return int(_token_value(text).to_integral_value(rounding=ROUND_HALF_UP))
 
 
-def fox_filler(tokens: int) -> str:
-    """Filler of exactly ``tokens`` tokens: repeats of FOX_SENTENCE, cut to length."""
-    if tokens <= 0:
-        return ""
-    chars = int(Decimal(tokens) * _FOX)
-    text = (FOX_SENTENCE * (chars // len(FOX_SENTENCE) + 2))[:chars]
-    while count_tokens(text) < tokens:
-        chars += 1
-        text = (FOX_SENTENCE * (chars // len(FOX_SENTENCE) + 2))[:chars]
-    while count_tokens(text) > tokens:
-        text = text[:-1]
-    return text
+def fox_filler(tokens: int, head: str = "") -> str:
+    """``head`` followed by fox filler, exactly ``tokens`` tokens in all (head alone if it has as many).
+
+    Counts are not additive (each text's sum is rounded once), so the filler is sized on the whole.
+    """
+    if count_tokens(head) >= tokens:
+        return head
+
+    def text(chars: int) -> str:
+        return head + (FOX_SENTENCE * (chars // len(FOX_SENTENCE) + 1))[:chars]
+
+    low, high = 0, int((tokens + 1) * _FOX) + 1  # the fewest filler characters reaching `tokens`
+    while low < high:
+        middle = (low + high) // 2
+        if count_tokens(text(middle)) >= tokens:
+            high = middle
+        else:
+            low = middle + 1
+    found = text(low)
+    if count_tokens(found) > tokens:
+        # Completing the first sentence turns its characters to the fox ratio at once (1.2 tokens):
+        # stop short of it and pad with characters that are not filler.
+        found = text(low - 1)
+        while count_tokens(found) < tokens:
+            found += "~"
+    return found
 
 
 def keep_tail(text: str, tokens: int) -> str:
