@@ -337,37 +337,47 @@ class _BootIndex:
 def _index_boots(stream: BinaryIO) -> _BootIndex:
     """One forward pass in fixed chunks: where each boot marker line starts, and its line number.
 
-    Works in bytes with str.count/find (C speed, constant memory), so a 1 GiB log of many
-    boots is indexed in about the time grep takes to count it.
+    Works in bytes with find/count on one reused buffer (C speed, no copy of the data, constant
+    memory), so a 1 GiB log of many boots is indexed in under twice the time grep takes to
+    count it. A line holding the marker twice starts one boot, as read_text counts it.
     """
     marker = BOOT_MARKER.encode()
+    overlap = len(marker) - 1
     offsets: list[tuple[int, int]] = []
-    base = 0  # file offset of chunk[0]
-    line_no = 1  # line number at chunk[0]
-    line_start = 0  # file offset of the current line's start
-    carry = b""
-    while True:
-        block = stream.read(CHUNK_BYTES)
-        if not block:
-            break
-        chunk = carry + block
-        search_from = 0
-        while (hit := chunk.find(marker, search_from)) >= 0:
-            newlines = chunk.count(b"\n", 0, hit)
-            nl = chunk.rfind(b"\n", 0, hit)
-            start = base + nl + 1 if nl >= 0 else line_start
-            offsets.append((start, line_no + newlines))
-            search_from = hit + len(marker)
-        # Keep the tail that could hold the start of a marker split across chunks.
-        keep = min(len(marker) - 1, len(chunk) - search_from)
-        cut = len(chunk) - keep
-        done, carry = chunk[:cut], chunk[cut:]
-        last_nl = done.rfind(b"\n")
+    buffer = bytearray(CHUNK_BYTES)
+    base = 0  # file offset of buffer[0]
+    line_no = 1  # number of the line in progress at buffer[0]
+    line_start = 0  # file offset where that line starts
+    marked = False  # that line already holds a marker
+    tail = b""  # the last bytes before buffer[0], for a marker split across two reads
+    while size := stream.readinto(buffer):
+        if not marked and tail:
+            at = (tail + bytes(buffer[: min(overlap, size)])).find(marker)
+            if 0 <= at < len(tail):  # starts before this block and ends in it (earlier ones were found)
+                offsets.append((line_start, line_no))
+                marked = True
+        search_from, last_hit = 0, -1
+        if marked:
+            first_nl = buffer.find(b"\n", 0, size)
+            search_from = size if first_nl < 0 else first_nl + 1
+        counted_to, number = 0, line_no
+        while (hit := buffer.find(marker, search_from, size)) >= 0:
+            number += buffer.count(b"\n", counted_to, hit)
+            counted_to = last_hit = hit
+            nl_before = buffer.rfind(b"\n", 0, hit)
+            offsets.append((base + nl_before + 1 if nl_before >= 0 else line_start, number))
+            nl_after = buffer.find(b"\n", hit, size)
+            search_from = size if nl_after < 0 else nl_after + 1
+        line_no = number + buffer.count(b"\n", counted_to, size)
+        last_nl = buffer.rfind(b"\n", 0, size)
         if last_nl >= 0:
             line_start = base + last_nl + 1
-        line_no += done.count(b"\n")
-        base += cut
-    return _BootIndex(offsets, base + len(carry))
+            marked = last_hit > last_nl
+        else:
+            marked = marked or last_hit >= 0
+        tail = bytes(buffer[size - overlap : size]) if size >= overlap else (tail + bytes(buffer[:size]))[-overlap:]
+        base += size
+    return _BootIndex(offsets, base)
 
 
 def iter_lines(stream: BinaryIO, first_number: int, end_offset: int | None = None) -> Iterator[Line | None]:
