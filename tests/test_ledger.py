@@ -383,7 +383,8 @@ LEDGERISH = st.lists(
     st.one_of(
         st.sampled_from(EXAMPLE_LOG.read_text().splitlines()),
         st.text(alphabet=st.characters(codec="utf-8"), max_size=40),
-        st.sampled_from(["", "\r", "\x1b[0m", "I radiance boot", "radiance boot: x\x85y", "\u2028", "\x0c"]),
+        st.sampled_from(["", "\r", "\x1b[0m", "I radiance boot", "radiance boot: x\x85y", "\u2028", "\x0c",
+                         "I radiance boot radiance boot", "x" * (MAX_LINE_BYTES + 1), "\x1b[1mvram_kv\x1b[0m 5 GiB"]),
     ),
     max_size=60,
 )
@@ -408,3 +409,8 @@ def test_only_newline_ends_a_line(separator: str, reader: Reader, example_text: 
     """Other line breaks str.splitlines() knows stay inside the line, as in a file: line numbers agree."""
     boot = reader(f"junk{separator}more junk\n" + example_text, source="t")
     assert boot.require("settled").line.number == 27  # 26 + the one junk line
+
+
+def test_a_line_with_the_marker_twice_starts_one_boot(reader: Reader, example_text: str) -> None:
+    boot = reader(example_text.replace("radiance boot: frank-archon", "radiance boot: radiance boot"), source="t")
+    assert (boot.index, boot.boots_seen) == (1, 1)
