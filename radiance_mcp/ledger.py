@@ -16,6 +16,7 @@ that names it. Nothing is ever guessed.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -334,7 +335,7 @@ class _BootIndex:
     size_bytes: int
 
 
-def _index_boots(stream: BinaryIO) -> _BootIndex:
+def _index_boots(stream: io.BufferedIOBase) -> _BootIndex:
     """One forward pass in fixed chunks: where each boot marker line starts, and its line number.
 
     Works in bytes with find/count on one reused buffer (C speed, no copy of the data, constant
