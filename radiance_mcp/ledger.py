@@ -414,44 +414,110 @@ def iter_lines(stream: BinaryIO, first_number: int, end_offset: int | None = Non
         yield Line(number, clean(pending.decode("utf-8", "replace")))
 
 
+_NEEDLES: tuple[bytes, ...] = tuple(dict.fromkeys([*(k.encode() for k in KEYWORDS), b"\x1b"]))
+"""A line can hold a phrase only if it holds a keyword, or an ANSI escape (which may split one)."""
+
+
+@dataclass
+class _Scan:
+    skipped: int = 0
+    """Lines over MAX_LINE_BYTES."""
+    last_number: int = 0
+    """Number of the last line read."""
+
+
+def _count_overlong(data: bytes, end: int) -> int:
+    """Lines over MAX_LINE_BYTES in data[:end] (which ends with a newline), in about end / MAX_LINE_BYTES steps."""
+    count, start = 0, 0
+    while end - start > MAX_LINE_BYTES:
+        newline = data.rfind(b"\n", start, start + MAX_LINE_BYTES + 1)
+        if newline >= 0:  # every line starting before it is short; the next may not be
+            start = newline + 1
+            continue
+        count += 1
+        start = data.find(b"\n", start + MAX_LINE_BYTES + 1, end) + 1
+    return count
+
+
+def _phrase_lines_of(data: bytes, end: int, number: int, scan: _Scan) -> Iterator[Line]:
+    """The lines of data[:end] (complete lines; the first is line `number`) that can hold a phrase."""
+    starts: set[int] = set()
+    for needle in _NEEDLES:
+        at = data.find(needle, 0, end)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            at = data.find(needle, data.find(b"\n", at, end) + 1, end)
+    scan.skipped += _count_overlong(data, end)
+    counted_to = 0
+    for start in sorted(starts):
+        number += data.count(b"\n", counted_to, start)
+        counted_to = start
+        stop = data.find(b"\n", start, end)
+        if stop - start <= MAX_LINE_BYTES:
+            yield Line(number, clean(data[start:stop].decode("utf-8", "replace")))
+
+
+def _phrase_lines(stream: BinaryIO, first_number: int, end_offset: int | None, scan: _Scan) -> Iterator[Line]:
+    """Numbered, cleaned lines that can hold a phrase, from the stream's position to end_offset.
+
+    Lines with no keyword are counted, never decoded: a boot's request-log filler costs a few
+    C-speed scans per chunk, not a Python step per line. Holds one chunk and at most
+    MAX_LINE_BYTES of a partial line, so a 1 GiB line without a newline costs no more.
+    """
+    number = first_number  # the number of the line starting at data[0]
+    position = stream.tell()
+    pending = b""
+    overlong = False  # inside a line already over MAX_LINE_BYTES: dropped up to its newline
+    while end_offset is None or position < end_offset:
+        block = stream.read(CHUNK_BYTES if end_offset is None else min(CHUNK_BYTES, end_offset - position))
+        if not block:
+            break
+        position += len(block)
+        if overlong:
+            newline = block.find(b"\n")
+            if newline < 0:
+                continue
+            scan.skipped += 1
+            number += 1
+            overlong, block = False, block[newline + 1 :]
+        data = pending + block
+        end = data.rfind(b"\n") + 1
+        if end:
+            yield from _phrase_lines_of(data, end, number, scan)
+            number += data.count(b"\n", 0, end)
+        pending = data[end:]
+        if len(pending) > MAX_LINE_BYTES:
+            overlong, pending = True, b""
+    if overlong:
+        scan.skipped += 1
+    elif pending and any(needle in pending for needle in _NEEDLES):
+        yield Line(number, clean(pending.decode("utf-8", "replace")))
+    scan.last_number = number if overlong or pending else number - 1
+
+
 def read_file(path: Path, *, source: str, boot: int = -1) -> Boot:
     """Read one boot of a ledger file, streaming: constant memory whatever the file's size."""
     with path.open("rb") as stream:
         index = _index_boots(stream)
         if index.size_bytes == 0:
             raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
+        scan = _Scan()
         if not index.offsets:
-            # No boot marker: fall back to the line-based split (reads the file as lines).
+            # No boot marker: split the phrase lines of the whole file at runs of echoed flags.
             stream.seek(0)
-            return _read_unmarked(iter_lines(stream, 1), source=source, boot=boot)
+            kept = list(_phrase_lines(stream, 1, None, scan))
+            if not kept:
+                note = f" ({scan.skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if scan.skipped else ""
+                raise LedgerError(
+                    f"{source}: no radiance ledger phrase in the file{note}; point the tool at the boot log"
+                )
+            return _split_and_parse(kept, source=source, boot=boot, skipped=scan.skipped)
         position = _select(boot, len(index.offsets), source)
         start, number = index.offsets[position]
         end = index.offsets[position + 1][0] if position + 1 < len(index.offsets) else None
         stream.seek(start)
-        skipped = 0
-
-        def kept() -> Iterator[Line]:
-            nonlocal skipped
-            for line in iter_lines(stream, number, end):
-                if line is None:
-                    skipped += 1
-                else:
-                    yield line
-
-        parsed = parse_boot(kept(), source=source, index=position + 1, boots_seen=len(index.offsets))
-        return Boot(parsed.source, parsed.index, parsed.boots_seen, parsed.first_line, parsed.last_line,
-                    parsed.hits, skipped)
-
-
-def _read_unmarked(lines: Iterable[Line | None], *, source: str, boot: int) -> Boot:
-    """The slow path for a file with no boot marker: keep the phrase lines, then split."""
-    kept: list[Line] = []
-    skipped = 0
-    for line in lines:
-        if line is None:
-            skipped += 1
-        elif any(k in line.text for k in KEYWORDS):
-            kept.append(line)
-    if not kept:
-        raise LedgerError(f"{source}: no radiance ledger phrase in the file; point the tool at the boot log")
-    return _split_and_parse(kept, source=source, boot=boot, skipped=skipped)
+        parsed = parse_boot(
+            _phrase_lines(stream, number, end, scan), source=source, index=position + 1, boots_seen=len(index.offsets)
+        )
+        return Boot(parsed.source, parsed.index, parsed.boots_seen, parsed.first_line, scan.last_number,
+                    parsed.hits, scan.skipped)
