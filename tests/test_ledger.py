@@ -357,6 +357,26 @@ def test_chunk_boundaries_do_not_matter(
     assert summary(read_via_file(tmp_path)(text, source="t", boot=-2)) == expected
 
 
+@pytest.mark.parametrize("chunk", [5, 4096, MAX_LINE_BYTES - 1, MAX_LINE_BYTES + 2, 8 << 20])
+@pytest.mark.parametrize("boot", [-1, 1, 2])
+def test_overlong_and_coloured_lines_inside_a_boot(
+    chunk: int, boot: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, boot_text: Callable[..., str]
+) -> None:
+    """Lines over MAX_LINE_BYTES anywhere in a boot are skipped and counted, whatever the chunking."""
+    long = "y" * (MAX_LINE_BYTES + 1)
+    exact = "z" * MAX_LINE_BYTES  # at the limit: kept
+    filler = [long, "\x1b[2mI kv cache \x1b[0m", exact, long + " settled at 1 GiB", long, "tail"]
+    text = "".join(boot_text(name=f"b{n}", filler=filler) for n in (1, 2))
+    text = text.replace("I claimable", long + "\nI claimable")
+    expected = read_text(text, source="t", boot=boot)
+    monkeypatch.setattr(ledger, "CHUNK_BYTES", chunk)
+    got = read_via_file(tmp_path)(text, source="t", boot=boot)
+    assert summary(got) == summary(expected)
+    assert (got.first_line, got.last_line) == (expected.first_line, expected.last_line)
+    assert got.skipped_long_lines == 4  # in this boot: one before 'claimable', three in the filler
+    assert expected.skipped_long_lines == 8  # read_text counts the whole text's
+
+
 # ---------------------------------------------------------------------------------------
 # Properties
 
