@@ -464,10 +464,12 @@ DETECTION_ORDER: tuple[DialectName, ...] = ("radiance", "llama.cpp", "llama-cpp-
 """llama-cpp-python before vLLM: its chat wording is vLLM's old one, told apart by code=context_length_exceeded."""
 
 CONSERVATIVE = Dialect(
-    "unknown", ">", True, 1, True, None, False, lambda status, body, data: None,
+    "unknown", ">", False, 1, True, None, False, lambda status, body, data: None,
     "the strictest of every dialect, used while the engine is unknown",
 )
-"""Edge rules while the dialect is unknown: strictest on every axis."""
+"""Edge rules while the dialect is unknown, strictest on every axis: a prompt is taken as refused
+only above the window by its own tokens (radiance's rule), and the boundary keeps llama.cpp's
+one token of reserve."""
 
 
 def parse_refusal(status: int, body: str, dialect: DialectChoice = "auto") -> tuple[Refusal | None, str | None]:

@@ -90,10 +90,12 @@ class Engine:
             usage = usage_of(answer.data)
             paid = usage.prompt_tokens if usage and usage.prompt_tokens else 0
             self.prefill_tokens_paid += paid
+            window = self.window_tokens or self.max_window_tokens
             raise ProbeError(
-                f"{where}: the engine accepted a prompt sized above the window and paid {paid:,} prompt tokens of "
-                f"prefill; its window is larger than {self.window_tokens or self.max_window_tokens:,}. Pass the "
-                "real window (window_tokens / max_model_len) or a larger max_window_tokens."
+                f"{where}: the engine accepted a prompt sized above the window (it reports {paid:,} prompt tokens) "
+                f"and paid its prefill. Either its window is larger than {window:,} (pass the real window_tokens / "
+                "max_model_len, or a larger max_window_tokens), or it silently truncates prompts instead of "
+                "refusing them, and then no count can be read from it and a boundary probe on it fails."
             )
         refusal, note = parse_refusal(answer.status, answer.text, self.choice)
         if refusal is None:

@@ -54,7 +54,8 @@ async def test_an_unknown_window_is_named_by_the_first_refusal() -> None:
 
 async def test_a_window_larger_than_assumed_is_caught_and_its_prefill_reported() -> None:
     fake = FakeEngine(window=50_000)
-    with pytest.raises(ProbeError, match=r"accepted a prompt sized above the window and paid [\d,]+ prompt tokens"):
+    accepted = r"accepted a prompt sized above the window \(it reports [\d,]+ prompt tokens\)"
+    with pytest.raises(ProbeError, match=accepted):
         await token_count_probe(fake.fleet(), args("hello", max_window_tokens=2_000), transport=fake.transport())
 
 
