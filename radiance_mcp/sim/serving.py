@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from radiance_mcp.capacity import REFUSAL
 from radiance_mcp.constants import MIB
+from radiance_mcp.probes.dialects import RADIANCE_PROMPT_REFUSAL
 from radiance_mcp.sim.calibration import (
     ANSWER_HEAD_CHARS,
     COLD_PREFILL_S,
@@ -46,8 +47,9 @@ from radiance_mcp.sim.engine import BootFigures
 from radiance_mcp.sim.tokenizer import FOX_SENTENCE, count_tokens, keep_tail
 
 TimingsMode = Literal["full", "null_rates", "missing"]
-OVER_WINDOW = "prompt: {prompt_tokens:,} prompt tokens does not fit the {window} token context"
-"""The over-window refusal (seed); REFUSAL (capacity) is the failed pool contract's."""
+OVER_WINDOW = RADIANCE_PROMPT_REFUSAL
+"""The over-window refusal (seed), from the probes' radiance dialect, the words its parser reads;
+REFUSAL (capacity) is the failed pool contract's."""
 DEFAULT_MAX_TOKENS = 256
 """assumption: max_tokens when a request gives none."""
 COLD_PREFILL_TOKENS_PER_S = COLD_PREFILL_TOKENS / COLD_PREFILL_S

@@ -1,0 +1,280 @@
+"""The demo: a simulated fleet, and the resize procedure walked end to end through MCP.
+
+``run_demo()`` (``radiance-mcp demo``) starts ``SimFleet`` in a temporary directory, spawns
+``python -m radiance_mcp serve --config <fleet.toml>`` and talks to it with the SDK's MCP
+client over stdio, printing each step of the resize procedure and its result: read the budget
+table, compute the ceiling (the seed's 30,969 MiB), refuse an untraced reserve, check the pool
+contract for the seats the new pair can back, deploy the pair (a new boot of the simulated
+service), verify from the ledger first, then probe the live endpoint. It ends with the
+step-shape audit of the campaign rig's wide mode. Every step checks its result; the demo exits
+0 only when each came out as the seeds say.
+
+``background_fleet()`` runs a fleet in a thread of its own for ``radiance-mcp serve --demo``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from radiance_mcp import ledger
+from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, SAMPLER_ROW_BOUND, WORKED_CEILING_MIB
+from radiance_mcp.errors import RadianceMCPError
+from radiance_mcp.sim.fleet import SimFleet
+from radiance_mcp.sim.tokenizer import fox_filler
+
+DEMO_TIME_SCALE = 0.01
+"""The demo's clock: a 22 s full-window prefill takes 0.22 s."""
+SERVICE = "frank-archon"
+
+
+@dataclass
+class _Walk:
+    out: TextIO
+    client: Client
+    fleet: SimFleet
+    tools: set[str] = field(default_factory=set)
+    surprises: list[str] = field(default_factory=list)
+    step: int = 0
+
+    def head(self, title: str) -> None:
+        self.step += 1
+        print(f"\n{self.step}. {title}", file=self.out)
+
+    def say(self, text: str) -> None:
+        print(f"   {text}", file=self.out)
+
+    def expect(self, ok: bool, what: str) -> None:
+        self.say(("ok: " if ok else "UNEXPECTED: ") + what)
+        if not ok:
+            self.surprises.append(what)
+
+    async def call(self, tool: str, **arguments: Any) -> dict[str, Any] | str:
+        """The tool's structured output, or its error text."""
+        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        print(f"   > {tool}({shown})", file=self.out)
+        result = await self.client.call_tool(tool, arguments)
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            return text.removeprefix(f"Error executing tool {tool}: ")
+        return dict(result.structured_content or {})
+
+    async def need(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        found = await self.call(tool, **arguments)
+        if isinstance(found, str):
+            raise RadianceMCPError(f"the demo's call to {tool} failed: {found}")
+        return found
+
+
+def _newest_line(path: Path, key: str) -> str:
+    hit = ledger.read_file(path, source=str(path)).first(key)
+    return hit.line.text.strip() if hit else f"(no {key!r} line)"
+
+
+async def _walk(w: _Walk) -> None:
+    fleet, service = w.fleet, w.fleet.services[SERVICE]
+
+    w.head("The fleet (simulated: every ledger and endpoint below is the simulator's)")
+    for name, s in fleet.services.items():
+        state = f"serving on {s.url}" if s.endpoint.serving else "boot refused, not serving"
+        w.say(f"{name:<14} host {s.host.name:<10} pair {s.shape.pair_mib:>6,} MiB  {state}")
+        if fleet.notes.get(name):
+            w.say(f"{'':<14} {fleet.notes[name]}")
+    w.say(f"config: {fleet.config_path}")
+    w.say(f"MCP tools: {', '.join(sorted(w.tools))}")
+
+    w.head("Read the engine's own budget table; rocm-smi free memory is not spare capacity")
+    table = await w.need("read_budget_table", service=SERVICE)
+    card = table["cards"][0]
+    w.say(f"card 0: settled {card['settled_free']['printed']} free against a floor of "
+          f"{card['engine_floor']['printed']} (line {card['settled_free']['line']}); pair "
+          f"{card['pair_mib']:,.0f} MiB from the {card['pair_source']}")
+
+    w.head("The ceiling: (settled free - floor) + pair, per card")
+    ceiling = await w.need("compute_ceiling", service=SERVICE)
+    w.say(ceiling["derivation"])
+    w.expect(ceiling["ceiling_mib"] == WORKED_CEILING_MIB, f"the seed's worked example, {WORKED_CEILING_MIB:,} MiB")
+    twin = await w.need("compute_ceiling", service="twin")
+    w.say("twin (--tp 2): " + "; ".join(f"card {c['card']} {c['ceiling_mib']:,}" for c in twin["cards"]))
+    w.expect(twin["binding_card"] == 1, "with several cards the smallest ceiling binds (card 1)")
+
+    w.head("A reserve below the ceiling must cite a ledger line, or be labelled personal")
+    refused = await w.call("compute_ceiling", service=SERVICE, reserves=[{"mib": 256, "label": "safety"}])
+    w.say(f"untraced: {refused if isinstance(refused, str) else 'accepted'}")
+    w.expect(isinstance(refused, str), "an untraced, unlabelled reserve is refused")
+    personal = await w.need("compute_ceiling", service=SERVICE,
+                            reserves=[{"mib": 256, "label": "my margin for a second context", "personal": True}])
+    w.say(f"personal: max pair {personal['max_pair_mib']:,} MiB; personal reserves {personal['personal_reserves']}")
+
+    w.head("Spend the headroom on the KV cache: how many seats does the pool contract allow?")
+    flags = table["flags"]
+    weights_mib = int(flags["vram-weights-mib"])
+    new_kv = ceiling["ceiling_mib"] - weights_mib
+    window, dtype = int(flags["max-model-len"]), flags["kv-cache-dtype"]
+    probe = await w.need("check_pool_contract", pool_mib=new_kv, seqs=1, max_model_len=window, kv_cache_dtype=dtype)
+    seats = probe["max_seqs_at_window"]
+    w.say(f"pool {new_kv:,} MiB (the ceiling {ceiling['ceiling_mib']:,} less the weights {weights_mib:,}) "
+          f"backs at most {seats} sequences at {window:,} tokens")
+    fits = await w.need("check_pool_contract", pool_mib=new_kv, seqs=seats, max_model_len=window, kv_cache_dtype=dtype)
+    w.say(fits["formula"])
+    over = await w.need("check_pool_contract", pool_mib=new_kv, seqs=seats + 1, max_model_len=window,
+                        kv_cache_dtype=dtype)
+    w.say(f"{seats + 1} seats: {over['formula']}; clients would see: {over['refusal']!r}")
+    w.expect(fits["ok"] and not over["ok"], f"{seats} seats fit, {seats + 1} do not")
+    rows = seats * (1 + service.shape.spec)
+    w.expect(rows <= SAMPLER_ROW_BOUND,
+             f"sampler rows {seats} x (1 + {service.shape.spec}) = {rows}, inside the {SAMPLER_ROW_BOUND}-row bound")
+    lowpool = await w.need("check_pool_contract", service="lowpool")
+    w.say(f"lowpool, from its ledger: {lowpool['formula']}")
+    w.expect(not lowpool["ok"], "lowpool's pool fails its contract (it booted all the same)")
+
+    w.head(f"Deploy {weights_mib:,} + {new_kv:,} MiB with --max-num-seqs {seats} (the simulator redeploys)")
+    await fleet.redeploy(SERVICE, replace(service.shape, vram_kv_mib=new_kv, seqs=seats))
+    w.say(_newest_line(service.log_path, "backs"))
+    w.say(_newest_line(service.log_path, "settled"))
+
+    w.head("Verify, ledger first: the new boot's table and the capacity referee")
+    after = await w.need("read_budget_table", service=SERVICE)
+    card = after["cards"][0]
+    free, floor = card["settled_free"]["mib"], card["engine_floor"]["mib"]
+    w.say(f"settled {card['settled_free']['printed']} free against {card['engine_floor']['printed']}; "
+          f"pair {card['pair_mib']:,.0f} MiB")
+    w.expect(floor <= free <= AT_CEILING_WORST_FREE_MIB + 10,
+             f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst, above the floor")
+    audit = await w.need("audit_step_shape", service=SERVICE) if "audit_step_shape" in w.tools else None
+    if audit is not None:
+        for row in audit["rows"]:
+            if row.get("differs"):
+                w.say(f"{row['row']:<24} {row['proven']} -> {row['candidate']}")
+    backs = _newest_line(service.log_path, "backs")
+    w.expect(f"backs {seats} sequences all at {window} tokens" in backs, f"the referee: {backs}")
+
+    w.head("Then the live probes, against the deployed endpoint")
+    await _probes(w, seats, window)
+
+    w.head("The step-shape audit: a mode that carried its own 65,536-token step")
+    if "audit_step_shape" in w.tools:
+        wide = await w.need("audit_step_shape", proven_service="qwen38-proven", candidate_service="qwen38-wide")
+        w.say(f"verdict: {wide['verdict']}; inherit {wide['inherit']}")
+        for line in wide["refusal"]:
+            w.say(f"line {line['line']}: {line['text'].strip()}")
+        w.expect(wide["verdict"] == "refused", "65,536 refuses with out of memory where 1,024 booted")
+    else:
+        w.say("(audit_step_shape is not a tool of this build)")
+
+
+async def _probes(w: _Walk, seats: int, window: int) -> None:
+    gen = 64
+    if "boundary_probe" in w.tools:
+        text = "The resize procedure, in the engine's words. " * 40
+        count = await w.need("token_count_probe", service=SERVICE, text=text)
+        w.say(f"token count: {count['tokens']} tokens by {count['method']} ({count['requests_sent']} requests, "
+              f"{count['prefill_tokens_paid']} prefill tokens paid)")
+        w.expect(count["prefill_tokens_paid"] == 0, "calibration paid no prefill")
+        result = await w.need("boundary_probe", service=SERVICE, n=seats, gen_tokens=gen, execute=True)
+        w.say(f"boundary probe: {result['verdict']} ({result['prefill_tokens_paid']:,} prefill tokens paid)")
+        w.expect(result["retrieved"] == seats, f"{seats}/{seats} markers retrieved")
+        low = await w.need("boundary_probe", service="lowpool", n=2, gen_tokens=gen, execute=True)
+        w.say(f"lowpool boundary probe: {low['verdict']}; refusals: {sorted(set(low['refusals']))}")
+        w.expect(low["retrieved"] == 0, "a pool below its contract refuses the long requests")
+        return
+    # This build registers no probe tools: send the boundary probe's requests directly.
+    w.say("(no probe tools in this build: the demo sends the boundary probe's requests itself)")
+    url = w.fleet.services[SERVICE].url
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+
+        async def one(i: int) -> bool:
+            marker = f"MARKER-{i}-{id(w) % 9973}"
+            body = {
+                "messages": [{"role": "user", "content": fox_filler(window - gen, head=f"{marker}\n")}],
+                "max_tokens": gen,
+                "chat_template_kwargs": {"enable_thinking": False},
+            }
+            answer = (await http.post("/v1/chat/completions", json=body)).json()
+            return marker in answer["choices"][0]["message"]["content"]
+
+        found = await asyncio.gather(*(one(i) for i in range(seats)))
+    w.say(f"boundary probe: {sum(found)}/{seats} markers retrieved at {window - gen:,} prompt tokens each")
+    w.expect(all(found), f"{seats}/{seats} markers retrieved")
+
+
+async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> int:
+    """Run the walk-through on a fleet under root; 0 when every step came out as the seeds say."""
+    async with SimFleet.start(root, time_scale=time_scale) as fleet:
+        server = StdioServerParameters(
+            command=sys.executable, args=["-m", "radiance_mcp", "serve", "--config", str(fleet.config_path)]
+        )
+        print("radiance-mcp demo: a simulated radiance fleet, the resize procedure through MCP", file=out)
+        # The server's own log (its stderr) goes to a file, so it does not interleave with the walk.
+        with (root / "mcp-server.log").open("w", encoding="utf-8") as errlog:
+            async with Client(stdio_client(server, errlog=errlog)) as client:
+                tools = {tool.name for tool in (await client.list_tools()).tools}
+                walk = _Walk(out, client, fleet, tools)
+                await _walk(walk)
+    if walk.surprises:
+        print(f"\n{len(walk.surprises)} step(s) did not come out as the seeds say:", file=out)
+        for what in walk.surprises:
+            print(f"  - {what}", file=out)
+        return 1
+    print("\nEvery step came out as the seeds say.", file=out)
+    return 0
+
+
+def run_demo(out: TextIO | None = None) -> int:
+    """``radiance-mcp demo``: the walk-through in a temporary directory; the exit status."""
+    stream = out or sys.stdout
+    with tempfile.TemporaryDirectory(prefix="radiance-demo-") as tmp:
+        try:
+            return asyncio.run(demo(stream, Path(tmp)))
+        except RadianceMCPError as exc:
+            print(f"radiance-mcp demo: {exc}", file=sys.stderr)
+            return 1
+
+
+@contextlib.contextmanager
+def background_fleet(time_scale: float = DEMO_TIME_SCALE) -> Iterator[SimFleet]:
+    """A demo fleet served from a thread of its own (for ``serve --demo``); stopped on exit.
+
+    It prints nothing to stdout, which belongs to the MCP protocol in stdio mode.
+    """
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+    loop = asyncio.new_event_loop()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        state["stop"] = stop
+        try:
+            with tempfile.TemporaryDirectory(prefix="radiance-demo-") as tmp:
+                async with SimFleet.start(Path(tmp), time_scale=time_scale) as fleet:
+                    state["fleet"] = fleet
+                    ready.set()
+                    await stop.wait()
+        except BaseException as exc:  # handed to the caller's thread
+            state["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), name="radiance-sim", daemon=True)
+    thread.start()
+    ready.wait()
+    if "error" in state:
+        thread.join()
+        loop.close()
+        raise RadianceMCPError(f"the simulated fleet did not start: {state['error']}") from state["error"]
+    try:
+        yield state["fleet"]
+    finally:
+        loop.call_soon_threadsafe(state["stop"].set)
+        thread.join()
+        loop.close()

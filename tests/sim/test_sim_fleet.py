@@ -1,0 +1,102 @@
+"""The demo fleet, its generated config, the demo itself and `serve --demo`, as a newcomer runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from radiance_mcp import capacity, config, ledger
+from radiance_mcp.constants import WORKED_CEILING_MIB
+from radiance_mcp.sim import DEFAULT_SERVICES, Shape, SimFleet
+from radiance_mcp.sim.demo import background_fleet, demo
+
+
+async def test_fleet_boots_every_service_and_writes_a_config_the_server_reads(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        fleet_config = config.load(fleet.config_path)
+        assert set(fleet_config.services) == {spec.name for spec in DEFAULT_SERVICES}
+        assert {s.host.name for s in fleet.services.values()} == {"dankserver", "gpubox"}
+        for name, service in fleet.services.items():
+            entry = fleet_config.service(name)
+            assert entry.host is None and entry.log == str(service.log_path)  # host-less local files for now
+            assert entry.endpoint == service.url
+            boot = ledger.read_file(service.log_path, source=name)
+            assert boot.require("boot_start").fields["name"] == service.shape.name
+            assert service.endpoint.serving is (boot.first("startup_stopped") is None)
+        assert not fleet.endpoints["qwen38-wide"].serving
+        reading = capacity.read_budget(ledger.read_file(fleet.services["frank-archon"].log_path, source="f"))
+        assert capacity.compute_ceiling(reading).ceiling_mib == WORKED_CEILING_MIB
+        async with httpx.AsyncClient() as c:
+            for name in ("frank-archon", "twin", "lowpool", "qwen38-proven"):
+                assert (await c.get(f"{fleet.endpoints[name].url}/v1/models")).status_code == 200
+        env = fleet.services["frank-archon"].env_path
+        assert env is not None and "FRANK_ARCHON_MAX_SEQS=2" in env.read_text()
+    assert not any(e.serving for e in fleet.endpoints.values())
+
+
+async def test_redeploy_appends_a_boot_and_rewrites_the_env_file(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        service = await fleet.redeploy("frank-archon", replace(Shape(), vram_kv_mib=6_969, seqs=4))
+        boot = ledger.read_file(service.log_path, source="f")
+        assert boot.boots_seen == 2 and boot.require("backs").fields["seqs"] == "4"
+        assert service.env_path is not None and "FRANK_ARCHON_VRAM_KV_MIB=6969" in service.env_path.read_text()
+
+
+async def test_the_ssh_seam_writes_hosts_and_remote_paths(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        text = fleet.config_text(ssh={"dankserver": {"address": "127.0.0.1", "port": 2222, "user": "dank",
+                                                     "log_roots": ["/home/dank/logs"]}})
+        parsed = config.Fleet.model_validate(tomllib.loads(text))
+        assert parsed.hosts["dankserver"].port == 2222
+        assert parsed.service("frank-archon").host == "dankserver"
+        assert parsed.service("frank-archon").log == "/home/dank/logs/frank_archon.log"
+        assert parsed.service("twin").host is None  # gpubox stays local
+        # The remote path, read from the host's mirrored root, is the local file.
+        host = fleet.hosts["dankserver"]
+        assert host.local("/home/dank/logs/frank_archon.log") == fleet.services["frank-archon"].log_path
+
+
+async def test_demo_walks_every_step(tmp_path: Path) -> None:
+    out = tmp_path / "demo.txt"
+    with out.open("w") as stream:
+        status = await demo(stream, tmp_path / "fleet", time_scale=0.001)
+    text = out.read_text()
+    assert status == 0, text
+    assert "29,120 + (2,058 - 209) = 30,969 MiB/card" in text
+    assert "UNEXPECTED" not in text
+    assert "I backs 4 sequences all at 200000 tokens at once" in text
+    assert "4/4" in text
+    assert "E startup stopped: out of memory" in text
+
+
+def test_radiance_mcp_demo_exits_0_as_a_newcomer_runs_it(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "radiance_mcp", "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Every step came out as the seeds say." in done.stdout
+
+
+async def test_serve_demo_serves_the_fleet_to_any_mcp_client() -> None:
+    server = StdioServerParameters(command=sys.executable, args=["-m", "radiance_mcp", "serve", "--demo"])
+    async with Client(server) as client:
+        result = await client.call_tool("compute_ceiling", {"service": "frank-archon"})
+        twin = await client.call_tool("read_budget_table", {"service": "twin"})
+    assert result.structured_content is not None and result.structured_content["ceiling_mib"] == WORKED_CEILING_MIB
+    assert twin.structured_content is not None and len(twin.structured_content["cards"]) == 2
+
+
+def test_background_fleet_starts_and_stops() -> None:
+    with background_fleet(time_scale=0.0001) as fleet:
+        url = fleet.endpoints["frank-archon"].url
+        assert httpx.get(f"{url}/health").json() == {"status": "ok"}
+        assert fleet.config_path.exists()
+    assert not fleet.config_path.exists()  # the temporary directory went with it
