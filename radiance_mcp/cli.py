@@ -62,7 +62,10 @@ def _parser() -> argparse.ArgumentParser:
         "--token", default=None, help=f"bearer token HTTP clients must send (or set {TOKEN_ENV}); "
         "required to bind anything but loopback"
     )
+    serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
     serve.set_defaults(handler=_serve)
+    demo = commands.add_parser("demo", help="walk the resize procedure through MCP on a simulated fleet")
+    demo.set_defaults(handler=_demo)
 
     for spec in TOOLS:
         sub = commands.add_parser(
@@ -205,9 +208,24 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from radiance_mcp.sim.demo import run_demo
+
+    return run_demo()
+
+
 def _serve(args: argparse.Namespace) -> int:
     from radiance_mcp.server import build_server
 
+    if args.demo:
+        from radiance_mcp.sim.demo import background_fleet
+
+        if args.config:
+            raise InputError("--demo serves a simulated fleet with a config of its own: drop --config")
+        with background_fleet() as fleet:
+            print(f"radiance-mcp: serving the simulated fleet of {fleet.config_path}", file=sys.stderr)
+            args.config, args.demo = str(fleet.config_path), False
+            return _serve(args)
     runtime = Runtime(load(args.config))
     server = build_server(runtime)
     if not args.http:
