@@ -27,7 +27,8 @@ same phrase table the reader parses (radiance_mcp.ledger.PHRASES). The interface
         ep.peak_in_flight            # never above the shape's seqs
 
     count_tokens(text)               # the deterministic tokenizer (2.7617 chars/token; 2.5714 for
-                                     # the "quick brown fox" filler); fox_filler(n) builds n tokens
+                                     # the "quick brown fox" filler); fox_filler(n, head="MARKER\n")
+                                     # is head + filler of exactly n tokens
 
     async with SimFleet.start(tmp_path) as fleet:   # two hosts, five services (fleet.DEFAULT_SERVICES)
         fleet.config_path            # fleet TOML for `radiance-mcp serve --config`

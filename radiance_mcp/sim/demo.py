@@ -62,7 +62,7 @@ class _Walk:
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any] | str:
         """The tool's structured output, or its error text."""
-        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in arguments.items())
         print(f"   > {tool}({shown})", file=self.out)
         result = await self.client.call_tool(tool, arguments)
         if result.is_error:
@@ -75,6 +75,11 @@ class _Walk:
         if isinstance(found, str):
             raise RadianceMCPError(f"the demo's call to {tool} failed: {found}")
         return found
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 12]}... ({len(text):,} chars)"
 
 
 def _newest_line(path: Path, key: str) -> str:
@@ -186,7 +191,10 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
         w.say(f"boundary probe: {result['verdict']} ({result['prefill_tokens_paid']:,} prefill tokens paid)")
         w.expect(result["retrieved"] == seats, f"{seats}/{seats} markers retrieved")
         low = await w.need("boundary_probe", service="lowpool", n=2, gen_tokens=gen, execute=True)
-        w.say(f"lowpool boundary probe: {low['verdict']}; refusals: {sorted(set(low['refusals']))}")
+        for request in low["requests"]:
+            w.say(f"lowpool request {request['index']}: HTTP {request['status']} {request['verdict']}: "
+                  f"{request['refusal']!r}")
+        w.say(f"lowpool boundary probe: {low['verdict']}")
         w.expect(low["retrieved"] == 0, "a pool below its contract refuses the long requests")
         return
     # This build registers no probe tools: send the boundary probe's requests directly.

@@ -32,6 +32,12 @@ The laws, per card, in MiB:
   with nothing to lend it prints `expert prefetch 0 B, no lender`.
 - sampler rows = seqs x (1 + spec); over constants.SAMPLER_ROW_BOUND the boot is refused.
 
+What the laws do not reproduce: the seed's 65,536-token boot also reports "experts squeezed to
+10.98 GiB, 56 GiB of weights stranded on the disk tier" without the pair it ran; with the 271.25
+MiB KV cache on the 31.86 GiB card those cannot hold in one boot under these laws, so the
+simulator's campaign rig (fleet.DEFAULT_SERVICES) reproduces the arena, claimable and refusal
+figures, and the squeeze and stranding only in direction (tests/sim/test_sim_engine.py).
+
 With several cards (--tp N) each card has its table and settled line; ``Shape.card_extra_mib``
 charges extra memory to chosen cards (a display, a second context) so their ceilings differ.
 """

@@ -3,7 +3,7 @@
 Text counts at CHARS_PER_TOKEN_CORPUS (2.7617) characters a token, except runs of the
 "quick brown fox" pangram (the filler probes pad with), which count at CHARS_PER_TOKEN_FOX
 (2.5714); the sum is rounded half up. So a 200,000-token window holds 514,280 characters of
-filler or 552,340 of ordinary text (the seed rounds these to 514,286 and 552,286).
+filler or 552,340 of ordinary text (the seed quotes "about 514,286 to 552,286").
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX
 
 FOX_SENTENCE = "The quick brown fox jumps over the lazy dog. "
 """The filler's unit. A run of whole sentences (any case, any spacing), and any start of one more
-sentence right after it, counts at the fox ratio; so adding a character never adds more than one
-token, and fox_filler can hit any count exactly."""
+sentence right after it, counts at the fox ratio. So adding a character adds at most one token,
+except the character that completes a run's first sentence (its characters then all count at the
+fox ratio, about 1.2 tokens more); fox_filler pads around that step, so it hits any count."""
 
 
 def _prefix_pattern(text: str) -> str:
