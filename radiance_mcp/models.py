@@ -24,26 +24,38 @@ class _Input(BaseModel):
 
 
 class LedgerArgs(_Input):
-    """Which ledger to read: exactly one of service, log, log_text."""
+    """Which ledger to read: exactly one of service, log, log_text, container (log and container with host)."""
 
     service: str | None = Field(None, description="A service named in the fleet config; its ledger is read.")
     log: str | None = Field(
-        None, description="Absolute path of a ledger file on this machine, under the config's log_roots."
+        None,
+        description="Absolute path of a ledger file on this machine, under the config's log_roots; with host, "
+        "a file on that host, under the host's log_roots.",
     )
     log_text: str | None = Field(None, description="The ledger text itself (e.g. pasted podman logs output).")
+    host: str | None = Field(
+        default=None, description="A host listed in the fleet config: read log (a file there) or container over SSH."
+    )
+    container: str | None = Field(
+        default=None, description="A container on host (give host too): its `podman logs` holds the ledger."
+    )
     boot: int = Field(
         -1, description="Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest."
     )
 
     @model_validator(mode="after")
     def _one_source(self) -> LedgerArgs:
-        given = [name for name in ("service", "log", "log_text") if getattr(self, name) is not None]
+        given = [name for name in ("service", "log", "log_text", "container") if getattr(self, name) is not None]
         if len(given) != 1:
             found = ", ".join(given) if given else "none"
             raise ValueError(
-                f"give exactly one ledger source of service, log or log_text (found: {found}); "
+                f"give exactly one ledger source of service, log, log_text or container (found: {found}); "
                 "a service from the fleet config is the usual choice"
             )
+        if self.container is not None and self.host is None:
+            raise ValueError("container needs host: the host (from the fleet config) where podman runs it")
+        if self.host is not None and self.log is None and self.container is None:
+            raise ValueError("host goes with log (a file on that host) or container (its podman logs)")
         return self
 
 

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, SourceError
-from radiance_mcp.ledger import Boot, read_file, read_text
+from radiance_mcp.ledger import Boot, parse_boot, read_file, read_text
+
+if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
+    from radiance_mcp.remote import LogRequest, SSHPool, SSHTarget
 
 
 class LedgerSource(Protocol):
@@ -78,3 +84,150 @@ def allowed_local_path(raw: str, roots: list[Path]) -> Path:
         f"log={raw!r} resolves to {resolved}, outside the allowed log roots ({listed}); "
         "add its directory to [server] log_roots in the fleet config, or name a service instead"
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Remote sources: a log file on a host and a container's `podman logs`, read over SSH.
+
+SSH_POOL_KEY = "ssh_pool"
+"""The key of the SSH connection pool in Runtime.extras (shared by every tool call)."""
+
+
+def ssh_pool(extras: dict[str, Any]) -> SSHPool:
+    """The Runtime's SSH pool, made on first use; connections close when idle."""
+    from radiance_mcp.remote import SSHPool
+
+    pool = extras.get(SSH_POOL_KEY)
+    if not isinstance(pool, SSHPool):
+        pool = extras[SSH_POOL_KEY] = SSHPool()
+    return pool
+
+
+def ssh_target(fleet: Fleet, host: str) -> SSHTarget:
+    """The fleet config's entry for host, as an SSH target.
+
+    Security: an agent may name only hosts the operator listed; an unlisted name, or an
+    address, is refused here, so no tool call can point SSH (and its keys) anywhere else.
+    """
+    from radiance_mcp.remote import SSHTarget
+
+    entry = fleet.hosts.get(host) if isinstance(host, str) else None
+    if entry is None:
+        known = ", ".join(sorted(fleet.hosts)) or "none: the config lists no hosts"
+        raise InputError(
+            f"host={host!r} is not a host of the fleet config; known hosts: {known}. Only hosts listed "
+            "under [hosts] can be read; add it there (with its log_roots) to read it"
+        )
+    return SSHTarget(
+        name=host,
+        address=entry.address or host,
+        port=entry.port,
+        user=entry.user,
+        identity=entry.identity,
+        known_hosts=entry.known_hosts or fleet.server.known_hosts,
+        ssh_config=fleet.server.ssh_config,
+        log_roots=entry.log_roots,
+    )
+
+
+@dataclass(frozen=True)
+class RemoteFileSource:
+    """A ledger file on a host: the requested boot is cut out there, one SSH command per read."""
+
+    target: SSHTarget
+    path: str
+    pool: SSHPool = field(compare=False, repr=False)
+    roots: tuple[str, ...] = ()
+    """Directories the file's real path must lie under, checked on the host."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.target.name}:{self.path}"
+
+    def request(self, boot: int) -> LogRequest:
+        from radiance_mcp.remote import LogRequest
+
+        return LogRequest("file", self.path, boot, self.label, self.roots)
+
+    async def read(self, boot: int = -1) -> Boot:
+        return (await read_many([(self, boot)]))[0]
+
+
+@dataclass(frozen=True)
+class PodmanLogsSource:
+    """A container's `podman logs` on a host, cut on the host like a file."""
+
+    target: SSHTarget
+    container: str
+    pool: SSHPool = field(compare=False, repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.target.name}:podman logs {self.container}"
+
+    def request(self, boot: int) -> LogRequest:
+        from radiance_mcp.remote import LogRequest
+
+        return LogRequest("podman", self.container, boot, self.label)
+
+    async def read(self, boot: int = -1) -> Boot:
+        return (await read_many([(self, boot)]))[0]
+
+
+RemoteSource = RemoteFileSource | PodmanLogsSource
+
+
+async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
+    """Several (source, boot) reads, in order: one SSH command per host, the hosts in parallel.
+
+    The step-shape audit reads two boots (or two logs) of one host in one round trip this way.
+    """
+    groups: dict[tuple[int, SSHTarget], list[int]] = {}
+    for position, (source, _boot) in enumerate(reads):
+        groups.setdefault((id(source.pool), source.target), []).append(position)
+
+    async def one_host(positions: list[int]) -> list[Boot]:
+        first = reads[positions[0]][0]
+        requests = [reads[p][0].request(reads[p][1]) for p in positions]
+        cuts = await first.pool.read_logs(first.target, requests)
+        boots = []
+        for request, cut in zip(requests, cuts, strict=True):
+            hits = parse_boot(cut.lines, source=request.label, index=cut.index, boots_seen=cut.boots_seen).hits
+            # Only phrase lines crossed the wire; the span is the boot's own, counted on the host.
+            boots.append(Boot(request.label, cut.index, cut.boots_seen, cut.first_line, cut.last_line, hits,
+                              cut.skipped_long_lines))
+        return boots
+
+    results = await asyncio.gather(*(one_host(positions) for positions in groups.values()))
+    boots: list[Boot | None] = [None] * len(reads)
+    for positions, parsed in zip(groups.values(), results, strict=True):
+        for position, boot in zip(positions, parsed, strict=True):
+            boots[position] = boot
+    return [b for b in boots if b is not None]
+
+
+def remote_source(
+    fleet: Fleet, extras: dict[str, Any], *, host: str, log: str | None = None, container: str | None = None,
+    configured: bool = False,
+) -> RemoteSource:
+    """The remote source for a host and a log path or a container name.
+
+    configured=True: the path is the operator's own, from a service in the fleet config,
+    and its directory is allowed besides the host's log_roots; an agent's path must lie
+    under the host's log_roots.
+    """
+    from radiance_mcp.remote import check_container, check_remote_path
+
+    target = ssh_target(fleet, host)
+    if (log is None) == (container is None):
+        raise InputError(
+            f"host={host!r}: give either log (a file on the host) or container (its podman logs), exactly one"
+        )
+    pool = ssh_pool(extras)
+    if container is not None:
+        return PodmanLogsSource(target, check_container(container), pool)
+    assert log is not None
+    roots = target.log_roots
+    if configured and log.startswith("/"):
+        roots = (*roots, posixpath.dirname(log) or "/")
+    return RemoteFileSource(target, check_remote_path(log, roots, host), pool, roots)

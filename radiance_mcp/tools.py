@@ -42,7 +42,7 @@ from radiance_mcp.models import (
     SourcedFigure,
     mib,
 )
-from radiance_mcp.sources import InlineSource, LedgerSource, LocalFileSource, allowed_local_path
+from radiance_mcp.sources import InlineSource, LedgerSource, LocalFileSource, allowed_local_path, remote_source
 from radiance_mcp.units import fmt_mib
 
 
@@ -56,10 +56,17 @@ class Runtime:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def ledger_source(runtime: Runtime, *, service: str | None, log: str | None, log_text: str | None) -> LedgerSource:
-    """The source an input names: a configured service, a local file, or inline text."""
+def ledger_source(
+    runtime: Runtime, *, service: str | None, log: str | None, log_text: str | None,
+    host: str | None = None, container: str | None = None,
+) -> LedgerSource:
+    """The source an input names: a configured service, a file or container on a host, a local file, or text."""
     if log_text is not None:
         return InlineSource(log_text)
+    if host is not None or container is not None:
+        if host is None:
+            raise InputError("container needs host: the host (from the fleet config) where podman runs it")
+        return remote_source(runtime.fleet, runtime.extras, host=host, log=log, container=container)
     if log is not None:
         if runtime.trust_local_paths:
             return LocalFileSource(Path(log).expanduser().resolve())
@@ -67,10 +74,10 @@ def ledger_source(runtime: Runtime, *, service: str | None, log: str | None, log
     assert service is not None
     entry = runtime.fleet.service(service)
     if entry.host is not None:
-        raise SourceError(
-            f"service {service!r} reads its ledger on host {entry.host!r}; remote ledgers are not "
-            "supported by this build yet: copy the log here and pass log=..."
-        )
+        if entry.log is None and entry.container is None:
+            raise SourceError(f"service {service!r} names no log or container in the fleet config; add one")
+        return remote_source(runtime.fleet, runtime.extras, host=entry.host, log=entry.log,
+                             container=entry.container, configured=True)
     if entry.log is None:
         raise SourceError(f"service {service!r} names no log in the fleet config; add log = \"/path/to/ledger.log\"")
     # The config is the operator's own file: its paths need no log root.
@@ -78,7 +85,8 @@ def ledger_source(runtime: Runtime, *, service: str | None, log: str | None, log
 
 
 async def read_boot(runtime: Runtime, args: LedgerArgs) -> Boot:
-    source = ledger_source(runtime, service=args.service, log=args.log, log_text=args.log_text)
+    source = ledger_source(runtime, service=args.service, log=args.log, log_text=args.log_text,
+                           host=args.host, container=args.container)
     return await source.read(args.boot)
 
 
@@ -325,13 +333,13 @@ class ToolSpec:
 
 TOOLS: list[ToolSpec] = [
     ToolSpec("read_budget_table", "Read the VRAM budget table", ReadBudgetTableInput, ReadBudgetTableOutput,
-             read_budget_table),
+             read_budget_table, open_world=True),
     ToolSpec("compute_ceiling", "Compute the pair's ceiling", ComputeCeilingInput, ComputeCeilingOutput,
-             compute_ceiling),
+             compute_ceiling, open_world=True),
     ToolSpec("check_pool_contract", "Check the KV pool contract", CheckPoolContractInput, PoolContractOutput,
-             check_pool_contract),
+             check_pool_contract, open_world=True),
     ToolSpec("audit_step_shape", "Audit a step-shape change from two boots", audit_tools.AuditStepShapeInput,
-             audit_tools.AuditStepShapeOutput, audit_tools.audit_step_shape),
+             audit_tools.AuditStepShapeOutput, audit_tools.audit_step_shape, open_world=True),
     ToolSpec("check_serve_script", "Find per-mode shape literals in a serve script",
              audit_tools.CheckServeScriptInput, audit_tools.CheckServeScriptOutput, audit_tools.check_serve_script),
     # Runs '<script> <mode> --dry-run' (argv, timeout, cap): not read-only, never destructive.

@@ -1,0 +1,865 @@
+"""SSH to the fleet's hosts: connections, the one command template, quoting, timeouts, caps.
+
+Every use of asyncssh lives here, imported inside the functions that need it so the server
+starts without loading it. A ledger read is ONE command on the host, built from the fixed
+POSIX sh program ``_PROGRAM`` below plus one call line per log; every argument is validated
+first and then ``shlex.quote``d, so no text an agent sends, and no text the host sends back,
+can become shell syntax. The program cuts the requested boot out on the host and sends back
+only the lines holding one of ``ledger.KEYWORDS``, numbered, so a 1 GiB log of 50 boots moves
+a few KiB. Output protocol (one line each; ``<n>`` is a per-call random nonce a log line
+cannot guess, so no log line can pass for a control line)::
+
+    #<n> S <i>                          section i begins (one per log, in request order)
+    #<n> B <i> <boot> <boots_seen>      the boot cut out, 1 = oldest, and how many there are
+    <line number>:<text>                a phrase line of that boot
+    #<n> K <i> <skipped>                end of section i; keyword lines over MAX_LINE_BYTES skipped
+    #<n> R <i> <first> <last>           the boot's first and last line numbers in the log
+    #<n> C <i> <inode> <offset> <line> <boot> <length> <cksum> <size>   a resume point (files)
+    #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
+    #<n> E <i> <text>                   podman's last error line, for the message
+    #<n> Z                              the command ran to its end
+
+Connections are pooled per host entry, reused across tool calls and closed when idle. Host
+keys are always verified against known_hosts; nothing here can turn that off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import posixpath
+import re
+import secrets
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from radiance_mcp.errors import InputError, LedgerError, RemoteError, SourceError
+from radiance_mcp.ledger import BOOT_MARKER, KEYWORDS, MAX_LINE_BYTES, Line, _select, clean
+
+if TYPE_CHECKING:
+    import asyncssh
+
+
+# ---------------------------------------------------------------------------------------
+# Targets and limits
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """One host entry of the fleet config, as an SSH target."""
+
+    name: str
+    """The host's name in the fleet file: every message names it."""
+    address: str
+    """Hostname, IP or ~/.ssh/config alias (Hostname, User, Port, IdentityFile are read there)."""
+    port: int | None = None
+    user: str | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
+    """The known_hosts file to verify the host key with; None: ssh config's, else ~/.ssh/known_hosts."""
+    ssh_config: str | None = None
+    """An ssh_config file to read instead of ~/.ssh/config."""
+    log_roots: tuple[str, ...] = ()
+
+    def where(self) -> str:
+        at = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        shown = f"{at}{self.address}{port}"
+        return self.name if shown == self.name else f"{self.name} ({shown})"
+
+
+@dataclass(frozen=True)
+class Limits:
+    connect_timeout_s: float = 10.0
+    """TCP connect, key exchange and login, together."""
+    command_timeout_s: float = 60.0
+    """One ledger command; a cold read of a 1 GiB log takes about half a second."""
+    cap_bytes: int = 4 * 1024 * 1024
+    """Output of one command (stdout + stderr); a boot's phrase lines are a few KiB."""
+    idle_close_s: float = 120.0
+    """A connection unused this long is closed."""
+    channels_per_host: int = 8
+    """Concurrent commands on one connection (OpenSSH's MaxSessions defaults to 10)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Argument rules. Each one stops a way of turning a ledger read into something else.
+
+CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""podman's own rule for names (and IDs are hex): nothing a shell or podman's flags could read."""
+MAX_PATH_CHARS = 4096
+MAX_BOOT = 1_000_000
+
+
+def check_container(name: str) -> str:
+    # Security: the name reaches `podman logs`; a strict pattern leaves no room for shell
+    # syntax, a leading '-' (flag injection such as '--help' or '--latest') or a second word.
+    if not isinstance(name, str) or not CONTAINER_NAME.fullmatch(name):
+        raise InputError(
+            f"container={name!r}: a container name is 1-128 of A-Z a-z 0-9 _ . - and starts with a letter "
+            "or digit; give the name `podman ps -a` shows on the host"
+        )
+    return name
+
+
+def check_remote_path(path: str, roots: Sequence[str], host: str) -> str:
+    """The path, if it is a plain absolute path under one of the host's log roots.
+
+    This is the lexical check, made here; the program checks again on the host after
+    resolving symlinks, which only the host can see.
+    """
+    if not isinstance(path, str) or not path:
+        raise InputError(f"log={path!r}: give the absolute path of the ledger file on host {host}")
+    # Security: NUL, newline and other control characters could end the command line or a
+    # quoted word early and smuggle a second command; no log file needs them.
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        raise InputError(f"log={path!r}: a path may not hold NUL, newline or other control characters")
+    if len(path) > MAX_PATH_CHARS:
+        raise InputError(f"log=...: the path is {len(path)} characters; at most {MAX_PATH_CHARS}")
+    # Security: a leading '-' would be read as an option by the tools it is handed to.
+    if path.startswith("-"):
+        raise InputError(f"log={path!r}: a path may not start with '-'; give it from '/'")
+    if not path.startswith("/"):
+        raise InputError(f"log={path!r}: give an absolute path on host {host} (it starts with '/')")
+    # Security: '..' (or '.', '//') would let a path named under a root climb out of it.
+    parts = path.split("/")[1:]
+    if any(part in ("", ".", "..") for part in parts) or posixpath.normpath(path) != path:
+        raise InputError(
+            f"log={path!r}: write the path without '.', '..', '//' or a trailing '/'; "
+            f"it must name a file under the log roots of host {host} plainly"
+        )
+    if not roots:
+        raise InputError(
+            f"log={path!r}: host {host} lists no log_roots, so no file there may be read by path; "
+            f"add log_roots = [\"/dir/of/logs\"] under [hosts.{host}] in the fleet config, or name a service"
+        )
+    for root in roots:
+        base = root.rstrip("/")
+        if path.startswith(base + "/"):
+            return path
+    listed = ", ".join(roots)
+    raise InputError(
+        f"log={path!r} is outside the log roots of host {host} ({listed}); add its directory to "
+        f"[hosts.{host}] log_roots in the fleet config, or name a service instead"
+    )
+
+
+def check_boot(boot: int) -> int:
+    if isinstance(boot, bool) or not isinstance(boot, int) or boot == 0 or abs(boot) > MAX_BOOT:
+        raise InputError(f"boot={boot!r}: give -1 (newest), -2, ... or 1 (oldest), 2, ...; never 0")
+    return boot
+
+
+# ---------------------------------------------------------------------------------------
+# The command template
+
+# The keywords travel as grep patterns (-e each) and as one awk variable split on '|'.
+if any(not k or "|" in k or "\\" in k or "\n" in k for k in KEYWORDS):
+    # The awk variable goes through awk's escape processing and a split on '|'.
+    raise RuntimeError("ledger.KEYWORDS: a keyword holding '|', '\\' or a newline needs another separator here")
+_GREP_KEYWORDS = " ".join(f"-e {shlex.quote(k)}" for k in KEYWORDS)
+_AWK_KEYWORDS = shlex.quote("|".join(KEYWORDS))
+
+# Numbers leave awk through printf "%.0f": mawk prints integers past 2^31 as 2.1e+09 otherwise.
+_SELECT_AWK = r"""
+function iskw(t,  j) { for (j = 1; j <= nk; j++) if (index(t, K[j])) return 1; return 0 }
+BEGIN { nk = split(kws, K, "|"); prev = -2 }
+{
+  c = index($0, ":"); num = substr($0, 1, c - 1); t = substr($0, c + 1)
+  if (withoff) { c = index(t, ":"); off = substr(t, 1, c - 1) + 0; t = substr(t, c + 1); if (off >= lim) exit }
+  if (sent != "" && (pos = index(t, sent))) {
+    # The end line: alone if the log ended with a newline, else glued to its last line.
+    st = substr(t, pos + length(sent)) + 0; got = 1
+    if (pos == 1) { total = num - 1; next }
+    total = num + 0; t = substr(t, 1, pos - 1)
+  }
+  if (!iskw(t)) { if (index(t, "Error")) err = t; next }
+  if (length(t) > max) { skip++; next }
+  n++; N[n] = num; T[n] = t
+  if (index(t, mk)) M[++nm] = n
+  u = t; gsub(/\033\[[0-9;?]*[ -\/]*[@-~]/, "", u); sub(/\r$/, "", u)
+  if (u ~ /(^|[ \t])I[ \t]+--[a-z][a-z0-9-]*[ \t]+[^ \t]+[ \t]*$/) {
+    if (num + 0 != prev + 1) F[++nf] = n
+    prev = num + 0
+  }
+}
+END {
+  if (sent != "" && (!got || st != 0)) {
+    printf "#%s X %s podman %.0f\n", nn, i, (got ? st : -1)
+    if (err != "") printf "#%s E %s %s\n", nn, i, err
+    exit
+  }
+  if (nm) { cnt = nm; for (j = 1; j <= nm; j++) B[j] = M[j] }
+  else if (nf) { cnt = nf; for (j = 1; j <= nf; j++) B[j] = F[j] }
+  else if (n) { cnt = 1; B[1] = 1 }
+  else { printf "#%s X %s nophrase\n", nn, i; exit }
+  p = (k > 0) ? k : cnt + 1 + k
+  if (p < 1 || p > cnt) { printf "#%s X %s range %.0f\n", nn, i, cnt; exit }
+  e = (p < cnt) ? B[p + 1] - 1 : n
+  printf "#%s B %s %.0f %.0f\n", nn, i, p, cnt
+  for (j = B[p]; j <= e; j++) print N[j] ":" T[j]
+  printf "#%s K %s %.0f\n", nn, i, skip
+  printf "#%s R %s %.0f %.0f\n", nn, i, (nm || nf) ? N[B[p]] : 1, (p < cnt) ? N[B[p + 1]] - 1 : total
+}
+"""
+
+# Markers from the anchor on: "line:offset:text" lines in, the chosen boot's place out.
+_MARKS_AWK = r"""
+{ c = index($0, ":"); ln = substr($0, 1, c - 1) + 0; t = substr($0, c + 1)
+  c = index(t, ":"); off = substr(t, 1, c - 1) + bo; t = substr(t, c + 1)
+  if (off >= s) exit
+  m++; L[m] = ln + bl - 1; O[m] = off; W[m] = length(t) + 1 }
+END {
+  if (m == 0) { print "none"; exit }
+  total = bi + m
+  p = (k > 0) ? k : total + 1 + k
+  w = W[m]
+  if (w > 4096) w = 4096
+  if (O[m] + w > s) w = s - O[m]
+  newest = sprintf("%.0f %.0f %.0f", O[m], L[m], w)
+  if (p < 1 || p > total) { printf "range %.0f %.0f %s\n", total, p, newest; exit }
+  if (p <= bi) { printf "back %.0f %.0f %s\n", total, p, newest; exit }
+  j = p - bi; e = (j < m) ? O[j + 1] : s
+  printf "ok %.0f %.0f %s %.0f %.0f %.0f\n", total, p, newest, O[j], L[j], e
+}
+"""
+
+# Markers in a window before the anchor: "offset:text" lines in; the need-th before the anchor out.
+_BACK_AWK = r"""
+{ c = index($0, ":"); o = substr($0, 1, c - 1) + 0
+  if (st > 0 && o == 0) next
+  n++; O[n] = o + st }
+END {
+  if (n < need) { print "more"; exit }
+  j = n - need + 1; e = (need > 1) ? O[j + 1] : a
+  printf "ok %.0f %.0f\n", O[j], e
+}
+"""
+
+_RENUMBER_AWK = r"""
+{ c = index($0, ":"); t = substr($0, c + 1)
+  if (length(t) > max) { skip++; next }
+  printf "%.0f:%s\n", base + substr($0, 1, c - 1), t }
+END { printf "#%s K %s %.0f\n", nn, i, skip }
+"""
+
+if "'" in _SELECT_AWK + _MARKS_AWK + _BACK_AWK + _RENUMBER_AWK:
+    raise RuntimeError("the awk programs sit in single quotes in the sh program: no ' inside")
+
+# The program: fixed text; only the call lines after it carry arguments, each quoted.
+# Files are only ever named in redirections and after '--', never where a tool reads options.
+_PROGRAM = f"""\
+export LC_ALL=C
+rm_ctl() {{ printf '#%s %s\\n' "$rm_n" "$*"; }}
+rm_kw() {{ grep -a -n "$@" -F {_GREP_KEYWORDS}; }}
+rm_select='{_SELECT_AWK}'
+rm_marks_awk='{_MARKS_AWK}'
+rm_back_awk='{_BACK_AWK}'
+rm_renumber='{_RENUMBER_AWK}'
+rm_sel() {{ awk -v kws={_AWK_KEYWORDS} -v mk="$rm_mk" -v max={MAX_LINE_BYTES} -v nn="$rm_n" "$@" "$rm_select"; }}
+# 1 if the byte before offset $1 is not a newline (the range ends inside a line), else 0.
+rm_open() {{ if [ -n "$(tail -c +"$1" < "$r" | head -c 1)" ]; then echo 1; else echo 0; fi; }}
+rm_marks() {{
+  if [ "$a_off" -eq 0 ]; then grep -a -n -b -F -e "$rm_mk" < "$r"
+  else tail -c +$((a_off + 1)) < "$r" | grep -a -n -b -F -e "$rm_mk"; fi
+}}
+# The need-th marker before the anchor, by windows growing 8x back from it; sets M E L.
+# (st > 0 always: a hit at the window's first byte may be the tail of a longer line, skipped.)
+rm_back() {{
+  need=$1 w=4194304
+  while :; do
+    # A window reaching the start costs more than the one plain pass the caller falls back to.
+    if [ "$w" -ge "$a_off" ]; then return 1; fi
+    st=$((a_off - w))
+    set -- $(tail -c +$((st + 1)) < "$r" | head -c $((a_off - st)) | grep -a -b -F -e "$rm_mk" |
+      awk -v st="$st" -v need="$need" -v a="$a_off" "$rm_back_awk")
+    if [ "${{1-}}" = ok ]; then
+      M=$2 E=$3
+      L=$((a_line - $(tail -c +$((M + 1)) < "$r" | head -c $((a_off - M)) | wc -l)))
+      return 0
+    fi
+    w=$((w * 8))
+  done
+}}
+rm_file() {{
+  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 c_sum=$9
+  shift 9
+  rm_ctl S "$i"
+  if [ ! -e "$f" ]; then rm_ctl X "$i" missing; return; fi
+  # Security: resolve symlinks and '..' here, on the host, and require the real path under
+  # a root: a symlink planted in a log directory cannot lead a read out of it.
+  r=$(readlink -f -- "$f") || {{ rm_ctl X "$i" outside; return; }}
+  ok=
+  for root do
+    rr=$(readlink -f -- "$root") || continue
+    case $r in "${{rr%/}}"/*) ok=1 ;; esac
+  done
+  if [ -z "$ok" ]; then rm_ctl X "$i" outside; return; fi
+  if [ ! -f "$r" ]; then rm_ctl X "$i" notfile; return; fi
+  if [ ! -r "$r" ]; then rm_ctl X "$i" unreadable; return; fi
+  s=$(wc -c < "$r") || {{ rm_ctl X "$i" unreadable; return; }}
+  s=$((s + 0))
+  if [ "$s" -eq 0 ]; then rm_ctl X "$i" empty; return; fi
+  ino=$(ls -di -- "$r" | awk 'NR == 1 {{ print $1 }}')
+  # The anchor: the newest boot marker the last read found, if it is still there unchanged;
+  # then only the bytes after it (and, for an older boot, a window before it) are read.
+  # Without one, one pass over the file numbers every marker.
+  a_off=0 a_line=1 a_idx=1 anch=
+  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ $((c_off + c_len)) -le "$s" ] &&
+     [ "$(tail -c +$((c_off + 1)) < "$r" | head -c "$c_len" | cksum)" = "$c_sum" ]; then
+    a_off=$c_off a_line=$c_line a_idx=$c_idx anch=1
+  fi
+  while :; do
+    set -- $(rm_marks | awk -v k="$k" -v s="$s" -v bo="$a_off" -v bl="$a_line" -v bi=$((a_idx - 1)) \
+      "$rm_marks_awk")
+    case ${{1-}} in
+      ok) M=$7 L=$8 E=$9 ;;
+      back)
+        # A boot before the anchor: a window back from it if it is near, else one plain pass.
+        if [ "$3" -le $((a_idx / 2)) ] || ! rm_back $((a_idx - $3)); then
+          a_off=0 a_line=1 a_idx=1 anch=; continue
+        fi ;;
+      range) rm_ctl X "$i" range "$2"; return ;;
+      none) if [ -n "$anch" ]; then a_off=0 a_line=1 a_idx=1 anch=; continue; fi; break ;;
+      *) rm_ctl X "$i" failed; return ;;
+    esac
+    rm_ctl B "$i" "$3" "$2"
+    tail -c +$((M + 1)) < "$r" | head -c $((E - M)) | rm_kw |
+      awk -v base=$((L - 1)) -v max={MAX_LINE_BYTES} -v nn="$rm_n" -v i="$i" "$rm_renumber"
+    rm_ctl R "$i" "$L" $((L - 1 + $(tail -c +$((M + 1)) < "$r" | head -c $((E - M)) | wc -l) + $(rm_open $E)))
+    rm_ctl C "$i" "$ino" "$4" "$5" "$2" "$6" "$(tail -c +$(($4 + 1)) < "$r" | head -c "$6" | cksum)" "$s"
+    return
+  done
+  # No boot marker in the file: boots start at runs of echoed flags (ledger._boot_starts).
+  t=$(($(head -c "$s" < "$r" | wc -l) + $(rm_open "$s")))
+  rm_kw -b < "$r" | rm_sel -v withoff=1 -v lim="$s" -v total="$t" -v k="$k" -v i="$i" -v sent=
+}}
+rm_podman() {{
+  i=$1 k=$2 c=$3
+  rm_ctl S "$i"
+  if ! command -v podman > /dev/null 2>&1; then rm_ctl X "$i" nopodman; return; fi
+  {{ $rm_t podman logs -- "$c" 2>&1; printf '#%s P %s\\n' "$rm_n" "$?"; }} |
+    rm_kw -e "#$rm_n P " -e Error | rm_sel -v withoff=0 -v lim=0 -v k="$k" -v i="$i" -v sent="#$rm_n P "
+}}
+"""
+
+
+# Sent without its comment lines: they are for the reader of this file, not the host.
+_PROGRAM_SENT = "\n".join(line for line in _PROGRAM.splitlines() if not line.lstrip().startswith("# "))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where the last read of a file found its boot marker, so the next read scans from there."""
+
+    inode: str
+    offset: int
+    line: int
+    boot: int
+    length: int
+    cksum: str
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    kind: Literal["file", "podman"]
+    name: str
+    """The file's path or the container's name, already checked."""
+    boot: int
+    label: str
+    roots: tuple[str, ...] = ()
+    """Files: the directories the real path must lie under, checked on the host."""
+
+
+@dataclass(frozen=True)
+class CutBoot:
+    """One boot as the host cut it out: its phrase lines, numbered as in the log."""
+
+    index: int
+    boots_seen: int
+    lines: tuple[Line, ...]
+    skipped_long_lines: int
+    first_line: int
+    last_line: int
+    """The boot's whole span in the log, lines without a phrase included."""
+
+
+def build_command(
+    requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float
+) -> str:
+    """The whole command: the fixed program, then one quoted call per request."""
+    if not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
+        raise ValueError("the nonce is hex")
+    q = shlex.quote
+    kill_after_s = math.ceil(timeout_s) + 2
+    lines = [
+        _PROGRAM_SENT,
+        f"rm_n={nonce}",
+        f"rm_mk={q(BOOT_MARKER)}",
+        # A hung `podman logs` is killed on the host too, so no stuck process stays behind.
+        f"if command -v timeout > /dev/null 2>&1; then rm_t='timeout -s KILL {kill_after_s}'; else rm_t=; fi",
+    ]
+    for i, (request, checkpoint) in enumerate(zip(requests, checkpoints, strict=True)):
+        boot = check_boot(request.boot)
+        if request.kind == "podman":
+            lines.append(f"rm_podman {i} {boot} {q(check_container(request.name))}")
+            continue
+        for text in (request.name, *request.roots):
+            if not text.startswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+                raise InputError(f"{text!r}: a remote path is absolute and holds no control characters")
+        if checkpoint is None:
+            resume = ["-"] * 6
+        else:
+            resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
+                      str(checkpoint.length), checkpoint.cksum]
+        words = [str(i), str(boot), request.name, *resume, *request.roots]
+        lines.append("rm_file " + " ".join(q(w) for w in words))
+    lines.append("rm_ctl Z")
+    return "\n".join(lines) + "\n"
+
+
+_CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (\d+) (\d+ \d+) (\d+)")
+
+
+@dataclass
+class _Section:
+    lines: list[Line] = field(default_factory=list)
+    index: int | None = None
+    boots_seen: int | None = None
+    skipped: int | None = None
+    error: list[str] | None = None
+    podman_error: str = ""
+    checkpoint: Checkpoint | None = None
+    span: tuple[int, int] | None = None
+
+
+def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section], bool]:
+    """Split the command's output into its sections; True if the end marker arrived."""
+    prefix = f"#{nonce} "
+    sections = [_Section() for _ in range(count)]
+    current: _Section | None = None
+    finished = False
+    for text in raw.decode("utf-8", "replace").split("\n"):
+        if text.startswith(prefix):
+            kind, _, rest = text[len(prefix):].partition(" ")
+            if kind == "Z":
+                finished = True
+                continue
+            number, _, rest = rest.partition(" ")
+            if not number.isdigit() or int(number) >= count:
+                continue
+            section = sections[int(number)]
+            if kind == "S":
+                current = section
+            elif kind == "B":
+                index, _, seen = rest.partition(" ")
+                section.index, section.boots_seen = int(index), int(seen)
+            elif kind == "K":
+                section.skipped = int(rest or 0)
+            elif kind == "R":
+                first, _, last = rest.partition(" ")
+                if first.isdigit() and last.isdigit():
+                    section.span = (int(first), int(last))
+            elif kind == "X":
+                section.error = rest.split(" ")
+            elif kind == "E":
+                section.podman_error = rest
+            elif kind == "C":
+                # Security: these figures came from the host and go back into the next
+                # command; only plain digits are kept, so a host cannot inject through them.
+                found = _CHECKPOINT_FIELDS.fullmatch(rest)
+                if found:
+                    inode, offset, line, boot, length, cksum, _size = found.groups()
+                    section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), int(length), cksum)
+        elif current is not None:
+            number, sep, body = text.partition(":")
+            if sep and number.isdigit():
+                current.lines.append(Line(int(number), clean(body)))
+    return sections, finished
+
+
+def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
+    """The section's boot, or the error its code names (input, rule and remedy)."""
+    label = request.label
+    if section.error:
+        code, *args = section.error
+        if code == "missing":
+            raise SourceError(f"{label}: no such file on host {host}; check the path (`ls -l` it there) "
+                              "or the service's log setting")
+        if code == "outside":
+            raise InputError(
+                f"{label}: the file's real path on host {host} (symlinks followed there) lies outside the "
+                f"allowed log roots ({', '.join(request.roots)}); add its real directory to [hosts.{host}] "
+                "log_roots in the fleet config"
+            )
+        if code == "notfile":
+            raise SourceError(f"{label}: not a regular file on host {host} (a directory, FIFO or device); "
+                              "name the log file itself")
+        if code == "unreadable":
+            raise SourceError(f"{label}: permission denied on host {host}; the SSH user cannot read it "
+                              "(give it read access, or set user = ... for the host in the fleet config)")
+        if code == "empty":
+            raise LedgerError(f"{label}: the log is empty; nothing was booted or the wrong file was named")
+        if code == "nophrase":
+            raise LedgerError(f"{label}: no radiance ledger phrase in the log; point the tool at the boot log")
+        if code == "range" and args and args[0].isdigit():
+            _select(request.boot, int(args[0]), label)  # raises the reader's own wording
+        if code == "nopodman":
+            raise SourceError(f"{label}: podman is not on the PATH of the SSH user on host {host}; "
+                              "install it, or log in as the user that runs the container")
+        if code == "podman":
+            status = args[0] if args else "?"
+            said = f": {section.podman_error.strip()[:300]!r}" if section.podman_error else ""
+            why = ("it was killed after the time limit" if status in ("137", "124") else
+                   "it could not be run to its end" if status == "-1" else f"it exited with status {status}")
+            raise SourceError(
+                f"{label}: `podman logs {request.name}` failed on host {host}: {why}{said}; check the name "
+                "with `podman ps -a` on the host, as the SSH user"
+            )
+        raise RemoteError(f"{label}: the ledger command failed on host {host} ({' '.join(section.error)}); "
+                          "the host needs POSIX sh, grep, awk and coreutils (readlink -f, head -c, tail -c)")
+    if section.index is None or section.boots_seen is None or section.skipped is None or section.span is None:
+        raise RemoteError(f"{label}: host {host} sent an incomplete answer; try again")
+    first, last = section.span
+    return CutBoot(section.index, section.boots_seen, tuple(section.lines), section.skipped, first, last)
+
+
+# ---------------------------------------------------------------------------------------
+# Connections
+
+
+class _OverCap(Exception):
+    pass
+
+
+@dataclass
+class _Entry:
+    connect_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))
+    conn: asyncssh.SSHClientConnection | None = None
+    busy: int = 0
+    idle: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class Transfer:
+    """Bytes of command text sent and of output received, summed over the pool's commands."""
+
+    sent_bytes: int = 0
+    received_bytes: int = 0
+    commands: int = 0
+
+
+class SSHPool:
+    """SSH connections, one per host entry, reused across tool calls and closed when idle."""
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.checkpoints: dict[tuple[SSHTarget, str], Checkpoint] = {}
+        self.transfer = Transfer()
+        self._entries: dict[SSHTarget, _Entry] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- public ------------------------------------------------------------------------
+
+    async def read_logs(self, target: SSHTarget, requests: Sequence[LogRequest]) -> list[CutBoot]:
+        """Cut the requested boot of each log on the host, all in one command."""
+        nonce = secrets.token_hex(16)
+        resumes = [self.checkpoints.get((target, r.name)) if r.kind == "file" else None for r in requests]
+        command = build_command(requests, nonce=nonce, checkpoints=resumes,
+                                timeout_s=self.limits.command_timeout_s)
+        what = ", ".join(r.label for r in requests)
+        output = await self.run(target, command, what=what)
+        sections, finished = parse_output(output, nonce=nonce, count=len(requests))
+        if not finished:
+            raise RemoteError(
+                f"{target.where()}: the answer for {what} stopped before its end (the command was cut off); "
+                "try again; if it repeats, run the read by hand over ssh to see what stops it"
+            )
+        boots = []
+        for request, section in zip(requests, sections, strict=True):
+            if request.kind == "file":
+                if section.checkpoint is not None:
+                    self.checkpoints[(target, request.name)] = section.checkpoint
+                elif section.error:
+                    self.checkpoints.pop((target, request.name), None)
+            boots.append(section_boot(section, request, target.name))
+        return boots
+
+    async def run(self, target: SSHTarget, command: str, *, what: str) -> bytes:
+        """Run one command on the host; its stdout, within the time limit and the output cap."""
+        entry = self._entry(target)
+        async with entry.slots:
+            entry.busy += 1
+            if entry.idle is not None:
+                entry.idle.cancel()
+                entry.idle = None
+            try:
+                reused = entry.conn is not None and not entry.conn.is_closed()
+                conn = await self._connection(target, entry)
+                try:
+                    return await self._exec(conn, target, command, what)
+                except _ChannelRefused:
+                    if not reused:
+                        raise
+                    # A pooled connection the host has since closed: one fresh try.
+                    self._drop(entry)
+                    conn = await self._connection(target, entry)
+                    return await self._exec(conn, target, command, what)
+            except _ChannelRefused as exc:
+                raise RemoteError(
+                    f"{target.where()}: the host refused to start the command reading {what} ({exc}); "
+                    "check that the SSH user may run commands (no ForceCommand, a login shell) and try again"
+                ) from exc.__cause__
+            finally:
+                entry.busy -= 1
+                if entry.busy == 0 and entry.conn is not None:
+                    loop = asyncio.get_running_loop()
+                    entry.idle = loop.call_later(self.limits.idle_close_s, self._close_idle, entry)
+
+    async def close(self) -> None:
+        """Close every connection (the server's shutdown; idle ones close by themselves)."""
+        entries = list(self._entries.values())
+        self._entries.clear()
+        for entry in entries:
+            if entry.idle is not None:
+                entry.idle.cancel()
+            conn, entry.conn = entry.conn, None
+            if conn is not None:
+                conn.close()
+                await conn.wait_closed()
+
+    def open_connections(self) -> int:
+        return sum(1 for e in self._entries.values() if e.conn is not None and not e.conn.is_closed())
+
+    # -- connections --------------------------------------------------------------------
+
+    def _entry(self, target: SSHTarget) -> _Entry:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # Connections belong to the loop that made them (the CLI runs one loop per call).
+            self._entries.clear()
+            self._loop = loop
+        entry = self._entries.get(target)
+        if entry is None:
+            entry = _Entry(slots=asyncio.Semaphore(self.limits.channels_per_host))
+            self._entries[target] = entry
+        return entry
+
+    def _drop(self, entry: _Entry) -> None:
+        conn, entry.conn = entry.conn, None
+        if conn is not None:
+            conn.abort()
+
+    def _close_idle(self, entry: _Entry) -> None:
+        entry.idle = None
+        if entry.busy == 0 and entry.conn is not None:
+            conn, entry.conn = entry.conn, None
+            conn.close()
+
+    async def _connection(self, target: SSHTarget, entry: _Entry) -> asyncssh.SSHClientConnection:
+        async with entry.connect_lock:
+            if entry.conn is not None and not entry.conn.is_closed():
+                return entry.conn
+            entry.conn = await connect(target, self.limits)
+            return entry.conn
+
+    async def _exec(self, conn: asyncssh.SSHClientConnection, target: SSHTarget, command: str, what: str) -> bytes:
+        import asyncssh
+
+        limits = self.limits
+        out = bytearray()
+        err = bytearray()
+        received = [0]
+
+        async def pump(reader: asyncssh.SSHReader[bytes], buf: bytearray) -> None:
+            while chunk := await reader.read(65536):
+                received[0] += len(chunk)
+                if received[0] > limits.cap_bytes:
+                    raise _OverCap
+                buf += chunk
+
+        process: asyncssh.SSHClientProcess[bytes] | None = None
+        self.transfer.commands += 1
+        self.transfer.sent_bytes += len(command)
+        try:
+            async with asyncio.timeout(limits.command_timeout_s):
+                try:
+                    process = await conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
+                except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, BrokenPipeError,
+                        ConnectionResetError) as exc:
+                    raise _ChannelRefused(str(exc)) from exc
+                await asyncio.gather(pump(process.stdout, out), pump(process.stderr, err))
+                completed = await process.wait()
+        except TimeoutError as exc:
+            _stop(process)
+            raise RemoteError(
+                f"{target.where()}: reading {what} took longer than {limits.command_timeout_s:g} s and was "
+                "stopped; the host may be overloaded, or podman may hang there (try the read by hand over ssh); "
+                "try again later"
+            ) from exc
+        except _OverCap as exc:
+            _stop(process)
+            raise RemoteError(
+                f"{target.where()}: reading {what} sent more than {limits.cap_bytes:,} bytes, the cap on one "
+                "answer, and was stopped; a boot's ledger lines are a few KiB: is this the radiance boot log?"
+            ) from exc
+        except _ChannelRefused:
+            raise
+        except (asyncssh.Error, OSError) as exc:
+            self._drop_conn(conn)
+            raise RemoteError(
+                f"{target.where()}: the connection dropped while reading {what} ({_reason(exc)}); "
+                "the read was not finished; try again, and check the host and the network if it repeats"
+            ) from exc
+        finally:
+            self.transfer.received_bytes += received[0]
+        status = completed.exit_status
+        if status is None and completed.exit_signal is None:
+            self._drop_conn(conn)
+            raise RemoteError(
+                f"{target.where()}: the session reading {what} ended without an exit status (the connection or "
+                "the session dropped); try again, and check the host and the network if it repeats"
+            )
+        if status != 0 and not out:
+            said = err.decode("utf-8", "replace").strip().splitlines()
+            tail = f": {said[-1][:300]!r}" if said else ""
+            how = f"signal {completed.exit_signal[0]}" if completed.exit_signal else f"status {status}"
+            raise RemoteError(
+                f"{target.where()}: the command reading {what} ended with {how}{tail}; the host needs POSIX "
+                "sh, grep, awk and coreutils (readlink -f, head -c, tail -c) on the SSH user's PATH"
+            )
+        return bytes(out)
+
+    def _drop_conn(self, conn: asyncssh.SSHClientConnection) -> None:
+        for entry in self._entries.values():
+            if entry.conn is conn:
+                self._drop(entry)
+
+
+class _ChannelRefused(Exception):
+    """The command could not be started on the connection (it may have been closed by the host)."""
+
+
+def _stop(process: asyncssh.SSHClientProcess[bytes] | None) -> None:
+    if process is None:
+        return
+    try:
+        process.kill()  # the host's shell gets SIGKILL where sshd allows signals
+    except OSError:
+        pass
+    process.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text[:200]
+
+
+# ---------------------------------------------------------------------------------------
+# Connecting, with host keys always verified
+
+_KEYSCAN_HELP = (
+    "add the host's key out of band: run `ssh-keyscan {port_flag}{address} > /tmp/{name}.keys`, compare "
+    "`ssh-keygen -lf /tmp/{name}.keys` with the fingerprint the host itself shows (on its console: "
+    "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), and only if they match append the line to {known}"
+)
+
+
+def known_hosts_files(target: SSHTarget, configured: Sequence[str] | None) -> list[str]:
+    """The known_hosts files to verify with: the fleet config's, ssh config's, or ~/.ssh/known_hosts.
+
+    ssh config may say ``UserKnownHostsFile none`` (asyncssh would then skip verification);
+    that is not honoured: the default file is used instead, so a key is always checked.
+    """
+    if target.known_hosts:
+        return [os.path.expanduser(target.known_hosts)]
+    files = [os.path.expanduser(f) for f in configured or () if f not in ("none", "/dev/null")]
+    files = [f for f in files if os.path.isfile(f)]
+    return files or [os.path.expanduser("~/.ssh/known_hosts")]
+
+
+async def connect(target: SSHTarget, limits: Limits) -> asyncssh.SSHClientConnection:
+    """One verified, authenticated connection, or a RemoteError that names the host and the remedy."""
+    import asyncssh
+
+    kwargs: dict[str, object] = {
+        "host": target.address,
+        "connect_timeout": limits.connect_timeout_s,
+        "login_timeout": limits.connect_timeout_s,
+        "keepalive_interval": 30,
+        "keepalive_count_max": 3,
+    }
+    if target.port is not None:
+        kwargs["port"] = target.port
+    if target.user is not None:
+        kwargs["username"] = target.user
+    if target.identity is not None:
+        kwargs["client_keys"] = [os.path.expanduser(target.identity)]
+    config = [os.path.expanduser(target.ssh_config)] if target.ssh_config else ()
+    try:
+        options = await asyncio.to_thread(asyncssh.SSHClientConnectionOptions, config=config, **kwargs)
+    except (OSError, ValueError, asyncssh.Error) as exc:
+        raise RemoteError(
+            f"{target.where()}: the SSH settings cannot be used ({_reason(exc)}); check identity, the "
+            "ssh config file and the host entry in the fleet config"
+        ) from exc
+    configured = options.known_hosts
+    files = known_hosts_files(target, configured if isinstance(configured, list) else None)
+    shown_files = " or ".join(files)
+    # The address after ~/.ssh/config is applied (an alias's Hostname and Port).
+    real_host = str(getattr(options, "host", "") or target.address)
+    real_port = getattr(options, "port", None) or target.port
+    port_flag = f"-p {real_port} " if real_port not in (None, 22) else ""
+    help_text = _KEYSCAN_HELP.format(port_flag=port_flag, address=real_host, name=target.name, known=files[0])
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        raise RemoteError(
+            f"{target.where()}: the known_hosts file {missing[0]} does not exist, so the host's key cannot be "
+            f"verified and the connection is refused; {help_text} (or set known_hosts = ... for the host)"
+        )
+    try:
+        async with asyncio.timeout(limits.connect_timeout_s * 2):
+            return await asyncssh.connect(target.address, options=options, known_hosts=files)
+    except asyncssh.HostKeyNotVerifiable as exc:
+        if _host_listed(files, real_host, real_port if isinstance(real_port, int) else None):
+            raise RemoteError(
+                f"{target.where()}: REFUSED: the host's key does not match the one recorded in {shown_files}. "
+                "Either the host was reinstalled or someone is in the middle; do not remove the old line "
+                f"until you know which. To accept a new key, {help_text} after removing the old line "
+                f"(`ssh-keygen -R {real_host} -f {files[0]}`)"
+            ) from exc
+        raise RemoteError(
+            f"{target.where()}: REFUSED: the host's key is not in {shown_files}, so it cannot be verified; "
+            f"{help_text}"
+        ) from exc
+    except asyncssh.PermissionDenied as exc:
+        raise RemoteError(
+            f"{target.where()}: login refused ({_reason(exc)}); check user and identity for the host in the "
+            f"fleet config or ~/.ssh/config, and that `ssh {target.address} true` works without a password"
+        ) from exc
+    except TimeoutError as exc:
+        raise RemoteError(
+            f"{target.where()}: no SSH connection within {limits.connect_timeout_s:g} s; check that the "
+            "host is up and reachable on its SSH port, then try again"
+        ) from exc
+    except (asyncssh.Error, OSError) as exc:
+        raise RemoteError(
+            f"{target.where()}: cannot connect ({_reason(exc)}); check the address and port in the fleet "
+            "config or ~/.ssh/config, and that sshd runs there"
+        ) from exc
+
+
+def _host_listed(files: Sequence[str], host: str, port: int | None) -> bool:
+    """True if known_hosts holds any key for this host: then the key it showed has changed."""
+    import asyncssh
+
+    try:
+        known = asyncssh.read_known_hosts(list(files))
+        host_keys, ca_keys, *_ = known.match(host, "", port if port not in (None, 22) else None)
+    except (OSError, ValueError, asyncssh.Error):
+        return False
+    return bool(host_keys or ca_keys)

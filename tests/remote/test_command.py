@@ -1,0 +1,177 @@
+"""The command template, argument rules and output protocol, without a server (pure functions)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from radiance_mcp import remote
+from radiance_mcp.errors import InputError
+from radiance_mcp.ledger import BOOT_MARKER, KEYWORDS
+from radiance_mcp.remote import Checkpoint, LogRequest, build_command, parse_output
+
+NONCE = "0123456789abcdef0123456789abcdef"
+ROOTS = ("/home/dank/logs", "/var/log/radiance/")
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("/home/dank/logs/frank_archon.log", None),
+        ("/home/dank/logs/sub/qwen38_bf16_fast.log", None),
+        ("/var/log/radiance/a b;c$(d)`e`'f\"g.log", None),  # odd but legal names: quoted, never parsed
+        ("/home/dank/logs", "outside the log roots"),  # the root itself is not a file under it
+        ("/home/dank/logs-evil/a.log", "outside the log roots"),  # a sibling that shares the prefix
+        ("/etc/shadow", "outside the log roots"),
+        ("/home/dank/logs/../../../etc/shadow", "without '.', '..'"),  # climbs out of the root
+        ("/home/dank/logs/./a.log", "without '.', '..'"),
+        ("/home/dank/logs//a.log", "without '.', '..'"),
+        ("/home/dank/logs/a.log/", "without '.', '..'"),
+        ("home/dank/logs/a.log", "absolute path"),
+        ("-oProxyCommand=touch /tmp/x", "may not start with '-'"),  # flag injection
+        ("/home/dank/logs/a.log\ntouch /tmp/x", "control characters"),  # a second command line
+        ("/home/dank/logs/a.log\x00x", "control characters"),
+        ("/home/dank/logs/a\r.log", "control characters"),
+        ("", "give the absolute path"),
+        ("/home/dank/logs/" + "a" * 5000, "at most 4096"),
+    ],
+)
+def test_remote_path_rules(path: str, problem: str | None) -> None:
+    if problem is None:
+        assert remote.check_remote_path(path, ROOTS, "dankserver") == path
+    else:
+        with pytest.raises(InputError, match=problem.replace("(", r"\(").replace(".", r"\.")):
+            remote.check_remote_path(path, ROOTS, "dankserver")
+
+
+def test_a_host_without_log_roots_reads_no_path() -> None:
+    with pytest.raises(InputError, match=r"lists no log_roots.*\[hosts\.bare\]"):
+        remote.check_remote_path("/home/dank/logs/a.log", (), "bare")
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("frank-archon", True),
+        ("qwen38_bf16.fast", True),
+        ("4e4d5749b01d", True),  # an ID
+        ("-frank", False),  # flag injection: podman would read an option
+        ("--latest", False),
+        ("frank;touch x", False),
+        ("frank archon", False),
+        ("$(touch x)", False),
+        ("frank\n", False),
+        ("../frank", False),
+        ("", False),
+        ("a" * 129, False),
+    ],
+)
+def test_container_rules(name: str, ok: bool) -> None:
+    if ok:
+        assert remote.check_container(name) == name
+    else:
+        with pytest.raises(InputError, match="container="):
+            remote.check_container(name)
+
+
+@pytest.mark.parametrize("boot", [0, 1_000_001, -1_000_001, True])
+def test_boot_rules(boot: int) -> None:
+    with pytest.raises(InputError, match="boot="):
+        remote.check_boot(boot)
+
+
+def _calls(command: str) -> list[list[str]]:
+    return [shlex.split(line) for line in command.splitlines() if line.startswith(("rm_file ", "rm_podman "))]
+
+
+def test_each_argument_is_one_quoted_word() -> None:
+    path = "/var/log/radiance/a b;c$(d)`e`'f\"g.log"
+    checkpoint = Checkpoint("1234", 567, 89, 3, 40, "4294967295 40")
+    command = build_command(
+        [LogRequest("file", path, -2, "h:p", ROOTS), LogRequest("podman", "frank-archon", 1, "h:c")],
+        nonce=NONCE, checkpoints=[checkpoint, None], timeout_s=60,
+    )
+    assert _calls(command) == [
+        ["rm_file", "0", "-2", path, "1234", "567", "89", "3", "40", "4294967295 40", *ROOTS],
+        ["rm_podman", "1", "1", "frank-archon"],
+    ]
+    assert command.rstrip().endswith("rm_ctl Z")
+
+
+def test_keywords_come_from_the_phrase_table() -> None:
+    command = build_command([LogRequest("file", "/home/dank/logs/a.log", -1, "x", ROOTS)], nonce=NONCE,
+                            checkpoints=[None], timeout_s=5)
+    grep_line = next(line for line in command.splitlines() if line.startswith("rm_kw()"))
+    words = shlex.split(grep_line.removeprefix("rm_kw() {").removesuffix("; }"))
+    patterns = [words[i + 1] for i, word in enumerate(words) if word == "-e"]
+    assert patterns == list(KEYWORDS)
+    assert f"rm_mk={shlex.quote(BOOT_MARKER)}" in command
+
+
+def test_the_command_is_the_template_plus_call_lines() -> None:
+    """Only the call lines differ between two reads: nothing else is built from input."""
+    one = build_command([LogRequest("file", "/home/dank/logs/a.log", -1, "x", ROOTS)], nonce=NONCE,
+                        checkpoints=[None], timeout_s=5)
+    two = build_command([LogRequest("podman", "other", 3, "y")], nonce="f" * 32, checkpoints=[None], timeout_s=5)
+    head_one = one[: one.index("rm_n=")]
+    head_two = two[: two.index("rm_n=")]
+    assert head_one == head_two
+
+
+def test_a_bad_nonce_or_a_relative_root_is_refused() -> None:
+    with pytest.raises(ValueError):
+        build_command([], nonce="x; touch y", checkpoints=[], timeout_s=5)
+    with pytest.raises(InputError):
+        build_command([LogRequest("file", "/a/b.log", -1, "x", ("a",))], nonce=NONCE, checkpoints=[None],
+                      timeout_s=5)
+
+
+def test_output_lines_without_the_nonce_are_data_or_nothing() -> None:
+    raw = (
+        f"#{NONCE} S 0\n"
+        "#feedfacefeedfacefeedfacefeedface B 0 1 1\n"  # a log line posing as a control line
+        f"#{NONCE} B 0 2 3\n"
+        "14:I   vram_kv              5.00 GiB\n"
+        "not a numbered line\n"
+        f"#{NONCE} K 0 1\n"
+        f"#{NONCE} C 0 99 10 5 2 30 12345 30 400\n"
+        f"#{NONCE} Z\n"
+    ).encode()
+    sections, finished = parse_output(raw, nonce=NONCE, count=1)
+    assert finished
+    (section,) = sections
+    assert (section.index, section.boots_seen, section.skipped) == (2, 3, 1)
+    assert [(line.number, line.text) for line in section.lines] == [(14, "I   vram_kv              5.00 GiB")]
+    assert section.checkpoint == Checkpoint("99", 10, 5, 2, 30, "12345 30")
+
+
+@pytest.mark.parametrize("fields", ["99 10 5 2 30 1;touch 30 400", "99 10 5 2 30 $(x) 400", "a 1 1 1 1 1 1 1"])
+def test_a_host_cannot_inject_through_the_resume_point(fields: str) -> None:
+    raw = f"#{NONCE} S 0\n#{NONCE} C 0 {fields}\n#{NONCE} Z\n".encode()
+    sections, _ = parse_output(raw, nonce=NONCE, count=1)
+    assert sections[0].checkpoint is None
+
+
+def test_known_hosts_never_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ssh config's 'UserKnownHostsFile none' is not honoured: the default file is used."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    target = remote.SSHTarget(name="h", address="h")
+    default = str(tmp_path / ".ssh" / "known_hosts")
+    assert remote.known_hosts_files(target, None) == [default]
+    assert remote.known_hosts_files(target, ["none"]) == [default]
+    assert remote.known_hosts_files(target, ["/dev/null"]) == [default]
+    own = tmp_path / "kh"
+    own.write_text("")
+    assert remote.known_hosts_files(target, [str(own)]) == [str(own)]
+    assert remote.known_hosts_files(remote.SSHTarget(name="h", address="h", known_hosts="/x/kh"), None) == ["/x/kh"]
+
+
+def test_no_code_turns_host_key_checking_off() -> None:
+    """Outside the tests, nothing passes known_hosts=None (asyncssh's 'do not verify')."""
+    package = Path(remote.__file__).parent
+    for source in package.rglob("*.py"):
+        text = source.read_text()
+        assert "known_hosts=None" not in text.replace(" ", ""), source
+        assert "import asyncssh" not in text or source.name == "remote.py", f"asyncssh used outside remote.py: {source}"

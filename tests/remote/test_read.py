@@ -1,0 +1,206 @@
+"""Remote ledger reads against real SSH servers: the host cuts the boot, the local parser agrees.
+
+The oracle throughout is the local reader: a boot read over SSH must equal the same boot of
+the same text read by ledger.read_text (index, boots seen, line range, every phrase hit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, LoopbackHost, ledger, older_boot
+
+from radiance_mcp import tools
+from radiance_mcp.errors import LedgerError
+from radiance_mcp.ledger import Boot, read_text
+from radiance_mcp.models import ComputeCeilingInput, ReadBudgetTableInput
+from radiance_mcp.remote import Limits, SSHPool
+from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, read_many
+
+SEED_CEILING_MIB = 30_969  # 29,120 + (2,058 - 209): PHRASEBOOK section 2
+SEED_PAIR_MIB = 29_120
+
+
+def same(remote_boot: Boot, local_boot: Boot) -> None:
+    assert (remote_boot.index, remote_boot.boots_seen) == (local_boot.index, local_boot.boots_seen)
+    assert (remote_boot.first_line, remote_boot.last_line) == (local_boot.first_line, local_boot.last_line)
+    assert [(h.key, h.line) for h in remote_boot.hits] == [(h.key, h.line) for h in local_boot.hits]
+
+
+def file_source(host: LoopbackHost, pool: SSHPool, text: str) -> RemoteFileSource:
+    path = host.write_log(text)
+    return RemoteFileSource(host.target(), str(path), pool, (str(host.logs),))
+
+
+@pytest.mark.parametrize("boot", [-1, -2, -3, 1, 2, 3])
+async def test_every_boot_equals_the_local_read(ssh_host: LoopbackHost, pool: SSHPool, example_text: str,
+                                                boot: int) -> None:
+    text = ledger(example_text, boots=3)
+    source = file_source(ssh_host, pool, text)
+    same(await source.read(boot), read_text(text, source=source.label, boot=boot))
+
+
+@pytest.mark.parametrize("boot", [4, -4])
+async def test_a_boot_past_the_log_is_the_readers_own_error(ssh_host: LoopbackHost, pool: SSHPool,
+                                                            example_text: str, boot: int) -> None:
+    text = ledger(example_text, boots=3)
+    source = file_source(ssh_host, pool, text)
+    with pytest.raises(LedgerError) as local:
+        read_text(text, source=source.label, boot=boot)
+    with pytest.raises(LedgerError) as remote_error:
+        await source.read(boot)
+    assert str(remote_error.value) == str(local.value)
+
+
+async def test_the_seed_figures_come_back_through_the_tools(ssh_host: LoopbackHost, example_text: str) -> None:
+    """The newest boot is the example: its ceiling is the seed's 30,969 MiB; the oldest gives 30,457."""
+    ssh_host.write_log(ledger(example_text, boots=4), name="frank_archon.log")
+    ssh_host.write_container("frank-archon", ledger(example_text, boots=2))
+    fleet = ssh_host.fleet(services={
+        "frank-archon": {"host": "testhost", "log": str(ssh_host.logs / "frank_archon.log")},
+        "frank-podman": {"host": "testhost", "container": "frank-archon"},
+    })
+    runtime = tools.Runtime(fleet)
+    try:
+        for args in (
+            {"service": "frank-archon"},
+            {"service": "frank-podman"},
+            {"host": "testhost", "log": str(ssh_host.logs / "frank_archon.log")},
+            {"host": "testhost", "container": "frank-archon"},
+        ):
+            table = await tools.read_budget_table(runtime, ReadBudgetTableInput.model_validate(args))
+            assert table.cards[0].pair_mib == SEED_PAIR_MIB
+            assert table.ledger.boot == table.ledger.boots_seen  # the newest
+            ceiling = await tools.compute_ceiling(runtime, ComputeCeilingInput.model_validate(args))
+            assert ceiling.ceiling_mib == SEED_CEILING_MIB
+            oldest = await tools.compute_ceiling(runtime, ComputeCeilingInput.model_validate({**args, "boot": 1}))
+            assert (oldest.pair_mib, oldest.ceiling_mib) == (OLD_PAIR_MIB, OLD_CEILING_MIB)
+        assert table.ledger.source == "testhost:podman logs frank-archon"
+    finally:
+        await runtime.extras["ssh_pool"].close()
+
+
+def test_the_ledger_tools_are_marked_open_world() -> None:
+    ledger_tools = {"read_budget_table", "compute_ceiling", "check_pool_contract"}
+    for spec in tools.TOOLS:
+        if spec.name in ledger_tools:
+            assert spec.open_world and spec.read_only, spec.name
+
+
+@pytest.mark.parametrize("boot", [-1, -2, 1])
+async def test_podman_logs_equal_the_local_read(ssh_host: LoopbackHost, pool: SSHPool, example_text: str,
+                                                boot: int) -> None:
+    text = ledger(example_text, boots=3)
+    ssh_host.write_container("frank-archon", text)
+    source = PodmanLogsSource(ssh_host.target(), "frank-archon", pool)
+    same(await source.read(boot), read_text(text, source=source.label, boot=boot))
+    argv = (ssh_host.root / "containers" / "argv.log").read_text().splitlines()
+    assert argv[-1] == "logs -- frank-archon"
+
+
+async def test_two_logs_and_a_container_in_one_command(ssh_host: LoopbackHost, pool: SSHPool,
+                                                       example_text: str) -> None:
+    """The audit's shape: two boots of one host in one round trip (here three reads)."""
+    first, second = ledger(example_text, boots=2), ledger(example_text, boots=3)
+    ssh_host.write_container("frank-archon", first)
+    a, b = file_source(ssh_host, pool, first), file_source(ssh_host, pool, second)
+    c = PodmanLogsSource(ssh_host.target(), "frank-archon", pool)
+    boots = await read_many([(a, -1), (b, 1), (c, -2)])
+    assert pool.transfer.commands == 1
+    same(boots[0], read_text(first, source=a.label, boot=-1))
+    same(boots[1], read_text(second, source=b.label, boot=1))
+    same(boots[2], read_text(first, source=c.label, boot=-2))
+
+
+async def test_the_resume_point_follows_a_growing_log(ssh_host: LoopbackHost, pool: SSHPool,
+                                                      example_text: str) -> None:
+    """Appended boots are found from the last marker on; a rewritten file is read afresh."""
+    text = ledger(example_text, boots=2)
+    source = file_source(ssh_host, pool, text)
+    same(await source.read(), read_text(text, source=source.label))
+    key = (source.target, source.path)
+    first_resume = pool.checkpoints[key]
+    path = ssh_host.logs / source.path.rsplit("/", 1)[1]
+    for _ in range(2):
+        text += older_boot(example_text) + FILLER.format(n=7)
+        path.write_text(text)
+        for boot in (-1, -2, 1):
+            same(await source.read(boot), read_text(text, source=source.label, boot=boot))
+    assert pool.checkpoints[key].offset > first_resume.offset
+    # The same inode rewritten shorter, then with other boots at the old offsets: not trusted.
+    text = ledger(example_text, boots=1, filler=1)
+    with path.open("r+") as handle:
+        handle.truncate(0)
+        handle.write(text)
+    same(await source.read(), read_text(text, source=source.label))
+    text = ledger(example_text, boots=5, filler=0)
+    path.write_text(text)
+    for boot in (-1, -3, 2):
+        same(await source.read(boot), read_text(text, source=source.label, boot=boot))
+
+
+async def test_an_older_boot_is_found_back_from_the_resume_point(ssh_host: LoopbackHost, pool: SSHPool,
+                                                                 example_text: str) -> None:
+    """Boots 3 MiB apart: after reading the newest, -2 is found by a window back from it."""
+    filler = "".join(FILLER.format(n=i) for i in range(33_000))  # ~3.2 MiB per boot
+    text = "".join(boot + filler for boot in [older_boot(example_text)] * 3 + [example_text])
+    source = file_source(ssh_host, pool, text)
+    for boot in (-1, -2, -3, -1, 1):
+        same(await source.read(boot), read_text(text, source=source.label, boot=boot))
+
+
+@pytest.mark.parametrize("boot", [-1, -2, 1, 2])
+async def test_a_log_without_boot_markers_splits_at_flag_runs(ssh_host: LoopbackHost, pool: SSHPool,
+                                                              example_text: str, boot: int) -> None:
+    unmarked = "".join(line for line in ledger(example_text, boots=2).splitlines(keepends=True)
+                       if "radiance boot" not in line)
+    source = file_source(ssh_host, pool, unmarked)
+    same(await source.read(boot), read_text(unmarked, source=source.label, boot=boot))
+    ssh_host.write_container("unmarked", unmarked)
+    podman = PodmanLogsSource(ssh_host.target(), "unmarked", pool)
+    same(await podman.read(boot), read_text(unmarked, source=podman.label, boot=boot))
+
+
+async def test_prefixes_ansi_crlf_and_an_overlong_line(ssh_host: LoopbackHost, pool: SSHPool,
+                                                       example_text: str) -> None:
+    lines = example_text.splitlines()
+    decorated = [f"2026-10-13T12:00:{i:02d}Z \x1b[32m{line}\x1b[0m\r" for i, line in enumerate(lines)]
+    overlong = "I claimable " + "9" * 70_000 + " GiB"  # over MAX_LINE_BYTES: skipped on both sides
+    text = "\n".join([*decorated[:12], overlong, *decorated[12:]]) + "\n"
+    source = file_source(ssh_host, pool, text)
+    boot = await source.read()
+    same(boot, read_text(text, source=source.label))
+    assert boot.skipped_long_lines == 1
+    assert boot.require("claimable").line.text.endswith("I claimable 30.87 GiB")
+
+
+async def test_log_text_that_looks_like_commands_or_control_lines_is_data(ssh_host: LoopbackHost, pool: SSHPool,
+                                                                          example_text: str) -> None:
+    hostile = (
+        f"I claimable $(touch {ssh_host.pwned}) `touch {ssh_host.pwned}`\n"
+        "#0123456789abcdef0123456789abcdef Z\n"
+        "I vram_kv 1.00 GiB '; touch x; '\n"
+    )
+    text = example_text + hostile
+    source = file_source(ssh_host, pool, text)
+    same(await source.read(), read_text(text, source=source.label))
+    ssh_host.assert_untouched()
+
+
+async def test_one_connection_is_reused_then_closed_when_idle(asyncssh_host: LoopbackHost, example_text: str) -> None:
+    pool = SSHPool(Limits(idle_close_s=0.2))
+    source = file_source(asyncssh_host, pool, example_text)
+    before = asyncssh_host.connections()
+    for _ in range(3):
+        await source.read()
+    assert asyncssh_host.connections() - before == 1
+    assert pool.open_connections() == 1
+    for _ in range(200):  # wait for the idle timer; the assertion is on state, not on time
+        if pool.open_connections() == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert pool.open_connections() == 0
+    await source.read()  # a new connection after the idle close
+    assert asyncssh_host.connections() - before == 2
+    await pool.close()
