@@ -10,9 +10,10 @@ import httpx
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.constants import MIN_DECODE_TOKENS
-from radiance_mcp.errors import InputError, ProbeError
+from radiance_mcp.errors import GuardRailError, InputError, ProbeError
 from radiance_mcp.probes.client import ProbeClient
 from radiance_mcp.probes.dialects import parse_refusal, quote
+from radiance_mcp.probes.engine import Engine, ExtensionCounter
 from radiance_mcp.probes.models import DecodeProbeInput, DecodeProbeOutput
 from radiance_mcp.probes.payloads import (
     Timings,
@@ -23,7 +24,7 @@ from radiance_mcp.probes.payloads import (
     timings_of,
     usage_of,
 )
-from radiance_mcp.probes.prompts import decode_prompt, units_for_tokens
+from radiance_mcp.probes.prompts import Prompt, decode_prompt, units_for_tokens
 from radiance_mcp.probes.verdicts import check_decode_tokens, stream_rates
 
 Source = Literal["timings", "stream", "none"]
@@ -44,14 +45,16 @@ async def decode_probe(
     try:
         async with asyncio.timeout(args.total_timeout_s):
             async with ProbeClient.for_service(fleet, args.service, args.timeout_s, transport) as client:
-                return await _run(client, args, route, body)
+                return await _run(client, args, route, body, prompt)
     except TimeoutError as exc:
         raise ProbeError(
             f"decode_probe on {args.service!r}: not done within total_timeout_s={args.total_timeout_s:g} s"
         ) from exc
 
 
-async def _run(client: ProbeClient, args: DecodeProbeInput, route: str, body: dict[str, object]) -> DecodeProbeOutput:
+async def _run(
+    client: ProbeClient, args: DecodeProbeInput, route: str, body: dict[str, object], prompt: Prompt
+) -> DecodeProbeOutput:
     notes: list[str] = []
     token_times: list[float] = []
     finish: str | None = None
@@ -70,8 +73,8 @@ async def _run(client: ProbeClient, args: DecodeProbeInput, route: str, body: di
             data = event.data
             if not event.raw:
                 streamed = True
-            if content_of(data):
-                token_times.append(event.at_s)
+                if content_of(data):
+                    token_times.append(event.at_s)
             finish = finish_reason_of(data) or finish
             usage = usage_of(data) or usage
             timings = timings_of(data) or timings
@@ -81,6 +84,8 @@ async def _run(client: ProbeClient, args: DecodeProbeInput, route: str, body: di
     prompt_tokens = usage.prompt_tokens if usage and usage.prompt_tokens else None
     if prompt_tokens is None and timings and timings.prompt_n:
         prompt_tokens = timings.prompt_n + (timings.cache_n or 0)
+    if prompt_tokens is None and args.count_prompt:
+        prompt_tokens = await _count_after(client, args, prompt, notes)
     generated = usage.completion_tokens if usage and usage.completion_tokens is not None else None
     if generated is None and timings and timings.predicted_n:
         generated = timings.predicted_n
@@ -92,8 +97,10 @@ async def _run(client: ProbeClient, args: DecodeProbeInput, route: str, body: di
     if timings is not None:
         rates_null = timings.prompt_per_second is None or timings.predicted_per_second is None
         timings_state = "null_rates" if rates_null else "full"
-    if timings_state != "full":
-        notes.append(f"timings {timings_state.replace('_', ' ')}: rates measured on the stream where timings lack them")
+    if timings_state == "null_rates":
+        notes.append("timings carry null rates: rates computed from their token counts and milliseconds where given")
+    elif timings_state == "missing":
+        notes.append("the answer has no timings: rates measured on the stream")
 
     rates = stream_rates(sent, token_times, generated)
     prefill = timings.prefill_rate() if timings else None
@@ -150,6 +157,22 @@ async def _run(client: ProbeClient, args: DecodeProbeInput, route: str, body: di
         requests_sent=client.requests_sent,
         notes=notes,
     )
+
+
+async def _count_after(client: ProbeClient, args: DecodeProbeInput, prompt: Prompt, notes: list[str]) -> int | None:
+    """The answer did not say how many prompt tokens it prefilled: count them now, without prefill."""
+    engine = Engine(client, args.dialect, args.model, args.max_model_len, max_window_tokens=args.max_window_tokens)
+    counter = ExtensionCounter(engine, args.api)
+    try:
+        tokens = await counter.count(prompt)
+    except (ProbeError, GuardRailError) as exc:
+        notes.append(f"the answer names no prompt token count and counting it failed: {exc}")
+        return None
+    exactness = "exactly" if counter.uncertainty_tokens == 0 else f"to +-{counter.uncertainty_tokens}"
+    notes.append(
+        f"the answer names no prompt token count: counted afterwards {exactness} ({counter.method}, no prefill)"
+    )
+    return tokens
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

@@ -166,6 +166,12 @@ class DecodeProbeInput(_Input):
     max_model_len: int | None = Field(None, ge=64, description="The window, to check context + gen fits.")
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
+    count_prompt: bool = Field(
+        True,
+        description="When the answer names no prompt token count, count the prompt afterwards from refusals "
+        "above the window or a tokenize endpoint (no prefill), for the prefill rate.",
+    )
+    max_window_tokens: int = _MAX_WINDOW
     chars_per_token: float = Field(CHARS_PER_TOKEN_FOX, gt=0.5, le=16, description="Filler ratio used for sizing.")
     model: str | None = _MODEL
     timeout_s: float = Field(900, gt=0, le=7200, description="Per request: the longest silence on the stream.")

@@ -1,0 +1,94 @@
+"""decode_probe on recorded streams (warm cache, early stop, no stream), and the tool docstrings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from radiance_mcp import constants
+from radiance_mcp.config import Fleet, Service
+from radiance_mcp.probes import decode_probe
+from radiance_mcp.probes.models import DecodeProbeInput
+from radiance_mcp.probes.tools import PROBE_TOOLS
+
+FLEET = Fleet(services={"svc": Service(endpoint="http://engine.test:8080")})
+
+
+def sse(chunks: list[dict[str, Any]]) -> httpx.Response:
+    text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
+
+
+def delta(text: str) -> dict[str, Any]:
+    return {"choices": [{"delta": {"content": text}, "finish_reason": None}]}
+
+
+def last(finish: str, prompt: int, generated: int, timings: dict[str, Any] | None) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "choices": [{"delta": {}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": generated},
+    }
+    if timings is not None:
+        chunk["timings"] = timings
+    return chunk
+
+
+async def run(response: httpx.Response, **kw: Any) -> Any:
+    transport = httpx.MockTransport(lambda request: response)
+    return await decode_probe(FLEET, DecodeProbeInput.model_validate({"service": "svc", **kw}), transport=transport)
+
+
+async def test_a_warm_prefix_is_named_not_taken_for_a_cold_rate() -> None:
+    # llama.cpp's timings: 196,000 of 197,000 prompt tokens from the cache; 1,000 prefilled.
+    timings = {"cache_n": 196_000, "prompt_n": 1_000, "prompt_ms": 100.0, "prompt_per_second": 10_000.0,
+               "predicted_n": 512, "predicted_ms": 4_125.7, "predicted_per_second": 124.1}
+    response = sse([delta("x")] * 512 + [last("length", 197_000, 512, timings)])
+    result = await run(response, context_tokens=197_000)
+    assert not result.cold and result.cached_tokens == 196_000
+    assert any("prefix cache" in note for note in result.notes)
+    assert result.decode_tokens_per_s == pytest.approx(124.1)
+
+
+async def test_an_early_stop_gives_no_decode_rate() -> None:
+    # The model stopped after 9 tokens: the inter-token time is first-token noise.
+    response = sse([delta("x")] * 9 + [last("stop", 4_096, 9, None)])
+    result = await run(response)
+    assert not result.valid and result.decode_tokens_per_s is None and result.decode_source == "none"
+    assert result.generated_tokens == 9 and result.timings == "missing"
+    assert any(f"under {constants.MIN_DECODE_TOKENS}" in note for note in result.notes)
+
+
+async def test_an_answer_that_is_not_streamed_still_gives_timings_rates() -> None:
+    body = {
+        "choices": [{"message": {"content": "x" * 100}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 4_096, "completion_tokens": 512},
+        "timings": {"prompt_n": 4_096, "prompt_ms": 450.0, "prompt_per_second": None,
+                    "predicted_n": 512, "predicted_ms": 5_441.0, "predicted_per_second": None},
+    }
+    result = await run(httpx.Response(200, json=body))
+    assert result.ttft_s is None and result.timings == "null_rates"
+    assert result.prefill_tokens_per_s == pytest.approx(9_102.2, abs=0.1)  # 4,096 / 0.450 s
+    assert result.decode_tokens_per_s == pytest.approx(94.1, abs=0.1)  # 512 / 5.441 s
+    assert any("without streaming" in note for note in result.notes)
+
+
+def test_docstrings_quote_the_seed_constants() -> None:
+    docs = {spec.name: spec.run.__doc__ or "" for spec in PROBE_TOOLS}
+    assert f"{constants.CHARS_PER_TOKEN_CORPUS}" in docs["token_count_probe"]
+    assert f"{constants.CHARS_PER_TOKEN_FOX}" in docs["token_count_probe"]
+    assert f"{constants.CHARS_PER_TOKEN_FOX}" in docs["boundary_probe"]
+    assert f"{constants.MIN_DECODE_TOKENS}" in docs["decode_probe"]
+    assert f"{constants.PREFERRED_DECODE_TOKENS}" in docs["decode_probe"]
+    assert "enable_thinking=" in docs["boundary_probe"] and "enable_thinking=" in docs["decode_probe"]
+
+
+def test_annotations() -> None:
+    flags = {spec.name: (spec.read_only, spec.open_world) for spec in PROBE_TOOLS}
+    assert flags == {
+        "token_count_probe": (True, True),
+        "boundary_probe": (False, True),
+        "decode_probe": (False, True),
+    }
