@@ -108,7 +108,7 @@ def test_exit_codes(
         (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 330, "label": "safety"}]'),
          r"reserve 'safety' of 330\.00 MiB is neither traced nor labelled"),
         (("compute-ceiling", "--log-text", "hello"), r"log_text: no radiance ledger phrase"),
-        (("compute-ceiling",), r"give exactly one ledger source of service, log or log_text"),
+        (("compute-ceiling",), r"give exactly one ledger source of service, log, log_text"),
         ((*POOL, "fp16", "--pool-mib", "1"), r"invalid choice: 'fp16'"),
     ],
 )
