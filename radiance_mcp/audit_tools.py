@@ -23,7 +23,7 @@ from radiance_mcp import step_shape as sh
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
-from radiance_mcp.sources import allowed_local_path
+from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, allowed_local_path, read_many
 from radiance_mcp.units import fmt_gib, fmt_mib
 
 if TYPE_CHECKING:
@@ -45,38 +45,50 @@ MODE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 # audit_step_shape: models
 
 
+_SOURCE_KINDS = ("service", "log", "log_text", "container")
+
+
 class AuditStepShapeInput(_Input):
     """The proven and the candidate boot: one source each, or one source and two of its boots."""
 
     proven_service: str | None = Field(None, description="Service whose newest boot is the proven shape.")
-    proven_log: str | None = Field(None, description="Ledger file of the proven boot (under log_roots).")
+    proven_log: str | None = Field(
+        None, description="Ledger file of the proven boot: under log_roots here, or on host (under its log_roots)."
+    )
     proven_log_text: str | None = Field(None, description="Ledger text of the proven boot.")
+    proven_container: str | None = Field(None, description="Container on host whose podman logs hold the proven boot.")
     proven_boot: int | None = Field(
         None, description="Which boot of the proven source: -1 newest (default), or -2 with one shared source."
     )
     candidate_service: str | None = Field(None, description="Service whose newest boot is the candidate shape.")
-    candidate_log: str | None = Field(None, description="Ledger file of the candidate boot (under log_roots).")
+    candidate_log: str | None = Field(None, description="Ledger file of the candidate boot (here, or on host).")
     candidate_log_text: str | None = Field(None, description="Ledger text of the candidate boot.")
+    candidate_container: str | None = Field(None, description="Container on host holding the candidate boot.")
     candidate_boot: int | None = Field(None, description="Which boot of the candidate source: -1 newest (default).")
     service: str | None = Field(
         None, description="One service for both: boots proven_boot and candidate_boot of its ledger."
     )
     log: str | None = Field(None, description="One ledger file for both (two boots of it).")
     log_text: str | None = Field(None, description="One ledger text for both (two boots of it).")
+    container: str | None = Field(None, description="One container on host for both (two boots of its logs).")
+    host: str | None = Field(
+        None, description="A host of the fleet config where the log / container sources given here live; two "
+        "ledgers on one host are read in one SSH round trip.",
+    )
 
     @model_validator(mode="after")
     def _sources(self) -> AuditStepShapeInput:
-        shared = [n for n in ("service", "log", "log_text") if getattr(self, n) is not None]
+        shared = [k for k in _SOURCE_KINDS if getattr(self, k) is not None]
         sides = {
-            side: [n for n in (f"{side}_service", f"{side}_log", f"{side}_log_text") if getattr(self, n) is not None]
+            side: [f"{side}_{k}" for k in _SOURCE_KINDS if getattr(self, f"{side}_{k}") is not None]
             for side in ("proven", "candidate")
         }
         if shared:
             if len(shared) > 1 or any(sides.values()):
                 raise ValueError(
-                    f"give either one shared source (service, log or log_text) for two boots of one ledger, or one "
-                    f"source per side (proven_* and candidate_*), not both (found: {', '.join(shared)} and "
-                    f"{', '.join(sides['proven'] + sides['candidate']) or 'no per-side source'})"
+                    "give either one shared source (service, log, log_text or container) for two boots of one "
+                    "ledger, or one source per side (proven_* and candidate_*), not both (found: "
+                    f"{', '.join(shared + sides['proven'] + sides['candidate'])})"
                 )
             proven = self.proven_boot if self.proven_boot is not None else -2
             candidate = self.candidate_boot if self.candidate_boot is not None else -1
@@ -85,29 +97,33 @@ class AuditStepShapeInput(_Input):
                     f"proven_boot and candidate_boot are both {proven}: with one source, name two different boots "
                     "(e.g. proven_boot=-2, candidate_boot=-1)"
                 )
-            return self
-        for side, given in sides.items():
-            if len(given) != 1:
-                raise ValueError(
-                    f"give exactly one {side} source of {side}_service, {side}_log or {side}_log_text "
-                    f"(found: {', '.join(given) or 'none'}), or one shared service/log/log_text for two boots"
-                )
+        else:
+            for side, given in sides.items():
+                if len(given) != 1:
+                    raise ValueError(
+                        f"give exactly one {side} source of {', '.join(f'{side}_{k}' for k in _SOURCE_KINDS)} "
+                        f"(found: {', '.join(given) or 'none'}), or one shared service/log/log_text/container "
+                        "for two boots"
+                    )
+        kinds = [k for k in _SOURCE_KINDS for name in (k, f"proven_{k}", f"candidate_{k}")
+                 if getattr(self, name) is not None]
+        if self.host is not None and not {"log", "container"} & set(kinds):
+            raise ValueError("host goes with a log (a file on that host) or a container (its podman logs)")
+        if self.host is None and "container" in kinds:
+            raise ValueError("a container needs host: the host (from the fleet config) where podman runs it")
         return self
 
     def ledger_args(self) -> tuple[LedgerArgs, LedgerArgs]:
-        if self.service is not None or self.log is not None or self.log_text is not None:
-            proven_boot = self.proven_boot if self.proven_boot is not None else -2
-            candidate_boot = self.candidate_boot if self.candidate_boot is not None else -1
-            return (
-                LedgerArgs(service=self.service, log=self.log, log_text=self.log_text, boot=proven_boot),
-                LedgerArgs(service=self.service, log=self.log, log_text=self.log_text, boot=candidate_boot),
-            )
-        return (
-            LedgerArgs(service=self.proven_service, log=self.proven_log, log_text=self.proven_log_text,
-                       boot=self.proven_boot if self.proven_boot is not None else -1),
-            LedgerArgs(service=self.candidate_service, log=self.candidate_log, log_text=self.candidate_log_text,
-                       boot=self.candidate_boot if self.candidate_boot is not None else -1),
-        )
+        """One LedgerArgs per side (host applies to the log and container sources)."""
+        shared = any(getattr(self, k) is not None for k in _SOURCE_KINDS)
+        result = []
+        for side, default_boot in (("proven", -2 if shared else -1), ("candidate", -1)):
+            values = {k: getattr(self, k if shared else f"{side}_{k}") for k in _SOURCE_KINDS}
+            boot = getattr(self, f"{side}_boot")
+            remote = values["log"] is not None or values["container"] is not None
+            result.append(LedgerArgs(**values, host=self.host if remote else None,
+                                     boot=boot if boot is not None else default_boot))
+        return result[0], result[1]
 
 
 class ShapeBoot(_Output):
@@ -189,17 +205,23 @@ class AuditStepShapeOutput(_Output):
 
 
 async def read_two_boots(runtime: Runtime, proven: LedgerArgs, candidate: LedgerArgs) -> tuple[Boot, Boot]:
-    """Both boots. Each source is read by its own kind (inline, local file).
+    """Both boots: two remote ledgers go through sources.read_many, one SSH command per host.
 
-    Remote seam: when both ledgers sit on one host (two log files, or two boots of one), the
-    procedure reads them in one SSH round trip; that belongs to radiance_mcp/remote.py's
-    read-many entry. Until it lands, a service on a host fails in tools.ledger_source with a
-    SourceError that says so.
+    So two log files on one host, or two boots of one log or container, cost one round trip
+    (the procedure's 'one ssh call, two logs'); any other pair is read concurrently.
     """
-    from radiance_mcp.tools import read_boot
+    from radiance_mcp.tools import ledger_source
 
-    proven_boot, candidate_boot = await asyncio.gather(read_boot(runtime, proven), read_boot(runtime, candidate))
-    return proven_boot, candidate_boot
+    sources = [
+        ledger_source(runtime, service=a.service, log=a.log, log_text=a.log_text, host=a.host, container=a.container)
+        for a in (proven, candidate)
+    ]
+    a, b = sources
+    if isinstance(a, RemoteFileSource | PodmanLogsSource) and isinstance(b, RemoteFileSource | PodmanLogsSource):
+        boots = await read_many([(a, proven.boot), (b, candidate.boot)])
+    else:
+        boots = list(await asyncio.gather(a.read(proven.boot), b.read(candidate.boot)))
+    return boots[0], boots[1]
 
 
 def _delta_text(row: sh.Row) -> str | None:
@@ -263,9 +285,11 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     arena's cost per batched token from the two boots, labelled a two-point estimate. The
     remedy is always to inherit the proven numbers from the env file that owns them.
 
-    Sources: one per side (proven_service / proven_log / proven_log_text and the
-    candidate_* ones), or one shared service / log / log_text with two of its boots
-    (proven_boot=-2, candidate_boot=-1 by default). ok is true only for the same shape.
+    Sources: one per side (proven_service / proven_log / proven_log_text / proven_container
+    and the candidate_* ones), or one shared service / log / log_text / container with two of
+    its boots (proven_boot=-2, candidate_boot=-1 by default); host names the fleet host a log
+    or container lives on. Two ledgers on one host are read in one SSH round trip, cut on the
+    host, newest boot first. ok is true only for the same shape.
     """
     from radiance_mcp.tools import boot_ref, line_ref
 
@@ -441,10 +465,13 @@ def _read_small(path: Path, argument: str) -> str:
 def _service_paths(runtime: Runtime, service: str) -> tuple[Path, Path | None]:
     entry = runtime.fleet.service(service)
     if entry.host is not None:
+        # Seam: remote.py's only command template reads ledgers; a script read and a dry run on
+        # the host need templates of their own there (argv-quoted, timed, capped like the read).
         raise SourceError(
-            f"service {service!r} keeps its serve script on host {entry.host!r}; reading remote scripts needs the "
-            "SSH layer (radiance_mcp/remote.py), not in this build yet: copy the script and env file here and pass "
-            "script=... and env_file=..., or script_text/env_text"
+            f"service {service!r} keeps its serve script on host {entry.host!r}; this build has no SSH command "
+            "template to read a script or run its dry run there: copy the script and env file here and pass "
+            "script=... and env_file=..., or script_text/env_text, or paste the two dry-run outputs as "
+            "proven_argv/candidate_argv"
         )
     if entry.serve_script is None:
         raise InputError(

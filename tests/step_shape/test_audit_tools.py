@@ -145,6 +145,9 @@ async def test_audit_refuses_a_log_outside_the_roots(tmp_path: Path) -> None:
         ({"proven_log_text": "x", "proven_log": "/y", "candidate_log_text": "z"}, "exactly one proven source"),
         ({"log_text": "x", "candidate_log_text": "z"}, "not both"),
         ({"log_text": "x", "proven_boot": -1}, "both -1"),
+        ({"container": "frank-archon"}, "a container needs host"),
+        ({"host": "dankserver", "log_text": "x"}, "host goes with a log"),
+        ({"proven_container": "a", "candidate_log_text": "x"}, "a container needs host"),
     ],
 )
 def test_audit_input_rules(arguments: dict[str, Any], message: str) -> None:
