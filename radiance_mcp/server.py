@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError
 from radiance_mcp import __version__
 from radiance_mcp.config import describe_validation
 from radiance_mcp.errors import RadianceMCPError
+from radiance_mcp.probes.tools import PROBE_TOOLS
 from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
 
 INSTRUCTIONS = """\
@@ -61,7 +62,7 @@ def _tool_function(spec: ToolSpec, runtime: Runtime) -> Any:
 
 def build_server(runtime: Runtime) -> MCPServer:
     server: MCPServer = MCPServer("radiance-mcp", version=__version__, instructions=INSTRUCTIONS)
-    for spec in TOOLS:
+    for spec in [*TOOLS, *PROBE_TOOLS]:
         server.add_tool(
             _tool_function(spec, runtime),
             name=spec.name,
