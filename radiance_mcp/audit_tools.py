@@ -580,7 +580,7 @@ class CompareDryRunInput(_Input):
     proven_mode: str | None = Field(None, description="The proven mode: '<script> <proven_mode> --dry-run' is run.")
     candidate_mode: str | None = Field(None, description="The mode under review.")
     service: str | None = Field(None, description="A service from the config whose serve_script is run.")
-    script: str | None = Field(None, description="Absolute path of the serve script (under the config's log_roots).")
+    script: str | None = Field(None, description="Absolute path of a serve script a service of the config names.")
     proven_argv: str | None = Field(
         None, description="The proven mode's dry-run output, for a comparison without running anything."
     )
@@ -724,6 +724,33 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
     return out, status
 
 
+def _runnable_script(runtime: Runtime, raw: str) -> Path:
+    """A script path an agent may have run: one that a service of the fleet config names.
+
+    Security: running is not reading. The log roots let an agent read any file under them;
+    executing any file under them would let it run whatever sits there. Over MCP, only a
+    serve_script the operator wrote into the config runs (the CLI runs what its user names).
+    """
+    if runtime.trust_local_paths:
+        return Path(raw).expanduser().resolve()
+    if not raw or "\x00" in raw or not Path(raw).is_absolute():
+        raise InputError(f"script={raw!r}: give the absolute path of a configured serve script")
+    path = Path(raw).resolve()
+    configured = {
+        Path(entry.serve_script).expanduser().resolve(): name
+        for name, entry in runtime.fleet.services.items()
+        if entry.serve_script and entry.host is None
+    }
+    if path not in configured:
+        listed = ", ".join(f"{name} ({p})" for p, name in configured.items()) or "none"
+        raise GuardRailError(
+            f"script={raw!r} is not the serve_script of any service in the fleet config, so it is not run (its "
+            f"text can still be checked with check_serve_script); configured serve scripts: {listed}. Name the "
+            "service, or add serve_script = \"...\" to its entry"
+        )
+    return path
+
+
 def _script_command(script: Path, mode: str) -> list[str]:
     """'<script> <mode> --dry-run' as an argv list; a script without the exec bit runs under bash."""
     if os.access(script, os.X_OK):
@@ -743,9 +770,9 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
     with the first differing character, including when one argv is longer than the other, and
     lists the flags whose values differ (e.g. --max-num-batched-tokens 1,024 against 65,536).
 
-    The script comes from a service's serve_script entry or a path under the config's
-    log_roots; it is refused unless its code handles --dry-run (running a serve script without
-    it would start the engine). Each run is an argv list (never a shell) with a validated mode
+    The script is a service's serve_script entry (by service, or its path as script): over MCP
+    nothing else is run. It is refused unless its code handles --dry-run (running a serve
+    script without it would start the engine). Each run is an argv list (never a shell) with a validated mode
     name, a 20 s timeout by default (at most 120 s) and a 256 KiB output cap. Two dry-run
     outputs can also be passed as proven_argv and candidate_argv for a comparison without
     running anything. ok is true only for identical bytes.
@@ -761,7 +788,7 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
             script_path, _ = _service_paths(runtime, args.service)
         else:
             assert args.script is not None
-            script_path = _local(runtime, args.script, "script")
+            script_path = _runnable_script(runtime, args.script)
         text = await asyncio.to_thread(_read_small, script_path, "script")
         if not ss.handles_dry_run(text):
             raise GuardRailError(

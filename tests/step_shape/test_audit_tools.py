@@ -76,6 +76,11 @@ def runtime_for(root: Path, services: dict[str, Any] | None = None) -> Runtime:
     return Runtime(fleet)
 
 
+def dry_runtime(scripts: Path) -> Runtime:
+    """The fake script's directory as a log root, and a service that names it as its serve_script."""
+    return runtime_for(scripts, {"frank-archon": {"serve_script": str(scripts / "frank-archon.sh")}})
+
+
 @pytest.fixture
 def scripts(tmp_path: Path) -> Path:
     (tmp_path / "frank-archon.env").write_text(ENV)
@@ -212,7 +217,7 @@ async def test_check_script_on_a_remote_host_says_what_is_missing() -> None:
 
 
 async def test_dry_run_fixed_mode_matches_byte_for_byte(scripts: Path) -> None:
-    out = await compare_dry_run(runtime_for(scripts), CompareDryRunInput(
+    out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
         script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="bf16-fixed"))
     assert (out.ok, out.verdict, out.identical_bytes) == (True, "identical", True)
     assert out.proven.command == [str(scripts / "frank-archon.sh"), "fp8", "--dry-run"]
@@ -221,7 +226,7 @@ async def test_dry_run_fixed_mode_matches_byte_for_byte(scripts: Path) -> None:
 
 
 async def test_dry_run_private_step_differs_at_its_argument(scripts: Path) -> None:
-    out = await compare_dry_run(runtime_for(scripts), CompareDryRunInput(
+    out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
         script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="bf16"))
     assert (out.ok, out.verdict) == (False, "differs")
     assert out.first_difference is not None
@@ -232,7 +237,7 @@ async def test_dry_run_private_step_differs_at_its_argument(scripts: Path) -> No
 
 
 async def test_dry_run_count_difference(scripts: Path) -> None:
-    out = await compare_dry_run(runtime_for(scripts), CompareDryRunInput(
+    out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
         script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="short"))
     assert out.first_difference is not None
     assert (out.first_difference.index, out.first_difference.proven, out.first_difference.candidate) == (
@@ -243,7 +248,7 @@ async def test_dry_run_count_difference(scripts: Path) -> None:
 async def test_dry_run_without_exec_bit_runs_under_bash(scripts: Path) -> None:
     script = scripts / "frank-archon.sh"
     script.chmod(0o644)
-    out = await compare_dry_run(runtime_for(scripts), CompareDryRunInput(
+    out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
         script=str(script), proven_mode="fp8", candidate_mode="bf16-fixed"))
     assert out.ok and out.proven.command is not None and out.proven.command[0].endswith("bash")
 
@@ -252,10 +257,21 @@ async def test_dry_run_refuses_a_script_without_dry_run(tmp_path: Path) -> None:
     script = tmp_path / "serve.sh"
     script.write_text('#!/bin/sh\n# pass --dry-run? not handled\ntouch "$(dirname "$0")/ENGINE-STARTED"\n')
     script.chmod(0o755)
+    runtime = runtime_for(tmp_path, {"svc": {"serve_script": str(script)}})
     with pytest.raises(GuardRailError, match="never mentions --dry-run"):
-        await compare_dry_run(runtime_for(tmp_path), CompareDryRunInput(
-            script=str(script), proven_mode="a", candidate_mode="b"))
+        await compare_dry_run(runtime, CompareDryRunInput(service="svc", proven_mode="a", candidate_mode="b"))
     assert not (tmp_path / "ENGINE-STARTED").exists()
+
+
+async def test_dry_run_runs_only_configured_serve_scripts(scripts: Path) -> None:
+    # Under the log roots (readable) but named by no service: not run.
+    with pytest.raises(GuardRailError, match="not the serve_script of any service"):
+        await compare_dry_run(runtime_for(scripts), CompareDryRunInput(
+            script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="bf16"))
+    # The service's own script, by name: run.
+    out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
+        service="frank-archon", proven_mode="fp8", candidate_mode="bf16-fixed"))
+    assert out.ok
 
 
 @pytest.mark.parametrize(
@@ -268,7 +284,7 @@ async def test_dry_run_refuses_a_script_without_dry_run(tmp_path: Path) -> None:
 )
 async def test_dry_run_failures(scripts: Path, mode: str, timeout_s: float, message: str) -> None:
     with pytest.raises(SourceError, match=message):
-        await compare_dry_run(runtime_for(scripts), CompareDryRunInput(
+        await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
             script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode=mode, timeout_s=timeout_s))
 
 
