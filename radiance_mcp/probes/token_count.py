@@ -43,7 +43,12 @@ async def _count(engine: Engine, args: TokenCountProbeInput) -> TokenCountProbeO
     text = args.text
     use_tokenize = args.use_tokenize_endpoint
     if use_tokenize and engine.can_tokenize("completions"):
-        return _output(engine, args, "tokenize_endpoint", await engine.tokenize("completions", text), "exact")
+        try:
+            return _output(engine, args, "tokenize_endpoint", await engine.tokenize("completions", text), "exact")
+        except ProbeError as exc:
+            # A server may run with its tokenize route off: fall back to refusals.
+            engine.note(f"the tokenize endpoint failed ({exc}); counted from refusals instead")
+            use_tokenize = False
 
     filler_units: int | None = None
     filler_refusal: Refusal | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from radiance_mcp.errors import GuardRailError, ProbeError
@@ -117,3 +118,19 @@ async def test_the_guard_rail_never_sends_a_prompt_that_may_fit() -> None:
         with pytest.raises(GuardRailError, match="max_window_tokens"):
             await engine_unknown.refusal("completions", "x", 500_000)
     assert fake.seen == []
+
+
+async def test_a_missing_tokenize_route_falls_back_to_refusals() -> None:
+    fake = FakeEngine(dialect="llama.cpp", window=2_048, tokenizer="words")
+    handle = fake.handle
+
+    def no_tokenize(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/tokenize":
+            return httpx.Response(404, text="Not Found")
+        return handle(request)
+
+    fake.handle = no_tokenize  # type: ignore[method-assign]
+    transport = fake.transport()
+    result = await token_count_probe(fake.fleet(), args(CORPUS, dialect="llama.cpp"), transport=transport)
+    assert result.method == "refusal_difference" and abs(result.tokens - (word_tokens(CORPUS) - 1)) <= 2
+    assert any("tokenize endpoint failed" in note for note in result.notes)
