@@ -14,7 +14,7 @@ cannot guess, so no log line can pass for a control line)::
     <line number>:<text>                a phrase line of that boot
     #<n> K <i> <skipped>                end of section i; keyword lines over MAX_LINE_BYTES skipped
     #<n> R <i> <first> <last>           the boot's first and last line numbers in the log
-    #<n> C <i> <inode> <offset> <line> <boot> <length> <cksum> <size>   a resume point (files)
+    #<n> C <i> <inode> <offset> <line> <boot> <text>  the newest boot marker: the next read's anchor
     #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
     #<n> E <i> <text>                   podman's last error line, for the message
     #<n> Z                              the command ran to its end
@@ -164,66 +164,85 @@ _GREP_KEYWORDS = " ".join(f"-e {shlex.quote(k)}" for k in KEYWORDS)
 _AWK_KEYWORDS = shlex.quote("|".join(KEYWORDS))
 
 # Numbers leave awk through printf "%.0f": mawk prints integers past 2^31 as 2.1e+09 otherwise.
-_SELECT_AWK = r"""
+
+# The cutter: grep's numbered phrase lines in ("num:text", or "num:offset:text" with withoff=1),
+# the chosen boot's lines out, numbered as in the log, with its B, K (and R when known) lines.
+# Boots start at marker lines; without any (and marks=0), at runs of echoed flags, else one
+# boot: the rules of ledger._boot_starts. A summary for the shell goes to fd 3:
+#   ok <boots> <boot> <first line> <last line, or -1: not known here> <marker offset> | back | range | stale
+# bl, bo, bi: line, byte and boot counts before the input's first line (a pass from an anchor);
+# the newest marker seen becomes the next read's anchor (a C line), unless nocp=1.
+_CUT_AWK = r"""
 function iskw(t,  j) { for (j = 1; j <= nk; j++) if (index(t, K[j])) return 1; return 0 }
-BEGIN { nk = split(kws, K, "|"); prev = -2 }
+function summary(s) { print s > "/dev/fd/3" }
+BEGIN { nk = split(kws, K, "|"); prev = -2; total += 0; bl += 0; bo += 0; bi += 0; seen += 0; rec = 0 }
 {
-  c = index($0, ":"); num = substr($0, 1, c - 1); t = substr($0, c + 1)
-  if (withoff) { c = index(t, ":"); off = substr(t, 1, c - 1) + 0; t = substr(t, c + 1); if (off >= lim) exit }
+  c = index($0, ":"); num = substr($0, 1, c - 1) + bl; t = substr($0, c + 1); off = -1
+  if (withoff) { c = index(t, ":"); off = substr(t, 1, c - 1) + bo; t = substr(t, c + 1); if (off >= lim) exit }
+  # From an anchor, the first line must be the marker line of the anchor, byte for byte, where it was.
+  if (anchored && !rec++ && (off != bo || t != ENVIRON["rm_anchor"])) { stale = 1; exit }
   if (sent != "" && (pos = index(t, sent))) {
     # The end line: alone if the log ended with a newline, else glued to its last line.
     st = substr(t, pos + length(sent)) + 0; got = 1
     if (pos == 1) { total = num - 1; next }
-    total = num + 0; t = substr(t, 1, pos - 1)
+    total = num; t = substr(t, 1, pos - 1)
   }
   if (!iskw(t)) { if (index(t, "Error")) err = t; next }
   if (length(t) > max) { skip++; next }
   n++; N[n] = num; T[n] = t
-  if (index(t, mk)) M[++nm] = n
+  if (index(t, mk)) { M[++nm] = n; MO[nm] = off; MW[nm] = length(t) + 1 }
   u = t; gsub(/\033\[[0-9;?]*[ -\/]*[@-~]/, "", u); sub(/\r$/, "", u)
   if (u ~ /(^|[ \t])I[ \t]+--[a-z][a-z0-9-]*[ \t]+[^ \t]+[ \t]*$/) {
-    if (num + 0 != prev + 1) F[++nf] = n
-    prev = num + 0
+    if (num != prev + 1) F[++nf] = n
+    prev = num
   }
 }
 END {
+  if (stale || (anchored && !rec)) { summary("stale"); exit }
   if (sent != "" && (!got || st != 0)) {
     printf "#%s X %s podman %.0f\n", nn, i, (got ? st : -1)
     if (err != "") printf "#%s E %s %s\n", nn, i, err
-    exit
+    summary("podman"); exit
   }
   if (nm) { cnt = nm; for (j = 1; j <= nm; j++) B[j] = M[j] }
-  else if (nf) { cnt = nf; for (j = 1; j <= nf; j++) B[j] = F[j] }
-  else if (n) { cnt = 1; B[1] = 1 }
-  else { printf "#%s X %s nophrase\n", nn, i; exit }
-  p = (k > 0) ? k : cnt + 1 + k
-  if (p < 1 || p > cnt) { printf "#%s X %s range %.0f\n", nn, i, cnt; exit }
-  e = (p < cnt) ? B[p + 1] - 1 : n
-  printf "#%s B %s %.0f %.0f\n", nn, i, p, cnt
-  for (j = B[p]; j <= e; j++) print N[j] ":" T[j]
+  else if (nf && !marks) { cnt = nf; for (j = 1; j <= nf; j++) B[j] = F[j] }
+  else if (n && !marks) { cnt = 1; B[1] = 1 }
+  else { if (!marks) printf "#%s X %s nophrase\n", nn, i; summary("none"); exit }
+  tot = bi + cnt
+  p = (k > 0) ? k : tot + 1 + k
+  if (nm && marks && !nocp && length(T[M[nm]]) <= 4096)
+    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, MO[nm], N[M[nm]], bi + nm, T[M[nm]]
+  if (p < 1 || p > tot) {
+    if (!marks) printf "#%s X %s range %.0f\n", nn, i, tot
+    summary(sprintf("range %.0f %.0f", tot, p)); exit
+  }
+  if (p <= bi) { summary(sprintf("back %.0f %.0f", tot, p)); exit }
+  j = p - bi
+  e = (j < cnt) ? B[j + 1] - 1 : n
+  first = (nm || nf) ? N[B[j]] : 1
+  last = (j < cnt) ? N[B[j + 1]] - 1 : ((total > 0 || sent != "") ? total : -1)
+  printf "#%s B %s %.0f %.0f\n", nn, i, p, (seen > 0 ? seen : tot)
+  for (x = B[j]; x <= e; x++) print N[x] ":" T[x]
   printf "#%s K %s %.0f\n", nn, i, skip
-  printf "#%s R %s %.0f %.0f\n", nn, i, (nm || nf) ? N[B[p]] : 1, (p < cnt) ? N[B[p + 1]] - 1 : total
+  if (last >= 0) printf "#%s R %s %.0f %.0f\n", nn, i, first, last
+  summary(sprintf("ok %.0f %.0f %.0f %.0f %.0f", tot, p, first, last, (nm ? MO[j] : -1)))
 }
 """
 
-# Markers from the anchor on: "line:offset:text" lines in, the chosen boot's place out.
+# One pass over the whole file for the markers: "line:offset:text" in; the chosen boot's place out:
+#   ok <boots> <boot> <offset> <line> <end offset> <next marker's line or -1>
+# and the newest marker, the next read's anchor, as a C line.
 _MARKS_AWK = r"""
 { c = index($0, ":"); ln = substr($0, 1, c - 1) + 0; t = substr($0, c + 1)
-  c = index(t, ":"); off = substr(t, 1, c - 1) + bo; t = substr(t, c + 1)
+  c = index(t, ":"); off = substr(t, 1, c - 1) + 0; t = substr(t, c + 1)
   if (off >= s) exit
-  m++; L[m] = ln + bl - 1; O[m] = off; W[m] = length(t) + 1 }
+  m++; L[m] = ln; O[m] = off; last = t }
 END {
   if (m == 0) { print "none"; exit }
-  total = bi + m
-  p = (k > 0) ? k : total + 1 + k
-  w = W[m]
-  if (w > 4096) w = 4096
-  if (O[m] + w > s) w = s - O[m]
-  newest = sprintf("%.0f %.0f %.0f", O[m], L[m], w)
-  if (p < 1 || p > total) { printf "range %.0f %.0f %s\n", total, p, newest; exit }
-  if (p <= bi) { printf "back %.0f %.0f %s\n", total, p, newest; exit }
-  j = p - bi; e = (j < m) ? O[j + 1] : s
-  printf "ok %.0f %.0f %s %.0f %.0f %.0f\n", total, p, newest, O[j], L[j], e
+  if (length(last) <= 4096) printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, O[m], L[m], m, last > "/dev/fd/4"
+  p = (k > 0) ? k : m + 1 + k
+  if (p < 1 || p > m) { printf "range %.0f\n", m; exit }
+  printf "ok %.0f %.0f %.0f %.0f %.0f %.0f\n", m, p, O[p], L[p], (p < m ? O[p + 1] : s), (p < m ? L[p + 1] : -1)
 }
 """
 
@@ -239,33 +258,27 @@ END {
 }
 """
 
-_RENUMBER_AWK = r"""
-{ c = index($0, ":"); t = substr($0, c + 1)
-  if (length(t) > max) { skip++; next }
-  printf "%.0f:%s\n", base + substr($0, 1, c - 1), t }
-END { printf "#%s K %s %.0f\n", nn, i, skip }
-"""
-
-if "'" in _SELECT_AWK + _MARKS_AWK + _BACK_AWK + _RENUMBER_AWK:
+if "'" in _CUT_AWK + _MARKS_AWK + _BACK_AWK:
     raise RuntimeError("the awk programs sit in single quotes in the sh program: no ' inside")
 
 # The program: fixed text; only the call lines after it carry arguments, each quoted.
 # Files are only ever named in redirections and after '--', never where a tool reads options.
+# fd 4 is the command's stdout; the cutter's summary comes back to the shell on fd 3.
 _PROGRAM = f"""\
 export LC_ALL=C
+exec 4>&1
 rm_ctl() {{ printf '#%s %s\\n' "$rm_n" "$*"; }}
 rm_kw() {{ grep -a -n "$@" -F {_GREP_KEYWORDS}; }}
-rm_select='{_SELECT_AWK}'
+rm_cut_awk='{_CUT_AWK}'
 rm_marks_awk='{_MARKS_AWK}'
 rm_back_awk='{_BACK_AWK}'
-rm_renumber='{_RENUMBER_AWK}'
-rm_sel() {{ awk -v kws={_AWK_KEYWORDS} -v mk="$rm_mk" -v max={MAX_LINE_BYTES} -v nn="$rm_n" "$@" "$rm_select"; }}
-# 1 if the byte before offset $1 is not a newline (the range ends inside a line), else 0.
-rm_open() {{ if [ -n "$(tail -c +"$1" < "$r" | head -c 1)" ]; then echo 1; else echo 0; fi; }}
-rm_marks() {{
-  if [ "$a_off" -eq 0 ]; then grep -a -n -b -F -e "$rm_mk" < "$r"
-  else tail -c +$((a_off + 1)) < "$r" | grep -a -n -b -F -e "$rm_mk"; fi
+rm_cut() {{
+  rm_anchor="$rm_anchor" awk -v kws={_AWK_KEYWORDS} -v mk="$rm_mk" -v max={MAX_LINE_BYTES} -v nn="$rm_n" \\
+    -v i="$i" -v k="$k" -v ino="$ino" "$@" "$rm_cut_awk" 3>&1 1>&4
 }}
+# How many lines the bytes [$1, $2) hold ($1 a line start, $2 > $1): the newlines before the
+# last byte, plus the last line, ended by a newline or not.
+rm_lines() {{ echo $(($(tail -c +$(($1 + 1)) < "$r" | head -c $(($2 - $1 - 1)) | wc -l) + 1)); }}
 # The need-th marker before the anchor, by windows growing 8x back from it; sets M E L.
 # (st > 0 always: a hit at the window's first byte may be the tail of a longer line, skipped.)
 rm_back() {{
@@ -284,9 +297,18 @@ rm_back() {{
     w=$((w * 8))
   done
 }}
+# The phrase lines of boot $4 (of $5), the bytes [$1, $2) from its marker on line $3; $6 the next
+# marker's line or -1.
+rm_range() {{
+  rm_sum=$(tail -c +$(($1 + 1)) < "$r" | head -c $(($2 - $1)) | rm_kw -b |
+    rm_cut -v withoff=1 -v lim="$2" -v bo="$1" -v bl=$(($3 - 1)) -v bi=$(($4 - 1)) -v k="$4" -v seen="$5" \\
+      -v marks=1 -v nocp=1)
+  if [ "$6" -gt 0 ]; then last=$(($6 - 1)); else last=$(($3 - 1 + $(rm_lines "$1" "$2"))); fi
+  rm_ctl R "$i" "$3" "$last"
+}}
 rm_file() {{
-  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 c_sum=$9
-  shift 9
+  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7
+  shift 7
   rm_ctl S "$i"
   if [ ! -e "$f" ]; then rm_ctl X "$i" missing; return; fi
   # Security: resolve symlinks and '..' here, on the host, and require the real path under
@@ -300,49 +322,48 @@ rm_file() {{
   if [ -z "$ok" ]; then rm_ctl X "$i" outside; return; fi
   if [ ! -f "$r" ]; then rm_ctl X "$i" notfile; return; fi
   if [ ! -r "$r" ]; then rm_ctl X "$i" unreadable; return; fi
-  s=$(wc -c < "$r") || {{ rm_ctl X "$i" unreadable; return; }}
-  s=$((s + 0))
+  # One ls gives the inode (is it still the same file?) and the size the read stops at.
+  set -- $(ls -dinL -- "$r")
+  if [ -z "${{6-}}" ]; then rm_ctl X "$i" unreadable; return; fi
+  ino=$1 s=$6
   if [ "$s" -eq 0 ]; then rm_ctl X "$i" empty; return; fi
-  ino=$(ls -di -- "$r" | awk 'NR == 1 {{ print $1 }}')
-  # The anchor: the newest boot marker the last read found, if it is still there unchanged;
-  # then only the bytes after it (and, for an older boot, a window before it) are read.
-  # Without one, one pass over the file numbers every marker.
-  a_off=0 a_line=1 a_idx=1 anch=
-  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ $((c_off + c_len)) -le "$s" ] &&
-     [ "$(tail -c +$((c_off + 1)) < "$r" | head -c "$c_len" | cksum)" = "$c_sum" ]; then
-    a_off=$c_off a_line=$c_line a_idx=$c_idx anch=1
-  fi
-  while :; do
-    set -- $(rm_marks | awk -v k="$k" -v s="$s" -v bo="$a_off" -v bl="$a_line" -v bi=$((a_idx - 1)) \
-      "$rm_marks_awk")
+  # The anchor: the newest boot marker the last read found. If its line is still there, byte
+  # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
+  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ]; then
+    a_off=$c_off a_line=$c_line
+    set -- $(tail -c +$((a_off + 1)) < "$r" | rm_kw -b | rm_cut -v withoff=1 -v lim="$s" -v bo="$a_off" \\
+      -v bl=$((a_line - 1)) -v bi=$((c_idx - 1)) -v marks=1 -v anchored=1)
     case ${{1-}} in
-      ok) M=$7 L=$8 E=$9 ;;
-      back)
-        # A boot before the anchor: a window back from it if it is near, else one plain pass.
-        if [ "$3" -le $((a_idx / 2)) ] || ! rm_back $((a_idx - $3)); then
-          a_off=0 a_line=1 a_idx=1 anch=; continue
-        fi ;;
+      ok)
+        if [ "$5" -ge 0 ]; then last=$5; else last=$(($4 - 1 + $(rm_lines "$6" "$s"))); fi
+        rm_ctl R "$i" "$4" "$last"
+        return ;;
       range) rm_ctl X "$i" range "$2"; return ;;
-      none) if [ -n "$anch" ]; then a_off=0 a_line=1 a_idx=1 anch=; continue; fi; break ;;
-      *) rm_ctl X "$i" failed; return ;;
+      back)
+        # A boot before the anchor: a window back from it when it is near, else the plain pass.
+        if [ "$3" -gt $((c_idx / 2)) ] && rm_back $((c_idx - $3)); then
+          rm_range "$M" "$E" "$L" "$3" "$2" -1
+          return
+        fi ;;
     esac
-    rm_ctl B "$i" "$3" "$2"
-    tail -c +$((M + 1)) < "$r" | head -c $((E - M)) | rm_kw |
-      awk -v base=$((L - 1)) -v max={MAX_LINE_BYTES} -v nn="$rm_n" -v i="$i" "$rm_renumber"
-    rm_ctl R "$i" "$L" $((L - 1 + $(tail -c +$((M + 1)) < "$r" | head -c $((E - M)) | wc -l) + $(rm_open $E)))
-    rm_ctl C "$i" "$ino" "$4" "$5" "$2" "$6" "$(tail -c +$(($4 + 1)) < "$r" | head -c "$6" | cksum)" "$s"
-    return
-  done
+  fi
+  # One pass over the file numbers every boot marker, then only the chosen boot is read.
+  set -- $(grep -a -n -b -F -e "$rm_mk" < "$r" |
+    awk -v k="$k" -v s="$s" -v nn="$rm_n" -v i="$i" -v ino="$ino" "$rm_marks_awk")
+  case ${{1-}} in
+    ok) rm_range "$4" "$6" "$5" "$3" "$2" "$7"; return ;;
+    range) rm_ctl X "$i" range "$2"; return ;;
+  esac
   # No boot marker in the file: boots start at runs of echoed flags (ledger._boot_starts).
-  t=$(($(head -c "$s" < "$r" | wc -l) + $(rm_open "$s")))
-  rm_kw -b < "$r" | rm_sel -v withoff=1 -v lim="$s" -v total="$t" -v k="$k" -v i="$i" -v sent=
+  t=$(rm_lines 0 "$s")
+  rm_sum=$(rm_kw -b < "$r" | rm_cut -v withoff=1 -v lim="$s" -v total="$t" -v marks=0)
 }}
 rm_podman() {{
-  i=$1 k=$2 c=$3
+  i=$1 k=$2 c=$3 ino=-
   rm_ctl S "$i"
   if ! command -v podman > /dev/null 2>&1; then rm_ctl X "$i" nopodman; return; fi
-  {{ $rm_t podman logs -- "$c" 2>&1; printf '#%s P %s\\n' "$rm_n" "$?"; }} |
-    rm_kw -e "#$rm_n P " -e Error | rm_sel -v withoff=0 -v lim=0 -v k="$k" -v i="$i" -v sent="#$rm_n P "
+  rm_sum=$({{ $rm_t podman logs -- "$c" 2>&1; printf '#%s P %s\\n' "$rm_n" "$?"; }} |
+    rm_kw -e "#$rm_n P " -e Error | rm_cut -v withoff=0 -v sent="#$rm_n P " -v marks=0)
 }}
 """
 
@@ -357,10 +378,11 @@ class Checkpoint:
 
     inode: str
     offset: int
+    """Byte offset of the marker line: the read after this one starts its pass here."""
     line: int
     boot: int
-    length: int
-    cksum: str
+    text: str
+    """The marker line as the host has it: the next read checks it is still there, unchanged."""
 
 
 @dataclass(frozen=True)
@@ -411,17 +433,19 @@ def build_command(
             if not text.startswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
                 raise InputError(f"{text!r}: a remote path is absolute and holds no control characters")
         if checkpoint is None:
-            resume = ["-"] * 6
+            resume, anchor = ["-"] * 4, ""
         else:
-            resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
-                      str(checkpoint.length), checkpoint.cksum]
+            resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot)]
+            anchor = checkpoint.text
         words = [str(i), str(boot), request.name, *resume, *request.roots]
+        # The anchor's text reaches awk through the environment (no escape processing), quoted.
+        lines.append(f"rm_anchor={q(anchor)}")
         lines.append("rm_file " + " ".join(q(w) for w in words))
     lines.append("rm_ctl Z")
     return "\n".join(lines) + "\n"
 
 
-_CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (\d+) (\d+ \d+) (\d+)")
+_CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (.+)")
 
 
 @dataclass
@@ -468,12 +492,13 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
             elif kind == "E":
                 section.podman_error = rest
             elif kind == "C":
-                # Security: these figures came from the host and go back into the next
-                # command; only plain digits are kept, so a host cannot inject through them.
+                # Security: this came from the host and goes back into the next command:
+                # plain digits, and a marker line that is quoted there and compared, never run.
                 found = _CHECKPOINT_FIELDS.fullmatch(rest)
                 if found:
-                    inode, offset, line, boot, length, cksum, _size = found.groups()
-                    section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), int(length), cksum)
+                    inode, offset, line, boot, marker = found.groups()
+                    if BOOT_MARKER in marker and "\x00" not in marker and "\ufffd" not in marker:
+                        section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), marker)
         elif current is not None:
             number, sep, body = text.partition(":")
             if sep and number.isdigit():

@@ -92,11 +92,29 @@ async def _run_command(process: asyncssh.SSHServerProcess[bytes], root: Path) ->
         elif work in done:
             process.close()  # the client went away mid-answer
     finally:
-        if proc.returncode is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # the client went away: no process stays behind
-            await proc.wait()
-        for task in (work, closed):
-            task.cancel()
+        # The client went away: no process of the command stays behind, `timeout`'s own
+        # process group included (the command runs in a session of its own).
+        _kill_session(proc.pid)
+        await asyncio.wait({work}, timeout=10)  # the pipes reach EOF once the processes are gone
+        closed.cancel()
+        if not work.done():
+            work.cancel()
+        elif not work.cancelled():
+            work.exception()
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session sid (all started by this fixture's command)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # after the name: state, ppid, pgrp, session
+            try:
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.fixture(scope="session")

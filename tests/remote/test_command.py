@@ -83,20 +83,23 @@ def test_boot_rules(boot: int) -> None:
 
 
 def _calls(command: str) -> list[list[str]]:
-    return [shlex.split(line) for line in command.splitlines() if line.startswith(("rm_file ", "rm_podman "))]
+    return [shlex.split(line) for line in command.split("\n") if line.startswith(("rm_file ", "rm_podman "))]
 
 
 def test_each_argument_is_one_quoted_word() -> None:
     path = "/var/log/radiance/a b;c$(d)`e`'f\"g.log"
-    checkpoint = Checkpoint("1234", 567, 89, 3, 40, "4294967295 40")
+    marker = "2026-10-13T12:00:00Z I radiance boot: frank '$(touch x)' `y` \"z\" \x1b[0m\r"
+    checkpoint = Checkpoint("1234", 567, 89, 3, marker)
     command = build_command(
         [LogRequest("file", path, -2, "h:p", ROOTS), LogRequest("podman", "frank-archon", 1, "h:c")],
         nonce=NONCE, checkpoints=[checkpoint, None], timeout_s=60,
     )
     assert _calls(command) == [
-        ["rm_file", "0", "-2", path, "1234", "567", "89", "3", "40", "4294967295 40", *ROOTS],
+        ["rm_file", "0", "-2", path, "1234", "567", "89", "3", *ROOTS],
         ["rm_podman", "1", "1", "frank-archon"],
     ]
+    (anchor,) = [line for line in command.split("\n") if line.startswith("rm_anchor=")]
+    assert shlex.split(anchor) == [f"rm_anchor={marker}"]
     assert command.rstrip().endswith("rm_ctl Z")
 
 
@@ -136,7 +139,7 @@ def test_output_lines_without_the_nonce_are_data_or_nothing() -> None:
         "14:I   vram_kv              5.00 GiB\n"
         "not a numbered line\n"
         f"#{NONCE} K 0 1\n"
-        f"#{NONCE} C 0 99 10 5 2 30 12345 30 400\n"
+        f"#{NONCE} C 0 99 10 5 2 I radiance boot: frank archon\n"
         f"#{NONCE} Z\n"
     ).encode()
     sections, finished = parse_output(raw, nonce=NONCE, count=1)
@@ -144,10 +147,11 @@ def test_output_lines_without_the_nonce_are_data_or_nothing() -> None:
     (section,) = sections
     assert (section.index, section.boots_seen, section.skipped) == (2, 3, 1)
     assert [(line.number, line.text) for line in section.lines] == [(14, "I   vram_kv              5.00 GiB")]
-    assert section.checkpoint == Checkpoint("99", 10, 5, 2, 30, "12345 30")
+    assert section.checkpoint == Checkpoint("99", 10, 5, 2, "I radiance boot: frank archon")
 
 
-@pytest.mark.parametrize("fields", ["99 10 5 2 30 1;touch 30 400", "99 10 5 2 30 $(x) 400", "a 1 1 1 1 1 1 1"])
+@pytest.mark.parametrize("fields", ["99;touch 10 5 2 I radiance boot: x", "99 $(x) 5 2 I radiance boot: x",
+                                    "99 10 5 2 not a marker line", "a 1 1 1 I radiance boot: x", "99 10 5 2"])
 def test_a_host_cannot_inject_through_the_resume_point(fields: str) -> None:
     raw = f"#{NONCE} S 0\n#{NONCE} C 0 {fields}\n#{NONCE} Z\n".encode()
     sections, _ = parse_output(raw, nonce=NONCE, count=1)

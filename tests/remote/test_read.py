@@ -7,6 +7,7 @@ the same text read by ledger.read_text (index, boots seen, line range, every phr
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, LoopbackHost, ledger, older_boot
@@ -204,3 +205,24 @@ async def test_one_connection_is_reused_then_closed_when_idle(asyncssh_host: Loo
     await source.read()  # a new connection after the idle close
     assert asyncssh_host.connections() - before == 2
     await pool.close()
+
+
+async def test_a_read_resumes_at_its_anchor_and_drops_a_changed_one(ssh_host: LoopbackHost, pool: SSHPool,
+                                                                    example_text: str) -> None:
+    """White box: bytes before the anchor are not read again (a log only grows), unless the anchor changed."""
+    text = ledger(example_text, boots=3)
+    source = file_source(ssh_host, pool, text)
+    path = Path(source.path)
+    assert (await source.read()).boots_seen == 3
+    # Boot 1's marker rewritten in place, same length: the resumed read does not see it...
+    first = text.index("radiance boot")
+    path.write_text(text[:first] + "radiance BOOT" + text[first + len("radiance boot"):])
+    boot = await source.read()
+    assert (boot.index, boot.boots_seen) == (3, 3)
+    # ...but once the anchor's own line differs, the read starts over and counts again.
+    changed = path.read_text()
+    anchor = pool.checkpoints[(source.target, source.path)].offset
+    path.write_text(changed[:anchor] + changed[anchor:].replace("frank-archon", "frank-archoN", 1))
+    boot = await source.read()
+    assert (boot.index, boot.boots_seen) == (2, 2)
+    same(boot, read_text(path.read_text(), source=source.label))
