@@ -432,7 +432,7 @@ def build_command(
         for text in (request.name, *request.roots):
             if not text.startswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
                 raise InputError(f"{text!r}: a remote path is absolute and holds no control characters")
-        if checkpoint is None:
+        if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
             resume, anchor = ["-"] * 4, ""
         else:
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot)]
@@ -624,7 +624,7 @@ class SSHPool:
                 entry.idle = None
             try:
                 reused = entry.conn is not None and not entry.conn.is_closed()
-                conn = await self._connection(target, entry)
+                conn = await self._connection(target, entry, what)
                 try:
                     return await self._exec(conn, target, command, what)
                 except _ChannelRefused:
@@ -632,7 +632,7 @@ class SSHPool:
                         raise
                     # A pooled connection the host has since closed: one fresh try.
                     self._drop(entry)
-                    conn = await self._connection(target, entry)
+                    conn = await self._connection(target, entry, what)
                     return await self._exec(conn, target, command, what)
             except _ChannelRefused as exc:
                 raise RemoteError(
@@ -685,11 +685,11 @@ class SSHPool:
             conn, entry.conn = entry.conn, None
             conn.close()
 
-    async def _connection(self, target: SSHTarget, entry: _Entry) -> asyncssh.SSHClientConnection:
+    async def _connection(self, target: SSHTarget, entry: _Entry, what: str) -> asyncssh.SSHClientConnection:
         async with entry.connect_lock:
             if entry.conn is not None and not entry.conn.is_closed():
                 return entry.conn
-            entry.conn = await connect(target, self.limits)
+            entry.conn = await connect(target, self.limits, what=what)
             return entry.conn
 
     async def _exec(self, conn: asyncssh.SSHClientConnection, target: SSHTarget, command: str, what: str) -> bytes:
@@ -714,7 +714,7 @@ class SSHPool:
             async with asyncio.timeout(limits.command_timeout_s):
                 try:
                     process = await conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
-                except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, BrokenPipeError,
+                except (asyncssh.ChannelOpenError, asyncssh.DisconnectError, BrokenPipeError,
                         ConnectionResetError) as exc:
                     raise _ChannelRefused(str(exc)) from exc
                 await asyncio.gather(pump(process.stdout, out), pump(process.stderr, err))
@@ -807,9 +807,11 @@ def known_hosts_files(target: SSHTarget, configured: Sequence[str] | None) -> li
     return files or [os.path.expanduser("~/.ssh/known_hosts")]
 
 
-async def connect(target: SSHTarget, limits: Limits) -> asyncssh.SSHClientConnection:
-    """One verified, authenticated connection, or a RemoteError that names the host and the remedy."""
+async def connect(target: SSHTarget, limits: Limits, *, what: str = "a ledger") -> asyncssh.SSHClientConnection:
+    """One verified, authenticated connection, or a RemoteError that names the host, the read and the remedy."""
     import asyncssh
+
+    where = f"{target.where()}, to read {what}"
 
     kwargs: dict[str, object] = {
         "host": target.address,
@@ -829,7 +831,7 @@ async def connect(target: SSHTarget, limits: Limits) -> asyncssh.SSHClientConnec
         options = await asyncio.to_thread(asyncssh.SSHClientConnectionOptions, config=config, **kwargs)
     except (OSError, ValueError, asyncssh.Error) as exc:
         raise RemoteError(
-            f"{target.where()}: the SSH settings cannot be used ({_reason(exc)}); check identity, the "
+            f"{where}: the SSH settings cannot be used ({_reason(exc)}); check identity, the "
             "ssh config file and the host entry in the fleet config"
         ) from exc
     configured = options.known_hosts
@@ -843,7 +845,7 @@ async def connect(target: SSHTarget, limits: Limits) -> asyncssh.SSHClientConnec
     missing = [f for f in files if not os.path.isfile(f)]
     if missing:
         raise RemoteError(
-            f"{target.where()}: the known_hosts file {missing[0]} does not exist, so the host's key cannot be "
+            f"{where}: the known_hosts file {missing[0]} does not exist, so the host's key cannot be "
             f"verified and the connection is refused; {help_text} (or set known_hosts = ... for the host)"
         )
     try:
@@ -852,28 +854,28 @@ async def connect(target: SSHTarget, limits: Limits) -> asyncssh.SSHClientConnec
     except asyncssh.HostKeyNotVerifiable as exc:
         if _host_listed(files, real_host, real_port if isinstance(real_port, int) else None):
             raise RemoteError(
-                f"{target.where()}: REFUSED: the host's key does not match the one recorded in {shown_files}. "
+                f"{where}: REFUSED: the host's key does not match the one recorded in {shown_files}. "
                 "Either the host was reinstalled or someone is in the middle; do not remove the old line "
                 f"until you know which. To accept a new key, {help_text} after removing the old line "
                 f"(`ssh-keygen -R {real_host} -f {files[0]}`)"
             ) from exc
         raise RemoteError(
-            f"{target.where()}: REFUSED: the host's key is not in {shown_files}, so it cannot be verified; "
+            f"{where}: REFUSED: the host's key is not in {shown_files}, so it cannot be verified; "
             f"{help_text}"
         ) from exc
     except asyncssh.PermissionDenied as exc:
         raise RemoteError(
-            f"{target.where()}: login refused ({_reason(exc)}); check user and identity for the host in the "
+            f"{where}: login refused ({_reason(exc)}); check user and identity for the host in the "
             f"fleet config or ~/.ssh/config, and that `ssh {target.address} true` works without a password"
         ) from exc
     except TimeoutError as exc:
         raise RemoteError(
-            f"{target.where()}: no SSH connection within {limits.connect_timeout_s:g} s; check that the "
+            f"{where}: no SSH connection within {limits.connect_timeout_s:g} s; check that the "
             "host is up and reachable on its SSH port, then try again"
         ) from exc
     except (asyncssh.Error, OSError) as exc:
         raise RemoteError(
-            f"{target.where()}: cannot connect ({_reason(exc)}); check the address and port in the fleet "
+            f"{where}: cannot connect ({_reason(exc)}); check the address and port in the fleet "
             "config or ~/.ssh/config, and that sshd runs there"
         ) from exc
 

@@ -1,4 +1,4 @@
-"""Where ledger text comes from: inline text or a local file (remote sources plug in here too).
+"""Where ledger text comes from: inline text, a local file, or over SSH a file or podman logs on a host.
 
 A source turns "which ledger" into a parsed ``Boot``; the parser never knows where the text
 came from. Every source has a ``label`` used in every figure's provenance and every error.
@@ -101,6 +101,13 @@ def ssh_pool(extras: dict[str, Any]) -> SSHPool:
     if not isinstance(pool, SSHPool):
         pool = extras[SSH_POOL_KEY] = SSHPool()
     return pool
+
+
+async def close_remote(extras: dict[str, Any]) -> None:
+    """Close the Runtime's SSH connections: the end of a CLI command, or the server's shutdown."""
+    pool = extras.get(SSH_POOL_KEY)
+    if pool is not None:
+        await pool.close()
 
 
 def ssh_target(fleet: Fleet, host: str) -> SSHTarget:

@@ -83,7 +83,8 @@ async def test_nothing_listens_on_the_port(asyncssh_host: LoopbackHost, example_
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # bound, never listening: connections are refused
         pool = SSHPool()
-        with pytest.raises(RemoteError, match=r"testhost \(.*127\.0\.0\.1:\d+\): cannot connect .*sshd runs there"):
+        where = r"testhost \(.*127\.0\.0\.1:\d+\), to read testhost:.*a\.log"
+        with pytest.raises(RemoteError, match=where + r": cannot connect .*sshd runs there"):
             await file_source(asyncssh_host, pool, asyncssh_host.logs / "a.log", port=port).read()
 
 

@@ -1,0 +1,393 @@
+"""Remote ledger reads over SSH against the seed's own approach, on a loopback OpenSSH sshd.
+
+Targets (issue 3), on a 1 GiB log of 50 boots whose newest boot is the example ledger:
+read_budget_table moves at most 64 KiB over SSH and takes at most 1.0x the wall time of the
+seed's approach, one `ssh host` call running a `grep -m1` per phrase, measured in the same
+run; and 32 services on 32 host entries read concurrently take at most 3x one read.
+
+    seed   `ssh -p PORT root@127.0.0.1 '<grep -m1 per phrase>'`, a fresh ssh each time (as in
+           the seed); its output parsed by the same reader, to show which boot it returns
+    cold   read_budget_table on a fresh Runtime: connect, verify, then the first read of the
+           log (one pass over it numbers the boots; it leaves a resume point)
+    warm   read_budget_table on a Runtime that has read the log before: pooled connection,
+           the host reads only from the last boot marker on
+    bytes  both directions of one run of each, counted by a TCP relay between client and sshd
+
+The sshd gets a throwaway host key, key-only root login, UsePAM no and SHLVL=1 in the
+session environment (bash would otherwise source root's ~/.bashrc for every command; on the
+development machine that is a pyenv init of about 0.2 s, paid by both sides alike). The log
+is written under /tmp and deleted afterwards. Runs alternate; medians are compared.
+
+    .venv/bin/python bench/bench_remote.py [--repeat 7] [--size-mib 1024] [--boots 50] [--services 32]
+
+Prints figures and ratios; asserts nothing. Needs root and /usr/sbin/sshd (openssh-server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from radiance_mcp import capacity, tools  # noqa: E402
+from radiance_mcp.config import EXAMPLES_DIR, Fleet  # noqa: E402
+from radiance_mcp.ledger import PHRASES, read_text  # noqa: E402
+from radiance_mcp.models import ReadBudgetTableInput  # noqa: E402
+
+EXAMPLE = (EXAMPLES_DIR / "frank-archon.log").read_text()
+BUDGET_PHRASES = ("budget_header", "card_total", "vram_weights", "vram_kv", "unclaimed", "budgets_total", "settled")
+BUDGET_FLAGS = ("--vram-weights-mib", "--vram-kv-mib", "--gpu-headroom-mib")
+FILLER = "2026-10-13T12:{m:02d}:{s:02d}.{ms:03d}Z I req {n:07d} POST /v1/chat/completions 200 prompt {p} tok\n"
+
+SSHD_CONFIG = """\
+ListenAddress 127.0.0.1
+Port {port}
+HostKey {dir}/host_key
+PidFile {dir}/sshd.pid
+AuthorizedKeysFile {dir}/authorized_keys
+AuthenticationMethods publickey
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+MaxStartups 200:30:400
+MaxSessions 64
+SetEnv SHLVL=1
+"""
+
+
+def older_boot(example: str) -> str:
+    """The same boot with a 28,096 MiB pair (4,096 MiB of KV) settled at 2.51 GiB: not the newest."""
+    text = re.sub(r"(--vram-kv-mib\s+)5120", r"\g<1>4096", example)
+    text = re.sub(r"(vram_kv\s+)5\.00 GiB", r"\g<1>4.00 GiB", text)
+    return text.replace("settled at 2.01 GiB", "settled at 2.51 GiB")
+
+
+def write_log(path: Path, size_mib: int, boots: int) -> None:
+    per_boot = size_mib * 1024 * 1024 // boots
+    lines = []
+    size = 0
+    n = 0
+    while size < per_boot:
+        line = FILLER.format(m=n // 60 % 60, s=n % 60, ms=n % 1000, n=n, p=1000 + n * 7 % 90_000)
+        lines.append(line)
+        size += len(line)
+        n += 1
+    filler = "".join(lines)
+    old = older_boot(EXAMPLE)
+    with path.open("w") as out:
+        for number in range(boots):
+            out.write(EXAMPLE if number == boots - 1 else old)
+            out.write(filler)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Sshd:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        for name in ("host_key", "client_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(base / name)],
+                           check=True)
+        shutil.copy(base / "client_key.pub", base / "authorized_keys")
+        self.key_line = " ".join((base / "host_key.pub").read_text().split()[:2])
+        self.port = free_port()
+        (base / "sshd_config").write_text(SSHD_CONFIG.format(port=self.port, dir=base))
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        self.log = (base / "sshd.log").open("wb")
+        self.proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(base / "sshd_config")],
+                                     stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit(f"sshd did not start: {(base / 'sshd.log').read_text()[-1000:]}") from None
+                time.sleep(0.05)
+        self.identity = base / "client_key"
+        self.known_hosts = base / "known_hosts"
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {self.key_line}\n")
+
+    def trust_port(self, port: int) -> None:
+        with self.known_hosts.open("a") as out:
+            out.write(f"[127.0.0.1]:{port} {self.key_line}\n")
+
+    def host(self, port: int | None = None) -> dict[str, Any]:
+        return {"address": "127.0.0.1", "port": port or self.port, "user": "root", "identity": str(self.identity),
+                "known_hosts": str(self.known_hosts), "log_roots": [str(self.base)]}
+
+    def tree_cpu_s(self) -> float:
+        """CPU time of everything sshd ran: its finished children, and its live descendants' own.
+
+        A finished process's time is in its parent's cutime/cstime once waited for, so the
+        listener's children times plus each live descendant's own and children times count
+        every process once, at any instant.
+        """
+        stats: dict[int, list[str]] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                stats[int(stat.parent.name)] = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, ValueError):
+                continue
+        listener = self.proc.pid
+        total = int(stats[listener][13]) + int(stats[listener][14])  # cutime, cstime: proc(5) 16, 17
+        for pid, fields in stats.items():
+            parent = int(fields[1])
+            while parent not in (0, 1, listener) and parent in stats:
+                parent = int(stats[parent][1])
+            if parent == listener and pid != listener:
+                total += sum(int(fields[n]) for n in (11, 12, 13, 14))  # utime stime cutime cstime
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=10)
+        self.log.close()
+
+
+class Relay:
+    """A TCP relay in front of sshd that counts the bytes each way (the bytes 'over SSH')."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.up = 0
+        self.down = 0
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, upward: bool) -> None:
+            try:
+                while chunk := await src.read(65536):
+                    if upward:
+                        self.up += len(chunk)
+                    else:
+                        self.down += len(chunk)
+                    dst.write(chunk)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+
+    def reset(self) -> None:
+        self.up = self.down = 0
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def seed_script(log: Path) -> str:
+    """The seed's own step: a grep -m1 per phrase (its flag loop verbatim, then each table phrase)."""
+    flags = " ".join(f'"{flag}"' for flag in BUDGET_FLAGS)
+    lines = [f"L={shlex.quote(str(log))}",
+             f"for k in {flags}; do",
+             '  grep -m1 -E "^I +\\\\${k%}" "$L" | head -1; done']
+    lines += [f'grep -m1 {shlex.quote(PHRASES[key].keyword)} "$L"' for key in BUDGET_PHRASES]
+    return "\n".join(lines) + "\n"
+
+
+async def run_seed(sshd: Sshd, port: int, script: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        "ssh", "-p", str(port), "-i", str(sshd.identity), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
+        "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "root@127.0.0.1", script,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"seed ssh failed: {err.decode()}")
+    return out.decode()
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = await call()
+    return time.perf_counter() - start, result
+
+
+def fleet_for(sshd: Sshd, log: Path, hosts: dict[str, int]) -> Fleet:
+    return Fleet.model_validate({
+        "hosts": {name: sshd.host(port) for name, port in hosts.items()},
+        "services": {f"svc-{name}": {"host": name, "log": str(log)} for name in hosts},
+    })
+
+
+async def close(runtime: tools.Runtime) -> None:
+    pool = runtime.extras.get("ssh_pool")
+    if pool is not None:
+        await pool.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--boots", type=int, default=50)
+    parser.add_argument("--services", type=int, default=32)
+    options = parser.parse_args()
+    if os.geteuid() != 0 or not os.access("/usr/sbin/sshd", os.X_OK):
+        raise SystemExit("needs root and /usr/sbin/sshd (apt-get install -y openssh-server)")
+
+    base = Path(tempfile.mkdtemp(prefix="bench-remote-", dir="/tmp"))
+    sshd: Sshd | None = None
+    relay: Relay | None = None
+    try:
+        log = base / "frank_archon.log"
+        start = time.perf_counter()
+        write_log(log, options.size_mib, options.boots)
+        print(f"log: {log.stat().st_size / 2**20:,.0f} MiB, {options.boots} boots, written in "
+              f"{time.perf_counter() - start:.1f} s; the newest boot is the example (pair 29,120 MiB)")
+        subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+        sshd = Sshd(base)
+        relay = Relay(sshd.port)
+        await relay.start()
+        sshd.trust_port(relay.port)
+        script = seed_script(log)
+        args = ReadBudgetTableInput.model_validate({"service": "svc-bench"})
+        fleet = fleet_for(sshd, log, {"bench": sshd.port})
+        relayed = fleet_for(sshd, log, {"bench": relay.port})
+
+        # Which boot each approach returns.
+        seed_boot = read_text(await run_seed(sshd, sshd.port, script), source="seed")
+        seed_pair = capacity.read_budget(seed_boot).cards[0].pair_mib
+        warm_runtime = tools.Runtime(fleet)
+        ours = await tools.read_budget_table(warm_runtime, args)
+        print(f"seed approach returns pair {seed_pair:,.0f} MiB (grep -m1 stops in the OLDEST boot); "
+              f"read_budget_table returns pair {ours.cards[0].pair_mib:,.0f} MiB from boot "
+              f"{ours.ledger.boot} of {ours.ledger.boots_seen} (the newest), lines "
+              f"{ours.ledger.first_line:,}-{ours.ledger.last_line:,}")
+
+        # Bytes over SSH, both directions, one run each through the relay.
+        relay.reset()
+        await run_seed(sshd, relay.port, script)
+        seed_bytes = (relay.up, relay.down)
+        relay.reset()
+        relay_runtime = tools.Runtime(relayed)
+        await tools.read_budget_table(relay_runtime, args)
+        cold_bytes = (relay.up, relay.down)
+        relay.reset()
+        await tools.read_budget_table(relay_runtime, args)
+        await close(relay_runtime)
+        warm_bytes = (relay.up, relay.down)
+        for name, (up, down) in (("seed", seed_bytes), ("cold", cold_bytes), ("warm", warm_bytes)):
+            print(f"bytes over SSH, {name:4}: {up + down:>7,} ({up:,} up, {down:,} down)  "
+                  f"{'<= 64 KiB' if up + down <= 65536 else '> 64 KiB'}")
+        pool = warm_runtime.extras["ssh_pool"]
+        print(f"payload per warm read: command {pool.transfer.sent_bytes // pool.transfer.commands:,} B, "
+              f"answer {pool.transfer.received_bytes // pool.transfer.commands:,} B")
+
+        # Wall time, alternating.
+        seed_s: list[float] = []
+        cold_s: list[float] = []
+        warm_s: list[float] = []
+        for _ in range(options.repeat):
+            seed_s.append((await timed(lambda: run_seed(sshd, sshd.port, script)))[0])
+            cold_runtime = tools.Runtime(fleet)
+            cold_s.append((await timed(lambda: tools.read_budget_table(cold_runtime, args)))[0])  # noqa: B023
+            await close(cold_runtime)
+            warm_s.append((await timed(lambda: tools.read_budget_table(warm_runtime, args)))[0])
+        seed_m, cold_m, warm_m = (statistics.median(x) for x in (seed_s, cold_s, warm_s))
+        print(f"\nwall time, median of {options.repeat}:")
+        print(f"  seed (ssh + grep -m1 per phrase)  {seed_m * 1000:7.1f} ms")
+        print(f"  read_budget_table, warm            {warm_m * 1000:7.1f} ms   ratio {warm_m / seed_m:.2f}x seed")
+        print(f"  read_budget_table, cold            {cold_m * 1000:7.1f} ms   ratio {cold_m / seed_m:.2f}x seed")
+        await close(warm_runtime)
+
+        # Concurrency: services on distinct host entries (all this sshd), each entry its own connection.
+        small = base / "small"
+        small.mkdir()
+        for n in range(options.services):
+            (small / f"s{n:02d}.log").write_text(older_boot(EXAMPLE) * 2 + EXAMPLE)
+        scenarios: dict[str, Callable[[str], str]] = {
+            f"the 1 GiB log (its newest boot holds {options.size_mib // options.boots} MiB)":
+                lambda name: str(log),
+            "a log of its own each (3 boots, 3 KiB)": lambda name: str(small / f"s{name[1:]}.log"),
+        }
+        names = {f"h{i:02d}": sshd.port for i in range(options.services)}
+        services = [ReadBudgetTableInput.model_validate({"service": f"svc-{name}"}) for name in names]
+        for title, log_of in scenarios.items():
+            many = Fleet.model_validate({
+                "hosts": {name: sshd.host(port) for name, port in names.items()},
+                "services": {f"svc-{name}": {"host": name, "log": log_of(name)} for name in names},
+            })
+            print(f"\n{options.services} services on {options.services} host entries, {title}:")
+            for label, warmed in (("warm", True), ("cold", False)):
+                one_s: list[float] = []
+                all_s: list[float] = []
+                host_cpu_s: list[float] = []
+                for _ in range(max(3, options.repeat // 2)):
+                    runtime = tools.Runtime(many)
+                    if warmed:
+                        await asyncio.gather(*(tools.read_budget_table(runtime, s) for s in services))
+                    one_s.append((await timed(lambda: tools.read_budget_table(runtime, services[0])))[0])  # noqa: B023
+                    await close(runtime)
+                    runtime = tools.Runtime(many)
+                    if warmed:
+                        await asyncio.gather(*(tools.read_budget_table(runtime, s) for s in services))
+                    before = sshd.tree_cpu_s()
+                    elapsed, results = await timed(
+                        lambda: asyncio.gather(*(tools.read_budget_table(runtime, s) for s in services))  # noqa: B023
+                    )
+                    host_cpu_s.append(sshd.tree_cpu_s() - before)
+                    await close(runtime)
+                    assert all(r.cards[0].pair_mib == 29_120 for r in results)
+                    all_s.append(elapsed)
+                one_m, all_m, cpu_m = (statistics.median(x) for x in (one_s, all_s, host_cpu_s))
+                cores = os.cpu_count() or 1
+                floor = cpu_m / cores / one_m
+                print(f"  {label}: one read {one_m * 1000:6.1f} ms, {options.services} at once "
+                      f"{all_m * 1000:7.1f} ms, ratio {all_m / one_m:5.2f}x; host CPU for the "
+                      f"{options.services} {cpu_m * 1000:6.0f} ms: on {cores} cores no less than {floor:.1f}x")
+            # The seed's approach under the same load, for comparison: one ssh per service.
+            scripts = [seed_script(Path(log_of(name))) for name in names]
+            one_s, all_s = [], []
+            for _ in range(max(3, options.repeat // 2)):
+                one_s.append((await timed(lambda: run_seed(sshd, sshd.port, scripts[0])))[0])  # noqa: B023
+                all_s.append((await timed(
+                    lambda: asyncio.gather(*(run_seed(sshd, sshd.port, x) for x in scripts))  # noqa: B023
+                ))[0])
+            one_m, all_m = statistics.median(one_s), statistics.median(all_s)
+            print(f"  seed: one read {one_m * 1000:6.1f} ms, {options.services} at once {all_m * 1000:7.1f} ms, "
+                  f"ratio {all_m / one_m:5.2f}x")
+    finally:
+        if relay is not None:
+            relay.close()
+        if sshd is not None:
+            sshd.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
