@@ -1,10 +1,10 @@
 """SSH to the fleet's hosts: connections, the one command template, quoting, timeouts, caps.
 
 Every use of asyncssh lives here, imported inside the functions that need it so the server
-starts without loading it. A ledger read is ONE command on the host, built from the fixed
-POSIX sh program ``_PROGRAM`` below plus one call line per log; every argument is validated
-first and then ``shlex.quote``d, so no text an agent sends, and no text the host sends back,
-can become shell syntax. The program cuts the requested boot out on the host and sends back
+starts without loading it. A ledger read is ONE command on the host, ``exec /bin/sh -s``, fed
+the fixed POSIX sh program ``_PROGRAM`` below plus one call line per log; every argument is
+validated first and then ``shlex.quote``d, so no text an agent sends, and no text the host
+sends back, can become shell syntax. The program cuts the requested boot out on the host and sends back
 only the lines holding one of ``ledger.KEYWORDS``, numbered, so a 1 GiB log of 50 boots moves
 a few KiB. Output protocol (one line each; ``<n>`` is a per-call random nonce a log line
 cannot guess, so no log line can pass for a control line)::
@@ -372,6 +372,14 @@ rm_podman() {{
 _PROGRAM_SENT = "\n".join(line for line in _PROGRAM.splitlines() if not line.lstrip().startswith("# "))
 
 
+REMOTE_COMMAND = "exec /bin/sh -s"
+"""The only command line a host's login shell is given; the program arrives on its stdin.
+
+Any login shell (bash, zsh, fish, tcsh) runs this line alike, and the program, which only
+/bin/sh interprets, never goes through the login shell's quoting rules (nor into `ps`).
+"""
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """Where the last read of a file found its boot marker, so the next read scans from there."""
@@ -442,7 +450,9 @@ def build_command(
         lines.append(f"rm_anchor={q(anchor)}")
         lines.append("rm_file " + " ".join(q(w) for w in words))
     lines.append("rm_ctl Z")
-    return "\n".join(lines) + "\n"
+    # One compound command: sh reads all of it before running any, and nothing the program
+    # runs can read the rest of the script from stdin.
+    return "{\n" + "\n".join(lines) + "\n} < /dev/null\n"
 
 
 _CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (.+)")
@@ -614,8 +624,8 @@ class SSHPool:
             boots.append(section_boot(section, request, target.name))
         return boots
 
-    async def run(self, target: SSHTarget, command: str, *, what: str) -> bytes:
-        """Run one command on the host; its stdout, within the time limit and the output cap."""
+    async def run(self, target: SSHTarget, script: str, *, what: str) -> bytes:
+        """Run one sh script on the host (REMOTE_COMMAND, script on stdin); its stdout, within the limits."""
         entry = self._entry(target)
         async with entry.slots:
             entry.busy += 1
@@ -626,14 +636,14 @@ class SSHPool:
                 reused = entry.conn is not None and not entry.conn.is_closed()
                 conn = await self._connection(target, entry, what)
                 try:
-                    return await self._exec(conn, target, command, what)
+                    return await self._exec(conn, target, script, what)
                 except _ChannelRefused:
                     if not reused:
                         raise
                     # A pooled connection the host has since closed: one fresh try.
                     self._drop(entry)
                     conn = await self._connection(target, entry, what)
-                    return await self._exec(conn, target, command, what)
+                    return await self._exec(conn, target, script, what)
             except _ChannelRefused as exc:
                 raise RemoteError(
                     f"{target.where()}: the host refused to start the command reading {what} ({exc}); "
@@ -692,7 +702,7 @@ class SSHPool:
             entry.conn = await connect(target, self.limits, what=what)
             return entry.conn
 
-    async def _exec(self, conn: asyncssh.SSHClientConnection, target: SSHTarget, command: str, what: str) -> bytes:
+    async def _exec(self, conn: asyncssh.SSHClientConnection, target: SSHTarget, script: str, what: str) -> bytes:
         import asyncssh
 
         limits = self.limits
@@ -709,11 +719,13 @@ class SSHPool:
 
         process: asyncssh.SSHClientProcess[bytes] | None = None
         self.transfer.commands += 1
-        self.transfer.sent_bytes += len(command)
+        self.transfer.sent_bytes += len(REMOTE_COMMAND) + len(script)
         try:
             async with asyncio.timeout(limits.command_timeout_s):
                 try:
-                    process = await conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
+                    process = await conn.create_process(REMOTE_COMMAND, encoding=None)
+                    process.stdin.write(script.encode())
+                    process.stdin.write_eof()
                 except (asyncssh.ChannelOpenError, asyncssh.DisconnectError, BrokenPipeError,
                         ConnectionResetError) as exc:
                     raise _ChannelRefused(str(exc)) from exc

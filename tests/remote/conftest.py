@@ -70,7 +70,7 @@ async def _run_command(process: asyncssh.SSHServerProcess[bytes], root: Path) ->
     """Run the client's command with a real /bin/sh in the host directory."""
     env = {"PATH": _host_path_env(root), "HOME": str(root), "LANG": "C.UTF-8"}
     proc = await asyncio.create_subprocess_exec(
-        "/bin/sh", "-c", process.command or "", stdin=asyncio.subprocess.DEVNULL,
+        "/bin/sh", "-c", process.command or "", stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=root, env=env,
         start_new_session=True,
     )
@@ -80,7 +80,18 @@ async def _run_command(process: asyncssh.SSHServerProcess[bytes], root: Path) ->
             writer.write(chunk)
             await writer.drain()
 
-    assert proc.stdout is not None and proc.stderr is not None
+    async def feed(reader: asyncssh.SSHReader[bytes], writer: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+        except (ConnectionError, asyncssh.Error):
+            pass
+        finally:
+            writer.close()
+
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    asyncio.ensure_future(feed(process.stdin, proc.stdin))
     work = asyncio.ensure_future(
         asyncio.gather(pump(proc.stdout, process.stdout), pump(proc.stderr, process.stderr), proc.wait())
     )

@@ -100,7 +100,9 @@ def test_each_argument_is_one_quoted_word() -> None:
     ]
     (anchor,) = [line for line in command.split("\n") if line.startswith("rm_anchor=")]
     assert shlex.split(anchor) == [f"rm_anchor={marker}"]
-    assert command.rstrip().endswith("rm_ctl Z")
+    # One compound command read whole before it runs, with nothing left on stdin for its tools.
+    assert command.startswith("{\n") and command.endswith("\nrm_ctl Z\n} < /dev/null\n")
+    assert remote.REMOTE_COMMAND == "exec /bin/sh -s"  # all the login shell ever parses
 
 
 def test_keywords_come_from_the_phrase_table() -> None:
