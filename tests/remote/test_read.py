@@ -226,3 +226,32 @@ async def test_a_read_resumes_at_its_anchor_and_drops_a_changed_one(ssh_host: Lo
     boot = await source.read()
     assert (boot.index, boot.boots_seen) == (2, 2)
     same(boot, read_text(path.read_text(), source=source.label))
+
+
+async def test_reads_on_two_host_entries_run_as_two_commands_in_order(asyncssh_host: LoopbackHost, pool: SSHPool,
+                                                                      example_text: str) -> None:
+    one, two = ledger(example_text, boots=2), ledger(example_text, boots=3)
+    a = RemoteFileSource(asyncssh_host.target("first"), str(asyncssh_host.write_log(one)), pool,
+                         (str(asyncssh_host.logs),))
+    b = RemoteFileSource(asyncssh_host.target("second"), str(asyncssh_host.write_log(two)), pool,
+                         (str(asyncssh_host.logs),))
+    boots = await read_many([(b, 1), (a, -1), (b, -1)])
+    assert pool.transfer.commands == 2 and pool.open_connections() == 2
+    same(boots[0], read_text(two, source=b.label, boot=1))
+    same(boots[1], read_text(one, source=a.label, boot=-1))
+    same(boots[2], read_text(two, source=b.label, boot=-1))
+
+
+async def test_the_pool_contract_reads_a_remote_service(asyncssh_host: LoopbackHost, example_text: str) -> None:
+    from radiance_mcp.models import CheckPoolContractInput
+    from radiance_mcp.sources import close_remote
+
+    path = asyncssh_host.write_log(ledger(example_text, boots=2))
+    runtime = tools.Runtime(asyncssh_host.fleet(services={"frank": {"host": "testhost", "log": str(path)}}))
+    try:
+        result = await tools.check_pool_contract(runtime, CheckPoolContractInput.model_validate({"service": "frank"}))
+    finally:
+        await close_remote(runtime.extras)
+    # The example's shape: 2 x 200,000 fp8 needs 3,524.45 MiB of its 5,120 MiB pool (PHRASEBOOK section 3).
+    assert (result.seqs, result.max_model_len, result.kv_cache_dtype, result.pool_mib) == (2, 200_000, "fp8", 5120)
+    assert result.required_mib == 3524.45 and result.ok
