@@ -799,6 +799,8 @@ def _reason(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------------------
 # Connecting, with host keys always verified
 
+_HANDSHAKE_TRIES = 3
+
 _KEYSCAN_HELP = (
     "add the host's key out of band: run `ssh-keyscan {port_flag}{address} > /tmp/{name}.keys`, compare "
     "`ssh-keygen -lf /tmp/{name}.keys` with the fingerprint the host itself shows (on its console: "
@@ -862,7 +864,16 @@ async def connect(target: SSHTarget, limits: Limits, *, what: str = "a ledger") 
         )
     try:
         async with asyncio.timeout(limits.connect_timeout_s * 2):
-            return await asyncssh.connect(target.address, options=options, known_hosts=files)
+            for attempt in range(_HANDSHAKE_TRIES):
+                try:
+                    return await asyncssh.connect(target.address, options=options, known_hosts=files)
+                except (asyncssh.ConnectionLost, ConnectionResetError):
+                    # sshd drops handshakes beyond MaxStartups (10 at once by default) at random;
+                    # many host entries on one sshd meet that. A short pause, then again.
+                    if attempt == _HANDSHAKE_TRIES - 1:
+                        raise
+                    await asyncio.sleep(0.05 * (attempt + 1) * (1 + secrets.randbelow(100) / 100))
+            raise AssertionError("unreachable")
     except asyncssh.HostKeyNotVerifiable as exc:
         if _host_listed(files, real_host, real_port if isinstance(real_port, int) else None):
             raise RemoteError(
