@@ -314,10 +314,12 @@ rm_file() {{
   # Security: resolve symlinks and '..' here, on the host, and require the real path under
   # a root: a symlink planted in a log directory cannot lead a read out of it.
   r=$(readlink -f -- "$f") || {{ rm_ctl X "$i" outside; return; }}
+  # (A resolved path that starts with the root as written lies in it: it has no symlink left.)
   ok=
   for root do
+    case $r in "${{root%/}}"/*) ok=1; break ;; esac
     rr=$(readlink -f -- "$root") || continue
-    case $r in "${{rr%/}}"/*) ok=1 ;; esac
+    case $r in "${{rr%/}}"/*) ok=1; break ;; esac
   done
   if [ -z "$ok" ]; then rm_ctl X "$i" outside; return; fi
   if [ ! -f "$r" ]; then rm_ctl X "$i" notfile; return; fi

@@ -231,3 +231,17 @@ def test_targets_come_only_from_the_config() -> None:
     with pytest.raises(InputError):
         ssh_target(fleet, "10.0.0.9")
     assert SourceError  # the family a failed read belongs to
+
+
+async def test_a_root_that_is_a_symlink_is_resolved_on_the_host(ssh_host: LoopbackHost, pool: SSHPool,
+                                                                example_text: str) -> None:
+    """A configured root may itself be a link (/home -> /data/home): files under its target are allowed."""
+    link = ssh_host.root / "logs-link"
+    if not link.exists():
+        link.symlink_to(ssh_host.logs)
+    path = ssh_host.write_log(example_text)
+    source = RemoteFileSource(ssh_host.target(log_roots=(str(link),)), f"{link}/{path.name}", pool, (str(link),))
+    assert (await source.read()).index == 1
+    outside = RemoteFileSource(ssh_host.target(log_roots=(str(link),)), f"{link}/link-out.log", pool, (str(link),))
+    with pytest.raises(InputError, match="outside the allowed log roots"):
+        await outside.read()
