@@ -15,6 +15,8 @@ cannot guess, so no log line can pass for a control line)::
     #<n> K <i> <skipped>                end of section i; keyword lines over MAX_LINE_BYTES skipped
     #<n> R <i> <first> <last>           the boot's first and last line numbers in the log
     #<n> C <i> <inode> <offset> <line> <boot> <text>  the newest boot marker: the next read's anchor
+    #<n> T <i>                          the lines continue the boot the last read cut (files)
+    #<n> U <i> <offset> <line> <cksum>  where this read of the newest boot stopped: the next one goes on
     #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
     #<n> E <i> <text>                   podman's last error line, for the message
     #<n> Z                              the command ran to its end
@@ -33,7 +35,7 @@ import re
 import secrets
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from radiance_mcp.errors import InputError, LedgerError, RemoteError, SourceError
@@ -169,9 +171,11 @@ _AWK_KEYWORDS = shlex.quote("|".join(KEYWORDS))
 # the chosen boot's lines out, numbered as in the log, with its B, K (and R when known) lines.
 # Boots start at marker lines; without any (and marks=0), at runs of echoed flags, else one
 # boot: the rules of ledger._boot_starts. A summary for the shell goes to fd 3:
-#   ok <boots> <boot> <first line> <last line, or -1: not known here> <marker offset> | back | range | stale
+#   ok <boots> <boot> <first line> <last line, or -1: not known here> <count from: offset line>
+#   | back | range | stale
 # bl, bo, bi: line, byte and boot counts before the input's first line (a pass from an anchor);
-# the newest marker seen becomes the next read's anchor (a C line), unless nocp=1.
+# the newest marker seen becomes the next read's anchor (a C line), unless nocp=1. With cont=1
+# the input continues boot bi+1 (from its marker at c_off, line first0) where the last read stopped.
 _CUT_AWK = r"""
 function iskw(t,  j) { for (j = 1; j <= nk; j++) if (index(t, K[j])) return 1; return 0 }
 function summary(s) { print s > "/dev/fd/3" }
@@ -204,14 +208,17 @@ END {
     if (err != "") printf "#%s E %s %s\n", nn, i, err
     summary("podman"); exit
   }
-  if (nm) { cnt = nm; for (j = 1; j <= nm; j++) B[j] = M[j] }
+  if (cont) { cnt = nm + 1; B[1] = 1; for (j = 1; j <= nm; j++) B[j + 1] = M[j] }
+  else if (nm) { cnt = nm; for (j = 1; j <= nm; j++) B[j] = M[j] }
   else if (nf && !marks) { cnt = nf; for (j = 1; j <= nf; j++) B[j] = F[j] }
   else if (n && !marks) { cnt = 1; B[1] = 1 }
   else { if (!marks) printf "#%s X %s nophrase\n", nn, i; summary("none"); exit }
   tot = bi + cnt
   p = (k > 0) ? k : tot + 1 + k
   if (nm && marks && !nocp && length(T[M[nm]]) <= 4096)
-    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, MO[nm], N[M[nm]], bi + nm, T[M[nm]]
+    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, MO[nm], N[M[nm]], tot, T[M[nm]]
+  else if (cont)
+    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, c_off, first0, tot, ENVIRON["rm_anchor"]
   if (p < 1 || p > tot) {
     if (!marks) printf "#%s X %s range %.0f\n", nn, i, tot
     summary(sprintf("range %.0f %.0f", tot, p)); exit
@@ -219,13 +226,18 @@ END {
   if (p <= bi) { summary(sprintf("back %.0f %.0f", tot, p)); exit }
   j = p - bi
   e = (j < cnt) ? B[j + 1] - 1 : n
-  first = (nm || nf) ? N[B[j]] : 1
+  first = (cont && j == 1) ? first0 : (nm || nf) ? N[B[j]] : 1
   last = (j < cnt) ? N[B[j + 1]] - 1 : ((total > 0 || sent != "") ? total : -1)
   printf "#%s B %s %.0f %.0f\n", nn, i, p, (seen > 0 ? seen : tot)
+  # T: these lines continue the boot the last read cut (its lines before here are known).
+  if (cont && j == 1) printf "#%s T %s\n", nn, i
   for (x = B[j]; x <= e; x++) print N[x] ":" T[x]
   printf "#%s K %s %.0f\n", nn, i, skip
   if (last >= 0) printf "#%s R %s %.0f %.0f\n", nn, i, first, last
-  summary(sprintf("ok %.0f %.0f %.0f %.0f %.0f", tot, p, first, last, (nm ? MO[j] : -1)))
+  # Where the lines of this boot can be counted from, if the shell is to count them.
+  if (cont && j == 1) from = sprintf("%.0f %.0f", bo, bl + 1)
+  else from = sprintf("%.0f %.0f", (nm ? MO[j - cont] : -1), first)
+  summary(sprintf("ok %.0f %.0f %.0f %.0f %s", tot, p, first, last, from))
 }
 """
 
@@ -305,10 +317,25 @@ rm_range() {{
       -v marks=1 -v nocp=1)
   if [ "$6" -gt 0 ]; then last=$(($6 - 1)); else last=$(($3 - 1 + $(rm_lines "$1" "$2"))); fi
   rm_ctl R "$i" "$3" "$last"
+  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ]; then rm_tail "$last"; fi
+}}
+# The next read's start: the start of the last line (s - 1 ends it: s; else a window back finds
+# it), with the checksum of the 4 KiB before it, which the next read checks are unchanged.
+rm_tail() {{
+  if [ -z "$(tail -c +"$s" < "$r" | head -c 1)" ]; then u=$s ul=$(($1 + 1))
+  else
+    ws=$((s > 65536 ? s - 65536 : 0)) ul=$1
+    u=$(tail -c +$((ws + 1)) < "$r" | head -c $((s - ws)) |
+      awk -v ws="$ws" '{{ st = pos; pos += length($0) + 1 }} END {{ if (NR > 1 || ws == 0) printf "%.0f", ws + st }}')
+  fi
+  if [ -n "$u" ] && [ "$u" -gt 0 ]; then
+    uw=$((u > 4096 ? 4096 : u))
+    rm_ctl U "$i" "$u" "$ul" "$(tail -c +$((u - uw + 1)) < "$r" | head -c "$uw" | cksum)"
+  fi
 }}
 rm_file() {{
-  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7
-  shift 7
+  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${{10}} t_sum=${{11}}
+  shift 11
   rm_ctl S "$i"
   if [ ! -e "$f" ]; then rm_ctl X "$i" missing; return; fi
   # Security: resolve symlinks and '..' here, on the host, and require the real path under
@@ -333,12 +360,25 @@ rm_file() {{
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
   if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ]; then
     a_off=$c_off a_line=$c_line
-    set -- $(tail -c +$((a_off + 1)) < "$r" | rm_kw -b | rm_cut -v withoff=1 -v lim="$s" -v bo="$a_off" \\
-      -v bl=$((a_line - 1)) -v bi=$((c_idx - 1)) -v marks=1 -v anchored=1)
+    t_w=0
+    if [ "$t_off" != - ]; then t_w=$((t_off > 4096 ? 4096 : t_off)); fi
+    if [ "$t_off" != - ] && [ "$t_off" -le "$s" ] &&
+       [ "$(tail -c +$((c_off + 1)) < "$r" | head -c "$c_len")" = "$rm_anchor" ] &&
+       [ "$(tail -c +$((t_off - t_w + 1)) < "$r" | head -c "$t_w" | cksum)" = "$t_sum" ]; then
+      # The anchor and the bytes before t_off are as the last read left them: only what follows is new.
+      set -- $(tail -c +$((t_off + 1)) < "$r" | rm_kw -b | rm_cut -v withoff=1 -v lim="$s" -v bo="$t_off" \\
+        -v bl=$((t_line - 1)) -v bi=$((c_idx - 1)) -v marks=1 -v cont=1 -v first0="$c_line" -v c_off="$c_off")
+    else
+      set -- $(tail -c +$((a_off + 1)) < "$r" | rm_kw -b | rm_cut -v withoff=1 -v lim="$s" -v bo="$a_off" \\
+        -v bl=$((a_line - 1)) -v bi=$((c_idx - 1)) -v marks=1 -v anchored=1)
+    fi
     case ${{1-}} in
       ok)
-        if [ "$5" -ge 0 ]; then last=$5; else last=$(($4 - 1 + $(rm_lines "$6" "$s"))); fi
+        if [ "$5" -ge 0 ]; then last=$5
+        elif [ "$6" -lt "$s" ]; then last=$(($7 - 1 + $(rm_lines "$6" "$s")))
+        else last=$(($7 - 1)); fi
         rm_ctl R "$i" "$4" "$last"
+        if [ "$3" -eq "$2" ]; then rm_tail "$last"; fi
         return ;;
       range) rm_ctl X "$i" range "$2"; return ;;
       back)
@@ -393,6 +433,14 @@ class Checkpoint:
     boot: int
     text: str
     """The marker line as the host has it: the next read checks it is still there, unchanged."""
+    tail_offset: int | None = None
+    """Where the last read of this (the newest) boot stopped: a line start; the next read goes on there."""
+    tail_line: int | None = None
+    tail_cksum: str = ""
+    """cksum of the 4 KiB before tail_offset: the next read checks they are unchanged."""
+    lines: tuple[Line, ...] = ()
+    """The boot's phrase lines before tail_line, as the last read cut them."""
+    skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -443,9 +491,10 @@ def build_command(
             if not text.startswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
                 raise InputError(f"{text!r}: a remote path is absolute and holds no control characters")
         if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
-            resume, anchor = ["-"] * 4, ""
+            resume, anchor = ["-"] * 8, ""
         else:
-            resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot)]
+            resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
+                      str(len(checkpoint.text.encode())), *_tail_words(checkpoint)]
             anchor = checkpoint.text
         words = [str(i), str(boot), request.name, *resume, *request.roots]
         # The anchor's text reaches awk through the environment (no escape processing), quoted.
@@ -457,7 +506,14 @@ def build_command(
     return "{\n" + "\n".join(lines) + "\n} < /dev/null\n"
 
 
+def _tail_words(checkpoint: Checkpoint) -> list[str]:
+    if checkpoint.tail_offset is None or checkpoint.tail_line is None or not checkpoint.tail_cksum:
+        return ["-", "-", "-"]
+    return [str(checkpoint.tail_offset), str(checkpoint.tail_line), checkpoint.tail_cksum]
+
+
 _CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (.+)")
+_TAIL_FIELDS = re.compile(r"(\d+) (\d+) (\d+ \d+)")
 
 
 @dataclass
@@ -470,6 +526,8 @@ class _Section:
     podman_error: str = ""
     checkpoint: Checkpoint | None = None
     span: tuple[int, int] | None = None
+    continued: bool = False
+    tail: tuple[int, int, str] | None = None
 
 
 def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section], bool]:
@@ -495,6 +553,12 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
                 section.index, section.boots_seen = int(index), int(seen)
             elif kind == "K":
                 section.skipped = int(rest or 0)
+            elif kind == "T":
+                section.continued = True
+            elif kind == "U":
+                found_tail = _TAIL_FIELDS.fullmatch(rest)
+                if found_tail:  # digits only: they go back into the next command
+                    section.tail = (int(found_tail[1]), int(found_tail[2]), found_tail[3])
             elif kind == "R":
                 first, _, last = rest.partition(" ")
                 if first.isdigit() and last.isdigit():
@@ -588,6 +652,8 @@ class Transfer:
     sent_bytes: int = 0
     received_bytes: int = 0
     commands: int = 0
+    continued: int = 0
+    """File reads that went on from where the last read stopped (only the bytes since)."""
 
 
 class SSHPool:
@@ -617,14 +683,37 @@ class SSHPool:
                 "try again; if it repeats, run the read by hand over ssh to see what stops it"
             )
         boots = []
-        for request, section in zip(requests, sections, strict=True):
+        for request, section, previous in zip(requests, sections, resumes, strict=True):
+            if section.continued:
+                # The host read only what was added since the last read: put the known lines first.
+                if previous is None or previous.tail_line is None:
+                    raise RemoteError(f"{request.label}: host {target.name} went on from a read this server "
+                                      "did not make; try again")
+                self.transfer.continued += 1
+                section.lines[:0] = previous.lines
+                section.skipped = None if section.skipped is None else section.skipped + previous.skipped
             if request.kind == "file":
-                if section.checkpoint is not None:
-                    self.checkpoints[(target, request.name)] = section.checkpoint
-                elif section.error:
-                    self.checkpoints.pop((target, request.name), None)
+                self._remember((target, request.name), section, previous)
             boots.append(section_boot(section, request, target.name))
         return boots
+
+    def _remember(self, key: tuple[SSHTarget, str], section: _Section, previous: Checkpoint | None) -> None:
+        """Keep the newest marker (and, for the newest boot, its lines so far) for the next read."""
+        anchor = section.checkpoint
+        if anchor is None:
+            if section.error:
+                self.checkpoints.pop(key, None)
+            return
+        same_anchor = previous is not None and (previous.inode, previous.offset, previous.boot, previous.text) == (
+            anchor.inode, anchor.offset, anchor.boot, anchor.text)
+        if section.tail is None and same_anchor and previous is not None:
+            anchor = previous  # an older boot was read: where the newest one stopped still holds
+        elif section.tail is not None and section.index == anchor.boot and section.skipped is not None:
+            offset, line, cksum = section.tail
+            kept = tuple(item for item in section.lines if item.number < line)
+            anchor = replace(anchor, tail_offset=offset, tail_line=line, tail_cksum=cksum, lines=kept,
+                             skipped=section.skipped)
+        self.checkpoints[key] = anchor
 
     async def run(self, target: SSHTarget, script: str, *, what: str) -> bytes:
         """Run one sh script on the host (REMOTE_COMMAND, script on stdin); its stdout, within the limits."""

@@ -255,3 +255,35 @@ async def test_the_pool_contract_reads_a_remote_service(asyncssh_host: LoopbackH
     # The example's shape: 2 x 200,000 fp8 needs 3,524.45 MiB of its 5,120 MiB pool (PHRASEBOOK section 3).
     assert (result.seqs, result.max_model_len, result.kv_cache_dtype, result.pool_mib) == (2, 200_000, "fp8", 5120)
     assert result.required_mib == 3524.45 and result.ok
+
+
+async def test_a_growing_newest_boot_is_read_on_from_where_the_last_read_stopped(
+    ssh_host: LoopbackHost, pool: SSHPool, example_text: str
+) -> None:
+    """Request lines, a half-written line, then a phrase line appended: each read equals the local read."""
+    text = ledger(example_text, boots=2)
+    source = file_source(ssh_host, pool, text)
+    path = Path(source.path)
+    key = (source.target, source.path)
+    same(await source.read(), read_text(text, source=source.label))
+    stops = [pool.checkpoints[key].tail_offset]
+    for appended in (
+        FILLER.format(n=1) * 3,
+        "2026-10-13T12:00:00Z I req 2 POST /v1/compl",  # the engine is mid-line
+        "etions 200\n",
+        "W card 0 settled at 1.50 GiB free against 209.19 MiB\n",  # a phrase line, late in the boot
+        "I claimable 1.00 GiB",  # a phrase line, half written
+        "",
+    ):
+        text += appended
+        path.write_text(text)
+        for boot in (-1, -2):
+            same(await source.read(boot), read_text(text, source=source.label, boot=boot))
+        same(await source.read(), read_text(text, source=source.label))
+        stops.append(pool.checkpoints[key].tail_offset)
+    assert stops == sorted(stops) and stops[-1] is not None and stops[-1] > stops[0]
+    assert pool.transfer.continued >= 12  # the newest boot's reads went on from the last stop
+    # A rewrite that keeps the anchor line where it was, but not what came after it: read afresh.
+    text = ledger(example_text, boots=2, filler=9)
+    path.write_text(text)
+    same(await source.read(), read_text(text, source=source.label))
