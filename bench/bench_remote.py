@@ -10,7 +10,8 @@ run; and 32 services on 32 host entries read concurrently take at most 3x one re
     cold   read_budget_table on a fresh Runtime: connect, verify, then the first read of the
            log (one pass over it numbers the boots; it leaves a resume point)
     warm   read_budget_table on a Runtime that has read the log before: pooled connection,
-           the host reads only from the last boot marker on
+           the host checks the last read's boot marker and stopping place are unchanged and
+           reads only the bytes added since
     bytes  both directions of one run of each, counted by a TCP relay between client and sshd
 
 The sshd gets a throwaway host key, key-only root login, UsePAM no and SHLVL=1 in the
