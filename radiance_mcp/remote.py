@@ -656,6 +656,10 @@ class Transfer:
     """File reads that went on from where the last read stopped (only the bytes since)."""
 
 
+MAX_CHECKPOINTS = 256
+"""Logs whose last read is remembered (a few KiB each); the least recently read go first."""
+
+
 class SSHPool:
     """SSH connections, one per host entry, reused across tool calls and closed when idle."""
 
@@ -713,7 +717,10 @@ class SSHPool:
             kept = tuple(item for item in section.lines if item.number < line)
             anchor = replace(anchor, tail_offset=offset, tail_line=line, tail_cksum=cksum, lines=kept,
                              skipped=section.skipped)
-        self.checkpoints[key] = anchor
+        self.checkpoints.pop(key, None)
+        self.checkpoints[key] = anchor  # the most recent last; the oldest go past MAX_CHECKPOINTS
+        while len(self.checkpoints) > MAX_CHECKPOINTS:
+            del self.checkpoints[next(iter(self.checkpoints))]
 
     async def run(self, target: SSHTarget, script: str, *, what: str) -> bytes:
         """Run one sh script on the host (REMOTE_COMMAND, script on stdin); its stdout, within the limits."""
