@@ -278,6 +278,8 @@ if "'" in _CUT_AWK + _MARKS_AWK + _BACK_AWK:
 # fd 4 is the command's stdout; the cutter's summary comes back to the shell on fd 3.
 _PROGRAM = f"""\
 export LC_ALL=C
+# No pathname expansion: words split from a command's output are never globbed against files.
+set -f
 exec 4>&1
 rm_ctl() {{ printf '#%s %s\\n' "$rm_n" "$*"; }}
 rm_kw() {{ grep -a -n "$@" -F {_GREP_KEYWORDS}; }}

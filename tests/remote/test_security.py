@@ -89,7 +89,7 @@ async def test_files_named_like_injections_are_read_as_files(ssh_host: LoopbackH
     """The names reach readlink, tail and grep on the host quoted: the right file is read."""
     text = ledger(example_text, boots=2)
     for payload in payloads(ssh_host):
-        if "/" in payload or "\n" in payload or "\x00" in payload or payload in ("..", "*"):
+        if "/" in payload or "\n" in payload or "\x00" in payload or payload == "..":
             continue
         path = ssh_host.write_log(text, name=f"x{payload}.log")
         source = RemoteFileSource(ssh_host.target(), str(path), pool, (str(ssh_host.logs),))
