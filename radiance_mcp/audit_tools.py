@@ -14,7 +14,7 @@ import re
 import shutil
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -23,13 +23,9 @@ from radiance_mcp import step_shape as sh
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
+from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref
 from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, allowed_local_path, read_many
 from radiance_mcp.units import fmt_gib, fmt_mib
-
-if TYPE_CHECKING:
-    # tools.py imports this module to list these tools in TOOLS; what this module needs from
-    # tools at run time is imported inside the functions that use it, so either may load first.
-    from radiance_mcp.tools import Runtime
 
 SCRIPT_CAP_BYTES = 1 << 20
 """A serve script or env file larger than this is not one; it is refused, not read."""
@@ -210,7 +206,6 @@ async def read_two_boots(runtime: Runtime, proven: LedgerArgs, candidate: Ledger
     So two log files on one host, or two boots of one log or container, cost one round trip
     (the procedure's 'one ssh call, two logs'); any other pair is read concurrently.
     """
-    from radiance_mcp.tools import ledger_source
 
     sources = [
         ledger_source(runtime, service=a.service, log=a.log, log_text=a.log_text, host=a.host, container=a.container)
@@ -291,7 +286,6 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     or container lives on. Two ledgers on one host are read in one SSH round trip, cut on the
     host, newest boot first. ok is true only for the same shape.
     """
-    from radiance_mcp.tools import boot_ref, line_ref
 
     proven_args, candidate_args = args.ledger_args()
     proven_boot, candidate_boot = await read_two_boots(runtime, proven_args, candidate_args)
@@ -853,4 +847,15 @@ __all__ = [
     "audit_step_shape",
     "check_serve_script",
     "compare_dry_run",
+]
+
+
+AUDIT_TOOLS: list[ToolSpec] = [
+    ToolSpec("audit_step_shape", "Audit a step-shape change from two boots", AuditStepShapeInput,
+             AuditStepShapeOutput, audit_step_shape, open_world=True),
+    ToolSpec("check_serve_script", "Find per-mode shape literals in a serve script",
+             CheckServeScriptInput, CheckServeScriptOutput, check_serve_script),
+    # Runs '<script> <mode> --dry-run' (argv, timeout, cap): not read-only, never destructive.
+    ToolSpec("compare_dry_run", "Compare two modes' dry-run argv byte for byte", CompareDryRunInput,
+             CompareDryRunOutput, compare_dry_run, read_only=False),
 ]

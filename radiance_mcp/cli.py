@@ -28,6 +28,7 @@ from radiance_mcp import __version__
 from radiance_mcp.config import describe_validation, load
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models import LineRef
+from radiance_mcp.sources import close_remote
 from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
 
 TOKEN_ENV = "RADIANCE_MCP_TOKEN"
@@ -129,7 +130,14 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
         print(f"radiance-mcp: {spec.name.replace('_', '-')}: {describe_validation(exc)}", file=sys.stderr)
         return 2
     runtime = Runtime(load(args.config), trust_local_paths=True)
-    output = asyncio.run(spec.run(runtime, tool_input))
+
+    async def run_once() -> BaseModel:
+        try:
+            return await spec.run(runtime, tool_input)
+        finally:
+            await close_remote(runtime.extras)
+
+    output = asyncio.run(run_once())
     if args.json:
         print(output.model_dump_json(indent=2))
     else:

@@ -8,6 +8,8 @@ RadianceMCPError becomes the SDK's ToolError with the same message, for the agen
 from __future__ import annotations
 
 import inspect
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -18,7 +20,7 @@ from pydantic import Field, ValidationError
 from radiance_mcp import __version__
 from radiance_mcp.config import describe_validation
 from radiance_mcp.errors import RadianceMCPError
-from radiance_mcp.probes.tools import PROBE_TOOLS
+from radiance_mcp.sources import close_remote
 from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
 
 INSTRUCTIONS = """\
@@ -61,8 +63,15 @@ def _tool_function(spec: ToolSpec, runtime: Runtime) -> Any:
 
 
 def build_server(runtime: Runtime) -> MCPServer:
-    server: MCPServer = MCPServer("radiance-mcp", version=__version__, instructions=INSTRUCTIONS)
-    for spec in [*TOOLS, *PROBE_TOOLS]:
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await close_remote(runtime.extras)  # SSH connections end with the server
+
+    server: MCPServer = MCPServer("radiance-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    for spec in TOOLS:
         server.add_tool(
             _tool_function(spec, runtime),
             name=spec.name,

@@ -1,33 +1,25 @@
-"""The tools: each reads its sources, calls the pure core and shapes the output model.
+"""The ledger tools, and ``TOOLS``: the one registry of every tool.
 
-``TOOLS`` is the one registry: the MCP server registers every entry and the CLI makes a
-subcommand of each, with the same input model, so the two cannot drift apart. A tool's
+Each tool reads its sources, calls the pure core and shapes the output model. The MCP
+server registers every entry of ``TOOLS`` and the CLI makes a subcommand of each, with the
+same input model, so the two cannot drift apart; the audit and probe tools come from
+audit_tools.AUDIT_TOOLS and probes.tools.PROBE_TOOLS. A tool's
 docstring is its description for agents; it states the rule and the traps with numbers
 taken from radiance_mcp.constants (a test checks they agree).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from radiance_mcp import audit_tools, capacity
+from radiance_mcp import capacity
+from radiance_mcp.audit_tools import AUDIT_TOOLS
 from radiance_mcp.capacity import Figure
-from radiance_mcp.config import Fleet
-from radiance_mcp.constants import (
-    AT_CEILING_WORST_FREE_MIB,
-    DEFAULT_MODEL,
-    KV_DTYPES,
-)
-from radiance_mcp.errors import InputError, SourceError
+from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES
+from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import (
-    BootRef,
     BudgetCard,
     CeilingCard,
     CheckPoolContractInput,
@@ -42,66 +34,9 @@ from radiance_mcp.models import (
     SourcedFigure,
     mib,
 )
-from radiance_mcp.sources import InlineSource, LedgerSource, LocalFileSource, allowed_local_path, remote_source
+from radiance_mcp.probes.tools import PROBE_TOOLS
+from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, read_boot
 from radiance_mcp.units import fmt_mib
-
-
-@dataclass
-class Runtime:
-    """What the tools share across calls: the fleet, and the connections of later issues."""
-
-    fleet: Fleet
-    trust_local_paths: bool = False
-    """True for the CLI: a person naming a file on their own machine needs no log root."""
-    extras: dict[str, Any] = field(default_factory=dict)
-
-
-def ledger_source(
-    runtime: Runtime, *, service: str | None, log: str | None, log_text: str | None,
-    host: str | None = None, container: str | None = None,
-) -> LedgerSource:
-    """The source an input names: a configured service, a file or container on a host, a local file, or text."""
-    if log_text is not None:
-        return InlineSource(log_text)
-    if host is not None or container is not None:
-        if host is None:
-            raise InputError("container needs host: the host (from the fleet config) where podman runs it")
-        return remote_source(runtime.fleet, runtime.extras, host=host, log=log, container=container)
-    if log is not None:
-        if runtime.trust_local_paths:
-            return LocalFileSource(Path(log).expanduser().resolve())
-        return LocalFileSource(allowed_local_path(log, runtime.fleet.local_roots()))
-    assert service is not None
-    entry = runtime.fleet.service(service)
-    if entry.host is not None:
-        if entry.log is None and entry.container is None:
-            raise SourceError(f"service {service!r} names no log or container in the fleet config; add one")
-        return remote_source(runtime.fleet, runtime.extras, host=entry.host, log=entry.log,
-                             container=entry.container, configured=True)
-    if entry.log is None:
-        raise SourceError(f"service {service!r} names no log in the fleet config; add log = \"/path/to/ledger.log\"")
-    # The config is the operator's own file: its paths need no log root.
-    return LocalFileSource(Path(entry.log).expanduser())
-
-
-async def read_boot(runtime: Runtime, args: LedgerArgs) -> Boot:
-    source = ledger_source(runtime, service=args.service, log=args.log, log_text=args.log_text,
-                           host=args.host, container=args.container)
-    return await source.read(args.boot)
-
-
-def boot_ref(boot: Boot) -> BootRef:
-    return BootRef(
-        source=boot.source,
-        boot=boot.index,
-        boots_seen=boot.boots_seen,
-        first_line=boot.first_line,
-        last_line=boot.last_line,
-    )
-
-
-def line_ref(line: Line) -> LineRef:
-    return LineRef(line=line.number, text=line.text)
 
 
 def sourced(figure: Figure | None) -> SourcedFigure | None:
@@ -319,18 +254,6 @@ def _from_ledger(boot: Boot, name: str) -> tuple[Any, Line]:
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    title: str
-    input_model: type[BaseModel]
-    output_model: type[BaseModel]
-    run: Callable[..., Coroutine[Any, Any, BaseModel]]
-    read_only: bool = True
-    open_world: bool = False
-    idempotent: bool = True
-
-
 TOOLS: list[ToolSpec] = [
     ToolSpec("read_budget_table", "Read the VRAM budget table", ReadBudgetTableInput, ReadBudgetTableOutput,
              read_budget_table, open_world=True),
@@ -338,13 +261,8 @@ TOOLS: list[ToolSpec] = [
              compute_ceiling, open_world=True),
     ToolSpec("check_pool_contract", "Check the KV pool contract", CheckPoolContractInput, PoolContractOutput,
              check_pool_contract, open_world=True),
-    ToolSpec("audit_step_shape", "Audit a step-shape change from two boots", audit_tools.AuditStepShapeInput,
-             audit_tools.AuditStepShapeOutput, audit_tools.audit_step_shape, open_world=True),
-    ToolSpec("check_serve_script", "Find per-mode shape literals in a serve script",
-             audit_tools.CheckServeScriptInput, audit_tools.CheckServeScriptOutput, audit_tools.check_serve_script),
-    # Runs '<script> <mode> --dry-run' (argv, timeout, cap): not read-only, never destructive.
-    ToolSpec("compare_dry_run", "Compare two modes' dry-run argv byte for byte", audit_tools.CompareDryRunInput,
-             audit_tools.CompareDryRunOutput, audit_tools.compare_dry_run, read_only=False),
+    *AUDIT_TOOLS,
+    *PROBE_TOOLS,
 ]
 
-__all__ = ["DEFAULT_MODEL", "TOOLS", "Runtime", "ToolSpec"]
+__all__ = ["TOOLS", "Runtime", "ToolSpec", "ledger_source", "read_boot"]

@@ -19,7 +19,7 @@ from radiance_mcp.probes.models import (
     TokenCountProbeOutput,
 )
 from radiance_mcp.probes.token_count import token_count_probe
-from radiance_mcp.tools import Runtime, ToolSpec
+from radiance_mcp.runtime import Runtime, ToolSpec
 
 
 async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) -> TokenCountProbeOutput:
