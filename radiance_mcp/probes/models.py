@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, PREFERRED_DECODE_TOKENS
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.payloads import Api
+from radiance_mcp.probes.verdicts import Verdict
 
 MAX_TEXT_CHARS = 8_000_000
 DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
@@ -123,17 +124,7 @@ class BoundaryRequestResult(_Output):
     tokens_asked: int
     latency_s: float | None
     retrieved: bool
-    verdict: Literal[
-        "retrieved",
-        "refused",
-        "pool_contract",
-        "marker_missing",
-        "empty_answer",
-        "shrunk_max_tokens",
-        "truncated_head",
-        "timeout",
-        "error",
-    ]
+    verdict: Verdict
     answer_start: str
     note: str | None
 
