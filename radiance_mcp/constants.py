@@ -7,6 +7,7 @@ here (a test checks that the tool docstrings quote these same values).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Literal
 
@@ -64,3 +65,59 @@ CHARS_PER_TOKEN_FOX = 2.5714
 
 # The step-shape law, measured: max-num-batched-tokens -> activation arena MiB.
 ARENA_POINTS_MIB: tuple[tuple[int, float], ...] = ((1_024, 504.0), (65_536, 10.65 * 1024))
+
+
+# ---------------------------------------------------------------------------------------
+# Measured figures of the procedures that the simulator reproduces (PHRASEBOOK sections 1-8).
+
+GIB_MIB = Decimal(1024)
+
+# --- The reference boot (PHRASEBOOK sections 1, 2 and 8: dankserver, the 29,120 MiB pair) ---
+SEED_CARD_TOTAL_MIB = Decimal("31.86") * GIB_MIB
+"""`card total 31.86 GiB`."""
+SEED_STATIC_REGION_MIB = Decimal("113.19")
+"""`113.19 MiB kept for the static region`."""
+SEED_HEADROOM_MIB = 96
+"""`the 96.00 MiB --gpu-headroom-mib`."""
+SEED_UNCLAIMED_MIB = Decimal("477.30")
+"""`unclaimed 477.30 MiB the headroom, the unusable above, rounding`."""
+SEED_SETTLED_FREE_MIB = Decimal("2.01") * GIB_MIB
+"""`card 0 settled at 2.01 GiB free` with the 29,120 MiB pair (2,058.24 MiB)."""
+SEED_WEIGHTS_MIB = 24_000
+SEED_KV_MIB = 5_120
+"""The worked example's pair, 24,000 + 5,120 = 29,120 MiB (constants.WORKED_PAIR_MIB)."""
+SEED_HOST_POOL_MIB = 7_580
+SEED_SEQS = 2
+SEED_MAX_MODEL_LEN = 200_000
+SEED_SPEC = 3
+SEED_MNBT = 1_024
+
+# --- The step-shape law (PHRASEBOOK section 6) ---
+CLAIMABLE_POINTS_MIB: tuple[tuple[int, Decimal], ...] = (
+    (1_024, Decimal("30.87") * GIB_MIB),
+    (65_536, Decimal("16.85") * GIB_MIB),
+)
+"""Measured on the 31.86 GiB card: `claimable 30.87 GiB` at MNBT 1,024, `16.85 GiB` at 65,536."""
+SEED_REFUSED_KV_MIB = Decimal("271.25")
+SEED_REFUSED_SEQS = 8
+SEED_REFUSED_MAX_MODEL_LEN = 32_768
+"""`kv cache 271.25 MiB ... 0% backing of the 8 x 32768 worst case: 0.0 full-length sessions`."""
+
+# --- Slab and host pool (PHRASEBOOK section 4) ---
+SEED_SLAB_SLOTS = (16_235, 17_548)
+SEED_POOL_SLOTS = (8_893, 7_580)
+"""The pool hands back the slots the slab gains: 16,235 + 8,893 = 17,548 + 7,580 = 25,128."""
+
+# --- The endpoint (PHRASEBOOK sections 4 and 7) ---
+COLD_PREFILL_TOKENS = 200_000
+COLD_PREFILL_S = 22.0
+"""`about 22 s for ~200k tokens`: the cold prefill rate is their ratio."""
+WARM_PREFILL_TOKENS_PER_S = 60_000.0
+"""`a warm 197k prefill ... looks like 60,000 t/s`: cached tokens are read at this rate."""
+DECODE_SOLO_TOKENS_PER_S: dict[str, float] = {"fp8": 124.1, "bf16": 94.1}
+"""`fp8 ... decoded 124.1 t/s cold, bf16 ... 94.1 t/s`."""
+CONCURRENT_STREAMS = 3
+CONCURRENT_TOKENS_PER_S = 6.0
+"""`Three concurrent streams about 6 t/s each`."""
+PREFIX_CACHE_MIB = 64 * 1024
+"""`A disk prefix cache (64 GiB)`."""

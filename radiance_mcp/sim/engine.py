@@ -52,21 +52,11 @@ from functools import cached_property
 from radiance_mcp.capacity import PoolContract, pool_contract
 from radiance_mcp.constants import (
     ARENA_POINTS_MIB,
+    CLAIMABLE_POINTS_MIB,
     DEFAULT_MODEL,
     KV_DTYPES,
     MIB,
     SAMPLER_ROW_BOUND,
-    SLAB_MIB_PER_STEP,
-    SLAB_SLOTS_PER_STEP,
-    KVDtype,
-    ModelConstants,
-)
-from radiance_mcp.errors import InputError
-from radiance_mcp.ledger import render
-from radiance_mcp.sim.calibration import (
-    CLAIMABLE_POINTS_MIB,
-    KV_BLOCK_MIB,
-    LAZY_DRIVER_MIB,
     SEED_CARD_TOTAL_MIB,
     SEED_HEADROOM_MIB,
     SEED_HOST_POOL_MIB,
@@ -79,7 +69,14 @@ from radiance_mcp.sim.calibration import (
     SEED_STATIC_REGION_MIB,
     SEED_UNCLAIMED_MIB,
     SEED_WEIGHTS_MIB,
+    SLAB_MIB_PER_STEP,
+    SLAB_SLOTS_PER_STEP,
+    KVDtype,
+    ModelConstants,
 )
+from radiance_mcp.errors import InputError
+from radiance_mcp.ledger import render
+from radiance_mcp.sim.calibration import KV_BLOCK_MIB, LAZY_DRIVER_MIB
 from radiance_mcp.units import round_down
 
 # ---------------------------------------------------------------------------------------

@@ -29,20 +29,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from radiance_mcp.capacity import REFUSAL
-from radiance_mcp.constants import MIB
-from radiance_mcp.probes.dialects import RADIANCE_PROMPT_REFUSAL
-from radiance_mcp.sim.calibration import (
-    ANSWER_HEAD_CHARS,
+from radiance_mcp.constants import (
     COLD_PREFILL_S,
     COLD_PREFILL_TOKENS,
     CONCURRENT_STREAMS,
     CONCURRENT_TOKENS_PER_S,
     DECODE_SOLO_TOKENS_PER_S,
-    PREFIX_BLOCK_CHARS,
+    MIB,
     PREFIX_CACHE_MIB,
-    THINKING_TOKENS,
     WARM_PREFILL_TOKENS_PER_S,
 )
+from radiance_mcp.probes.dialects import RADIANCE_PROMPT_REFUSAL
+from radiance_mcp.sim.calibration import ANSWER_HEAD_CHARS, PREFIX_BLOCK_CHARS, THINKING_TOKENS
 from radiance_mcp.sim.engine import BootFigures
 from radiance_mcp.sim.tokenizer import FOX_SENTENCE, count_tokens, keep_tail
 

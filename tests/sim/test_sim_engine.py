@@ -14,6 +14,8 @@ from radiance_mcp.config import EXAMPLES_DIR
 from radiance_mcp.constants import (
     AT_CEILING_WORST_FREE_MIB,
     SAMPLER_ROW_BOUND,
+    SEED_POOL_SLOTS,
+    SEED_SLAB_SLOTS,
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
     WORKED_CEILING_MIB,
@@ -21,7 +23,6 @@ from radiance_mcp.constants import (
 )
 from radiance_mcp.errors import InputError
 from radiance_mcp.sim import EngineModel, Shape
-from radiance_mcp.sim.calibration import SEED_POOL_SLOTS, SEED_SLAB_SLOTS
 from radiance_mcp.sim.engine import RUNTIME_COMMITTED_MIB, arena_mib, fmt_size
 from radiance_mcp.sim.fleet import CAMPAIGN_WEIGHTS_MIB, DEFAULT_SERVICES
 from radiance_mcp.units import parse_size
