@@ -683,11 +683,7 @@ class SSHPool:
         what = ", ".join(r.label for r in requests)
         output = await self.run(target, command, what=what)
         sections, finished = parse_output(output, nonce=nonce, count=len(requests))
-        if not finished:
-            raise RemoteError(
-                f"{target.where()}: the answer for {what} stopped before its end (the command was cut off); "
-                "try again; if it repeats, run the read by hand over ssh to see what stops it"
-            )
+        _check_finished(output, finished, target, what)
         boots = []
         for request, section, previous in zip(requests, sections, resumes, strict=True):
             if section.continued:
@@ -875,6 +871,26 @@ class SSHPool:
         for entry in self._entries.values():
             if entry.conn is conn:
                 self._drop(entry)
+
+
+def _check_finished(output: bytes, finished: bool, target: SSHTarget, what: str) -> None:
+    """A RemoteError unless the program's end marker arrived; an empty answer is told apart."""
+    if finished:
+        return
+    if not output:
+        # Exit status 0 and not one byte: the shell never got the program. A ForceCommand, a
+        # forced command= in authorized_keys, or an SSH server that drops the session's stdin.
+        raise RemoteError(
+            f"{target.where()}: the host sent nothing back for {what}: the command `{REMOTE_COMMAND}` ended at once "
+            "with status 0, so the program sent on its stdin never ran there. A ForceCommand (sshd_config) or "
+            "command=\"...\" (authorized_keys) replaces the command, or the SSH server does not pass stdin on; "
+            f"check that `echo echo ok | ssh <host> {REMOTE_COMMAND}` prints ok, and lift the forced command for "
+            "this key"
+        )
+    raise RemoteError(
+        f"{target.where()}: the answer for {what} stopped before its end (the command was cut off); "
+        "try again; if it repeats, run the read by hand over ssh to see what stops it"
+    )
 
 
 class _ChannelRefused(Exception):

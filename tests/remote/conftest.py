@@ -40,6 +40,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# A second client key whose logins run `true` whatever the client asks (a forced command, as
+# some hosts set for a key): the program sent on stdin never runs.
+FORCED_COMMAND_OPTION = 'command="true"'
+
+
 def _host_path_env(root: Path) -> str:
     return f"{root / 'bin'}:/usr/local/bin:/usr/bin:/bin"
 
@@ -66,8 +71,9 @@ class _LoopThread:
         self.loop.close()
 
 
-async def _run_command(process: asyncssh.SSHServerProcess[bytes], root: Path) -> None:
-    """Run the client's command with a real /bin/sh in the host directory."""
+async def _run_command(process: asyncssh.SSHServerProcess[bytes], root: Path, commands: list[str]) -> None:
+    """Run the client's command with a real /bin/sh in the host directory, stdin passed on as sshd does."""
+    commands.append(process.command or "")
     env = {"PATH": _host_path_env(root), "HOME": str(root), "LANG": "C.UTF-8"}
     proc = await asyncio.create_subprocess_exec(
         "/bin/sh", "-c", process.command or "", stdin=asyncio.subprocess.PIPE,
@@ -137,8 +143,15 @@ def asyncssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loopback
     identity = base / "client_key"
     identity.write_bytes(client_key.export_private_key())
     identity.chmod(0o600)
+    forced_key = asyncssh.generate_private_key("ssh-ed25519")
+    forced_identity = base / "forced_key"
+    forced_identity.write_bytes(forced_key.export_private_key())
+    forced_identity.chmod(0o600)
+    authorized = (client_key.export_public_key().decode()
+                  + f'{FORCED_COMMAND_OPTION} {forced_key.export_public_key().decode()}')
     accepted: list[asyncssh.SSHServerConnection] = []
     count = [0]
+    commands: list[str] = []
 
     class Server(asyncssh.SSHServer):
         def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
@@ -153,8 +166,8 @@ def asyncssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loopback
     async def start() -> asyncssh.SSHAcceptor:
         return await asyncssh.listen(
             "127.0.0.1", 0, server_factory=Server, server_host_keys=[host_key],
-            authorized_client_keys=asyncssh.import_authorized_keys(client_key.export_public_key().decode()),
-            process_factory=lambda process: _run_command(process, root), encoding=None,
+            authorized_client_keys=asyncssh.import_authorized_keys(authorized),
+            process_factory=lambda process: _run_command(process, root, commands), encoding=None,
         )
 
     acceptor = loop.run(start())
@@ -171,7 +184,8 @@ def asyncssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loopback
 
         loop.run(abort_all())
 
-    yield LoopbackHost("asyncssh", port, "radiance", root, identity, known_hosts, host_key_line, drop, lambda: count[0])
+    yield LoopbackHost("asyncssh", port, "radiance", root, identity, known_hosts, host_key_line, drop, lambda: count[0],
+                       forced_identity=forced_identity, commands=lambda: len(commands))
 
     async def stop() -> None:
         acceptor.close()
@@ -219,10 +233,12 @@ def sshd_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackHost
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     base = tmp_path_factory.mktemp("sshd-host")
     root = make_host_dir(base / "host")
-    for name in ("host_key", "client_key"):
+    for name in ("host_key", "client_key", "forced_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(base / name)],
                        check=True)
-    shutil.copy(base / "client_key.pub", base / "authorized_keys")
+    (base / "authorized_keys").write_text(
+        (base / "client_key.pub").read_text() + f"{FORCED_COMMAND_OPTION} {(base / 'forced_key.pub').read_text()}"
+    )
     host_key_line = " ".join((base / "host_key.pub").read_text().split()[:2])
     log = base / "sshd.log"
     proc: subprocess.Popen[bytes] | None = None
@@ -260,7 +276,7 @@ def sshd_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackHost
         return log.read_text(errors="replace").count("Accepted publickey")
 
     yield LoopbackHost("sshd", port, "root", root, base / "client_key", known_hosts, host_key_line, drop, connections,
-                   {"log": log})
+                       {"log": log}, forced_identity=base / "forced_key")
     proc.terminate()
     proc.wait(timeout=10)
 

@@ -72,6 +72,10 @@ class LoopbackHost:
     connections: Callable[[], int]
     """How many connections the server has accepted so far."""
     extra: dict[str, Any] = field(default_factory=dict)
+    forced_identity: Path | None = None
+    """A client key whose logins run a forced command (`true`) instead of the one asked for."""
+    commands: Callable[[], int] | None = None
+    """How many commands the server has started so far (the asyncssh server counts them; sshd: None)."""
 
     @property
     def logs(self) -> Path:

@@ -78,6 +78,18 @@ async def test_the_output_cap(ssh_host: LoopbackHost, example_text: str) -> None
         await pool.close()
 
 
+async def test_a_forced_command_that_drops_the_program_is_named(ssh_host: LoopbackHost, pool: SSHPool,
+                                                                example_text: str) -> None:
+    """A key whose logins run `true` (command="true"): the program on stdin never runs, and the error says so."""
+    assert ssh_host.forced_identity is not None
+    path = ssh_host.write_log(example_text)
+    with pytest.raises(RemoteError) as caught:
+        await file_source(ssh_host, pool, path, identity=str(ssh_host.forced_identity)).read()
+    message = str(caught.value)
+    assert "sent nothing back" in message and "never ran there" in message
+    assert "ForceCommand" in message and "echo echo ok | ssh <host> exec /bin/sh -s" in message
+
+
 async def test_nothing_listens_on_the_port(asyncssh_host: LoopbackHost, example_text: str) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
