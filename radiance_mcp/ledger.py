@@ -282,7 +282,7 @@ def _boot_starts(lines: list[Line]) -> list[int]:
     return starts or [0]
 
 
-def _select(boot: int, count: int, source: str) -> int:
+def select_boot(boot: int, count: int, source: str) -> int:
     """The 0-based position of the requested boot; -1 is the newest, 1 the oldest."""
     if count == 0:
         raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
@@ -317,7 +317,7 @@ def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int)
         note = f" ({skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if skipped else ""
         raise LedgerError(f"{source}: the log is empty{note}; pass the radiance service's boot log")
     starts = _boot_starts(lines)
-    position = _select(boot, len(starts), source)
+    position = select_boot(boot, len(starts), source)
     end = starts[position + 1] if position + 1 < len(starts) else len(lines)
     return parse_boot(
         lines[starts[position] : end],
@@ -512,7 +512,7 @@ def read_file(path: Path, *, source: str, boot: int = -1) -> Boot:
                     f"{source}: no radiance ledger phrase in the file{note}; point the tool at the boot log"
                 )
             return _split_and_parse(kept, source=source, boot=boot, skipped=scan.skipped)
-        position = _select(boot, len(index.offsets), source)
+        position = select_boot(boot, len(index.offsets), source)
         start, number = index.offsets[position]
         end = index.offsets[position + 1][0] if position + 1 < len(index.offsets) else None
         stream.seek(start)

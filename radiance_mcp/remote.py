@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from radiance_mcp.errors import InputError, LedgerError, RemoteError, SourceError
-from radiance_mcp.ledger import BOOT_MARKER, KEYWORDS, MAX_LINE_BYTES, Line, _select, clean
+from radiance_mcp.ledger import BOOT_MARKER, KEYWORDS, MAX_LINE_BYTES, Line, clean, select_boot
 
 if TYPE_CHECKING:
     import asyncssh
@@ -609,7 +609,7 @@ def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
         if code == "nophrase":
             raise LedgerError(f"{label}: no radiance ledger phrase in the log; point the tool at the boot log")
         if code == "range" and args and args[0].isdigit():
-            _select(request.boot, int(args[0]), label)  # raises the reader's own wording
+            select_boot(request.boot, int(args[0]), label)  # raises the reader's own wording
         if code == "nopodman":
             raise SourceError(f"{label}: podman is not on the PATH of the SSH user on host {host}; "
                               "install it, or log in as the user that runs the container")
