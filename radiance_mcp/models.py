@@ -99,14 +99,31 @@ class CheckPoolContractInput(_Input):
     service: str | None = Field(
         None, description="A service from the config: its model's constants, and its ledger for omitted values."
     )
-    log: str | None = Field(None, description="A ledger file to read omitted values from (under log_roots).")
+    log: str | None = Field(
+        None, description="A ledger file to read omitted values from (under log_roots); with host, a file on that "
+        "host, under the host's log_roots.",
+    )
     log_text: str | None = Field(None, description="Ledger text to read omitted values from.")
+    host: str | None = Field(
+        None, description="A host listed in the fleet config: read log (a file there) or container over SSH."
+    )
+    container: str | None = Field(
+        None, description="A container on host (give host too): its `podman logs` holds the ledger."
+    )
     boot: int = Field(-1, description="Which boot of the ledger: -1 the newest.")
 
     @model_validator(mode="after")
     def _at_most_one_source(self) -> CheckPoolContractInput:
-        if self.log is not None and self.log_text is not None:
-            raise ValueError("give at most one of log or log_text (the ledger to read omitted values from)")
+        given = [name for name in ("log", "log_text", "container") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(
+                f"give at most one of log, log_text or container (the ledger to read omitted values from; "
+                f"found: {', '.join(given)})"
+            )
+        if self.container is not None and self.host is None:
+            raise ValueError("container needs host: the host (from the fleet config) where podman runs it")
+        if self.host is not None and self.log is None and self.container is None:
+            raise ValueError("host goes with log (a file on that host) or container (its podman logs)")
         return self
 
 

@@ -167,7 +167,8 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     fleet config may override them. --kv-cache-dtype takes only bf16 or fp8. A pool that
     fails boots, serves short chats, then answers every long request with HTTP 400 'does not
     fit the N token context, which leaves nothing to generate into': radiance refuses, it
-    never truncates. Omitted values are read from the ledger (service, log or log_text).
+    never truncates. Omitted values are read from the ledger (service, log or log_text, or
+    log or container on a host).
     """
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {
@@ -179,15 +180,16 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     inputs_from: dict[str, LineRef | str] = {k: "argument" for k, v in given.items() if v is not None}
     missing = [k for k, v in given.items() if v is None]
     if missing:
-        if args.service is None and args.log is None and args.log_text is None:
+        named = args.log is not None or args.log_text is not None or args.container is not None
+        if args.service is None and not named:
             raise InputError(
                 f"{', '.join(missing)} not given and no ledger to read them from: pass them, "
-                "or name a service (or log / log_text) whose boot echoes them"
+                "or name a service (or log / log_text, or host with log / container) whose boot echoes them"
             )
         boot = await read_boot(
             runtime,
-            LedgerArgs(service=None if args.log or args.log_text else args.service, log=args.log,
-                       log_text=args.log_text, boot=args.boot),
+            LedgerArgs(service=None if named else args.service, log=args.log, log_text=args.log_text,
+                       host=args.host, container=args.container, boot=args.boot),
         )
         for name in missing:
             value, line = _from_ledger(boot, name)

@@ -257,6 +257,46 @@ async def test_the_pool_contract_reads_a_remote_service(asyncssh_host: LoopbackH
     assert result.required_mib == 3524.45 and result.ok
 
 
+async def test_the_pool_contract_reads_a_log_or_container_an_agent_names(ssh_host: LoopbackHost, pool: SSHPool,
+                                                                        example_text: str) -> None:
+    """host + log, or host + container: the omitted values come from that remote boot, line by line."""
+    from radiance_mcp.models import CheckPoolContractInput
+    from radiance_mcp.sources import SSH_POOL_KEY
+
+    text = ledger(example_text, boots=2)
+    path = ssh_host.write_log(text)
+    ssh_host.write_container("frank-archon", text)
+    runtime = tools.Runtime(ssh_host.fleet(), extras={SSH_POOL_KEY: pool})
+    local = read_text(text, source="local")
+    seqs_line = next(h.line for h in local.hits if h.key == "flag" and "--max-num-seqs" in h.line.text.split())
+    for source in ({"log": str(path)}, {"container": "frank-archon"}):
+        result = await tools.check_pool_contract(
+            runtime, CheckPoolContractInput.model_validate({"host": "testhost", "pool_mib": 5120, **source}))
+        # 2 x 200,000 fp8 = 3,524.45 MiB against the pool given as an argument.
+        assert (result.seqs, result.max_model_len, result.kv_cache_dtype) == (2, 200_000, "fp8")
+        assert result.required_mib == 3524.45 and result.inputs_from["pool_mib"] == "argument"
+        seqs_from = result.inputs_from["seqs"]
+        assert not isinstance(seqs_from, str) and seqs_from.line == seqs_line.number
+    assert pool.transfer.commands == 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"container": "frank-archon"}, "container needs host"),
+        ({"host": "testhost", "log_text": "x"}, "host goes with log"),
+        ({"host": "testhost", "log": "/l/a.log", "container": "frank-archon"}, "at most one of log, log_text or"),
+    ],
+)
+def test_the_pool_contract_source_rules(arguments: dict[str, object], message: str) -> None:
+    from pydantic import ValidationError
+
+    from radiance_mcp.models import CheckPoolContractInput
+
+    with pytest.raises(ValidationError, match=message):
+        CheckPoolContractInput.model_validate(arguments)
+
+
 async def test_a_growing_newest_boot_is_read_on_from_where_the_last_read_stopped(
     ssh_host: LoopbackHost, pool: SSHPool, example_text: str
 ) -> None:
