@@ -7,8 +7,15 @@ without prefill), one module per tool, ``models`` (inputs and outputs) and ``too
 registrations).
 """
 
-from radiance_mcp.probes.boundary import boundary_probe
-from radiance_mcp.probes.decode import decode_probe
-from radiance_mcp.probes.token_count import token_count_probe
+from importlib import import_module
+from typing import Any
 
 __all__ = ["boundary_probe", "decode_probe", "token_count_probe"]
+_HOMES = {"boundary_probe": "boundary", "decode_probe": "decode", "token_count_probe": "token_count"}
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use, so the MCP server starts without httpx and the probe machinery.
+    if name in _HOMES:
+        return getattr(import_module(f"radiance_mcp.probes.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'radiance_mcp.probes' has no attribute {name!r}")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from radiance_mcp.probes.boundary import boundary_probe
-from radiance_mcp.probes.decode import decode_probe
 from radiance_mcp.probes.models import (
     BoundaryProbeInput,
     BoundaryProbeOutput,
@@ -18,7 +16,6 @@ from radiance_mcp.probes.models import (
     TokenCountProbeInput,
     TokenCountProbeOutput,
 )
-from radiance_mcp.probes.token_count import token_count_probe
 from radiance_mcp.runtime import Runtime, ToolSpec
 
 
@@ -38,6 +35,8 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
     200,000-token window is about 514,286 to 552,286 characters. The result says the method,
     exact or bound, the requests sent and the prefill paid (0).
     """
+    from radiance_mcp.probes.token_count import token_count_probe  # httpx loads on first use, not at start-up
+
     return await token_count_probe(runtime.fleet, args)
 
 
@@ -57,6 +56,8 @@ async def run_boundary_probe(runtime: Runtime, args: BoundaryProbeInput, ctx: An
     engine's edge rule is applied (llama.cpp stops one token before its window). Progress is
     reported as requests complete; cancelling cancels the requests in flight.
     """
+    from radiance_mcp.probes.boundary import boundary_probe
+
     progress = ctx.report_progress if ctx is not None else None
     return await boundary_probe(runtime.fleet, args, progress=progress)
 
@@ -73,6 +74,8 @@ async def run_decode_probe(runtime: Runtime, args: DecodeProbeInput) -> DecodePr
     missing), else from the stream: time to first token and inter-token times. Paid: one
     prefill of context_tokens.
     """
+    from radiance_mcp.probes.decode import decode_probe
+
     return await decode_probe(runtime.fleet, args)
 
 
