@@ -1,4 +1,8 @@
-"""SSH to the fleet's hosts: connections, the one command template, quoting, timeouts, caps.
+"""SSH to the fleet's hosts: connections, the command templates, quoting, timeouts, caps.
+
+Three templates run on a host, nothing else: the ledger read (below), the read of a serve
+script and its env file, and two modes' dry runs (see "The audit's templates"). All three
+are fixed sh text sent the same way, with every argument checked, then quoted.
 
 Every use of asyncssh lives here, imported inside the functions that need it so the server
 starts without loading it. A ledger read is ONE command on the host, ``exec /bin/sh -s``, fed
@@ -107,35 +111,38 @@ def check_container(name: str) -> str:
     return name
 
 
-def check_remote_path(path: str, roots: Sequence[str], host: str) -> str:
+def check_remote_path(path: str, roots: Sequence[str], host: str, *, argument: str = "log") -> str:
     """The path, if it is a plain absolute path under one of the host's log roots.
+
+    argument is the tool argument (or config key) the path came from; messages name it.
 
     This is the lexical check, made here; the program checks again on the host after
     resolving symlinks, which only the host can see.
     """
     if not isinstance(path, str) or not path:
-        raise InputError(f"log={path!r}: give the absolute path of the ledger file on host {host}")
+        kind = "ledger file" if argument == "log" else "file"
+        raise InputError(f"{argument}={path!r}: give the absolute path of the {kind} on host {host}")
     # Security: NUL, newline and other control characters could end the command line or a
     # quoted word early and smuggle a second command; no log file needs them.
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
-        raise InputError(f"log={path!r}: a path may not hold NUL, newline or other control characters")
+        raise InputError(f"{argument}={path!r}: a path may not hold NUL, newline or other control characters")
     if len(path) > MAX_PATH_CHARS:
-        raise InputError(f"log=...: the path is {len(path)} characters; at most {MAX_PATH_CHARS}")
+        raise InputError(f"{argument}=...: the path is {len(path)} characters; at most {MAX_PATH_CHARS}")
     # Security: a leading '-' would be read as an option by the tools it is handed to.
     if path.startswith("-"):
-        raise InputError(f"log={path!r}: a path may not start with '-'; give it from '/'")
+        raise InputError(f"{argument}={path!r}: a path may not start with '-'; give it from '/'")
     if not path.startswith("/"):
-        raise InputError(f"log={path!r}: give an absolute path on host {host} (it starts with '/')")
+        raise InputError(f"{argument}={path!r}: give an absolute path on host {host} (it starts with '/')")
     # Security: '..' (or '.', '//') would let a path named under a root climb out of it.
     parts = path.split("/")[1:]
     if any(part in ("", ".", "..") for part in parts) or posixpath.normpath(path) != path:
         raise InputError(
-            f"log={path!r}: write the path without '.', '..', '//' or a trailing '/'; "
+            f"{argument}={path!r}: write the path without '.', '..', '//' or a trailing '/'; "
             f"it must name a file under the log roots of host {host} plainly"
         )
     if not roots:
         raise InputError(
-            f"log={path!r}: host {host} lists no log_roots, so no file there may be read by path; "
+            f"{argument}={path!r}: host {host} lists no log_roots, so no file there may be read by path; "
             f"add log_roots = [\"/dir/of/logs\"] under [hosts.{host}] in the fleet config, or name a service"
         )
     for root in roots:
@@ -144,7 +151,7 @@ def check_remote_path(path: str, roots: Sequence[str], host: str) -> str:
             return path
     listed = ", ".join(roots)
     raise InputError(
-        f"log={path!r} is outside the log roots of host {host} ({listed}); add its directory to "
+        f"{argument}={path!r} is outside the log roots of host {host} ({listed}); add its directory to "
         f"[hosts.{host}] log_roots in the fleet config, or name a service instead"
     )
 
@@ -273,6 +280,29 @@ END {
 if "'" in _CUT_AWK + _MARKS_AWK + _BACK_AWK:
     raise RuntimeError("the awk programs sit in single quotes in the sh program: no ' inside")
 
+# The host-side check of every file a program reads or runs (section $i): sets r to the real
+# path of $1 when that is a readable regular file under one of the roots $2...; else writes
+# the X line that says why and fails.
+_REAL_SH = r"""
+rm_real() {
+  f=$1; shift
+  if [ ! -e "$f" ]; then rm_ctl X "$i" missing; return 1; fi
+  # Security: resolve symlinks and '..' here, on the host, and require the real path under
+  # a root: a symlink planted in a log directory cannot lead a read out of it.
+  r=$(readlink -f -- "$f") || { rm_ctl X "$i" outside; return 1; }
+  # (A resolved path that starts with the root as written lies in it: it has no symlink left.)
+  ok=
+  for root do
+    case $r in "${root%/}"/*) ok=1; break ;; esac
+    rr=$(readlink -f -- "$root") || continue
+    case $r in "${rr%/}"/*) ok=1; break ;; esac
+  done
+  if [ -z "$ok" ]; then rm_ctl X "$i" outside; return 1; fi
+  if [ ! -f "$r" ]; then rm_ctl X "$i" notfile; return 1; fi
+  if [ ! -r "$r" ]; then rm_ctl X "$i" unreadable; return 1; fi
+}
+"""
+
 # The program: fixed text; only the call lines after it carry arguments, each quoted.
 # Files are only ever named in redirections and after '--', never where a tool reads options.
 # fd 4 is the command's stdout; the cutter's summary comes back to the shell on fd 3.
@@ -282,6 +312,7 @@ export LC_ALL=C
 set -f
 exec 4>&1
 rm_ctl() {{ printf '#%s %s\\n' "$rm_n" "$*"; }}
+{_REAL_SH}
 rm_kw() {{ grep -a -n "$@" -F {_GREP_KEYWORDS}; }}
 rm_cut_awk='{_CUT_AWK}'
 rm_marks_awk='{_MARKS_AWK}'
@@ -339,20 +370,7 @@ rm_file() {{
   i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${{10}} t_sum=${{11}}
   shift 11
   rm_ctl S "$i"
-  if [ ! -e "$f" ]; then rm_ctl X "$i" missing; return; fi
-  # Security: resolve symlinks and '..' here, on the host, and require the real path under
-  # a root: a symlink planted in a log directory cannot lead a read out of it.
-  r=$(readlink -f -- "$f") || {{ rm_ctl X "$i" outside; return; }}
-  # (A resolved path that starts with the root as written lies in it: it has no symlink left.)
-  ok=
-  for root do
-    case $r in "${{root%/}}"/*) ok=1; break ;; esac
-    rr=$(readlink -f -- "$root") || continue
-    case $r in "${{rr%/}}"/*) ok=1; break ;; esac
-  done
-  if [ -z "$ok" ]; then rm_ctl X "$i" outside; return; fi
-  if [ ! -f "$r" ]; then rm_ctl X "$i" notfile; return; fi
-  if [ ! -r "$r" ]; then rm_ctl X "$i" unreadable; return; fi
+  rm_real "$f" "$@" || return
   # One ls gives the inode (is it still the same file?) and the size the read stops at.
   set -- $(ls -dinL -- "$r")
   if [ -z "${{6-}}" ]; then rm_ctl X "$i" unreadable; return; fi
@@ -412,8 +430,12 @@ rm_podman() {{
 """
 
 
-# Sent without its comment lines: they are for the reader of this file, not the host.
-_PROGRAM_SENT = "\n".join(line for line in _PROGRAM.splitlines() if not line.lstrip().startswith("# "))
+def _strip_comments(program: str) -> str:
+    """The program without its comment lines: they are for the reader of this file, not the host."""
+    return "\n".join(line for line in program.splitlines() if not line.lstrip().startswith("# "))
+
+
+_PROGRAM_SENT = _strip_comments(_PROGRAM)
 
 
 REMOTE_COMMAND = "exec /bin/sh -s"
@@ -631,11 +653,312 @@ def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
 
 
 # ---------------------------------------------------------------------------------------
+# The audit's templates: a serve script and its env file read, and two modes' dry runs.
+# Same rules as the ledger read: fixed sh text on stdin, then one quoted call line per file
+# or mode. A file's bytes, or a dry run's output, travel between a D (or W) line and a Y
+# line of the nonce, so no byte of them can end the block early or pass for a control line:
+#
+#     #<n> S <i>                  section i begins
+#     #<n> X <i> <code> [<n>]     section i failed: missing, outside, notfile, unreadable,
+#                                 toolarge <bytes>, changed, notimeout, nobash
+#     #<n> D <i> [<crc> <bytes>]  data follows (a file: with its cksum; a dry run: its stdout)
+#     #<n> A <i> exec|bash        how the dry run's script was started (exec bit, or bash)
+#     #<n> W <i>                  the end of the dry run's stderr follows, then "<n> <status>"
+#     \n#<n> Y <i>                the block ends (the newline before it is not data)
+#     #<n> Z                      the command ran to its end
+
+_FILES_PROGRAM = r"""export LC_ALL=C
+set -f
+rm_ctl() { printf '#%s %s\n' "$rm_n" "$*"; }
+""" + _REAL_SH + r"""
+# File $3 as section $1 when it lies under the roots $4...: its cksum, then at most $2 + 1 of
+# its bytes (one over the cap tells the reader it grew past it).
+rm_read() {
+  i=$1 cap=$2 f=$3
+  shift 3
+  rm_ctl S "$i"
+  rm_real "$f" "$@" || return
+  set -- $(ls -dinL -- "$r")
+  if [ -z "${6-}" ]; then rm_ctl X "$i" unreadable; return; fi
+  if [ "$6" -gt "$cap" ]; then rm_ctl X "$i" toolarge "$6"; return; fi
+  # The cksum before the bytes: if the file changes between the two, the dry run refuses it.
+  rm_ctl D "$i" $(cksum < "$r")
+  head -c $((cap + 1)) < "$r"
+  printf '\n#%s Y %s\n' "$rm_n" "$i"
+}
+"""
+
+# fd 4 is the command's stdout. The dry run's stdout goes through head to fd 4 at once; its
+# stderr, then its exit status, go through tail into a variable (fd 5) and follow as a W block.
+# The script gets neither fd 3, 4 nor 5, nor the nonce (a shell variable, never exported).
+_DRY_RUN_PROGRAM = r"""export LC_ALL=C
+set -f
+exec 4>&1
+rm_ctl() { printf '#%s %s\n' "$rm_n" "$*"; }
+""" + _REAL_SH + r"""
+# '<script> <mode> --dry-run' as section $1: $2 the script, $3 its cksum when its text was
+# checked, $4 the mode, $5... the roots the script's real path must lie under.
+rm_dry() {
+  i=$1 f=$2 sum=$3 m=$4
+  shift 4
+  rm_ctl S "$i"
+  rm_real "$f" "$@" || return
+  # Security: no dry run without a time limit on the host: a mode that ignores --dry-run and
+  # starts the engine, or hangs, is killed there whatever becomes of the connection.
+  if [ -z "$rm_t" ]; then rm_ctl X "$i" notimeout; return; fi
+  # Security: the script run is the one whose text was checked (it handles --dry-run).
+  if [ "$(cksum < "$r")" != "$sum" ]; then rm_ctl X "$i" changed; return; fi
+  if [ -x "$r" ]; then set -- "$r"; rm_ctl A "$i" exec
+  elif command -v bash > /dev/null 2>&1; then set -- bash "$r"; rm_ctl A "$i" bash
+  else rm_ctl X "$i" nobash; return; fi
+  rm_ctl D "$i"
+  rm_e=$(
+    {
+      {
+        { (cd -- "${r%/*}/" && exec $rm_t "$@" "$m" --dry-run) < /dev/null 2>&1 1>&3 3>&- 4>&- 5>&-
+          printf '\n%s %s\n' "$rm_n" "$?"
+        } | tail -c "$rm_errcap" >&5 3>&-
+      } 3>&1 | head -c $((rm_cap + 1)) >&4 5>&-
+    } 5>&1
+  )
+  printf '\n#%s Y %s\n' "$rm_n" "$i"
+  rm_ctl W "$i"
+  printf '%s' "$rm_e"
+  printf '\n#%s Y %s\n' "$rm_n" "$i"
+}
+"""
+
+_FILES_SENT = _strip_comments(_FILES_PROGRAM)
+_DRY_RUN_SENT = _strip_comments(_DRY_RUN_PROGRAM)
+
+STDERR_TAIL_BYTES = 2_048
+"""The end of a dry run's stderr that comes back, for the message when it fails."""
+
+MODE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+"""A serve script's mode name (use fullmatch): one plain word, never an option."""
+
+_CKSUM = re.compile(r"[0-9]{1,20} [0-9]{1,20}")
+
+
+def check_mode(mode: str) -> str:
+    # Security: the mode becomes one argv word of the serve script. A leading '-' would make it
+    # an option of the script ('--help', '-x'); blanks, quotes, '$', ';' or a newline have no
+    # place in a mode name, so the pattern leaves nothing a shell or the script could misread.
+    if not isinstance(mode, str) or not MODE_PATTERN.fullmatch(mode):
+        raise InputError(
+            f"mode={mode!r} is not a mode name: letters, digits, '.', '_', '+', '-' only, at most 64, not starting "
+            "with '-'; check_serve_script lists the script's modes"
+        )
+    return mode
+
+
+def _sent_path(text: str) -> str:
+    """A path already checked by check_remote_path, checked again where it enters a command."""
+    if not text.startswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+        raise InputError(f"{text!r}: a remote path is absolute and holds no control characters")
+    return text
+
+
+@dataclass(frozen=True)
+class FileRequest:
+    """A script or env file to read on a host (path and roots already checked by check_remote_path)."""
+
+    path: str
+    roots: tuple[str, ...]
+    argument: str
+    """The tool argument (or config key) it came from: every message names it."""
+    optional: bool = False
+    """True: a missing file is no error (the .env beside a script, when none was named)."""
+
+
+@dataclass(frozen=True)
+class RemoteText:
+    """A file's bytes as the host sent them, and its cksum there ("<crc> <bytes>")."""
+
+    path: str
+    data: bytes
+    cksum: str
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """One '<script> <mode> --dry-run' on a host: its stdout (at most the cap + 1 bytes) and exit status."""
+
+    mode: str
+    command: tuple[str, ...]
+    stdout: bytes
+    exit_status: int | None
+    """None: the status did not come back (a process the script left behind kept writing)."""
+    stderr_tail: str
+    timeout_s: int
+    """The limit the host ran it under (`timeout -s KILL`)."""
+
+    @property
+    def killed(self) -> bool:
+        """Killed by the host's time limit: timeout's SIGKILL (137), or its own 124."""
+        return self.exit_status in (124, 137)
+
+
+def build_files_command(requests: Sequence[FileRequest], *, nonce: str, cap_bytes: int) -> str:
+    """Read each file (at most cap_bytes) on the host, all in one command."""
+    if not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
+        raise ValueError("the nonce is hex")
+    q = shlex.quote
+    lines = [_FILES_SENT, f"rm_n={nonce}"]
+    for i, request in enumerate(requests):
+        words = [str(i), str(int(cap_bytes)), _sent_path(request.path), *(_sent_path(r) for r in request.roots)]
+        lines.append("rm_read " + " ".join(q(w) for w in words))
+    lines.append("rm_ctl Z")
+    return "{\n" + "\n".join(lines) + "\n} < /dev/null\n"
+
+
+def build_dry_run_command(
+    script: str, cksum: str, modes: Sequence[str], roots: Sequence[str], *, nonce: str, timeout_s: float,
+    cap_bytes: int,
+) -> str:
+    """'<script> <mode> --dry-run' for each mode, one after the other, in one command."""
+    if not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
+        raise ValueError("the nonce is hex")
+    # Security: the cksum came back from the host and goes into this command: digits only.
+    if not _CKSUM.fullmatch(cksum):
+        raise InputError(f"cksum={cksum!r}: expected '<crc> <bytes>' as cksum prints them; read the script again")
+    if not (isinstance(timeout_s, int | float) and 0 < timeout_s <= 3600):
+        raise InputError(f"timeout_s={timeout_s!r}: give a number of seconds above 0 and at most 3600")
+    q = shlex.quote
+    lines = [
+        _DRY_RUN_SENT,
+        f"rm_n={nonce}",
+        f"rm_cap={int(cap_bytes)}",
+        f"rm_errcap={STDERR_TAIL_BYTES + 128}",
+        f"if command -v timeout > /dev/null 2>&1; then rm_t='timeout -s KILL {math.ceil(timeout_s)}'; else rm_t=; fi",
+    ]
+    for i, mode in enumerate(modes):
+        words = [str(i), _sent_path(script), cksum, check_mode(mode), *(_sent_path(r) for r in roots)]
+        lines.append("rm_dry " + " ".join(q(w) for w in words))
+    lines.append("rm_ctl Z")
+    return "{\n" + "\n".join(lines) + "\n} < /dev/null\n"
+
+
+@dataclass
+class _Frame:
+    fields: dict[str, list[str]] = field(default_factory=dict)
+    blocks: dict[str, bytes] = field(default_factory=dict)
+
+
+def parse_frames(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Frame], bool]:
+    """The control lines and data blocks of each section; True if the end marker arrived."""
+    prefix = f"#{nonce} ".encode()
+    frames = [_Frame() for _ in range(count)]
+    finished = False
+    position = 0
+    while position < len(raw):
+        end = raw.find(b"\n", position)
+        end = len(raw) if end < 0 else end
+        line, position = raw[position:end], end + 1
+        if not line.startswith(prefix):
+            continue
+        kind, _, rest = line[len(prefix):].decode("ascii", "replace").partition(" ")
+        if kind == "Z":
+            finished = True
+            continue
+        number, _, rest = rest.partition(" ")
+        if not number.isdigit() or int(number) >= count:
+            continue
+        frame = frames[int(number)]
+        frame.fields[kind] = rest.split()
+        if kind in ("D", "W"):
+            closing = b"\n" + prefix + f"Y {number}\n".encode()
+            stop = raw.find(closing, position)
+            if stop < 0:
+                break  # cut off inside the block: no Z follows, the caller says so
+            frame.blocks[kind] = raw[position:stop]
+            position = stop + len(closing)
+    return frames, finished
+
+
+def _file_error(frame: _Frame, path: str, argument: str, roots: Sequence[str], host: str) -> None:
+    """Raise what the section's X line says about a file (read or run), naming the argument and the remedy."""
+    code, *args = frame.fields["X"] or ["?"]
+    label = f"{argument}={path!r}"
+    if code == "missing":
+        raise SourceError(f"{label}: no such file on host {host}; check the path (`ls -l` it there) or the fleet "
+                          "config's entry")
+    if code == "outside":
+        raise InputError(
+            f"{label}: the file's real path on host {host} (symlinks followed there) lies outside the allowed "
+            f"directories ({', '.join(roots)}); add its real directory to [hosts.{host}] log_roots in the fleet config"
+        )
+    if code == "notfile":
+        raise SourceError(f"{label}: not a regular file on host {host} (a directory, FIFO or device); name the file")
+    if code == "unreadable":
+        raise SourceError(f"{label}: permission denied on host {host}; the SSH user cannot read it")
+    if code == "toolarge" and args and args[0].isdigit():
+        raise SourceError(f"{label} on host {host} is {int(args[0]):,} bytes: over the cap, so not a serve script "
+                          "or env file; name the right file")
+    if code == "changed":
+        raise SourceError(f"{label} on host {host} changed between the check of its text and the dry run, so it "
+                          "was not run; run compare_dry_run again")
+    if code == "notimeout":
+        raise SourceError(f"{label}: host {host} has no `timeout` (coreutils) on the SSH user's PATH, and a dry run "
+                          "is never started there without a time limit; install coreutils there, or paste the two "
+                          "dry-run outputs as proven_argv and candidate_argv")
+    if code == "nobash":
+        raise SourceError(f"{label} on host {host} has no exec bit and there is no bash to run it with; chmod +x it")
+    raise RemoteError(f"{label}: the command failed on host {host} ({' '.join(frame.fields['X'])}); the host needs "
+                      "POSIX sh and coreutils (readlink -f, head -c, tail -c, cksum)")
+
+
+def file_text(frame: _Frame, request: FileRequest, host: str, cap_bytes: int) -> RemoteText | None:
+    """The file the section holds, None for an optional file that is not there, or the error."""
+    if "X" in frame.fields:
+        if request.optional and frame.fields["X"][:1] == ["missing"]:
+            return None
+        _file_error(frame, request.path, request.argument, request.roots, host)
+    data = frame.blocks.get("D")
+    cksum = " ".join(frame.fields.get("D", []))
+    if data is None or not _CKSUM.fullmatch(cksum):
+        raise RemoteError(f"{request.argument}={request.path!r}: host {host} sent an incomplete answer; try again")
+    if len(data) > cap_bytes:
+        raise SourceError(f"{request.argument}={request.path!r} on host {host} is over {cap_bytes // 1024:,} KiB: "
+                          "not a serve script or env file; name the right file")
+    return RemoteText(request.path, data, cksum)
+
+
+def dry_run_result(frame: _Frame, mode: str, script: str, roots: Sequence[str], host: str,
+                   *, nonce: str, timeout_s: int) -> DryRun:
+    """The section's dry run (stdout, status, stderr's end), or the error its X line names."""
+    if "X" in frame.fields:
+        _file_error(frame, script, "script", roots, host)
+    how = frame.fields.get("A", [])
+    stdout, tail = frame.blocks.get("D"), frame.blocks.get("W")
+    if how not in (["exec"], ["bash"]) or stdout is None or tail is None:
+        raise RemoteError(f"script={script!r}: host {host} sent an incomplete answer for mode {mode!r}; try again")
+    command = (script,) if how == ["exec"] else ("bash", script)
+    err, _, last = tail.rstrip(b"\n").rpartition(b"\n")
+    words = last.decode("ascii", "replace").split(" ")
+    status = int(words[1]) if len(words) == 2 and words[0] == nonce and words[1].isdigit() else None
+    text = (err if status is not None else tail).decode("utf-8", "replace")
+    return DryRun(mode, (*command, mode, "--dry-run"), stdout, status, text[-STDERR_TAIL_BYTES:], timeout_s)
+
+
+# ---------------------------------------------------------------------------------------
 # Connections
 
 
 class _OverCap(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class Doing:
+    """What a command does, as its messages say it: "reading <what>", "running <what>"."""
+
+    verb: str
+    what: str
+    timeout_s: float
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.what}"
 
 
 @dataclass
@@ -699,6 +1022,38 @@ class SSHPool:
             boots.append(section_boot(section, request, target.name))
         return boots
 
+    async def read_files(self, target: SSHTarget, requests: Sequence[FileRequest], *,
+                         cap_bytes: int) -> list[RemoteText | None]:
+        """Read each file (a serve script, its env file), at most cap_bytes each, in one command."""
+        nonce = secrets.token_hex(16)
+        command = build_files_command(requests, nonce=nonce, cap_bytes=cap_bytes)
+        what = " and ".join(f"{target.name}:{r.path}" for r in requests)
+        output = await self.run(target, command, what=what)
+        frames, finished = parse_frames(output, nonce=nonce, count=len(requests))
+        _check_finished(output, finished, target, what)
+        return [file_text(frame, request, target.name, cap_bytes) for frame, request in zip(frames, requests,
+                                                                                           strict=True)]
+
+    async def dry_runs(self, target: SSHTarget, script: RemoteText, modes: Sequence[str], roots: Sequence[str], *,
+                       timeout_s: float, cap_bytes: int) -> list[DryRun]:
+        """'<script> <mode> --dry-run' for each mode, in one command; each killed on the host at timeout_s.
+
+        script is the file as read_files returned it: the host runs it only while its cksum
+        is still the one read, so the text that was checked is the text that runs.
+        """
+        nonce = secrets.token_hex(16)
+        command = build_dry_run_command(script.path, script.cksum, modes, roots, nonce=nonce, timeout_s=timeout_s,
+                                        cap_bytes=cap_bytes)
+        limit_s = math.ceil(timeout_s)
+        what = " and ".join(f"`{script.path} {mode} --dry-run`" for mode in modes)
+        # The host kills each run at limit_s; this is the backstop should the host not answer.
+        output = await self.run(target, command, what=what, verb="running",
+                                timeout_s=len(modes) * limit_s + self.limits.command_timeout_s)
+        frames, finished = parse_frames(output, nonce=nonce, count=len(modes))
+        _check_finished(output, finished, target, what)
+        return [dry_run_result(frame, mode, script.path, roots, target.name, nonce=nonce, timeout_s=limit_s)
+                for frame, mode in zip(frames, modes, strict=True)]
+
     def _remember(self, key: tuple[SSHTarget, str], section: _Section, previous: Checkpoint | None) -> None:
         """Keep the newest marker (and, for the newest boot, its lines so far) for the next read."""
         anchor = section.checkpoint
@@ -720,8 +1075,14 @@ class SSHPool:
         while len(self.checkpoints) > MAX_CHECKPOINTS:
             del self.checkpoints[next(iter(self.checkpoints))]
 
-    async def run(self, target: SSHTarget, script: str, *, what: str) -> bytes:
-        """Run one sh script on the host (REMOTE_COMMAND, script on stdin); its stdout, within the limits."""
+    async def run(self, target: SSHTarget, script: str, *, what: str, verb: str = "reading",
+                  timeout_s: float | None = None) -> bytes:
+        """Run one sh script on the host (REMOTE_COMMAND, script on stdin); its stdout, within the limits.
+
+        what and verb name the work in every message ("reading <what>"); timeout_s replaces
+        the limits' command timeout for this command.
+        """
+        doing = Doing(verb, what, timeout_s if timeout_s is not None else self.limits.command_timeout_s)
         entry = self._entry(target)
         async with entry.slots:
             entry.busy += 1
@@ -730,19 +1091,19 @@ class SSHPool:
                 entry.idle = None
             try:
                 reused = entry.conn is not None and not entry.conn.is_closed()
-                conn = await self._connection(target, entry, what)
+                conn = await self._connection(target, entry, doing)
                 try:
-                    return await self._exec(conn, target, script, what)
+                    return await self._exec(conn, target, script, doing)
                 except _ChannelRefused:
                     if not reused:
                         raise
                     # A pooled connection the host has since closed: one fresh try.
                     self._drop(entry)
-                    conn = await self._connection(target, entry, what)
-                    return await self._exec(conn, target, script, what)
+                    conn = await self._connection(target, entry, doing)
+                    return await self._exec(conn, target, script, doing)
             except _ChannelRefused as exc:
                 raise RemoteError(
-                    f"{target.where()}: the host refused to start the command reading {what} ({exc}); "
+                    f"{target.where()}: the host refused to start the command {doing} ({exc}); "
                     "check that the SSH user may run commands (no ForceCommand, a login shell) and try again"
                 ) from exc.__cause__
             finally:
@@ -791,14 +1152,15 @@ class SSHPool:
             conn, entry.conn = entry.conn, None
             conn.close()
 
-    async def _connection(self, target: SSHTarget, entry: _Entry, what: str) -> asyncssh.SSHClientConnection:
+    async def _connection(self, target: SSHTarget, entry: _Entry, doing: Doing) -> asyncssh.SSHClientConnection:
         async with entry.connect_lock:
             if entry.conn is not None and not entry.conn.is_closed():
                 return entry.conn
-            entry.conn = await connect(target, self.limits, what=what)
+            entry.conn = await connect(target, self.limits, what=doing.what,
+                                       verb="read" if doing.verb == "reading" else "run")
             return entry.conn
 
-    async def _exec(self, conn: asyncssh.SSHClientConnection, target: SSHTarget, script: str, what: str) -> bytes:
+    async def _exec(self, conn: asyncssh.SSHClientConnection, target: SSHTarget, script: str, doing: Doing) -> bytes:
         import asyncssh
 
         limits = self.limits
@@ -817,7 +1179,7 @@ class SSHPool:
         self.transfer.commands += 1
         self.transfer.sent_bytes += len(REMOTE_COMMAND) + len(script)
         try:
-            async with asyncio.timeout(limits.command_timeout_s):
+            async with asyncio.timeout(doing.timeout_s):
                 try:
                     process = await conn.create_process(REMOTE_COMMAND, encoding=None)
                     process.stdin.write(script.encode())
@@ -830,14 +1192,14 @@ class SSHPool:
         except TimeoutError as exc:
             _stop(process)
             raise RemoteError(
-                f"{target.where()}: reading {what} took longer than {limits.command_timeout_s:g} s and was "
+                f"{target.where()}: {doing} took longer than {doing.timeout_s:g} s and was "
                 "stopped; the host may be overloaded, or podman may hang there (try the read by hand over ssh); "
                 "try again later"
             ) from exc
         except _OverCap as exc:
             _stop(process)
             raise RemoteError(
-                f"{target.where()}: reading {what} sent more than {limits.cap_bytes:,} bytes, the cap on one "
+                f"{target.where()}: {doing} sent more than {limits.cap_bytes:,} bytes, the cap on one "
                 "answer, and was stopped; a boot's ledger lines are a few KiB: is this the radiance boot log?"
             ) from exc
         except _ChannelRefused:
@@ -845,8 +1207,8 @@ class SSHPool:
         except (asyncssh.Error, OSError) as exc:
             self._drop_conn(conn)
             raise RemoteError(
-                f"{target.where()}: the connection dropped while reading {what} ({_reason(exc)}); "
-                "the read was not finished; try again, and check the host and the network if it repeats"
+                f"{target.where()}: the connection dropped while {doing} ({_reason(exc)}); "
+                "it was not finished; try again, and check the host and the network if it repeats"
             ) from exc
         finally:
             self.transfer.received_bytes += received[0]
@@ -854,7 +1216,7 @@ class SSHPool:
         if status is None and completed.exit_signal is None:
             self._drop_conn(conn)
             raise RemoteError(
-                f"{target.where()}: the session reading {what} ended without an exit status (the connection or "
+                f"{target.where()}: the session {doing} ended without an exit status (the connection or "
                 "the session dropped); try again, and check the host and the network if it repeats"
             )
         if status != 0 and not out:
@@ -862,7 +1224,7 @@ class SSHPool:
             tail = f": {said[-1][:300]!r}" if said else ""
             how = f"signal {completed.exit_signal[0]}" if completed.exit_signal else f"status {status}"
             raise RemoteError(
-                f"{target.where()}: the command reading {what} ended with {how}{tail}; the host needs POSIX "
+                f"{target.where()}: the command {doing} ended with {how}{tail}; the host needs POSIX "
                 "sh, grep, awk and coreutils (readlink -f, head -c, tail -c) on the SSH user's PATH"
             )
         return bytes(out)
@@ -937,11 +1299,12 @@ def known_hosts_files(target: SSHTarget, configured: Sequence[str] | None) -> li
     return files or [os.path.expanduser("~/.ssh/known_hosts")]
 
 
-async def connect(target: SSHTarget, limits: Limits, *, what: str = "a ledger") -> asyncssh.SSHClientConnection:
+async def connect(target: SSHTarget, limits: Limits, *, what: str = "a ledger",
+                  verb: str = "read") -> asyncssh.SSHClientConnection:
     """One verified, authenticated connection, or a RemoteError that names the host, the read and the remedy."""
     import asyncssh
 
-    where = f"{target.where()}, to read {what}"
+    where = f"{target.where()}, to {verb} {what}"
 
     kwargs: dict[str, object] = {
         "host": target.address,

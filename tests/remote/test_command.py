@@ -182,3 +182,74 @@ def test_no_code_turns_host_key_checking_off() -> None:
         text = source.read_text()
         assert "known_hosts=None" not in text.replace(" ", ""), source
         assert "import asyncssh" not in text or source.name == "remote.py", f"asyncssh used outside remote.py: {source}"
+
+
+# ---------------------------------------------------------------------------------------
+# The audit's templates: a script and its env file read, two modes' dry runs.
+
+
+def _call_words(command: str, name: str) -> list[list[str]]:
+    return [shlex.split(line) for line in command.split("\n") if line.startswith(f"{name} ")]
+
+
+def test_the_file_read_quotes_every_argument() -> None:
+    path = "/home/dank/scripts/a b;c$(d)`e`'f\"g.sh"
+    command = remote.build_files_command(
+        [remote.FileRequest(path, ("/home/dank/scripts",), "script"),
+         remote.FileRequest("/home/dank/scripts/a.env", ("/home/dank/scripts",), "env_file", optional=True)],
+        nonce=NONCE, cap_bytes=1 << 20)
+    assert _call_words(command, "rm_read") == [
+        ["rm_read", "0", "1048576", path, "/home/dank/scripts"],
+        ["rm_read", "1", "1048576", "/home/dank/scripts/a.env", "/home/dank/scripts"],
+    ]
+    assert command.startswith("{\n") and command.endswith("\nrm_ctl Z\n} < /dev/null\n")
+    assert "\n# " not in command  # comments stay in this file
+
+
+def test_the_dry_run_quotes_checks_and_limits() -> None:
+    script = "/home/dank/scripts/frank archon;x.sh"
+    command = remote.build_dry_run_command(script, "4242 977", ["fp8", "bf16-fixed"], ("/home/dank/scripts",),
+                                           nonce=NONCE, timeout_s=19.5, cap_bytes=262_144)
+    assert _call_words(command, "rm_dry") == [
+        ["rm_dry", "0", script, "4242 977", "fp8", "/home/dank/scripts"],
+        ["rm_dry", "1", script, "4242 977", "bf16-fixed", "/home/dank/scripts"],
+    ]
+    # Killed on the host at the limit, rounded up to whole seconds: 19.5 -> 20.
+    assert "rm_t='timeout -s KILL 20'" in command and "rm_cap=262144" in command
+    assert command.startswith("{\n") and command.endswith("\nrm_ctl Z\n} < /dev/null\n")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"modes": ["fp8", "--help"]}, "is not a mode name"),
+        ({"modes": ["fp8", "fp8\n"]}, "is not a mode name"),
+        ({"modes": ["fp8", "a;b"]}, "is not a mode name"),
+        ({"cksum": "1 2; touch x"}, "cksum="),
+        ({"cksum": "$(x) 2"}, "cksum="),
+        ({"timeout_s": 0}, "timeout_s="),
+        ({"timeout_s": float("nan")}, "timeout_s="),
+        ({"script": "scripts/a.sh"}, "absolute"),
+        ({"script": "/a/b.sh\ntouch x"}, "control characters"),
+    ],
+)
+def test_the_dry_run_refuses_what_it_cannot_quote_safely(change: dict[str, object], message: str) -> None:
+    arguments: dict[str, object] = {"script": "/a/b.sh", "cksum": "1 2", "modes": ["fp8", "bf16"], "timeout_s": 20}
+    arguments.update(change)
+    with pytest.raises(InputError, match=message):
+        remote.build_dry_run_command(
+            arguments["script"], arguments["cksum"], arguments["modes"], ("/a",),  # type: ignore[arg-type]
+            nonce=NONCE, timeout_s=arguments["timeout_s"], cap_bytes=1024)  # type: ignore[arg-type]
+
+
+def test_data_blocks_end_only_at_their_own_nonce() -> None:
+    other = "feedfacefeedfacefeedfacefeedface"
+    data = f"a\n#{other} Y 0\n#{other} Z\n\n".encode()  # bytes posing as control lines: data
+    raw = (f"#{NONCE} S 0\n#{NONCE} D 0 4242 {len(data)}\n".encode() + data + f"\n#{NONCE} Y 0\n".encode()
+           + f"#{NONCE} S 1\n#{NONCE} D 1 1 0\n\n#{NONCE} Y 1\n#{NONCE} Z\n".encode())
+    frames, finished = remote.parse_frames(raw, nonce=NONCE, count=2)
+    assert finished
+    assert frames[0].blocks["D"] == data and frames[0].fields["D"] == ["4242", str(len(data))]
+    assert frames[1].blocks["D"] == b""  # an empty file
+    cut, finished = remote.parse_frames(raw[: raw.index(b"Y 0")], nonce=NONCE, count=2)
+    assert not finished and "D" not in cut[0].blocks
