@@ -3,14 +3,16 @@
 Each reads its sources (ledgers, a script and its env file, two dry runs), calls the pure
 core (radiance_mcp.step_shape, radiance_mcp.serve_script) and shapes the output model.
 The only process this module starts is ``<script> <mode> --dry-run``, with an argv list
-(never a shell), a validated mode name, a timeout and an output cap.
+(never a shell), a validated mode name, a timeout and an output cap. On a host, the same
+run goes through remote.py's dry-run template (sources.run_remote_dry_runs), under the same
+limits, killed there at the timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
+import posixpath
 import shutil
 import signal
 from pathlib import Path
@@ -23,8 +25,17 @@ from radiance_mcp import step_shape as sh
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
+from radiance_mcp.remote import MODE_PATTERN, STDERR_TAIL_BYTES, DryRun
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref
-from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, allowed_local_path, read_many
+from radiance_mcp.sources import (
+    PodmanLogsSource,
+    RemoteFileSource,
+    RemotePath,
+    allowed_local_path,
+    read_many,
+    read_remote_files,
+    run_remote_dry_runs,
+)
 from radiance_mcp.units import fmt_gib, fmt_mib
 
 SCRIPT_CAP_BYTES = 1 << 20
@@ -32,9 +43,8 @@ SCRIPT_CAP_BYTES = 1 << 20
 DRY_RUN_TIMEOUT_S = 20.0
 DRY_RUN_MAX_TIMEOUT_S = 120.0
 DRY_RUN_OUTPUT_CAP_BYTES = 256 * 1024
-STDERR_TAIL_BYTES = 2_048
-MODE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
-"""A mode name: no leading '-', so it can never be read as an option by the script."""
+# MODE_PATTERN (remote.py, beside the other argument rules): a mode name, no leading '-', so
+# it can never be read as an option by the script; STDERR_TAIL_BYTES: the stderr a failure quotes.
 
 
 # ---------------------------------------------------------------------------------------
@@ -363,7 +373,10 @@ class CheckServeScriptInput(_Input):
     service: str | None = Field(
         None, description="A service from the config: its serve_script and env_file entries are read."
     )
-    script: str | None = Field(None, description="Absolute path of the serve script (under the config's log_roots).")
+    script: str | None = Field(
+        None, description="Absolute path of the serve script (under the config's log_roots); with host, a file on "
+        "that host, under its log_roots."
+    )
     script_text: str | None = Field(None, description="The serve script itself.")
     env_file: str | None = Field(
         None, description="The env file that owns the shape (default: the service's, or <script stem>.env beside it)."
@@ -372,6 +385,10 @@ class CheckServeScriptInput(_Input):
     env_prefix: str | None = Field(
         None, pattern=r"^[A-Z][A-Z0-9_]*_$",
         description="The owned variables' prefix, e.g. FRANK_ARCHON_ (default: read off the env file).",
+    )
+    host: str | None = Field(
+        None, description="A host of the fleet config where script and env_file live; both are read in one SSH "
+        "round trip. A service on a host needs no host here.",
     )
 
     @model_validator(mode="after")
@@ -383,6 +400,10 @@ class CheckServeScriptInput(_Input):
             )
         if self.env_file is not None and self.env_text is not None:
             raise ValueError("give at most one of env_file or env_text")
+        if self.host is not None and self.service is not None:
+            raise ValueError("host goes with script or env_file; a service names its own host in the fleet config")
+        if self.host is not None and self.script is None and self.env_file is None:
+            raise ValueError("host goes with script or env_file: paths of files on that host")
         return self
 
 
@@ -457,16 +478,8 @@ def _read_small(path: Path, argument: str) -> str:
 
 
 def _service_paths(runtime: Runtime, service: str) -> tuple[Path, Path | None]:
+    """A local service's serve_script and env_file (a service on a host goes through _remote_script_and_env)."""
     entry = runtime.fleet.service(service)
-    if entry.host is not None:
-        # Seam: remote.py's only command template reads ledgers; a script read and a dry run on
-        # the host need templates of their own there (argv-quoted, timed, capped like the read).
-        raise SourceError(
-            f"service {service!r} keeps its serve script on host {entry.host!r}; this build has no SSH command "
-            "template to read a script or run its dry run there: copy the script and env file here and pass "
-            "script=... and env_file=..., or script_text/env_text, or paste the two dry-run outputs as "
-            "proven_argv/candidate_argv"
-        )
     if entry.serve_script is None:
         raise InputError(
             f"service {service!r} names no serve_script in the fleet config; add serve_script = \"/path/to/script\" "
@@ -478,31 +491,25 @@ def _service_paths(runtime: Runtime, service: str) -> tuple[Path, Path | None]:
     return script, env
 
 
-async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
-    """Find every mode of a multi-mode serve script that carries its own step or seat count.
+def _configured_script(service: str, serve_script: str | None) -> RemotePath:
+    if serve_script is None:
+        raise InputError(
+            f"service {service!r} names no serve_script in the fleet config; add serve_script = \"/path/to/script\" "
+            "(its absolute path on the service's host)"
+        )
+    return RemotePath(f"services.{service}.serve_script", serve_script, configured=True)
 
-    The rule: no mode may carry its own --max-num-seqs or --max-num-batched-tokens (nor host
-    pool or GPU headroom); all four come from the env file that owns the shape (for
-    frank-archon: scripts/frank-archon.env with FRANK_ARCHON_MAX_SEQS,
-    FRANK_ARCHON_MAX_BATCHED_TOKENS, FRANK_ARCHON_HOST_POOL_MIB, FRANK_ARCHON_GPU_HEADROOM_MIB).
-    A private step is how a mode ends up with a 65,536-token arena of 10.65 GiB where the
-    proven 1,024 costs 504 MiB.
 
-    Reports, with file, line and the mode (case arm or function) each sits in: a literal
-    number passed to one of those flags (directly, in an argv array, in a flags string, or
-    through a variable the script sets to a number); a numeric fallback of an owned variable
-    (${FRANK_ARCHON_MAX_SEQS:-8}); an assignment of an owned variable in the script; a
-    per-mode alias of an owned variable (FRANK_ARCHON_BF16_MAX_SEQS), in the script or the
-    env file; a flag value that does not trace to the owned variable. Comments, heredoc
-    usage texts and quoted messages that mention a flag do not count.
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
 
-    The fix: inherit the proven numbers from the env file, delete the literals (no shim, no
-    alias), correct the mode's comment, then prove it with compare_dry_run.
-    """
-    script_label: str
+
+async def _local_script_and_env(
+    runtime: Runtime, args: CheckServeScriptInput, notes: list[str]
+) -> tuple[str, str, str | None, str | None]:
+    """(script label, script text, env label, env text) from this machine's files or the texts given."""
     env_label: str | None = None
     env_text = args.env_text
-    notes: list[str] = []
     if args.script_text is not None:
         script_label, script_text = "script_text", args.script_text
         env_path = _local(runtime, args.env_file, "env_file") if args.env_file else None
@@ -526,6 +533,82 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
         env_text = await asyncio.to_thread(_read_small, env_path, "env_file")
     elif env_text is not None:
         env_label = "env_text"
+    return script_label, script_text, env_label, env_text
+
+
+async def _remote_script_and_env(
+    runtime: Runtime, args: CheckServeScriptInput, host: str, notes: list[str]
+) -> tuple[str, str, str | None, str | None]:
+    """(script label, script text, env label, env text) with the files read on host in one round trip.
+
+    The files: a service's serve_script and env_file from the fleet config (their directories
+    allowed), or the script and env_file an agent names (under the host's log_roots); without
+    an env file, the <script stem>.env beside the script if it is there.
+    """
+    refs: list[RemotePath] = []
+    configured_env: str | None = None
+    if args.service is not None:
+        entry = runtime.fleet.service(args.service)
+        refs.append(_configured_script(args.service, entry.serve_script))
+        configured_env = entry.env_file
+    elif args.script is not None:
+        refs.append(RemotePath("script", args.script))
+    if args.env_text is None:
+        if args.env_file is not None:
+            refs.append(RemotePath("env_file", args.env_file))
+        elif configured_env is not None:
+            refs.append(RemotePath(f"services.{args.service}.env_file", configured_env, configured=True))
+        elif refs:
+            stem, _ = posixpath.splitext(refs[0].path)
+            refs.append(RemotePath("env_file", f"{stem}.env", configured=refs[0].configured, optional=True))
+    texts = await read_remote_files(runtime.fleet, runtime.extras, host, refs, cap_bytes=SCRIPT_CAP_BYTES)
+    script_label, script_text = "script_text", args.script_text
+    env_label, env_text = ("env_text", args.env_text) if args.env_text is not None else (None, None)
+    for ref, text in zip(refs, texts, strict=True):
+        if text is None:
+            continue  # the .env beside the script, which is not there
+        if ref.argument.endswith("env_file"):
+            env_label, env_text = f"{host}:{text.path}", _decode(text.data)
+            if ref.optional:
+                notes.append(f"env file not given: read {env_label}, the .env beside the script")
+        else:
+            script_label, script_text = f"{host}:{text.path}", _decode(text.data)
+    assert script_text is not None  # script_text was given, or the script was read (a missing one raised)
+    return script_label, script_text, env_label, env_text
+
+
+async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
+    """Find every mode of a multi-mode serve script that carries its own step or seat count.
+
+    The rule: no mode may carry its own --max-num-seqs or --max-num-batched-tokens (nor host
+    pool or GPU headroom); all four come from the env file that owns the shape (for
+    frank-archon: scripts/frank-archon.env with FRANK_ARCHON_MAX_SEQS,
+    FRANK_ARCHON_MAX_BATCHED_TOKENS, FRANK_ARCHON_HOST_POOL_MIB, FRANK_ARCHON_GPU_HEADROOM_MIB).
+    A private step is how a mode ends up with a 65,536-token arena of 10.65 GiB where the
+    proven 1,024 costs 504 MiB.
+
+    Reports, with file, line and the mode (case arm or function) each sits in: a literal
+    number passed to one of those flags (directly, in an argv array, in a flags string, or
+    through a variable the script sets to a number); a numeric fallback of an owned variable
+    (${FRANK_ARCHON_MAX_SEQS:-8}); an assignment of an owned variable in the script; a
+    per-mode alias of an owned variable (FRANK_ARCHON_BF16_MAX_SEQS), in the script or the
+    env file; a flag value that does not trace to the owned variable. Comments, heredoc
+    usage texts and quoted messages that mention a flag do not count.
+
+    The fix: inherit the proven numbers from the env file, delete the literals (no shim, no
+    alias), correct the mode's comment, then prove it with compare_dry_run.
+
+    Sources: a service (its serve_script and env_file; on its host when the config gives one),
+    a script path (with host: a file on that host, under its log_roots), or script_text; the
+    env file likewise, or the <script stem>.env beside the script. On a host the script and
+    its env file are read in one SSH round trip, each capped at 1 MiB.
+    """
+    notes: list[str] = []
+    host = runtime.fleet.service(args.service).host if args.service is not None else args.host
+    if host is not None:
+        script_label, script_text, env_label, env_text = await _remote_script_and_env(runtime, args, host, notes)
+    else:
+        script_label, script_text, env_label, env_text = await _local_script_and_env(runtime, args, notes)
     if env_text is None and args.env_prefix is None:
         notes.append(
             "no env file: the owned variables' prefix is guessed from the script's name; pass env_file or "
@@ -575,6 +658,10 @@ class CompareDryRunInput(_Input):
     candidate_mode: str | None = Field(None, description="The mode under review.")
     service: str | None = Field(None, description="A service from the config whose serve_script is run.")
     script: str | None = Field(None, description="Absolute path of a serve script a service of the config names.")
+    host: str | None = Field(
+        None, description="With script: the host it is on, where a service of the config runs it. A service on a "
+        "host needs no host here.",
+    )
     proven_argv: str | None = Field(
         None, description="The proven mode's dry-run output, for a comparison without running anything."
     )
@@ -591,6 +678,8 @@ class CompareDryRunInput(_Input):
         inline = [n for n in ("proven_argv", "candidate_argv") if getattr(self, n) is not None]
         run = [n for n in ("service", "script") if getattr(self, n) is not None]
         modes = [n for n in ("proven_mode", "candidate_mode") if getattr(self, n) is not None]
+        if self.host is not None and self.script is None:
+            raise ValueError("host goes with script (a serve script on that host); a service names its own host")
         if inline:
             if len(inline) != 2 or run or modes:
                 raise ValueError(
@@ -607,7 +696,7 @@ class CompareDryRunInput(_Input):
             value = getattr(self, name)
             # Security: the mode is passed as one argv word; a leading '-' would make it an option of the
             # script (e.g. '--help' or '-x') and anything beyond a plain name has no business there.
-            if not MODE_PATTERN.match(value):
+            if not MODE_PATTERN.fullmatch(value):
                 raise ValueError(
                     f"{name}={value!r} is not a mode name: letters, digits, '.', '_', '+', '-' only, at most 64, "
                     "not starting with '-'"
@@ -619,6 +708,7 @@ class CompareDryRunInput(_Input):
 
 class DryRunSide(_Output):
     mode: str | None
+    host: str | None = Field(None, description="The host it ran on (null: this machine, or an inline comparison).")
     command: list[str] | None = Field(description="The argv that was run (null for an inline comparison).")
     exit_status: int | None
     bytes: int
@@ -655,6 +745,28 @@ class CompareDryRunOutput(_Output):
     candidate: DryRunSide
 
 
+def _over_cap(shown: str, cap_bytes: int) -> SourceError:
+    return SourceError(
+        f"{shown}: printed more than {cap_bytes // 1024:,} KiB; a dry run prints one argv. Check that the mode "
+        "honours --dry-run"
+    )
+
+
+def _timed_out(shown: str, timeout_s: float) -> SourceError:
+    return SourceError(
+        f"{shown}: no result within {timeout_s:g} s; a dry run should print its argv at once. Check that the "
+        "mode honours --dry-run, or raise timeout_s"
+    )
+
+
+def _exited(shown: str, status: int, stderr: str) -> SourceError:
+    tail = stderr.strip()
+    return SourceError(
+        f"{shown}: exited {status}" + (f"; stderr ends: {tail[-500:]!r}" if tail else "")
+        + "; check the mode name against the script's modes (check_serve_script lists them)"
+    )
+
+
 async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_bytes: int) -> tuple[bytes, int]:
     """Run one dry run: argv list, no shell, no stdin; stdout capped; the whole group killed on timeout.
 
@@ -677,10 +789,7 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
         while chunk := await stdout.read(64 * 1024):
             data += chunk
             if len(data) > cap_bytes:
-                raise SourceError(
-                    f"{shown}: printed more than {cap_bytes // 1024:,} KiB; a dry run prints one argv. Check that "
-                    "the mode honours --dry-run"
-                )
+                raise _over_cap(shown, cap_bytes)
         return bytes(data)
 
     async def read_tail() -> bytes:
@@ -701,21 +810,29 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
     except TimeoutError:
         kill()
         await proc.wait()
-        raise SourceError(
-            f"{shown}: no result within {timeout_s:g} s; a dry run should print its argv at once. Check that the "
-            "mode honours --dry-run, or raise timeout_s"
-        ) from None
+        raise _timed_out(shown, timeout_s) from None
     except SourceError:
         kill()
         await proc.wait()
         raise
     if status != 0:
-        tail = err.decode("utf-8", "replace").strip()
-        raise SourceError(
-            f"{shown}: exited {status}" + (f"; stderr ends: {tail[-500:]!r}" if tail else "")
-            + "; check the mode name against the script's modes (check_serve_script lists them)"
-        )
+        raise _exited(shown, status, err.decode("utf-8", "replace"))
     return out, status
+
+
+def _remote_output(run: DryRun, host: str, cap_bytes: int) -> bytes:
+    """A dry run's stdout from the host, or the error the local run would give, naming the host."""
+    shown = f"{host}: {' '.join(run.command)}"
+    if run.killed:
+        raise _timed_out(f"{shown} (killed on the host)", run.timeout_s)
+    if len(run.stdout) > cap_bytes:
+        raise _over_cap(shown, cap_bytes)
+    if run.exit_status is None:
+        raise SourceError(f"{shown}: its exit status did not come back (a process it left behind kept writing to "
+                          "stderr); run it by hand on the host to see")
+    if run.exit_status != 0:
+        raise _exited(shown, run.exit_status, run.stderr_tail)
+    return run.stdout
 
 
 def _runnable_script(runtime: Runtime, raw: str) -> Path:
@@ -745,6 +862,36 @@ def _runnable_script(runtime: Runtime, raw: str) -> Path:
     return path
 
 
+def _remote_runnable(runtime: Runtime, args: CompareDryRunInput) -> tuple[str, RemotePath] | None:
+    """The host and configured serve_script a remote dry run runs; None for a local one.
+
+    Security: running is not reading. An agent may read any file under a host's log_roots,
+    but on a host only a serve_script the operator wrote into the config for a service on
+    that host is run; a path an agent names is run only if it is, character for character,
+    one of those.
+    """
+    if args.service is not None:
+        entry = runtime.fleet.service(args.service)
+        if entry.host is None:
+            return None
+        return entry.host, _configured_script(args.service, entry.serve_script)
+    if args.host is None:
+        return None
+    configured = {
+        entry.serve_script: name
+        for name, entry in runtime.fleet.services.items()
+        if entry.host == args.host and entry.serve_script
+    }
+    if args.script not in configured:
+        listed = ", ".join(f"{name} ({path})" for path, name in configured.items()) or "none"
+        raise GuardRailError(
+            f"script={args.script!r} on host {args.host!r} is not the serve_script of any service of that host in the "
+            f"fleet config, so it is not run (its text can still be checked with check_serve_script); configured "
+            f"serve scripts there: {listed}. Name the service, or add serve_script = \"...\" to its entry"
+        )
+    return args.host, RemotePath(f"services.{configured[args.script]}.serve_script", args.script, configured=True)
+
+
 def _script_command(script: Path, mode: str) -> list[str]:
     """'<script> <mode> --dry-run' as an argv list; a script without the exec bit runs under bash."""
     if os.access(script, os.X_OK):
@@ -753,6 +900,29 @@ def _script_command(script: Path, mode: str) -> list[str]:
     if bash is None:
         raise SourceError(f"{script}: not executable and no bash on PATH to run it with; chmod +x it")
     return [bash, str(script), mode, "--dry-run"]
+
+
+def _refuse_without_dry_run(label: str, text: str) -> None:
+    if not ss.handles_dry_run(text):
+        raise GuardRailError(
+            f"script={label!r}: its code never mentions --dry-run, so '<script> <mode> --dry-run' "
+            "could start the engine instead of printing its argv; add a --dry-run that prints the argv and exits"
+        )
+
+
+async def _remote_dry_runs(
+    runtime: Runtime, host: str, ref: RemotePath, modes: tuple[str, str], *, timeout_s: float
+) -> tuple[bytes, bytes, dict[str, list[str] | None], dict[str, int | None]]:
+    """Both modes' dry runs on host: the script read and checked (one round trip), then run (one more)."""
+    (script,) = await read_remote_files(runtime.fleet, runtime.extras, host, [ref], cap_bytes=SCRIPT_CAP_BYTES)
+    assert script is not None  # not optional: a missing script raised
+    _refuse_without_dry_run(f"{host}:{script.path}", _decode(script.data))
+    runs = await run_remote_dry_runs(runtime.fleet, runtime.extras, host, script, modes, timeout_s=timeout_s,
+                                     cap_bytes=DRY_RUN_OUTPUT_CAP_BYTES)
+    outputs = [_remote_output(run, host, DRY_RUN_OUTPUT_CAP_BYTES) for run in runs]
+    commands: dict[str, list[str] | None] = {"proven": list(runs[0].command), "candidate": list(runs[1].command)}
+    statuses: dict[str, int | None] = {"proven": runs[0].exit_status, "candidate": runs[1].exit_status}
+    return outputs[0], outputs[1], commands, statuses
 
 
 async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> CompareDryRunOutput:
@@ -764,19 +934,28 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
     with the first differing character, including when one argv is longer than the other, and
     lists the flags whose values differ (e.g. --max-num-batched-tokens 1,024 against 65,536).
 
-    The script is a service's serve_script entry (by service, or its path as script): over MCP
-    nothing else is run. It is refused unless its code handles --dry-run (running a serve
-    script without it would start the engine). Each run is an argv list (never a shell) with a validated mode
-    name, a 20 s timeout by default (at most 120 s) and a 256 KiB output cap. Two dry-run
-    outputs can also be passed as proven_argv and candidate_argv for a comparison without
-    running anything. ok is true only for identical bytes.
+    The script is a service's serve_script entry (by service, or its path as script, with
+    host for a script on a host): over MCP nothing else is run. It is refused unless its code
+    handles --dry-run (running a serve script without it would start the engine). Each run is
+    an argv list (never a shell) with a validated mode name, a 20 s timeout by default (at
+    most 120 s) and a 256 KiB output cap. On a host (a service with host in the config) the
+    script is read and checked in one SSH round trip and both modes run in a second, each
+    killed there at the timeout, and only while the script's bytes are still those checked.
+    Two dry-run outputs can also be passed as proven_argv and candidate_argv for a comparison
+    without running anything. ok is true only for identical bytes.
     """
     sides: dict[str, DryRunSide] = {}
+    remote: tuple[str, RemotePath] | None = None
     if args.proven_argv is not None and args.candidate_argv is not None:
         raw_proven: bytes = args.proven_argv.encode("utf-8", "surrogateescape")
         raw_candidate: bytes = args.candidate_argv.encode("utf-8", "surrogateescape")
         commands: dict[str, list[str] | None] = {"proven": None, "candidate": None}
         statuses: dict[str, int | None] = {"proven": None, "candidate": None}
+    elif (remote := _remote_runnable(runtime, args)) is not None:
+        assert args.proven_mode is not None and args.candidate_mode is not None
+        host, ref = remote
+        raw_proven, raw_candidate, commands, statuses = await _remote_dry_runs(
+            runtime, host, ref, (args.proven_mode, args.candidate_mode), timeout_s=args.timeout_s)
     else:
         if args.service is not None:
             script_path, _ = _service_paths(runtime, args.service)
@@ -784,11 +963,7 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
             assert args.script is not None
             script_path = _runnable_script(runtime, args.script)
         text = await asyncio.to_thread(_read_small, script_path, "script")
-        if not ss.handles_dry_run(text):
-            raise GuardRailError(
-                f"script={str(script_path)!r}: its code never mentions --dry-run, so '<script> <mode> --dry-run' "
-                "could start the engine instead of printing its argv; add a --dry-run that prints the argv and exits"
-            )
+        _refuse_without_dry_run(str(script_path), text)
         assert args.proven_mode is not None and args.candidate_mode is not None
         commands = {
             "proven": _script_command(script_path, args.proven_mode),
@@ -810,6 +985,7 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
                             ("candidate", raw_candidate, result.candidate_argv)):
         sides[side] = DryRunSide(
             mode=args.proven_mode if side == "proven" else args.candidate_mode,
+            host=remote[0] if remote is not None else None,
             command=commands[side],
             exit_status=statuses[side],
             bytes=len(raw),
@@ -854,8 +1030,8 @@ AUDIT_TOOLS: list[ToolSpec] = [
     ToolSpec("audit_step_shape", "Audit a step-shape change from two boots", AuditStepShapeInput,
              AuditStepShapeOutput, audit_step_shape, open_world=True),
     ToolSpec("check_serve_script", "Find per-mode shape literals in a serve script",
-             CheckServeScriptInput, CheckServeScriptOutput, check_serve_script),
-    # Runs '<script> <mode> --dry-run' (argv, timeout, cap): not read-only, never destructive.
+             CheckServeScriptInput, CheckServeScriptOutput, check_serve_script, open_world=True),
+    # Runs '<script> <mode> --dry-run' (argv, timeout, cap), here or on a host: not read-only, never destructive.
     ToolSpec("compare_dry_run", "Compare two modes' dry-run argv byte for byte", CompareDryRunInput,
-             CompareDryRunOutput, compare_dry_run, read_only=False),
+             CompareDryRunOutput, compare_dry_run, read_only=False, open_world=True),
 ]

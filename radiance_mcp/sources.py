@@ -19,7 +19,7 @@ from radiance_mcp.errors import InputError, SourceError
 from radiance_mcp.ledger import Boot, parse_boot, read_file, read_text
 
 if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
-    from radiance_mcp.remote import LogRequest, SSHPool, SSHTarget
+    from radiance_mcp.remote import DryRun, FileRequest, LogRequest, RemoteText, SSHPool, SSHTarget
 
 
 class LedgerSource(Protocol):
@@ -234,7 +234,65 @@ def remote_source(
     if container is not None:
         return PodmanLogsSource(target, check_container(container), pool)
     assert log is not None
-    roots = target.log_roots
-    if configured and log.startswith("/"):
-        roots = (*roots, posixpath.dirname(log) or "/")
+    roots = host_roots(target, log, configured=configured)
     return RemoteFileSource(target, check_remote_path(log, roots, host), pool, roots)
+
+
+def host_roots(target: SSHTarget, path: str, *, configured: bool) -> tuple[str, ...]:
+    """The directories a file on the host may lie under: the host's log_roots, and for a path
+    the operator wrote into the fleet config (configured=True), its own directory too."""
+    if configured and path.startswith("/"):
+        return (*target.log_roots, posixpath.dirname(path) or "/")
+    return target.log_roots
+
+
+# ---------------------------------------------------------------------------------------
+# Serve scripts on a host: read a script and its env file, run two modes' dry runs.
+
+
+@dataclass(frozen=True)
+class RemotePath:
+    """A file an audit tool reads (or runs) on a host, before its checks."""
+
+    argument: str
+    """The tool argument or config key it came from ('script', 'services.x.serve_script'): messages name it."""
+    path: str
+    configured: bool = False
+    """True: the operator's own path from the fleet config (its directory is allowed too)."""
+    optional: bool = False
+    """True: a missing file is no error (the .env beside a script, when none was named)."""
+
+
+def _file_request(target: SSHTarget, ref: RemotePath) -> FileRequest:
+    from radiance_mcp.remote import FileRequest, check_remote_path
+
+    roots = host_roots(target, ref.path, configured=ref.configured)
+    path = check_remote_path(ref.path, roots, target.name, argument=ref.argument)
+    return FileRequest(path, roots, ref.argument, ref.optional)
+
+
+async def read_remote_files(
+    fleet: Fleet, extras: dict[str, Any], host: str, refs: Sequence[RemotePath], *, cap_bytes: int
+) -> list[RemoteText | None]:
+    """The files on host, at most cap_bytes each, in one SSH round trip; None for an optional one not there.
+
+    Every path is checked (host from the config, absolute, under the allowed roots) before
+    anything is sent; the host checks again with symlinks resolved.
+    """
+    target = ssh_target(fleet, host)
+    requests = [_file_request(target, ref) for ref in refs]
+    return await ssh_pool(extras).read_files(target, requests, cap_bytes=cap_bytes)
+
+
+async def run_remote_dry_runs(
+    fleet: Fleet, extras: dict[str, Any], host: str, script: RemoteText, modes: Sequence[str], *,
+    timeout_s: float, cap_bytes: int,
+) -> list[DryRun]:
+    """'<script> <mode> --dry-run' for each mode on host, in one SSH round trip.
+
+    script is a configured serve_script as read_remote_files returned it (the caller checked
+    its text); the host runs it only while its bytes are still those.
+    """
+    target = ssh_target(fleet, host)
+    roots = host_roots(target, script.path, configured=True)
+    return await ssh_pool(extras).dry_runs(target, script, modes, roots, timeout_s=timeout_s, cap_bytes=cap_bytes)

@@ -38,6 +38,34 @@ def ledger(example: str, boots: int = 3, filler: int = 5) -> str:
         parts.extend(FILLER.format(n=number * 1000 + i) for i in range(filler))
     return "".join(parts)
 
+# {pwned} is a file the payload would create, {canary} one it would delete.
+INJECTIONS = [
+    "; touch {pwned}",
+    "$(touch {pwned})",
+    "`touch {pwned}`",
+    "\ntouch {pwned}",
+    "x\x00; touch {pwned}",
+    "-oProxyCommand=touch {pwned}",
+    "--help",
+    "../../../../../../../..{canary}",
+    "..",
+    "'; touch {pwned}; '",
+    '"; touch {pwned}; "',
+    "\\'; touch {pwned}; echo \\'",
+    "| touch {pwned}",
+    "&& rm -f {canary}",
+    "$IFS;rm${{IFS}}-f${{IFS}}{canary}",
+    "*",
+    "~root",
+    "a b",
+]
+
+
+def payloads(host: LoopbackHost) -> list[str]:
+    """The corpus with the host's own pwned and canary paths filled in."""
+    return [p.format(pwned=host.pwned, canary=host.canary) for p in INJECTIONS]
+
+
 PODMAN_STAND_IN = """#!/bin/sh
 # podman stand-in: `podman logs -- NAME` prints containers/NAME.log; records its argv.
 printf '%s\\n' "$*" >> {fixtures}/argv.log

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from remote_hosts import LoopbackHost, ledger
+from remote_hosts import LoopbackHost, ledger, payloads
 
 from radiance_mcp import tools
 from radiance_mcp.config import Fleet
@@ -19,32 +19,6 @@ from radiance_mcp.ledger import read_text
 from radiance_mcp.models import ReadBudgetTableInput
 from radiance_mcp.remote import SSHPool, SSHTarget
 from radiance_mcp.sources import RemoteFileSource
-
-# {pwned} is a file the payload would create, {canary} one it would delete.
-INJECTIONS = [
-    "; touch {pwned}",
-    "$(touch {pwned})",
-    "`touch {pwned}`",
-    "\ntouch {pwned}",
-    "x\x00; touch {pwned}",
-    "-oProxyCommand=touch {pwned}",
-    "--help",
-    "../../../../../../../..{canary}",
-    "..",
-    "'; touch {pwned}; '",
-    '"; touch {pwned}; "',
-    "\\'; touch {pwned}; echo \\'",
-    "| touch {pwned}",
-    "&& rm -f {canary}",
-    "$IFS;rm${{IFS}}-f${{IFS}}{canary}",
-    "*",
-    "~root",
-    "a b",
-]
-
-
-def payloads(host: LoopbackHost) -> list[str]:
-    return [p.format(pwned=host.pwned, canary=host.canary) for p in INJECTIONS]
 
 
 async def read(runtime: tools.Runtime, **args: object) -> None:

@@ -205,11 +205,31 @@ async def test_check_script_refuses_a_huge_file(tmp_path: Path) -> None:
         await check_serve_script(runtime_for(tmp_path), CheckServeScriptInput(script=str(big), env_text=ENV))
 
 
-async def test_check_script_on_a_remote_host_says_what_is_missing() -> None:
-    fleet = Fleet.model_validate({"hosts": {"dankserver": {}}, "services": {
-        "frank-archon": {"host": "dankserver", "serve_script": "/home/dank/scripts/frank-archon.sh"}}})
-    with pytest.raises(SourceError, match="on host 'dankserver'"):
+async def test_a_remote_service_without_a_serve_script_is_refused_before_ssh() -> None:
+    # (Reads and dry runs on a host, against real SSH servers: tests/remote/test_scripts.py.)
+    fleet = Fleet.model_validate({"hosts": {"dankserver": {"log_roots": ["/home/dank/logs"]}}, "services": {
+        "frank-archon": {"host": "dankserver", "log": "/home/dank/logs/frank_archon.log"}}})
+    with pytest.raises(InputError, match=r"service 'frank-archon' names no serve_script.*on the service's host"):
         await check_serve_script(Runtime(fleet), CheckServeScriptInput(service="frank-archon"))
+    with pytest.raises(InputError, match=r"service 'frank-archon' names no serve_script"):
+        await compare_dry_run(Runtime(fleet), CompareDryRunInput(service="frank-archon", proven_mode="fp8",
+                                                                 candidate_mode="bf16"))
+    with pytest.raises(GuardRailError, match=r"not the serve_script of any service of that host.*: none"):
+        await compare_dry_run(Runtime(fleet), CompareDryRunInput(
+            host="dankserver", script="/home/dank/logs/x.sh", proven_mode="fp8", candidate_mode="bf16"))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"service": "frank-archon", "host": "dankserver"}, "a service names its own host"),
+        ({"script_text": "x", "host": "dankserver"}, "host goes with script or env_file"),
+        ({"script_text": "x", "env_text": "y", "env_file": "/e"}, "at most one of env_file or env_text"),
+    ],
+)
+def test_check_script_input_rules(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        CheckServeScriptInput.model_validate(arguments)
 
 
 # ---------------------------------------------------------------------------------------
@@ -294,6 +314,8 @@ async def test_dry_run_failures(scripts: Path, mode: str, timeout_s: float, mess
         ({"script": "/s", "proven_mode": "--help", "candidate_mode": "fp8"}, "not starting with '-'"),
         ({"script": "/s", "proven_mode": "fp8", "candidate_mode": "a;touch x"}, "is not a mode name"),
         ({"script": "/s", "proven_mode": "fp8", "candidate_mode": "fp8 --x"}, "is not a mode name"),
+        ({"script": "/s", "proven_mode": "fp8", "candidate_mode": "fp8\n"}, "is not a mode name"),  # '$' took it
+        ({"service": "s", "host": "h", "proven_mode": "fp8", "candidate_mode": "bf16"}, "host goes with script"),
         ({"script": "/s", "proven_mode": "fp8", "candidate_mode": "fp8"}, "name two modes"),
         ({"script": "/s", "proven_mode": "fp8"}, "give service or script"),
         ({"proven_argv": "a"}, "give both proven_argv and candidate_argv"),
@@ -355,6 +377,7 @@ QUOTED = [
     (check_serve_script, f"{MNBT_WIDE:,}-token arena of {ARENA_WIDE / 1024:.2f} GiB"),
     (check_serve_script, f"proven {MNBT_NARROW:,} costs {ARENA_NARROW:.0f} MiB"),
     (check_serve_script, "FRANK_ARCHON_GPU_HEADROOM_MIB"),
+    (check_serve_script, f"each capped at {audit_tools.SCRIPT_CAP_BYTES >> 20} MiB"),
     (compare_dry_run, f"a {DRY_RUN_TIMEOUT_S:.0f} s timeout by default (at most {DRY_RUN_MAX_TIMEOUT_S:.0f} s)"),
     (compare_dry_run, f"a {DRY_RUN_OUTPUT_CAP_BYTES // 1024} KiB output cap"),
 ]
