@@ -16,12 +16,10 @@ import posixpath
 import shutil
 import signal
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from radiance_mcp import serve_script as ss
-from radiance_mcp import step_shape as sh
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
@@ -37,6 +35,9 @@ from radiance_mcp.sources import (
     run_remote_dry_runs,
 )
 from radiance_mcp.units import fmt_gib, fmt_mib
+
+if TYPE_CHECKING:
+    from radiance_mcp import step_shape as sh
 
 SCRIPT_CAP_BYTES = 1 << 20
 """A serve script or env file larger than this is not one; it is refused, not read."""
@@ -300,6 +301,8 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     proven_args, candidate_args = args.ledger_args()
     proven_boot, candidate_boot = await read_two_boots(runtime, proven_args, candidate_args)
     model_service = args.candidate_service or args.service or args.proven_service
+    from radiance_mcp import step_shape as sh  # the pure core loads on first use (server start-up stays fast)
+
     result = sh.audit(proven_boot, candidate_boot, runtime.fleet.model_constants(model_service))
     refusal = []
     if result.candidate.status == "refused":
@@ -614,6 +617,8 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
             "no env file: the owned variables' prefix is guessed from the script's name; pass env_file or "
             "env_prefix to be sure"
         )
+    from radiance_mcp import serve_script as ss
+
     check = ss.check_script(script_text, env_text, script_name=script_label, env_name=env_label,
                             prefix=args.env_prefix)
     counts: dict[str, int] = {}
@@ -903,6 +908,8 @@ def _script_command(script: Path, mode: str) -> list[str]:
 
 
 def _refuse_without_dry_run(label: str, text: str) -> None:
+    from radiance_mcp import serve_script as ss
+
     if not ss.handles_dry_run(text):
         raise GuardRailError(
             f"script={label!r}: its code never mentions --dry-run, so '<script> <mode> --dry-run' "
@@ -979,6 +986,8 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
             )
         raw_proven, raw_candidate = outputs["proven"], outputs["candidate"]
     labels = {"proven": args.proven_mode or "proven", "candidate": args.candidate_mode or "candidate"}
+    from radiance_mcp import step_shape as sh
+
     result = sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
                              proven_label=labels["proven"], candidate_label=labels["candidate"])
     for side, raw, argv in (("proven", raw_proven, result.proven_argv),
