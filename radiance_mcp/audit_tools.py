@@ -30,6 +30,7 @@ from radiance_mcp.sources import (
     RemoteFileSource,
     RemotePath,
     allowed_local_path,
+    file_error,
     read_many,
     read_remote_files,
     run_remote_dry_runs,
@@ -455,10 +456,7 @@ class CheckServeScriptOutput(_Output):
 def _local(runtime: Runtime, raw: str, argument: str) -> Path:
     if runtime.trust_local_paths:
         return Path(raw).expanduser().resolve()
-    try:
-        return allowed_local_path(raw, runtime.fleet.local_roots())
-    except InputError as exc:
-        raise InputError(str(exc).replace("log=", f"{argument}=", 1)) from exc
+    return allowed_local_path(raw, runtime.fleet.local_roots(), argument)
 
 
 def _read_small(path: Path, argument: str) -> str:
@@ -466,12 +464,8 @@ def _read_small(path: Path, argument: str) -> str:
     try:
         with path.open("rb") as stream:
             data = stream.read(SCRIPT_CAP_BYTES + 1)
-    except FileNotFoundError:
-        raise SourceError(f"{argument}={str(path)!r}: no such file") from None
-    except IsADirectoryError:
-        raise SourceError(f"{argument}={str(path)!r}: is a directory; name the file") from None
     except OSError as exc:
-        raise SourceError(f"{argument}={str(path)!r}: cannot be read: {exc.strerror or exc}") from exc
+        raise file_error(f"{argument}={str(path)!r}", exc, setting=argument) from exc
     if len(data) > SCRIPT_CAP_BYTES:
         raise SourceError(
             f"{argument}={str(path)!r} is over {SCRIPT_CAP_BYTES // 1024:,} KiB: not a serve script or env file; "

@@ -54,17 +54,22 @@ class LocalFileSource:
         try:
             # The reader streams the file in chunks; a thread keeps the event loop free meanwhile.
             return await asyncio.to_thread(read_file, self.path, source=self.label, boot=boot)
-        except FileNotFoundError:
-            raise SourceError(f"{self.label}: no such file; check the path or the service's log setting") from None
-        except IsADirectoryError:
-            raise SourceError(f"{self.label}: is a directory; name the log file inside it") from None
-        except PermissionError:
-            raise SourceError(f"{self.label}: permission denied; the server's user cannot read it") from None
         except OSError as exc:
-            raise SourceError(f"{self.label}: cannot be read: {exc.strerror or exc}") from exc
+            raise file_error(self.label, exc) from exc
 
 
-def allowed_local_path(raw: str, roots: list[Path]) -> Path:
+def file_error(label: str, exc: OSError, setting: str = "log") -> SourceError:
+    """A local file that cannot be read, said with what to do about it (setting: the config key that names it)."""
+    if isinstance(exc, FileNotFoundError):
+        return SourceError(f"{label}: no such file; check the path or the service's {setting} setting")
+    if isinstance(exc, IsADirectoryError):
+        return SourceError(f"{label}: is a directory; name the {setting} file inside it")
+    if isinstance(exc, PermissionError):
+        return SourceError(f"{label}: permission denied; the server's user cannot read it")
+    return SourceError(f"{label}: cannot be read: {exc.strerror or exc}")
+
+
+def allowed_local_path(raw: str, roots: list[Path], argument: str = "log") -> Path:
     """The resolved path, if it lies under one of the roots; else an InputError naming them.
 
     Security: an agent could ask for '/etc/shadow' or 'roots/../../etc/shadow', or plant a
@@ -72,16 +77,18 @@ def allowed_local_path(raw: str, roots: list[Path]) -> Path:
     symlink) before it is compared, so only files really under a root are read.
     """
     if not raw or "\x00" in raw:
-        raise InputError(f"log={raw!r}: a path must be non-empty and hold no NUL byte")
+        raise InputError(f"{argument}={raw!r}: a path must be non-empty and hold no NUL byte")
     path = Path(os.path.expanduser(raw))
     if not path.is_absolute():
-        raise InputError(f"log={raw!r}: give an absolute path (relative paths depend on the server's directory)")
+        raise InputError(
+            f"{argument}={raw!r}: give an absolute path (relative paths depend on the server's directory)"
+        )
     resolved = path.resolve()
     if any(resolved.is_relative_to(root) for root in roots):
         return resolved
     listed = ", ".join(str(r) for r in roots)
     raise InputError(
-        f"log={raw!r} resolves to {resolved}, outside the allowed log roots ({listed}); "
+        f"{argument}={raw!r} resolves to {resolved}, outside the allowed log roots ({listed}); "
         "add its directory to [server] log_roots in the fleet config, or name a service instead"
     )
 
