@@ -23,7 +23,6 @@ from pydantic import Field, model_validator
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
-from radiance_mcp.remote import MODE_PATTERN, STDERR_TAIL_BYTES, DryRun
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref
 from radiance_mcp.sources import (
     PodmanLogsSource,
@@ -39,6 +38,7 @@ from radiance_mcp.units import fmt_gib, fmt_mib
 
 if TYPE_CHECKING:
     from radiance_mcp import step_shape as sh
+    from radiance_mcp.remote import DryRun
 
 SCRIPT_CAP_BYTES = 1 << 20
 """A serve script or env file larger than this is not one; it is refused, not read."""
@@ -695,6 +695,8 @@ class CompareDryRunInput(_Input):
             value = getattr(self, name)
             # Security: the mode is passed as one argv word; a leading '-' would make it an option of the
             # script (e.g. '--help' or '-x') and anything beyond a plain name has no business there.
+            from radiance_mcp.remote import MODE_PATTERN  # remote.py loads on first use
+
             if not MODE_PATTERN.fullmatch(value):
                 raise ValueError(
                     f"{name}={value!r} is not a mode name: letters, digits, '.', '_', '+', '-' only, at most 64, "
@@ -790,6 +792,8 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
             if len(data) > cap_bytes:
                 raise _over_cap(shown, cap_bytes)
         return bytes(data)
+
+    from radiance_mcp.remote import STDERR_TAIL_BYTES
 
     async def read_tail() -> bytes:
         tail = b""
