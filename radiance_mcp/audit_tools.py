@@ -523,7 +523,9 @@ async def _local_script_and_env(
         if env_path is None and env_text is None:
             sibling = script_path.with_suffix(".env")
             if sibling.is_file():
-                env_path = sibling
+                # Security: an agent's script lies under the log roots, but the .env beside it may be
+                # a symlink out of them; it is checked like a named env_file (a service's is the operator's).
+                env_path = sibling if args.service is not None else _local(runtime, str(sibling), "env_file")
                 notes.append(f"env file not given: read {sibling}, the .env beside the script")
     if env_path is not None and env_text is None:
         env_label = str(env_path)

@@ -185,6 +185,19 @@ async def test_check_script_path_finds_the_env_beside_it(scripts: Path) -> None:
     assert any("beside the script" in note for note in out.notes)
 
 
+async def test_check_script_path_refuses_an_env_beside_it_that_links_out_of_the_roots(tmp_path: Path) -> None:
+    # The .env beside an agent's script is read without being named: a symlink there must not
+    # lead the read out of the log roots (a remote host refuses the same with its real path).
+    root = tmp_path / "logs"
+    root.mkdir()
+    (root / "frank-archon.sh").write_text(SCRIPT)
+    secret = tmp_path / "secret.env"
+    secret.write_text("FRANK_ARCHON_MAX_SEQS=hunter2\n")
+    (root / "frank-archon.env").symlink_to(secret)
+    with pytest.raises(InputError, match=r"^env_file='.*frank-archon\.env' resolves to .*secret\.env, outside"):
+        await check_serve_script(runtime_for(root), CheckServeScriptInput(script=str(root / "frank-archon.sh")))
+
+
 async def test_check_script_inline() -> None:
     out = await check_serve_script(
         runtime_for(Path("/nonexistent")),
