@@ -32,6 +32,7 @@ from radiance_mcp.sources import (
     file_error,
     read_many,
     read_remote_files,
+    resolve_local,
     run_remote_dry_runs,
 )
 from radiance_mcp.units import fmt_gib, fmt_mib
@@ -455,7 +456,7 @@ class CheckServeScriptOutput(_Output):
 
 def _local(runtime: Runtime, raw: str, argument: str) -> Path:
     if runtime.trust_local_paths:
-        return Path(raw).expanduser().resolve()
+        return resolve_local(raw, argument)
     return allowed_local_path(raw, runtime.fleet.local_roots(), argument)
 
 
@@ -848,10 +849,10 @@ def _runnable_script(runtime: Runtime, raw: str) -> Path:
     serve_script the operator wrote into the config runs (the CLI runs what its user names).
     """
     if runtime.trust_local_paths:
-        return Path(raw).expanduser().resolve()
+        return resolve_local(raw, "script")
     if not raw or "\x00" in raw or not Path(raw).is_absolute():
         raise InputError(f"script={raw!r}: give the absolute path of a configured serve script")
-    path = Path(raw).resolve()
+    path = resolve_local(raw, "script")
     configured = {
         Path(entry.serve_script).expanduser().resolve(): name
         for name, entry in runtime.fleet.services.items()

@@ -17,7 +17,14 @@ from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef
-from radiance_mcp.sources import InlineSource, LedgerSource, LocalFileSource, allowed_local_path, remote_source
+from radiance_mcp.sources import (
+    InlineSource,
+    LedgerSource,
+    LocalFileSource,
+    allowed_local_path,
+    remote_source,
+    resolve_local,
+)
 
 
 @dataclass
@@ -43,7 +50,7 @@ def ledger_source(
         return remote_source(runtime.fleet, runtime.extras, host=host, log=log, container=container)
     if log is not None:
         if runtime.trust_local_paths:
-            return LocalFileSource(Path(log).expanduser().resolve())
+            return LocalFileSource(resolve_local(log, "log"))
         return LocalFileSource(allowed_local_path(log, runtime.fleet.local_roots()))
     assert service is not None
     entry = runtime.fleet.service(service)

@@ -69,6 +69,19 @@ def file_error(label: str, exc: OSError, setting: str = "log") -> SourceError:
     return SourceError(f"{label}: cannot be read: {exc.strerror or exc}")
 
 
+def resolve_local(raw: str, argument: str) -> Path:
+    """raw with '~' expanded and '..' and every symlink resolved; a symlink loop is an InputError.
+
+    (Python 3.11 and 3.12 raise RuntimeError for the loop; argument is the input that named it.)
+    """
+    try:
+        return Path(os.path.expanduser(raw)).resolve()
+    except RuntimeError as exc:
+        raise InputError(
+            f"{argument}={raw!r}: its symlinks form a loop, so it names no file; name the file itself"
+        ) from exc
+
+
 def allowed_local_path(raw: str, roots: list[Path], argument: str = "log") -> Path:
     """The resolved path, if it lies under one of the roots; else an InputError naming them.
 
@@ -83,7 +96,7 @@ def allowed_local_path(raw: str, roots: list[Path], argument: str = "log") -> Pa
         raise InputError(
             f"{argument}={raw!r}: give an absolute path (relative paths depend on the server's directory)"
         )
-    resolved = path.resolve()
+    resolved = resolve_local(raw, argument)
     if any(resolved.is_relative_to(root) for root in roots):
         return resolved
     listed = ", ".join(str(r) for r in roots)

@@ -198,6 +198,22 @@ async def test_check_script_path_refuses_an_env_beside_it_that_links_out_of_the_
         await check_serve_script(runtime_for(root), CheckServeScriptInput(script=str(root / "frank-archon.sh")))
 
 
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_a_symlink_loop_is_an_input_error_naming_the_argument(tmp_path: Path, trusted: bool) -> None:
+    # Path.resolve() raises RuntimeError on a loop (Python 3.11, 3.12): it must not escape as a traceback.
+    (tmp_path / "a.sh").symlink_to(tmp_path / "b.sh")
+    (tmp_path / "b.sh").symlink_to(tmp_path / "a.sh")
+    runtime = runtime_for(tmp_path)
+    runtime.trust_local_paths = trusted
+    loop = str(tmp_path / "a.sh")
+    with pytest.raises(InputError, match=r"^script='.*a\.sh': .*symlink.*loop"):
+        await check_serve_script(runtime, CheckServeScriptInput(script=loop))
+    with pytest.raises(InputError, match=r"^script='.*a\.sh': .*symlink.*loop"):
+        await compare_dry_run(runtime, CompareDryRunInput(script=loop, proven_mode="fp8", candidate_mode="bf16"))
+    with pytest.raises(InputError, match=r"^log='.*a\.sh': .*symlink.*loop"):
+        await audit_step_shape(runtime, AuditStepShapeInput(log=loop))
+
+
 async def test_check_script_inline() -> None:
     out = await check_serve_script(
         runtime_for(Path("/nonexistent")),
