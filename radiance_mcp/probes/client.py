@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -46,7 +47,14 @@ def resolve_endpoint(fleet: Fleet, service: str) -> str:
     where = f" in {fleet.path}" if fleet.path else ""
     if not endpoint:
         raise ConfigError(f"service {service!r}{where} has no endpoint; add endpoint = \"http://host:port\"")
-    parts = urlsplit(endpoint)
+    try:
+        parts = urlsplit(endpoint)
+        _ = parts.port  # a port out of 0-65535 or not a number raises ValueError here, not mid-probe
+    except ValueError as exc:
+        raise ConfigError(
+            f"service {service!r}{where}: endpoint {redact(endpoint)!r} is not an http(s) URL with a host ({exc}); "
+            "write it as http://host:port"
+        ) from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"service {service!r}{where}: endpoint {redact(endpoint)!r} is not an http(s) URL with a host"
@@ -57,14 +65,13 @@ def resolve_endpoint(fleet: Fleet, service: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
+_CREDENTIALS = re.compile(r"^([^:/?#]+://)[^/?#]*@")
+"""user:password@ at the head of a URL's authority (up to its last '@')."""
+
+
 def redact(url: str) -> str:
-    """The URL without user:password, for messages."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"{host}:{parts.port}" if parts.port else host
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
+    """The URL without user:password, for messages; a malformed URL is redacted too, never parsed."""
+    return _CREDENTIALS.sub(r"\1", url, count=1)
 
 
 @dataclass(frozen=True)

@@ -37,11 +37,23 @@ def test_endpoint_from_the_config(endpoint: str, base: str) -> None:
         ("ftp://host/x", "not an http"),
         ("localhost:8000", "not an http"),
         ("http://", "host"),
+        # A port no socket takes, or not a number, or a broken IPv6 bracket: these escaped as
+        # ValueError, httpx.InvalidURL or an OverflowError inside an ExceptionGroup.
+        ("http://127.0.0.1:99999", "port"),
+        ("http://host:abc", "port"),
+        ("http://u:pw@host:abc/", "port"),
+        ("http://[::1:8000", "not an http"),
     ],
 )
 def test_bad_endpoints_are_config_errors(endpoint: str | None, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         resolve_endpoint(fleet(endpoint), "svc")
+
+
+def test_a_bad_port_names_the_service_without_its_credentials() -> None:
+    with pytest.raises(ConfigError, match="service 'svc'") as caught:
+        resolve_endpoint(fleet("http://u:pw@host:abc/"), "svc")
+    assert "pw" not in str(caught.value)
 
 
 def test_unknown_service_names_the_known_ones() -> None:
