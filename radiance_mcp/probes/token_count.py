@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import httpx
 
@@ -63,7 +64,8 @@ async def _count(engine: Engine, args: TokenCountProbeInput) -> TokenCountProbeO
         raise ProbeError("the window is unknown and the refusal did not name it; pass window_tokens")
 
     if text_certainly_above(len(text), window):
-        refusal = await engine.refusal("completions", text, int(len(text) / MAX_TEXT_CHARS_PER_TOKEN))
+        # More than chars / 16 tokens, so at least the next whole number of them.
+        refusal = await engine.refusal("completions", text, math.floor(len(text) / MAX_TEXT_CHARS_PER_TOKEN) + 1)
         if refusal.prompt_tokens is not None and refusal.exact:
             return _output(engine, args, "refusal", refusal.prompt_tokens, "exact")
         if use_tokenize and engine.can_tokenize("completions"):

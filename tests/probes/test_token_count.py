@@ -134,3 +134,15 @@ async def test_a_missing_tokenize_route_falls_back_to_refusals() -> None:
     result = await token_count_probe(fake.fleet(), args(CORPUS, dialect="llama.cpp"), transport=transport)
     assert result.method == "refusal_difference" and abs(result.tokens - (word_tokens(CORPUS) - 1)) <= 2
     assert any("tokenize endpoint failed" in note for note in result.notes)
+
+
+async def test_a_text_just_over_16_chars_a_token_of_the_window_is_sent_not_refused_by_the_guard() -> None:
+    # 264 chars / 16 = 16.5 > 16: certainly more than 16 tokens, so at least 17; the bound sent to the
+    # guard was int(16.5) = 16, which the radiance edge (prompt > window) does not refuse, and the
+    # probe raised a GuardRailError on a text it had itself judged certainly above the window.
+    fake = FakeEngine(window=16)
+    text = ("x" * 15 + " ") * 16 + "y" * 8
+    assert len(text) == 264
+    result = await token_count_probe(fake.fleet(), args(text, window_tokens=16), transport=fake.transport())
+    assert (result.method, result.count_kind) == ("refusal", "exact")
+    assert result.tokens == count_tokens(text) and result.requests_sent == 1
