@@ -128,6 +128,13 @@ def check_remote_path(path: str, roots: Sequence[str], host: str, *, argument: s
         raise InputError(f"{argument}={path!r}: a path may not hold NUL, newline or other control characters")
     if len(path) > MAX_PATH_CHARS:
         raise InputError(f"{argument}=...: the path is {len(path)} characters; at most {MAX_PATH_CHARS}")
+    # The command travels as UTF-8: a lone surrogate (the CLI's stand-in for a byte that is not
+    # UTF-8) cannot be encoded into it.
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        raise InputError(f"{argument}={path!r}: a path must be UTF-8 text; give the file a UTF-8 name on "
+                         f"host {host}") from None
     # Security: a leading '-' would be read as an option by the tools it is handed to.
     if path.startswith("-"):
         raise InputError(f"{argument}={path!r}: a path may not start with '-'; give it from '/'")

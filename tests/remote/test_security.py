@@ -13,6 +13,7 @@ import pytest
 from remote_hosts import LoopbackHost, ledger, payloads
 
 from radiance_mcp import tools
+from radiance_mcp.audit_tools import CheckServeScriptInput, check_serve_script
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import ConfigError, InputError, RadianceMCPError, RemoteError, SourceError
 from radiance_mcp.ledger import read_text
@@ -107,6 +108,22 @@ async def test_an_agents_path_must_lie_under_the_hosts_roots(asyncssh_host: Loop
     with pytest.raises(InputError, match=r"lists no log_roots"):
         await read(tools.Runtime(asyncssh_host.fleet(log_roots=[])), host="testhost",
                    log=f"{asyncssh_host.logs}/a.log")
+
+
+async def test_a_path_that_is_not_utf8_is_an_input_error(asyncssh_host: LoopbackHost) -> None:
+    """The CLI's argv holds a byte that is not UTF-8 as a lone surrogate; it cannot enter the command."""
+    runtime = tools.Runtime(asyncssh_host.fleet(), trust_local_paths=True)
+    before = asyncssh_host.commands()
+    try:
+        with pytest.raises(InputError, match=r"^log='.*caf\\udce9\.log': .*UTF-8"):
+            await read(runtime, host="testhost", log=f"{asyncssh_host.logs}/caf\udce9.log")
+        with pytest.raises(InputError, match=r"^script='.*\\udce9.*UTF-8"):
+            await check_serve_script(runtime, CheckServeScriptInput(host="testhost",
+                                                                    script=f"{asyncssh_host.logs}/\udce9.sh"))
+    finally:
+        if "ssh_pool" in runtime.extras:
+            await runtime.extras["ssh_pool"].close()
+    assert asyncssh_host.commands() == before
 
 
 # ---------------------------------------------------------------------------------------
