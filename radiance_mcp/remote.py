@@ -518,16 +518,13 @@ def build_command(
         if request.kind == "podman":
             lines.append(f"rm_podman {i} {boot} {q(check_container(request.name))}")
             continue
-        for text in (request.name, *request.roots):
-            if not text.startswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-                raise InputError(f"{text!r}: a remote path is absolute and holds no control characters")
         if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
             resume, anchor = ["-"] * 8, ""
         else:
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
                       str(len(checkpoint.text.encode())), *_tail_words(checkpoint)]
             anchor = checkpoint.text
-        words = [str(i), str(boot), request.name, *resume, *request.roots]
+        words = [str(i), str(boot), _sent_path(request.name), *resume, *(_sent_path(r) for r in request.roots)]
         # The anchor's text reaches awk through the environment (no escape processing), quoted.
         lines.append(f"rm_anchor={q(anchor)}")
         lines.append("rm_file " + " ".join(q(w) for w in words))
