@@ -23,12 +23,11 @@ from pydantic import Field, model_validator
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
-from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref
+from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, local_path
 from radiance_mcp.sources import (
     PodmanLogsSource,
     RemoteFileSource,
     RemotePath,
-    allowed_local_path,
     file_error,
     read_many,
     read_remote_files,
@@ -454,12 +453,6 @@ class CheckServeScriptOutput(_Output):
     remedy: list[str]
 
 
-def _local(runtime: Runtime, raw: str, argument: str) -> Path:
-    if runtime.trust_local_paths:
-        return resolve_local(raw, argument)
-    return allowed_local_path(raw, runtime.fleet.local_roots(), argument)
-
-
 def _read_small(path: Path, argument: str) -> str:
     """A script or env file's text, refused above SCRIPT_CAP_BYTES."""
     try:
@@ -510,15 +503,15 @@ async def _local_script_and_env(
     env_text = args.env_text
     if args.script_text is not None:
         script_label, script_text = "script_text", args.script_text
-        env_path = _local(runtime, args.env_file, "env_file") if args.env_file else None
+        env_path = local_path(runtime, args.env_file, "env_file") if args.env_file else None
     else:
         if args.service is not None:
             script_path, env_path = _service_paths(runtime, args.service)
         else:
             assert args.script is not None
-            script_path, env_path = _local(runtime, args.script, "script"), None
+            script_path, env_path = local_path(runtime, args.script, "script"), None
         if args.env_file is not None:
-            env_path = _local(runtime, args.env_file, "env_file")
+            env_path = local_path(runtime, args.env_file, "env_file")
         script_label = str(script_path)
         script_text = await asyncio.to_thread(_read_small, script_path, "script")
         if env_path is None and env_text is None:
@@ -526,7 +519,7 @@ async def _local_script_and_env(
             if sibling.is_file():
                 # Security: an agent's script lies under the log roots, but the .env beside it may be
                 # a symlink out of them; it is checked like a named env_file (a service's is the operator's).
-                env_path = sibling if args.service is not None else _local(runtime, str(sibling), "env_file")
+                env_path = sibling if args.service is not None else local_path(runtime, str(sibling), "env_file")
                 notes.append(f"env file not given: read {sibling}, the .env beside the script")
     if env_path is not None and env_text is None:
         env_label = str(env_path)

@@ -37,6 +37,13 @@ class Runtime:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+def local_path(runtime: Runtime, raw: str, argument: str) -> Path:
+    """A file on this machine an input names: under the log roots, unless the CLI's user names it."""
+    if runtime.trust_local_paths:
+        return resolve_local(raw, argument)
+    return allowed_local_path(raw, runtime.fleet.local_roots(), argument)
+
+
 def ledger_source(
     runtime: Runtime, *, service: str | None, log: str | None, log_text: str | None,
     host: str | None = None, container: str | None = None,
@@ -49,9 +56,7 @@ def ledger_source(
             raise InputError("container needs host: the host (from the fleet config) where podman runs it")
         return remote_source(runtime.fleet, runtime.extras, host=host, log=log, container=container)
     if log is not None:
-        if runtime.trust_local_paths:
-            return LocalFileSource(resolve_local(log, "log"))
-        return LocalFileSource(allowed_local_path(log, runtime.fleet.local_roots()))
+        return LocalFileSource(local_path(runtime, log, "log"))
     assert service is not None
     entry = runtime.fleet.service(service)
     if entry.host is not None:
