@@ -381,39 +381,6 @@ def _index_boots(stream: io.BufferedIOBase) -> _BootIndex:
     return _BootIndex(offsets, base)
 
 
-def iter_lines(stream: BinaryIO, first_number: int, end_offset: int | None = None) -> Iterator[Line | None]:
-    """Numbered, cleaned lines from the stream's position; None for a line over MAX_LINE_BYTES.
-
-    Reads in chunks and never holds more than one chunk plus one line, so a 1 GiB line
-    without a newline costs MAX_LINE_BYTES of memory, not 1 GiB.
-    """
-    number = first_number
-    position = stream.tell()
-    pending = b""
-    overlong = False
-    while end_offset is None or position < end_offset:
-        want = CHUNK_BYTES if end_offset is None else min(CHUNK_BYTES, end_offset - position)
-        block = stream.read(want)
-        if not block:
-            break
-        position += len(block)
-        parts = (pending + block).split(b"\n")
-        pending = parts.pop()
-        for part in parts:
-            if overlong or len(part) > MAX_LINE_BYTES:
-                yield None
-                overlong = False
-            else:
-                yield Line(number, clean(part.decode("utf-8", "replace")))
-            number += 1
-        if len(pending) > MAX_LINE_BYTES:
-            overlong, pending = True, b""
-    if overlong:
-        yield None
-    elif pending:
-        yield Line(number, clean(pending.decode("utf-8", "replace")))
-
-
 _NEEDLES: tuple[bytes, ...] = tuple(dict.fromkeys([*(k.encode() for k in KEYWORDS), b"\x1b"]))
 """A line can hold a phrase only if it holds a keyword, or an ANSI escape (which may split one)."""
 

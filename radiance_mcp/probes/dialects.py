@@ -99,8 +99,6 @@ class Dialect:
     shrinks_max_tokens: bool
     """True: the engine silently lowers max_tokens to what fits rather than refusing."""
     tokenize: TokenizeSpec | None
-    exact_counts: bool
-    """True: refusals of this engine name exact counts (False: bounds at best; tokenize instead)."""
     parse: Callable[[int, str, Any], Refusal | None]
     source: str
     """Where the wording was read."""
@@ -431,29 +429,29 @@ DIALECTS: dict[DialectName, Dialect] = {
     d.name: d  # type: ignore[misc]  # every entry below is named by a DialectName
     for d in (
         Dialect(
-            "radiance", ">", False, 0, False, None, True, _parse_radiance,
+            "radiance", ">", False, 0, False, None, _parse_radiance,
             "seed (PHRASEBOOK section 7): /v1/completions refuses when the prompt alone exceeds the window",
         ),
         Dialect(
-            "llama.cpp", ">=", False, 1, False, _TOKENIZE["llama.cpp"], True, _parse_llamacpp,
+            "llama.cpp", ">=", False, 1, False, _TOKENIZE["llama.cpp"], _parse_llamacpp,
             "ggml-org/llama.cpp tools/server/server-context.cpp: n_tokens >= slot.n_ctx is refused; "
             "generation stops when n_tokens + 1 >= n_ctx",
         ),
         Dialect(
-            "llama-cpp-python", ">=", False, 0, True, _TOKENIZE["llama-cpp-python"], True, _parse_llama_cpp_python,
+            "llama-cpp-python", ">=", False, 0, True, _TOKENIZE["llama-cpp-python"], _parse_llama_cpp_python,
             "abetlen/llama-cpp-python llama_cpp/llama.py (len(prompt_tokens) >= n_ctx raises; max_tokens is "
             "lowered to n_ctx - prompt) and llama_cpp/server/errors.py (the two wordings)",
         ),
         Dialect(
-            "vllm", ">=", True, 0, False, _TOKENIZE["vllm"], False, _parse_vllm,
+            "vllm", ">=", True, 0, False, _TOKENIZE["vllm"], _parse_vllm,
             "vllm-project/vllm serving_engine.py (older) and vllm/renderers/params.py (current)",
         ),
         Dialect(
-            "sglang", ">=", True, 0, False, None, True, _parse_sglang,
+            "sglang", ">=", True, 0, False, None, _parse_sglang,
             "sgl-project/sglang TokenizerManager._validate_one_request: input >= context_len is refused",
         ),
         Dialect(
-            "tgi", ">=", True, 0, False, _TOKENIZE["tgi"], True, _parse_tgi,
+            "tgi", ">=", True, 0, False, _TOKENIZE["tgi"], _parse_tgi,
             "huggingface/text-generation-inference router/src/validation.rs (HTTP 422): input + max_new_tokens "
             "> max_total_tokens, or input > max_input_tokens (max_total_tokens - 1 by default)",
         ),
@@ -464,7 +462,7 @@ DETECTION_ORDER: tuple[DialectName, ...] = ("radiance", "llama.cpp", "llama-cpp-
 """llama-cpp-python before vLLM: its chat wording is vLLM's old one, told apart by code=context_length_exceeded."""
 
 CONSERVATIVE = Dialect(
-    "unknown", ">", False, 1, True, None, False, lambda status, body, data: None,
+    "unknown", ">", False, 1, True, None, lambda status, body, data: None,
     "the strictest of every dialect, used while the engine is unknown",
 )
 """Edge rules while the dialect is unknown, strictest on every axis: a prompt is taken as refused
