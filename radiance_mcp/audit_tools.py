@@ -28,6 +28,7 @@ from radiance_mcp.sources import (
     PodmanLogsSource,
     RemoteFileSource,
     RemotePath,
+    check_regular,
     file_error,
     read_many,
     read_remote_files,
@@ -455,6 +456,7 @@ class CheckServeScriptOutput(_Output):
 
 def _read_small(path: Path, argument: str) -> str:
     """A script or env file's text, refused above SCRIPT_CAP_BYTES."""
+    check_regular(path, f"{argument}={str(path)!r}", argument)
     try:
         with path.open("rb") as stream:
             data = stream.read(SCRIPT_CAP_BYTES + 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ class LocalFileSource:
         return str(self.path)
 
     async def read(self, boot: int = -1) -> Boot:
+        check_regular(self.path, self.label)
         try:
             # The reader streams the file in chunks; a thread keeps the event loop free meanwhile.
             return await asyncio.to_thread(read_file, self.path, source=self.label, boot=boot)
@@ -80,6 +82,20 @@ def resolve_local(raw: str, argument: str) -> Path:
         raise InputError(
             f"{argument}={raw!r}: its symlinks form a loop, so it names no file; name the file itself"
         ) from exc
+
+
+def check_regular(path: Path, label: str, setting: str = "log") -> None:
+    """A SourceError if path is a FIFO, socket or device (open() reports a directory or a missing file).
+
+    Security: opening a FIFO waits for a writer with no time limit, and a device may never
+    end; a host refuses both ('not a regular file'), and so does this machine.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # open() meets the same error, and file_error words it
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise SourceError(f"{label}: not a regular file (a FIFO, socket or device); name the {setting} file itself")
 
 
 def allowed_local_path(raw: str, roots: list[Path], argument: str = "log") -> Path:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
+import os
 import stat
 from decimal import Decimal
 from pathlib import Path
@@ -212,6 +215,24 @@ async def test_a_symlink_loop_is_an_input_error_naming_the_argument(tmp_path: Pa
         await compare_dry_run(runtime, CompareDryRunInput(script=loop, proven_mode="fp8", candidate_mode="bf16"))
     with pytest.raises(InputError, match=r"^log='.*a\.sh': .*symlink.*loop"):
         await audit_step_shape(runtime, AuditStepShapeInput(log=loop))
+
+
+async def test_a_fifo_under_the_roots_is_refused_not_waited_on(tmp_path: Path) -> None:
+    # Opening a FIFO blocks until something writes to it: the read would hang with no time limit.
+    # A host refuses it ('not a regular file'); so must this machine.
+    fifo = tmp_path / "ledger.log"
+    os.mkfifo(fifo)
+    try:
+        with pytest.raises(SourceError, match=r"^/.*ledger\.log: not a regular file"):
+            await asyncio.wait_for(audit_step_shape(runtime_for(tmp_path), AuditStepShapeInput(log=str(fifo))), 5)
+        with pytest.raises(SourceError, match=r"^script='.*ledger\.log': not a regular file"):
+            await asyncio.wait_for(check_serve_script(runtime_for(tmp_path), CheckServeScriptInput(
+                script=str(fifo), env_text=ENV)), 5)
+    finally:
+        # Unblock any open() left waiting in a worker thread, so the test run can end.
+        for _ in range(2):
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
 async def test_check_script_inline() -> None:
