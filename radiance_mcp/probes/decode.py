@@ -21,6 +21,7 @@ from radiance_mcp.probes.payloads import (
     content_of,
     finish_reason_of,
     generation,
+    reasoning_of,
     timings_of,
     usage_of,
 )
@@ -73,7 +74,7 @@ async def _run(
             data = event.data
             if not event.raw:
                 streamed = True
-                if content_of(data):
+                if content_of(data) or reasoning_of(data):  # a reasoning token is a generated token too
                     token_times.append(event.at_s)
             finish = finish_reason_of(data) or finish
             usage = usage_of(data) or usage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -37,7 +38,11 @@ def last(finish: str, prompt: int, generated: int, timings: dict[str, Any] | Non
 
 
 async def run(response: httpx.Response, **kw: Any) -> Any:
-    transport = httpx.MockTransport(lambda request: response)
+    return await run_with(lambda request: response, **kw)
+
+
+async def run_with(handler: Any, **kw: Any) -> Any:
+    transport = httpx.MockTransport(handler)
     return await decode_probe(FLEET, DecodeProbeInput.model_validate({"service": "svc", **kw}), transport=transport)
 
 
@@ -92,3 +97,23 @@ def test_annotations() -> None:
         "boundary_probe": (False, True),
         "decode_probe": (False, True),
     }
+
+
+async def test_reasoning_tokens_are_timed_with_the_rest_of_the_stream() -> None:
+    # An engine that thinks despite enable_thinking=false and gives no timings: 100 reasoning chunks
+    # then 156 content chunks, 2 ms apart, usage 256 tokens. The stream rate divided all 256 tokens by
+    # the span of the content chunks alone, about 1.6x the real rate; the rate and the mean inter-token
+    # time must describe the same tokens.
+    async def chunks() -> Any:
+        for i in range(256):
+            key = "reasoning_content" if i < 100 else "content"
+            yield f"data: {json.dumps({'choices': [{'delta': {key: 'x'}, 'finish_reason': None}]})}\n\n".encode()
+            await asyncio.sleep(0.002)
+        yield f"data: {json.dumps(last('length', 4_096, 256, None))}\n\ndata: [DONE]\n\n".encode()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=chunks())
+
+    result = await run_with(handler, gen_tokens=256)
+    assert result.decode_source == "stream" and result.valid and result.generated_tokens == 256
+    assert result.decode_tokens_per_s * result.inter_token_s_mean == pytest.approx(1.0, rel=0.02)
