@@ -216,7 +216,8 @@ async def _events(response: httpx.Response, where: str, timeout_s: float) -> Asy
     """Server-sent events (``data: {...}`` lines) or, for a plain JSON answer, that answer."""
     size = 0
     buffer = ""
-    is_sse = "text/event-stream" in response.headers.get("content-type", "")
+    # Only a 200 is read as a stream: a refusal is one body whatever content-type it claims.
+    is_sse = response.status_code == 200 and "text/event-stream" in response.headers.get("content-type", "")
     try:
         async for chunk in response.aiter_text():
             size += len(chunk)

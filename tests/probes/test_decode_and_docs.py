@@ -11,6 +11,7 @@ import pytest
 
 from radiance_mcp import constants
 from radiance_mcp.config import Fleet, Service
+from radiance_mcp.errors import ProbeError
 from radiance_mcp.probes import decode_probe
 from radiance_mcp.probes.models import DecodeProbeInput
 from radiance_mcp.probes.tools import PROBE_TOOLS
@@ -117,3 +118,12 @@ async def test_reasoning_tokens_are_timed_with_the_rest_of_the_stream() -> None:
     result = await run_with(handler, gen_tokens=256)
     assert result.decode_source == "stream" and result.valid and result.generated_tokens == 256
     assert result.decode_tokens_per_s * result.inter_token_s_mean == pytest.approx(1.0, rel=0.02)
+
+
+async def test_a_refusal_sent_as_an_event_stream_is_still_an_error() -> None:
+    # A 400 under a text/event-stream content type has no 'data:' lines: the probe read no events,
+    # never looked at the status, and returned a result for a request that was refused.
+    refusal = {"error": {"message": "prompt: 250,001 prompt tokens does not fit the 200000 token context"}}
+    response = httpx.Response(400, text=json.dumps(refusal), headers={"content-type": "text/event-stream"})
+    with pytest.raises(ProbeError, match="HTTP 400, prompt: 250,001 prompt tokens does not fit"):
+        await run(response, gen_tokens=128)
