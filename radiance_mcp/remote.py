@@ -615,21 +615,7 @@ def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
     label = request.label
     if section.error:
         code, *args = section.error
-        if code == "missing":
-            raise SourceError(f"{label}: no such file on host {host}; check the path (`ls -l` it there) "
-                              "or the service's log setting")
-        if code == "outside":
-            raise InputError(
-                f"{label}: the file's real path on host {host} (symlinks followed there) lies outside the "
-                f"allowed log roots ({', '.join(request.roots)}); add its real directory to [hosts.{host}] "
-                "log_roots in the fleet config"
-            )
-        if code == "notfile":
-            raise SourceError(f"{label}: not a regular file on host {host} (a directory, FIFO or device); "
-                              "name the log file itself")
-        if code == "unreadable":
-            raise SourceError(f"{label}: permission denied on host {host}; the SSH user cannot read it "
-                              "(give it read access, or set user = ... for the host in the fleet config)")
+        _refuse_file(code, label, request.roots, host)
         if code == "empty":
             raise LedgerError(f"{label}: the log is empty; nothing was booted or the wrong file was named")
         if code == "nophrase":
@@ -880,22 +866,29 @@ def parse_frames(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Frame], b
     return frames, finished
 
 
-def _file_error(frame: _Frame, path: str, argument: str, roots: Sequence[str], host: str) -> None:
-    """Raise what the section's X line says about a file (read or run), naming the argument and the remedy."""
-    code, *args = frame.fields["X"] or ["?"]
-    label = f"{argument}={path!r}"
+def _refuse_file(code: str, label: str, roots: Sequence[str], host: str) -> None:
+    """Raise what rm_real's code says about any file (a ledger, a script, an env file); else return."""
     if code == "missing":
         raise SourceError(f"{label}: no such file on host {host}; check the path (`ls -l` it there) or the fleet "
                           "config's entry")
     if code == "outside":
         raise InputError(
             f"{label}: the file's real path on host {host} (symlinks followed there) lies outside the allowed "
-            f"directories ({', '.join(roots)}); add its real directory to [hosts.{host}] log_roots in the fleet config"
+            f"log roots ({', '.join(roots)}); add its real directory to [hosts.{host}] log_roots in the fleet config"
         )
     if code == "notfile":
-        raise SourceError(f"{label}: not a regular file on host {host} (a directory, FIFO or device); name the file")
+        raise SourceError(f"{label}: not a regular file on host {host} (a directory, FIFO or device); name the "
+                          "file itself")
     if code == "unreadable":
-        raise SourceError(f"{label}: permission denied on host {host}; the SSH user cannot read it")
+        raise SourceError(f"{label}: permission denied on host {host}; the SSH user cannot read it (give it read "
+                          "access, or set user = ... for the host in the fleet config)")
+
+
+def _file_error(frame: _Frame, path: str, argument: str, roots: Sequence[str], host: str) -> None:
+    """Raise what the section's X line says about a file (read or run), naming the argument and the remedy."""
+    code, *args = frame.fields["X"] or ["?"]
+    label = f"{argument}={path!r}"
+    _refuse_file(code, label, roots, host)
     if code == "toolarge" and args and args[0].isdigit():
         raise SourceError(f"{label} on host {host} is {int(args[0]):,} bytes: over the cap, so not a serve script "
                           "or env file; name the right file")

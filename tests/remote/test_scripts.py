@@ -24,7 +24,7 @@ from radiance_mcp.audit_tools import (
     compare_dry_run,
 )
 from radiance_mcp.errors import GuardRailError, InputError, RadianceMCPError, SourceError
-from radiance_mcp.remote import FileRequest, SSHPool
+from radiance_mcp.remote import FileRequest, LogRequest, SSHPool, _Frame, _Section, file_text, section_boot
 from radiance_mcp.sources import SSH_POOL_KEY
 from radiance_mcp.tools import Runtime
 
@@ -165,6 +165,27 @@ async def test_a_symlink_out_of_the_roots_is_refused_on_the_host(ssh_host: Loopb
     with pytest.raises(InputError, match=r"script=.*link\.sh.*real path on host testhost .* outside"):
         await check_serve_script(runtime_for(ssh_host, pool), CheckServeScriptInput(
             host="testhost", script=str(directory / "link.sh"), env_text=ENV))
+
+
+@pytest.mark.parametrize("code", ["missing", "outside", "notfile", "unreadable"])
+def test_a_file_refusal_reads_alike_for_a_ledger_and_a_script(code: str) -> None:
+    """One wording per refusal, each with its remedy, whether a ledger or a script was refused.
+
+    (Tests run as root, so 'unreadable' cannot be staged on the test hosts: the host's X line is given.)
+    """
+    roots = ("/home/dank/logs",)
+    path = "/home/dank/logs/a"
+    frame = _Frame(fields={"X": [code]})
+    with pytest.raises(RadianceMCPError) as script_error:
+        file_text(frame, FileRequest(path, roots, "script"), "testhost", 1024)
+    section = _Section(error=[code])
+    with pytest.raises(RadianceMCPError) as ledger_error:
+        section_boot(section, LogRequest("file", path, -1, f"testhost:{path}", roots), "testhost")
+    assert type(script_error.value) is type(ledger_error.value)
+    said_script = str(script_error.value).removeprefix(f"script={path!r}")
+    said_ledger = str(ledger_error.value).removeprefix(f"testhost:{path}")
+    assert said_script == said_ledger
+    assert "; " in said_script  # the remedy follows the rule
 
 
 async def test_an_oversized_script_on_a_host_is_refused(ssh_host: LoopbackHost, pool: SSHPool) -> None:
