@@ -7,8 +7,8 @@ Safety, and the threat each rule stops:
 - Redirects are not followed and proxy settings from the environment are ignored
   (``trust_env=False``): a prompt goes to the configured host and nowhere else.
 - Every request has a timeout (``timeout_s``) and the caller wraps the whole probe in its total
-  timeout; a response body is read up to ``max_body_bytes`` and no further, so a hostile or
-  broken server cannot exhaust memory.
+  timeout; a response body is read up to ``max_body_bytes`` (a streamed one up to
+  ``MAX_STREAM_BYTES``) and no further, so a hostile or broken server cannot exhaust memory.
 - Prompts are never logged: log lines carry the method, path, sizes, status and latency.
 - httpx exceptions become ``ProbeError`` naming the service, endpoint and path (``raise ... from``).
 """

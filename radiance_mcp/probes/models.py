@@ -115,7 +115,9 @@ class BoundaryPlan(_Output):
 class BoundaryRequestResult(_Output):
     index: int
     marker: str
-    prompt_tokens: int = Field(description="The prompt's exact count, checked before sending.")
+    prompt_tokens: int = Field(
+        description="The prompt's count, checked before sending: exact, or +- count_uncertainty_tokens."
+    )
     prompt_tokens_reported: int | None = Field(description="What the engine says it prefilled (usage).")
     status: int | None
     refusal: str | None

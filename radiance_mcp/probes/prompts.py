@@ -4,7 +4,7 @@ Every probe prompt is ``head + FOX_UNIT * units + tail``. The filler repeats one
 a tokenizer cuts every repeat in the middle of the body the same way: adding k units adds
 exactly k * (tokens per unit) tokens. The probes use that to count a prompt below the window
 without prefill: they send the same prompt with enough extra units to go over the window and
-subtract what the units add (see ``count.py``).
+subtract what the units add (see ``engine.ExtensionCounter``).
 
 The head carries what must be at the head: a random nonce (a disk prefix cache survives
 restarts, so a "cold" prompt without one can be served warm and look like a miracle) and,
