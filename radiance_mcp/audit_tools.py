@@ -767,7 +767,8 @@ def _exited(shown: str, status: int, stderr: str) -> SourceError:
 
 
 async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_bytes: int) -> tuple[bytes, int]:
-    """Run one dry run: argv list, no shell, no stdin; stdout capped; the whole group killed on timeout.
+    """Run one dry run: argv list, no shell, no stdin; stdout capped; the whole group killed on timeout,
+    over the cap or when the call is cancelled.
 
     Returns stdout and the exit status; raises SourceError on a timeout, an oversized output
     or a non-zero exit, with the command and the end of stderr.
@@ -815,6 +816,9 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
     except SourceError:
         kill()
         await proc.wait()
+        raise
+    except asyncio.CancelledError:
+        kill()  # the client gave up on the call: the run dies with it, not at its timeout or never
         raise
     if status != 0:
         raise _exited(shown, status, err.decode("utf-8", "replace"))

@@ -323,6 +323,36 @@ async def test_dry_run_without_exec_bit_runs_under_bash(scripts: Path) -> None:
     assert out.ok and out.proven.command is not None and out.proven.command[0].endswith("bash")
 
 
+async def test_a_cancelled_dry_run_leaves_no_process_behind(tmp_path: Path) -> None:
+    # An MCP client may cancel the call: the run's process group must die then too, not live on
+    # past every time limit (a mode that ignores --dry-run would be starting the engine).
+    script = tmp_path / "serve.sh"
+    script.write_text('#!/bin/sh\nif [ "$2" = --dry-run ]; then echo $$ > "$(dirname "$0")/pid"; exec sleep 60; fi\n')
+    script.chmod(0o755)
+    runtime = runtime_for(tmp_path, {"svc": {"serve_script": str(script)}})
+    call = asyncio.ensure_future(compare_dry_run(runtime, CompareDryRunInput(
+        service="svc", proven_mode="a", candidate_mode="b", timeout_s=60)))
+    pid_file = tmp_path / "pid"
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    pid = int(pid_file.read_text())
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    try:
+        for _ in range(40):
+            if not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"the dry run's process {pid} outlived the cancelled call")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+
+
 async def test_dry_run_refuses_a_script_without_dry_run(tmp_path: Path) -> None:
     script = tmp_path / "serve.sh"
     script.write_text('#!/bin/sh\n# pass --dry-run? not handled\ntouch "$(dirname "$0")/ENGINE-STARTED"\n')
