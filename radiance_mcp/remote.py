@@ -1201,6 +1201,9 @@ class SSHPool:
             ) from exc
         except _ChannelRefused:
             raise
+        except asyncio.CancelledError:
+            _stop(process)  # the client gave up on the call: the command stops there and then too
+            raise
         except (asyncssh.Error, OSError) as exc:
             self._drop_conn(conn)
             raise RemoteError(

@@ -7,6 +7,7 @@ file) in one round trip; the two dry runs go in a second, each killed on the hos
 
 from __future__ import annotations
 
+import asyncio
 import stat
 import uuid
 from pathlib import Path
@@ -304,6 +305,34 @@ async def test_dry_run_failures_on_the_host(ssh_host: LoopbackHost, pool: SSHPoo
         except FileNotFoundError:
             state = "gone"
         assert state in ("gone", "Z", "X")
+
+
+async def test_a_cancelled_dry_run_closes_its_session(asyncssh_host: LoopbackHost) -> None:
+    """A call its client cancels stops the command there and then (this server kills a closed session's
+    processes; the host's own time limit is the backstop where sshd does not)."""
+    pool = SSHPool()
+    directory = script_dir(asyncssh_host)
+    runtime = runtime_for(asyncssh_host, pool, {"frank-archon": service(directory)})
+    call = asyncio.ensure_future(compare_dry_run(runtime, CompareDryRunInput(
+        service="frank-archon", proven_mode="slow", candidate_mode="fp8", timeout_s=60)))
+    pid_file = directory / "slow.pid"
+    try:
+        for _ in range(200):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            await asyncio.sleep(0.05)
+        pid = int(pid_file.read_text())
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        for _ in range(60):
+            if not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"the cancelled dry run's process {pid} still runs on the host")
+    finally:
+        await pool.close()
 
 
 async def test_a_script_changed_after_its_check_is_not_run(ssh_host: LoopbackHost, pool: SSHPool) -> None:
