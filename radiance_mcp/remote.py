@@ -82,7 +82,8 @@ class Limits:
     connect_timeout_s: float = 10.0
     """TCP connect, key exchange and login, together."""
     command_timeout_s: float = 60.0
-    """One ledger command; a cold read of a 1 GiB log takes about half a second."""
+    """One command (a ledger read, a file read; a cold read of a 1 GiB log takes about half a second).
+    Dry runs get their own limit per mode, plus this."""
     cap_bytes: int = 4 * 1024 * 1024
     """Output of one command (stdout + stderr); a boot's phrase lines are a few KiB."""
     idle_close_s: float = 120.0

@@ -29,7 +29,7 @@ from radiance_mcp.sources import (
 
 @dataclass
 class Runtime:
-    """What the tools share across calls: the fleet, and the connections of later issues."""
+    """What the tools share across calls: the fleet, and in extras the SSH pool (sources.SSH_POOL_KEY)."""
 
     fleet: Fleet
     trust_local_paths: bool = False
