@@ -43,6 +43,7 @@ def _tool_function(spec: ToolSpec, runtime: Runtime) -> Any:
         for name, info in spec.input_model.model_fields.items()
     ]
     parameters.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
+    wants_ctx = "ctx" in inspect.signature(spec.run).parameters  # e.g. boundary_probe reports progress
 
     async def call(ctx: Context, **arguments: Any) -> Any:
         try:
@@ -50,7 +51,7 @@ def _tool_function(spec: ToolSpec, runtime: Runtime) -> Any:
         except ValidationError as exc:
             raise ToolError(f"{spec.name}: {describe_validation(exc)}") from exc
         try:
-            if "ctx" in inspect.signature(spec.run).parameters:
+            if wants_ctx:
                 return await spec.run(runtime, args, ctx=ctx)
             return await spec.run(runtime, args)
         except RadianceMCPError as exc:
