@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import ipaddress
 import json
 import os
+import socket
 import sys
 import types
 import typing
@@ -25,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from radiance_mcp import __version__
-from radiance_mcp.config import describe_validation, load
+from radiance_mcp.config import describe_validation, load, split_allowed_host
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models import LineRef
 from radiance_mcp.sources import close_remote
@@ -58,7 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(serve)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument("--port", type=_port, default=8000, help="HTTP port, 1 to 65535 (default 8000)")
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+        help="a name HTTP clients reach the server by (its Host header), beyond the bind address; repeatable, "
+        "added to [server] allowed_hosts of the config"
+    )
     serve.add_argument(
         "--token", default=None, help=f"bearer token HTTP clients must send (or set {TOKEN_ENV}); "
         "required to bind anything but loopback"
@@ -78,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
             _add_field(sub, name, info.annotation, info.description or "", info.is_required())
         sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a))
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give a whole number from 1 to 65535")
+    return port
 
 
 def _first_paragraph(spec: ToolSpec) -> str:
@@ -223,22 +240,27 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from radiance_mcp.server import build_server
+    from radiance_mcp.server import build_server, run_stdio
 
     if args.demo:
         from radiance_mcp.sim.demo import background_fleet
 
         if args.config:
             raise InputError("--demo serves a simulated fleet with a config of its own: drop --config")
-        with background_fleet() as fleet:
-            print(f"radiance-mcp: serving the simulated fleet of {fleet.config_path}", file=sys.stderr)
-            args.config, args.demo = str(fleet.config_path), False
+        with background_fleet() as sim:
+            print(f"radiance-mcp: serving the simulated fleet of {sim.config_path}", file=sys.stderr)
+            args.config, args.demo = str(sim.config_path), False
             return _serve(args)
-    runtime = Runtime(load(args.config))
-    server = build_server(runtime)
+    fleet = load(args.config)
+    for name in args.allowed_host:
+        try:
+            split_allowed_host(name)
+        except ValueError as exc:
+            raise InputError(f"--allowed-host {exc}") from None
+    server = build_server(Runtime(fleet))
     if not args.http:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.
-        server.run("stdio")
+        run_stdio(server)
         return 0
     token = args.token or os.environ.get(TOKEN_ENV)
     if not _is_loopback(args.host) and not token:
@@ -246,20 +268,41 @@ def _serve(args: argparse.Namespace) -> int:
             f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
             f"set a bearer token with --token or {TOKEN_ENV}, or bind 127.0.0.1"
         )
-    _serve_http(server, args.host, args.port, token)
+    sock = _bind(args.host, args.port)  # before the app: a port in use is a plain error, not uvicorn's exit 3
+    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token)
     return 0
 
 
-def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or an InputError that says why not and what to do."""
+    where = f"--host {host} --port {port}"
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                     flags=socket.AI_PASSIVE)[0]
+        return socket.create_server(address, family=family)
+    except socket.gaierror as exc:
+        raise InputError(f"{where}: {host!r} does not resolve ({exc.strerror}); bind an address of this "
+                         "machine, e.g. 127.0.0.1") from None
+    except OSError as exc:
+        remedy = {
+            errno.EADDRINUSE: "another server (or an earlier radiance-mcp) holds it; stop it or pass another --port",
+            errno.EACCES: "ports below 1024 need privileges; pass --port 1024 or above",
+            errno.EADDRNOTAVAIL: "that is not an address of this machine; bind one of its addresses, e.g. 127.0.0.1",
+        }.get(exc.errno or 0, "check the address and port")
+        raise InputError(f"{where}: cannot listen ({exc.strerror}): {remedy}") from None
+
+
+def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None) -> None:
     import hmac
 
     import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
 
-    # With a bearer token, a browser page cannot forge requests, so any Host header may reach us;
-    # without one (loopback only), the SDK's DNS-rebinding protection stays on.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if token else None
-    app = server.streamable_http_app(host=host, transport_security=security)
+    from radiance_mcp.server import allowed_hosts, http_app
+
+    app = http_app(server, bind=host, extra_hosts=extra_hosts)
+    shown = ", ".join(h for h in allowed_hosts(host, extra_hosts) if not h.endswith(":*"))
+    print(f"radiance-mcp: serving http://{sock.getsockname()[0]}:{sock.getsockname()[1]}/mcp to clients "
+          f"that name it {shown} (others get 421: add names with --allowed-host)", file=sys.stderr)
     if token:
         expected = f"Bearer {token}".encode()
         inner = app
@@ -274,4 +317,4 @@ def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
                     return
             await inner(scope, receive, send)
 
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
