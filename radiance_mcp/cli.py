@@ -17,6 +17,7 @@ import errno
 import ipaddress
 import json
 import os
+import signal
 import socket
 import sys
 import types
@@ -49,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except _Terminated as exc:
+        # Cleaned up; over stdio the SDK's reader thread still blocks on stdin, and a normal
+        # exit would wait for it until the client closes the pipe.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(exc.code or 0))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -233,9 +240,27 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+class _Terminated(SystemExit):
+    """SIGTERM, raised where the main thread stands so every with-block unwinds."""
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C (exit 143), so the demo's temporary directory is removed.
+
+    By default SIGTERM ends the process where it stands, leaving the simulated fleet's
+    directory (its config and ledgers) behind.
+    """
+
+    def handler(signum: int, frame: object) -> None:
+        raise _Terminated(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from radiance_mcp.sim.demo import run_demo
 
+    _exit_on_sigterm()
     return run_demo()
 
 
@@ -247,6 +272,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         if args.config:
             raise InputError("--demo serves a simulated fleet with a config of its own: drop --config")
+        _exit_on_sigterm()
         with background_fleet() as sim:
             print(f"radiance-mcp: serving the simulated fleet of {sim.config_path}", file=sys.stderr)
             args.config, args.demo = str(sim.config_path), False
