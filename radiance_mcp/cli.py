@@ -50,12 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except _Terminated as exc:
+    except (_Terminated, BaseExceptionGroup) as exc:
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(_Terminated) is None:
+            raise
         # Cleaned up; over stdio the SDK's reader thread still blocks on stdin, and a normal
         # exit would wait for it until the client closes the pipe.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(int(exc.code or 0))
+        os._exit(128 + signal.SIGTERM)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -245,7 +247,7 @@ class _Terminated(SystemExit):
 
 
 def _exit_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl-C (exit 143), so the demo's temporary directory is removed.
+    """SIGTERM unwinds like Ctrl-C (exit 143), so the served demo's temporary directory is removed.
 
     By default SIGTERM ends the process where it stands, leaving the simulated fleet's
     directory (its config and ledgers) behind.
@@ -260,7 +262,6 @@ def _exit_on_sigterm() -> None:
 def _demo(args: argparse.Namespace) -> int:
     from radiance_mcp.sim.demo import run_demo
 
-    _exit_on_sigterm()
     return run_demo()
 
 
