@@ -81,12 +81,20 @@ class TokenCountProbeOutput(_Output):
 
 class BoundaryProbeInput(_Input):
     service: str = _SERVICE
-    n: int = Field(ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once.")
+    n: int = Field(
+        ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once. With a ledger "
+        "configured for the service, n above the sequences it backs ('backs N sequences ...') is refused."
+    )
     gen_tokens: int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
     max_model_len: int | None = Field(
-        None, ge=64, description="The window. Needed to plan; with execute=true, omitted: a refusal names it."
+        None, ge=64, description="The window. Omitted: the ledger's --max-model-len, else (execute=true) a refusal "
+        "names it. Given, it must equal the ledger's."
     )
     execute: bool = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
+    over_shape: bool = Field(
+        False, description="true: allow n above the sequences the ledger backs at once; the plan says what such a "
+        "run can and cannot show.",
+    )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off via chat_template_kwargs) or completions.")
     chars_per_token: float = Field(
@@ -110,6 +118,13 @@ class BoundaryPlan(_Output):
     edge_rule: str
     api: Api
     route: str
+    ledger: str | None = Field(description="The boot ledger the shape was read from (null: none configured).")
+    backed_seqs: int | None = Field(description="N of the ledger's 'backs N sequences all at M tokens at once'.")
+    max_num_seqs: int | None = Field(description="The ledger's echoed --max-num-seqs.")
+    over_shape: bool
+    predicted: str = Field(description="The verdict the ledger predicts, and why.")
+    ledger_lines: list[str] = Field(description="The ledger lines the plan stands on (source:line: text).")
+    checks_not_made: list[str] = Field(description="Checks that could not be made, and why (nothing is guessed).")
 
 
 class BoundaryRequestResult(_Output):
@@ -156,7 +171,10 @@ class DecodeProbeInput(_Input):
     gen_tokens: int = Field(
         PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: at least 128 (512 preferred)."
     )
-    max_model_len: int | None = Field(None, ge=64, description="The window, to check context + gen fits.")
+    max_model_len: int | None = Field(
+        None, ge=64, description="The window, to check context + gen fits; omitted: the ledger's --max-model-len. "
+        "Given, it must equal the ledger's."
+    )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     count_prompt: bool = Field(
@@ -191,5 +209,7 @@ class DecodeProbeOutput(_Output):
     cached_tokens: int | None
     cold: bool
     valid: bool
+    window_tokens: int | None = Field(description="The window context + gen was checked against before sending.")
+    window_source: str | None = Field(description="Where the window came from (the ledger line, or input).")
     requests_sent: int
     notes: list[str]
