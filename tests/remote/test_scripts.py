@@ -150,6 +150,33 @@ async def test_a_script_an_agent_names_on_a_host_and_the_env_beside_it(ssh_host:
     assert pool.transfer.commands == 2
 
 
+# if/elif modes, env variables named for nothing in particular, the env file in a subdirectory.
+FOLLOWED = """\
+#!/bin/bash
+here=${BASH_SOURCE%/*}
+. "$here/conf/shape.env"
+if [[ $1 == quality ]]; then
+  exec radiance --max-num-seqs "$SEATS" --max-num-batched-tokens "$STEP"
+elif [[ $1 == wide ]]; then
+  exec radiance --max-num-seqs 6 --max-num-batched-tokens "$STEP"
+fi
+"""
+
+
+async def test_a_script_on_a_host_is_followed_to_the_env_file_it_sources(ssh_host: LoopbackHost,
+                                                                         pool: SSHPool) -> None:
+    directory = script_dir(ssh_host, under_logs=True, script=FOLLOWED, name="run-llm", env=False)
+    (directory / "conf").mkdir()
+    (directory / "conf" / "shape.env").write_text("SEATS=3\nSTEP=2048\n")
+    out = await check_serve_script(runtime_for(ssh_host, pool), CheckServeScriptInput(
+        host="testhost", script=str(directory / "run-llm")))
+    assert out.env_file == f"testhost:{directory / 'conf' / 'shape.env'}" and out.sources_env_file
+    assert {o.flag: o.variable for o in out.owned} == {"max-num-seqs": "SEATS", "max-num-batched-tokens": "STEP"}
+    assert [(f.kind, f.line, f.mode, f.value) for f in out.findings] == [
+        ("literal", line_of(FOLLOWED, "--max-num-seqs 6"), "elif [[ $1 == wide ]]", "6")]
+    assert pool.transfer.commands == 2  # the script (with the absent run-llm.env beside it), then conf/shape.env
+
+
 async def test_an_agents_script_outside_the_hosts_roots_is_refused_before_any_command(ssh_host: LoopbackHost,
                                                                                     pool: SSHPool) -> None:
     directory = script_dir(ssh_host)  # under scripts/, not under the log root
