@@ -474,7 +474,7 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
             f"inherit the proven numbers ({numbers}) from the env file that owns the shape, not from the mode"
         )
         remedy.append(
-            "delete the mode's private literals (no shim, no per-mode alias such as FRANK_ARCHON_BF16_MAX_SEQS) "
+            "delete the mode's private literals (no shim, no second env variable for the mode's own number) "
             "and rewrite the mode's comment so the premise that a wide step is free throughput is gone"
         )
         remedy.append(
