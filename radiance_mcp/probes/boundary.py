@@ -74,12 +74,7 @@ class Bound:
 
 def bound_by_ledger(args: BoundaryProbeInput, shape: LedgerShape | None, no_ledger_reason: str) -> Bound:
     """Check n and max_model_len against the ledger before anything is sent (refusing what it rules out)."""
-    window = checked_window(shape, args.max_model_len)
-    source = None
-    if shape is not None and shape.window is not None:
-        source = f"ledger {shape.cite(shape.window)}"
-    elif window is not None:
-        source = "input"
+    window, source = checked_window(shape, args.max_model_len)
     prediction = predict_boundary(shape, args.n, over_shape=args.over_shape, no_ledger_reason=no_ledger_reason)
     return Bound(shape, prediction, window, source)
 

@@ -46,12 +46,7 @@ async def decode_probe(
     the engine's window does not hold is refused by the engine before any prefill.
     """
     check_decode_tokens(args.gen_tokens)
-    window = checked_window(shape, args.max_model_len)
-    window_source = None
-    if shape is not None and shape.window is not None:
-        window_source = f"ledger {shape.cite(shape.window)}"
-    elif window is not None:
-        window_source = "input"
+    window, window_source = checked_window(shape, args.max_model_len)
     if window is not None and args.context_tokens + args.gen_tokens > window:
         raise InputError(
             f"context_tokens={args.context_tokens:,} + gen_tokens={args.gen_tokens:,} exceed the window of "

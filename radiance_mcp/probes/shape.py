@@ -85,17 +85,19 @@ def ledger_shape(boot: Boot, model: ModelConstants) -> LedgerShape:
                        pool_figure, contract, tuple(missing))
 
 
-def checked_window(shape: LedgerShape | None, given: int | None, argument: str = "max_model_len") -> int | None:
-    """The window to use: the ledger's, which a given one must equal; else the given one (or None)."""
+def checked_window(
+    shape: LedgerShape | None, given: int | None, argument: str = "max_model_len"
+) -> tuple[int | None, str | None]:
+    """The window to use and where it came from: the ledger's, which a given one must equal; else the given one."""
     if shape is None or shape.window is None:
-        return given
+        return given, "input" if given is not None else None
     if given is not None and given != shape.window.value:
         raise InputError(
             f"{argument}={given:,} disagrees with the ledger's window of {shape.window.value:,} tokens "
             f"({shape.cite(shape.window)}); the service runs that window: pass {argument}="
             f"{shape.window.value} or leave it out"
         )
-    return shape.window.value
+    return shape.window.value, f"ledger {shape.cite(shape.window)}"
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,9 @@ def test_the_shape_is_read_from_the_ledgers_own_lines() -> None:
     assert shape.backed_seqs is not None and shape.backed_seqs.value == 9 and shape.backed_seqs.line.number == 6
     assert shape.seats is not None and shape.seats.value == 12
     assert shape.window is not None and shape.window.value == 65_536 and shape.missing == ()
-    assert checked_window(shape, None) == 65_536 and checked_window(shape, 65_536) == 65_536
+    from_ledger = (65_536, f"ledger {shape.cite(shape.window)}")
+    assert checked_window(shape, None) == checked_window(shape, 65_536) == from_ledger
+    assert checked_window(None, 4_096) == (4_096, "input") and checked_window(None, None) == (None, None)
     with pytest.raises(InputError, match=r"max_model_len=65,537 disagrees .*\(x\.log:2: "):
         checked_window(shape, 65_537)
     # 12 seats at 65,536 fp8: 12*65536*7488 B = 5,616 MiB + 1,320 + 448 = 7,384 MiB > 6,000: even n=9 is refused.
