@@ -575,34 +575,42 @@ class SourceLine:
 
 _SCRIPT = r"(?:\$0|\$\{0\}|\$BASH_SOURCE|\$\{BASH_SOURCE(?:\[0\])?\})"
 _OPTS = r"(?:\s+-[A-Za-z-]+)*"
+_S, _D = "\x00S", "\x00D"
+"""Markers for the script's path and its directory while a source word is expanded."""
 _DIR_STEPS = (
     # The script's own path, through readlink -f / realpath (the path read is already the real one here).
-    (re.compile(rf"{_SCRIPT}"), "@S"),
-    (re.compile(rf"\$\((?:readlink|realpath){_OPTS}\s+@S\s*\)"), "@S"),
+    (re.compile(_SCRIPT), _S),
+    (re.compile(rf"\$\((?:readlink|realpath){_OPTS}\s+{_S}\s*\)"), _S),
     # Its directory: $(dirname "$0"), ${BASH_SOURCE%/*}, $(cd "$(dirname ...)" && pwd).
-    (re.compile(rf"\$\(dirname{_OPTS}\s+@S\s*\)"), "@D"),
-    (re.compile(r"\$\{(?:0|BASH_SOURCE(?:\[0\])?)%/\*\}"), "@D"),
-    (re.compile(rf"\$\(cd{_OPTS}\s+@D(?:\s*[0-9]?>\s*/dev/null|\s*2>&1)*\s*&&\s*pwd{_OPTS}\s*\)"), "@D"),
+    (re.compile(rf"\$\(dirname{_OPTS}\s+{_S}\s*\)"), _D),
+    (re.compile(r"\$\{(?:0|BASH_SOURCE(?:\[0\])?)%/\*\}"), _D),
+    (re.compile(rf"\$\(cd{_OPTS}\s+{_D}(?:\s*[0-9]?>\s*/dev/null|\s*2>&1)*\s*&&\s*pwd{_OPTS}\s*\)"), _D),
 )
+_MAX_VALUES = 4
+"""A variable set to more distinct values than this is not followed (it depends on the run)."""
 
 
-def _expand(word: str, values: dict[str, list[str]], depth: int = 0) -> str:
-    """word with quotes removed and every statically known part replaced: @S the script, @D its directory,
-    a variable the script sets to one value (once expanded) by that value. What stays unknown keeps its '$'."""
+def _expand(word: str, values: dict[str, set[str]], cache: dict[str, str | None], depth: int = 0) -> str:
+    """word with quotes removed and every statically known part replaced: the script's path, its
+    directory, and a variable the script sets to one value (once expanded). What stays unknown keeps its '$'."""
     text = word.replace('"', "").replace("'", "")
+
+    def variable(match: re.Match[str]) -> str:
+        name = match["braced"] or match["plain"]
+        if match["rest"] or name not in values or depth >= 4:
+            return match[0]
+        if name not in cache:
+            cache[name] = None  # a variable defined through itself stays unknown
+            expanded = {_expand(v, values, cache, depth + 1) for v in values[name]} if (
+                len(values[name]) <= _MAX_VALUES) else set()
+            cache[name] = expanded.pop() if len(expanded) == 1 else None
+        return cache[name] or match[0]
+
     for _ in range(8):  # nested $(cd "$(dirname "$0")" && pwd) resolves inside out
         before = text
         for pattern, marker in _DIR_STEPS:
             text = pattern.sub(marker, text)
-        if depth < 4:
-            def variable(match: re.Match[str]) -> str:
-                name = match["braced"] or match["plain"]
-                if match["rest"] or name not in values:
-                    return match[0]
-                expanded = {_expand(v, values, depth + 1) for v in values[name]}
-                return expanded.pop() if len(expanded) == 1 else match[0]
-
-            text = _REFERENCE.sub(variable, text)
+        text = _REFERENCE.sub(variable, text)
         if text == before:
             break
     return text
@@ -612,25 +620,25 @@ def source_lines(text: str, script_path: str | None) -> list[SourceLine]:
     """Every file the script sources, resolved where that needs no run: relative paths against the
     script's directory, $0 / BASH_SOURCE forms, variables the script sets to one such value."""
     model = parse_script(text)
-    values: dict[str, list[str]] = {}
+    values: dict[str, set[str]] = {}
     for assignment in model.assignments:
-        values.setdefault(assignment.name, []).append(assignment.value)
+        values.setdefault(assignment.name, set()).add(assignment.value)
+    cache: dict[str, str | None] = {}
     directory = posixpath.dirname(script_path) if script_path else None
     found = []
     for word, line in model.sources:
-        expanded = _expand(word, values)
+        expanded = _expand(word, values, cache)
         why = None
         if "$" in expanded or "`" in expanded or expanded.startswith("~"):
             why = f"{word!r} depends on what only a run of the script knows"
-        elif "@S" in expanded:
+        elif _S in expanded:
             why = f"{word!r} sources the script itself"
         elif directory is None and not expanded.startswith("/"):
             why = f"{word!r} is relative to the script's directory, unknown for a script given as text"
         if why is not None:
             found.append(SourceLine(word, line, None, why))
             continue
-        assert directory is not None or expanded.startswith("/")
-        path = expanded.replace("@D", directory or "")
+        path = expanded.replace(_D, directory or "")
         if not path.startswith("/"):
             path = posixpath.join(directory or "/", path)
         found.append(SourceLine(word, line, posixpath.normpath(path), None))
@@ -723,38 +731,59 @@ class _Reach:
     value: str
 
 
-def _trace(value: str, line: int, scope: Scope, by_name: dict[str, list[Assignment]], env: set[str],
-           seen: frozenset[str] = frozenset()) -> list[_Reach]:
-    """Follow a flag's value through the script's assignments to numbers, env-file variables or nothing."""
-    if _NUMBER.match(value):
-        return [_Reach("literal", line, scope, None, value)]
-    name, default = _reference_name(value)
-    if name is None:
-        return [_Reach("computed", line, scope, None, value)]
-    reaches = []
-    if default is not None and _NUMBER.match(default):
-        reaches.append(_Reach("default", line, scope, name, default))
-    if name in seen:
+class _Tracer:
+    """Follows flag values through the script's assignments, each variable once (cached), to a bounded depth."""
+
+    MAX_DEPTH = 32
+
+    def __init__(self, assignments: list[Assignment], env: set[str]) -> None:
+        self.by_name: dict[str, list[Assignment]] = {}
+        for assignment in assignments:
+            self.by_name.setdefault(assignment.name, []).append(assignment)
+        self.env = env
+        self.cache: dict[str, tuple[bool, list[_Reach]]] = {}
+
+    def trace(self, value: str, line: int, scope: Scope, depth: int = 0) -> list[_Reach]:
+        """Where a value at (line, scope) comes from: numbers, env-file variables, or nothing known."""
+        if _NUMBER.match(value):
+            return [_Reach("literal", line, scope, None, value)]
+        name, default = _reference_name(value)
+        if name is None:
+            return [_Reach("computed", line, scope, None, value)]
+        reaches = []
+        if default is not None and _NUMBER.match(default):
+            reaches.append(_Reach("default", line, scope, name, default))
+        assigned, through = self._assigned(name, depth)
+        reaches += through
+        if name in self.env:
+            reaches.append(_Reach("env", line, scope, name, value))
+        elif not assigned:
+            reaches.append(_Reach("unset", line, scope, name, value))
         return reaches
-    assigned = False
-    for a in by_name.get(name, []):
-        ref, fallback = _reference_name(a.value)
-        if ref == name:  # X=${X:-8}: only its fallback counts
-            if fallback is not None and _NUMBER.match(fallback):
-                reaches.append(_Reach("default", a.line, a.scope, name, fallback))
-            continue
-        assigned = True
-        if name in env:
-            reaches.append(_Reach("override", a.line, a.scope, name, a.value))
-        elif _NUMBER.match(a.value):
-            reaches.append(_Reach("literal", a.line, a.scope, name, a.value))
-        else:
-            reaches += _trace(a.value, a.line, a.scope, by_name, env, seen | {name})
-    if name in env:
-        reaches.append(_Reach("env", line, scope, name, value))
-    elif not assigned:
-        reaches.append(_Reach("unset", line, scope, name, value))
-    return reaches
+
+    def _assigned(self, name: str, depth: int) -> tuple[bool, list[_Reach]]:
+        """Whether the script assigns name, and what its assignments reach."""
+        if name in self.cache:
+            return self.cache[name]
+        if depth >= self.MAX_DEPTH:
+            return True, []  # too deep to follow: nothing is claimed about it
+        self.cache[name] = (True, [])  # a variable defined through itself adds nothing more
+        assigned, reaches = False, []
+        for a in self.by_name.get(name, []):
+            ref, fallback = _reference_name(a.value)
+            if ref == name:  # X=${X:-8}: only its fallback counts
+                if fallback is not None and _NUMBER.match(fallback):
+                    reaches.append(_Reach("default", a.line, a.scope, name, fallback))
+                continue
+            assigned = True
+            if name in self.env:
+                reaches.append(_Reach("override", a.line, a.scope, name, a.value))
+            elif _NUMBER.match(a.value):
+                reaches.append(_Reach("literal", a.line, a.scope, name, a.value))
+            else:
+                reaches += self.trace(a.value, a.line, a.scope, depth + 1)
+        self.cache[name] = (assigned, reaches)
+        return assigned, reaches
 
 
 def _owner(reaches: list[_Reach], order: dict[str, int]) -> str:
@@ -800,11 +829,8 @@ def check_script(
     def where(scope: Scope) -> str:
         return "the shared part of the script" if scope.kind == "top level" else f"mode {scope.path()!r}"
 
-    by_name: dict[str, list[Assignment]] = {}
-    for assignment in model.assignments:
-        by_name.setdefault(assignment.name, []).append(assignment)
-
-    traced = [(use, _trace(use.value, use.line, use.scope, by_name, set(env_by_name))) for use in model.uses]
+    tracer = _Tracer(model.assignments, set(env_by_name))
+    traced = [(use, tracer.trace(use.value, use.line, use.scope)) for use in model.uses]
     reach_by_flag: dict[str, list[_Reach]] = {}
     for use, reaches in traced:
         reach_by_flag.setdefault(use.flag, []).extend(r for r in reaches if r.kind == "env")

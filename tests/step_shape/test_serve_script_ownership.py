@@ -271,3 +271,15 @@ esac
     result = check_script(script, [EnvFile("e.env", env)], script_name="s")
     assert result.ok and {o.flag: o.name for o in result.owned} == {
         "max-num-seqs": "a", "max-num-batched-tokens": "b", "host-pool-mib": "c", "gpu-headroom-mib": "d"}
+
+
+def test_pathological_variable_graphs_end_without_a_guess() -> None:
+    # A cycle, a chain far deeper than any script, and a source word built from itself: each ends,
+    # claims nothing it did not follow, and never overflows the stack.
+    cycle = "a=$b\nb=$a\nradiance --max-num-seqs \"$a\" --host-pool-mib \"${a:-5}\"\n"
+    result = check_script(cycle, [EnvFile("e.env", "S=1\n")], script_name="s")
+    assert [(f.kind, f.flag, f.value) for f in result.findings] == [("default", "host-pool-mib", "5")]
+    chain = "".join(f"v{i}=$v{i + 1}\n" for i in range(5_000)) + "v5000=9\nradiance --max-num-seqs $v0\n"
+    assert check_script(chain, [EnvFile("e.env", "S=1\n")], script_name="s").findings == ()
+    (found,) = source_lines("x=$x/a\nsource \"$x\"\n", "/opt/s.sh")
+    assert found.path is None and found.why is not None
