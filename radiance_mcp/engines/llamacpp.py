@@ -83,6 +83,8 @@ PHRASES = (
     phrase("n_ctx", "n_ctx", _CTX + r" n_ctx = (?P<n>\d++)", "llama_context: n_ctx = N"),
     phrase("n_seq_max", "n_seq_max", _CTX + r" n_seq_max = (?P<n>\d++)", "llama_context: n_seq_max = S"),
     phrase("n_ctx_seq", "n_ctx_", _CTX + r" n_ctx_(?:per_)?seq = (?P<n>\d++)", "llama_context: n_ctx_seq = W"),
+    phrase("n_ctx_seq", "< n_ctx_train", r"n_ctx_(?:per_)?seq \((?P<n>\d++)\) < n_ctx_train",
+           "n_ctx_seq (W) < n_ctx_train (T) -- the full capacity of the model will not be utilized"),
     phrase("slots", "n_slots =", r"n_slots = (?P<slots>\d++), n_ctx_slot = (?P<window>\d++)",
            "load_model: initializing, n_slots = S, n_ctx_slot = W"),
     phrase("alloc_failed", "alloc_buffer: allocating",
