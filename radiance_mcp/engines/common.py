@@ -344,7 +344,10 @@ def read(dialect: Dialect, text: str, *, source: str, boot: int = -1) -> BootVie
         )
     if not any(hit.key == dialect.marker.key for hit in hits):
         _refuse_unmarked_boots(dialect, hits, source)
-    built = dialect.build(hits)
+    try:
+        built = dialect.build(hits)
+    except LedgerError as exc:  # a malformed figure: name the source beside its line
+        raise LedgerError(f"{source}: {exc}") from exc
     return BootView(dialect.engine, source, position + 1, len(starts), chosen[0].number, chosen[-1].number,
                     built.ranks, built.refusals, built.settings, tuple(hits), skipped)
 
