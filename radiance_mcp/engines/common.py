@@ -240,7 +240,7 @@ def bytes_per_token(kv: Figure, tokens: Figure) -> Figure:
         raise LedgerError(f"line {tokens.lines[0].number}: KV tokens {tokens.value} cannot give a rate")
     rate = (kv.value * MIB / tokens.value).quantize(Decimal("0.01"))
     resolution = (kv.resolution * MIB / tokens.value).quantize(Decimal("0.01"))
-    return Figure(rate, "B/token", kv.lines + tokens.lines, resolution,
+    return Figure(rate, "B/token", tuple(dict.fromkeys(kv.lines + tokens.lines)), resolution,
                   f"{kv.value:,.2f} MiB x {MIB:,} B / {tokens.value:,} tokens = {rate:,} B/token")
 
 
@@ -249,7 +249,7 @@ def sequences(tokens: Figure, window: Figure) -> Figure:
     if window.value <= 0:
         raise LedgerError(f"line {window.lines[0].number}: a window of {window.value} tokens")
     ratio = (tokens.value / window.value).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
-    return Figure(ratio, "sequences", tokens.lines + window.lines, Decimal(0),
+    return Figure(ratio, "sequences", tuple(dict.fromkeys(tokens.lines + window.lines)), Decimal(0),
                   f"{tokens.value:,} tokens / {window.value:,} tokens = {ratio} full-length sequences")
 
 

@@ -73,6 +73,8 @@ PHRASES = (
            r"llama_kv_cache\w*+: size = (?P<size>{NUM}) MiB \( ?(?P<cells>\d++) cells, (?P<layers>\d++) layers, "
            r"(?P<seqs>\d++)(?:/\d++)? seqs\), K \((?P<k_type>\w++)\): {NUM} MiB, V \((?P<v_type>\w++)\)",
            "llama_kv_cache: size = X MiB (N cells, L layers, S/S seqs), K (type): ..., V (type): ..."),
+    phrase("iswa_full", "creating non-SWA KV cache", r"creating non-SWA KV cache, size = (?P<cells>\d++) cells",
+           "llama_kv_cache_iswa: creating non-SWA KV cache, size = N cells"),
     phrase("kv_self", "KV self size", r"KV self size = (?P<size>{NUM}) MiB, (?P<k_type>[^:]++):",
            "KV self size = X MiB, K (f16): ..., V (f16): ..."),
     phrase("kv_init", "kv_size =",
@@ -140,22 +142,28 @@ def _one(hits: list[Hit], key: str) -> Hit | None:
 
 
 def _kv(hits: list[Hit]) -> tuple[Figure | None, Figure | None, Figure | None, str]:
-    """KV memory, KV tokens, bytes per token, and a note; from the engine's own size lines."""
+    """KV memory, KV tokens, bytes per token, and a note; from the engine's own size lines.
+
+    With a sliding-window model the full cache is the one after 'creating non-SWA KV cache'
+    (else the one of most cells); the rate counts every cache of as many cells (a full-size
+    SWA cache grows with the context too), not a smaller SWA cache, whose size is fixed.
+    """
     caches = [h for h in hits if h.key == "kv_size"]
-    if caches:
-        memory: Figure | None = total([size(h, "size", "MiB") for h in caches], "KV caches")
-        full = max(caches, key=lambda h: int(h.text("cells")))
-        tokens: Figure | None = count(full, "cells")
-        assert tokens is not None
-        layered = int(full.text("layers")) > 0
-        rate = bytes_per_token(size(full, "size", "MiB"), tokens) if layered else None
-        note = "" if layered else f"line {full.line.number}: the full cache holds no layers"
-        return memory, tokens, rate, note
-    self_size = _one(hits, "kv_self")
-    memory = size(self_size, "size", "MiB") if self_size else None
-    cells = _one(hits, "kv_init") or _one(hits, "n_ctx")
-    tokens = count(cells, "cells" if cells.key == "kv_init" else "n") if cells else None
-    return memory, tokens, None, ""
+    if not caches:
+        self_size = _one(hits, "kv_self")
+        cells = _one(hits, "kv_init") or _one(hits, "n_ctx")
+        tokens = count(cells, "cells" if cells.key == "kv_init" else "n") if cells else None
+        return (size(self_size, "size", "MiB") if self_size else None), tokens, None, ""
+    memory = total([size(h, "size", "MiB") for h in caches], "KV caches")
+    full_marker = _one(hits, "iswa_full")
+    after = [h for h in caches if full_marker is None or h.line.number > full_marker.line.number]
+    full = after[0] if full_marker is not None and after else max(caches, key=lambda h: int(h.text("cells")))
+    growing = [h for h in caches if h.text("cells") == full.text("cells") and int(h.text("layers")) > 0]
+    tokens = count(full, "cells")
+    if not growing:
+        return memory, tokens, None, f"line {full.line.number}: the full cache holds no layers"
+    rate = bytes_per_token(total([size(h, "size", "MiB") for h in growing], "caches of as many cells"), tokens)
+    return memory, tokens, rate, ""
 
 
 def _window(hits: list[Hit]) -> Figure | None:

@@ -267,3 +267,16 @@ def test_llamacpp_ansi_colours_and_a_cache_without_layers() -> None:
     assert whole.require("window_tokens").value == 64_000  # n_ctx_seq (64000) < n_ctx_train
     with pytest.raises(LedgerError, match="holds no layers"):
         whole.require("kv_bytes_per_token")
+
+
+def test_llama_cpp_python_recorded_here_with_a_full_size_swa_cache() -> None:
+    booted = boot("llamacpp/recorded_llama-cpp-python-0.3.36_gemma3-270m.log")
+    whole = booted.rank("all")
+    assert whole.require("weights_mib").value == Decimal("247.82")  # CPU_Mapped 235.16 + CPU_REPACK 12.66
+    assert whole.require("kv_mib").value == 36  # non-SWA 6.00 + SWA 30.00
+    assert whole.require("kv_tokens").value == 2_048 and whole.require("kv_tokens").lines[0].number == 24
+    # Both caches hold 2,048 cells, so both grow with the context: 36 MiB / 2,048 = 18,432 B,
+    # Gemma 3 270M's 18 layers x 1 KV head x 256 x 2 x 2 B.
+    assert whole.require("kv_bytes_per_token").value == 18_432
+    assert whole.require("activation_mib").value == Decimal("514.50")
+    assert whole.require("full_length_sequences").value == 1 and booted.settings["n_seq_max"].value == 1
