@@ -18,7 +18,7 @@ The procedures in vLLM's terms:
   0.21 CUDA graph memory is profiled inside that claim. The floor is that (1 - utilization)
   share of the card: memory free above it is memory the KV cache could have had.
 - The flag that moves the KV memory: `--gpu-memory-utilization` (a share of the card), or
-  `--kv-cache-memory` (bytes, bypassing the profile, vLLM 0.11+). `--max-model-len` moves
+  `--kv-cache-memory` (bytes, bypassing the profile, in recent versions). `--max-model-len` moves
   the window, `--block-size` the block.
 - Refused boots: the window exceeds what the KV cache holds (V0: `The model's max seq len (W)
   is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `(X GiB
@@ -52,7 +52,6 @@ from radiance_mcp.engines.common import (
     size,
 )
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.units import UNIT_MIB
 
 MARKER = phrase("boot", "", r"Initializing an? (?:V\d++ )?LLM engine|vLLM API server version",
                 "Initializing a(n) ... LLM engine ... with config")
@@ -135,10 +134,7 @@ def gaps(block_size_tokens: int | None) -> tuple[Missing, ...]:
 
 
 def _gib(hit: Hit, name: str) -> Figure:
-    number = hit.number(name)
-    exponent = number.as_tuple().exponent
-    assert isinstance(exponent, int)
-    return Figure(number * UNIT_MIB["GiB"], "MiB", (hit.line,), Decimal(1).scaleb(exponent) * UNIT_MIB["GiB"])
+    return size(hit, name, "GiB")
 
 
 def _pairs(hit: Hit) -> dict[str, str]:
