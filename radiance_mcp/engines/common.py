@@ -200,12 +200,8 @@ class BootView:
 # Reading figures
 
 
-def cite(hit: Hit) -> tuple[Cited, ...]:
-    return (hit.line,)
-
-
 def count(hit: Hit, name: str, unit: str = "tokens") -> Figure:
-    return Figure(hit.number(name), unit, cite(hit))
+    return Figure(hit.number(name), unit, (hit.line,))
 
 
 def size(hit: Hit, name: str, unit_word: str, gb_means: str = "GiB") -> Figure:
@@ -216,7 +212,7 @@ def size(hit: Hit, name: str, unit_word: str, gb_means: str = "GiB") -> Figure:
     number = hit.number(name)
     exponent = number.as_tuple().exponent
     assert isinstance(exponent, int)
-    return Figure(number * UNIT_MIB[unit], "MiB", cite(hit), Decimal(1).scaleb(exponent) * UNIT_MIB[unit])
+    return Figure(number * UNIT_MIB[unit], "MiB", (hit.line,), Decimal(1).scaleb(exponent) * UNIT_MIB[unit])
 
 
 def total(figures: Sequence[Figure], what: str) -> Figure:

@@ -9,8 +9,9 @@ memory reserved for KV Cache is ...`; V1: `Available KV cache memory: X GiB`), t
 tokens), the window (`Maximum concurrency for L tokens per request: Cx`, or `max_seq_len=`
 in the engine's config line), CUDA graphs (`Graph capturing finished in N secs, took X GiB`)
 and, from 0.21, the `--gpu-memory-utilization` equivalence line. Per rank, under tensor
-parallelism, lines carry a `(Worker_TPn pid=...)` prefix; the KV tokens are the engine's
-(each rank holds its heads' share of every token), so bytes per token is per rank.
+parallelism, lines carry a `(Worker_TPn pid=...)` prefix (early V1: `(VllmWorker rank=n
+pid=...)`); the KV tokens are the engine's (each rank holds its heads' share of every
+token), so bytes per token is per rank.
 
 The procedures in vLLM's terms:
 - Settled free: vLLM claims `--gpu-memory-utilization` x the card's total (default 0.9) for
@@ -100,14 +101,18 @@ PHRASES = (
            "(X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB)"),
 )
 
-_RANK = re.compile(r"\(Worker_(?P<rank>[A-Z]{2}\d++(?:_[A-Z]{2}\d++)*+) pid=")
+_RANK = re.compile(
+    r"\((?:Worker_(?P<rank>[A-Z]{2}\d++(?:_[A-Z]{2}\d++)*+)|VllmWorker(?:Process)? rank=(?P<n>\d++)) pid="
+)
 _PAIR = re.compile(rf"(?P<name>[a-z_]++)=(?P<value>{NUM})(?P<unit>GiB)?")
 INFO = "keep the start-up's INFO lines (vLLM logs them by default; VLLM_LOGGING_LEVEL=INFO)"
 
 
 def rank_of(text: str) -> str | None:
     found = _RANK.search(text)
-    return found["rank"] if found else None
+    if found is None:
+        return None
+    return found["rank"] or f"rank{found['n']}"  # V1 of 2025: (Worker_TP1 pid=..); early V1: (VllmWorker rank=1 pid=..)
 
 
 def gaps(block_size_tokens: int | None) -> tuple[Missing, ...]:
