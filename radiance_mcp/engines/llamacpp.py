@@ -67,7 +67,7 @@ PHRASES = (
     phrase("model_buffer", "buffer size =",
            r"(?:load_tensors|llm_load_tensors): (?P<device>\S++) (?:model )?buffer size = (?P<size>{NUM}) MiB",
            "load_tensors: CUDA0 model buffer size = X MiB"),
-    phrase("kv_buffer", "KV buffer size =", r"(?P<device>\S++) KV buffer size = (?P<size>{NUM}) MiB",
+    phrase("kv_buffer", "KV buffer size =", r"(?<!\S)(?P<device>\S++) KV buffer size = (?P<size>{NUM}) MiB",
            "CUDA0 KV buffer size = X MiB"),
     phrase("kv_size", "cells,",
            r"llama_kv_cache\w*+: size = (?P<size>{NUM}) MiB \( ?(?P<cells>\d++) cells, (?P<layers>\d++) layers, "
@@ -80,8 +80,8 @@ PHRASES = (
     phrase("kv_init", "kv_size =",
            r"kv_size = (?P<cells>\d++), offload = \d++, type_k = '(?P<k_type>\w++)', type_v = '(?P<v_type>\w++)', "
            r"n_layer = (?P<layers>\d++)", "llama_kv_cache_init: kv_size = N, ..., type_k = '...', n_layer = L"),
-    phrase("compute_buffer", "compute buffer size =", r"(?P<device>\S++) compute buffer size = (?P<size>{NUM}) MiB",
-           "CUDA0 compute buffer size = X MiB"),
+    phrase("compute_buffer", "compute buffer size =",
+           r"(?<!\S)(?P<device>\S++) compute buffer size = (?P<size>{NUM}) MiB", "CUDA0 compute buffer size = X MiB"),
     phrase("n_ctx", "n_ctx", _CTX + r" n_ctx = (?P<n>\d++)", "llama_context: n_ctx = N"),
     phrase("n_seq_max", "n_seq_max", _CTX + r" n_seq_max = (?P<n>\d++)", "llama_context: n_seq_max = S"),
     phrase("n_ctx_seq", "n_ctx_", _CTX + r" n_ctx_(?:per_)?seq = (?P<n>\d++)", "llama_context: n_ctx_seq = W"),

@@ -76,7 +76,7 @@ PHRASES = (
 )
 
 _RANK = re.compile(r"\s(?P<rank>(?:DP\d++ )?TP\d++)(?: [A-Z]{2}\d++)*+\]")
-_PAIR = re.compile(r"(?P<name>[a-z_]++)=(?P<value>[^,\s]++)")
+_PAIR = re.compile(r"(?<![a-z_])(?P<name>[a-z_]++)=(?P<value>[^,\s]++)")
 INFO = "keep the start-up's INFO lines of every TP rank (SGLang's default --log-level info)"
 
 GAPS = (

@@ -104,7 +104,7 @@ PHRASES = (
 _RANK = re.compile(
     r"\((?:Worker_(?P<rank>[A-Z]{2}\d++(?:_[A-Z]{2}\d++)*+)|VllmWorker(?:Process)? rank=(?P<n>\d++)) pid="
 )
-_PAIR = re.compile(rf"(?P<name>[a-z_]++)=(?P<value>{NUM})(?P<unit>GiB)?")
+_PAIR = re.compile(rf"(?<![a-z_])(?P<name>[a-z_]++)=(?P<value>{NUM})(?P<unit>GiB)?")
 INFO = "keep the start-up's INFO lines (vLLM logs them by default; VLLM_LOGGING_LEVEL=INFO)"
 
 

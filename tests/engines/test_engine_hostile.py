@@ -31,6 +31,13 @@ RADIANCE_EXAMPLE = Path(__file__).parent.parent.parent / "radiance_mcp" / "examp
         ("llama.cpp", "llama_kv_cache: size = 1.00 MiB (" + " " * 12_000 + ")"),
         ("llama.cpp", "CUDA0 KV buffer size = " + "0" * 12_000),
         ("llama.cpp", "using device CUDA0 (" + "(" * 12_000 + " - 1 MiB free"),
+        # One long run of word characters before the phrase: a pattern that may start inside the
+        # run (an unanchored \S++ device name, a [a-z_]++ key) would rescan it from every position.
+        ("llama.cpp", "x" * 15_000 + " KV buffer size = 1.00 MiB"),
+        ("llama.cpp", "x" * 15_000 + " compute buffer size = 1.00 MiB"),
+        ("vllm", "Memory profiling results: " + "a" * 15_000),
+        ("sglang", "max_total_num_tokens=1, " + "a" * 15_000),
+        ("vllm", "# " + "A" * 15_000 + " blocks: 1"),
     ],
 )
 def test_pathological_lines_end_and_are_named(engine: str, line: str) -> None:
