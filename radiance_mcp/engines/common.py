@@ -249,10 +249,14 @@ def sequences(tokens: Figure, window: Figure) -> Figure:
                   f"{tokens.value:,} tokens / {window.value:,} tokens = {ratio} full-length sequences")
 
 
-def derive(view: RankView, gaps: Iterable[Missing]) -> RankView:
-    """Fill bytes per token and full-length sequences from the view's pairs; list what is missing."""
+def derive(view: RankView, gaps: Iterable[Missing], *, rate_from_pair: bool = True) -> RankView:
+    """Fill bytes per token and full-length sequences from the view's pairs; list what is missing.
+
+    `rate_from_pair` False: the view's KV memory and tokens are not one pair (caches of
+    different sizes), so no rate is made of them.
+    """
     rate = view.kv_bytes_per_token
-    if rate is None and view.kv_mib is not None and view.kv_tokens is not None:
+    if rate is None and rate_from_pair and view.kv_mib is not None and view.kv_tokens is not None:
         rate = bytes_per_token(view.kv_mib, view.kv_tokens)
     seqs = view.full_length_sequences
     if seqs is None and view.kv_tokens is not None and view.window_tokens is not None:

@@ -206,23 +206,18 @@ def _build(hits: list[Hit]) -> Built:
         for g in GAPS)
     whole = RankView("all", _sum(weights, "model buffers"), memory, tokens, rate,
                      _sum(compute, "compute buffers"), None, None, window)
-    views = [derive(whole, gaps)]
-    if note:  # no full cache with layers: the rate of memory over cells would mix caches; leave it missing
-        views[0] = replace(views[0], kv_bytes_per_token=None,
-                           missing=tuple(g for g in gaps if getattr(views[0], g.figure) is None or
-                                         g.figure == "kv_bytes_per_token"))
-    devices = sorted({*weights, *kv_buffers, *compute, *free_at_load} - {"CPU"}, key=natural) if len(
-        {*weights, *kv_buffers, *compute}) > 1 else []
-    for device in devices:
-        used = weights.get(device, []) + kv_buffers.get(device, []) + compute.get(device, [])
+    views = [derive(whole, gaps, rate_from_pair=not note)]
+    one_cache = sum(1 for h in hits if h.key == "kv_size") <= 1  # else a device's buffers mix full and SWA caches
+    used = {*weights, *kv_buffers, *compute}
+    for device in sorted((used | set(free_at_load)) - {"CPU"}, key=natural) if len(used) > 1 else []:
+        buffers = weights.get(device, []) + kv_buffers.get(device, []) + compute.get(device, [])
         free = None
-        if device in free_at_load and used:
-            free = difference(free_at_load[device], total(used, f"{device} buffers"), "free at load - buffers")
-        kv_dev = _sum({device: kv_buffers[device]}, "KV buffers") if device in kv_buffers else None
-        dev_rate = bytes_per_token(kv_dev, tokens) if kv_dev is not None and tokens is not None else None
-        view = RankView(device, _sum({device: weights.get(device, [])}, "model buffers"), kv_dev, tokens, dev_rate,
+        if device in free_at_load and buffers:
+            free = difference(free_at_load[device], total(buffers, f"{device} buffers"), "free at load - buffers")
+        view = RankView(device, _sum({device: weights.get(device, [])}, "model buffers"),
+                        _sum({device: kv_buffers.get(device, [])}, "KV buffers"), tokens, None,
                         _sum({device: compute.get(device, [])}, "compute buffers"), None, free, window)
-        views.append(derive(view, gaps))
+        views.append(derive(view, gaps, rate_from_pair=one_cache))
     settings: dict[str, Figure] = {}
     for key, name, field_ in (("n_ctx", "n_ctx", "n"), ("n_seq_max", "n_seq_max", "n"), ("slots", "slots", "slots")):
         if (hit := _one(hits, key)) is not None:
