@@ -1,7 +1,8 @@
 """vLLM's start-up ledger: its phrase table and the typed view of one boot.
 
-What vLLM prints (V0 0.2 to 0.8, V1 0.9 onwards): the weights (`Model loading took X GiB`,
-earlier `Loading model weights took X GB`; vLLM's "GB" is GiB, it divides by 2**30), the
+What vLLM prints (the V0 engine of 0.2 to 0.8, and V1, the default from 0.8): the weights
+(`Model loading took X GiB`, earlier `Loading model weights took X GB`; vLLM's "GB" is GiB,
+it divides by 2**30), the
 memory profile (0.6: `Memory profiling results: total_gpu_memory=... kv_cache_size=...`;
 0.7-0.8: `model weights take ...; PyTorch activation peak memory takes ...; the rest of the
 memory reserved for KV Cache is ...`; V1: `Available KV cache memory: X GiB`), the KV tokens
