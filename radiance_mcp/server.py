@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.resources import TextResource
-from mcp_types import INVALID_PARAMS, ToolAnnotations
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from radiance_mcp import __version__, skills
@@ -87,7 +88,7 @@ def build_server(runtime: Runtime) -> MCPServer:
                                                description=skill.description))
     for spec in TOOLS:
         server.add_tool(
-            _tool_function(spec, runtime),
+            _compact(_tool_function(spec, runtime), spec),
             name=spec.name,
             title=spec.title,
             annotations=ToolAnnotations(
@@ -114,3 +115,17 @@ def _prompt(skill: skills.Skill, runtime: Runtime) -> Callable[..., str]:
             raise MCPError(INVALID_PARAMS, str(exc)) from exc
 
     return prompt
+
+
+def _compact(call: Any, spec: ToolSpec) -> Any:
+    """The tool, its result's text content compact JSON: the SDK's own is a second, indented copy."""
+
+    @functools.wraps(call)
+    async def compact(**arguments: Any) -> CallToolResult:
+        data = (await call(**arguments)).model_dump(mode="json", by_alias=True)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+    returns = Annotated[CallToolResult, spec.output_model]  # the SDK still publishes and checks the output schema
+    compact.__signature__ = inspect.signature(call).replace(return_annotation=returns)  # type: ignore[attr-defined]
+    return compact
