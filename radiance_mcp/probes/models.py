@@ -138,7 +138,10 @@ class BoundaryRequestResult(_Output):
     verdict: Verdict
     answer_start: str
     note: str | None
-    count: int = Field(default=1, description="Requests alike (verdict, status, wording but figures); this the first.")
+    count: int = Field(
+        default=1, description="Requests that came out alike (verdict, status, wording but for figures); the fields "
+        "are the first's."
+    )
     indices: list[int] = Field(default_factory=list, description="Their 0-based indices.")
     latency_s_max: float | None = Field(default=None, description="The slowest of them.")
 

@@ -7,8 +7,8 @@ table, compute the ceiling (the seed's 30,969 MiB), refuse an untraced reserve, 
 contract for the seats the new pair can back, deploy the pair (a new boot of the simulated
 service), verify from the ledger first, then probe the live endpoint. It ends with the
 step-shape audit of the campaign rig's wide mode and its serve script: the mode's private step
-found, shown by dry run, fixed, and the fix proven byte for byte. Every step checks its result; the demo exits
-0 only when each came out as the seeds say.
+found, shown by dry run, fixed, and the fix proven byte for byte. Every step checks its
+result; the demo exits 0 only when each came out as the seeds say.
 
 ``background_fleet()`` runs a fleet in a thread of its own for ``radiance-mcp serve --demo``.
 """
@@ -100,13 +100,13 @@ async def _walk(w: _Walk) -> None:
     fleet, service = w.fleet, w.fleet.services[SERVICE]
 
     w.head("The fleet (simulated: every ledger and endpoint below is the simulator's)")
-    listed = await w.need("list_fleet") if "list_fleet" in w.tools else {"services": []}
     for name, s in fleet.services.items():
         state = f"serving on {s.url}" if s.endpoint.serving else "boot refused, not serving"
         w.say(f"{name:<14} host {s.host.name:<10} pair {s.shape.pair_mib:>6,} MiB  {state}")
         if fleet.notes.get(name):
             w.say(f"{'':<14} {fleet.notes[name]}")
     if "list_fleet" in w.tools:
+        listed = await w.need("list_fleet")
         w.expect({s["name"] for s in listed["services"]} == set(fleet.services),
                  f"list_fleet names the {len(fleet.services)} services, each with its ledger and endpoint")
     w.say(f"config: {fleet.config_path}")
@@ -200,7 +200,7 @@ async def _serve_script(w: _Walk) -> None:
     w.head("Which mode carries its own step? The serve script against the env file that owns the shape")
     check = await w.need("check_serve_script", service=WIDE)
     for finding in check["findings"]:
-        w.say(f"{finding['file']}:{finding['line']} ({finding['mode']}): {finding['text']}")
+        w.say(f"{Path(finding['file']).name}:{finding['line']} ({finding['mode']}): {finding['text']}")
     private = [f for f in check["findings"] if f["flag"] == "max-num-batched-tokens" and f["value"] == "65536"]
     w.expect(not check["ok"] and len(check["findings"]) == 1 and len(private) == 1,
              f"one finding: the wide mode's own 65,536 step, where {check['env_prefix']}MAX_BATCHED_TOKENS owns it")
@@ -238,7 +238,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
         w.expect(result["retrieved"] == seats, f"{seats}/{seats} markers retrieved")
         low = await w.need("boundary_probe", service="lowpool", n=2, gen_tokens=gen, execute=True)
         for request in low["requests"]:
-            w.say(f"lowpool, {request.get('count', 1)} request(s): HTTP {request['status']} {request['verdict']}: "
+            w.say(f"lowpool, {request['count']} request(s): HTTP {request['status']} {request['verdict']}: "
                   f"{request['refusal']!r}")
         w.say(f"lowpool boundary probe: {low['verdict']}")
         w.expect(low["retrieved"] == 0, "a pool below its contract refuses the long requests")
