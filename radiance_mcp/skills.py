@@ -84,10 +84,11 @@ def load(tool_names: Iterable[str], directory: Path = SKILLS_DIR) -> list[Skill]
 
 
 def instructions(skills: Iterable[Skill]) -> str:
-    """The procedures and the order of their tools, for the server's instructions."""
-    lines = ["Two procedures, each a prompt and a skill:// resource of this server:"]
-    lines += [f"- {s.name}: {s.title}. Tools in order: {' -> '.join(s.tools)}." for s in skills]
-    return "\n".join(lines) + "\n"
+    """The procedures and the order of their tools, for the server's instructions ("" without any)."""
+    lines = [f"- {s.name}: {s.title}. Tools in order: {' -> '.join(s.tools)}." for s in skills]
+    if not lines:
+        return ""
+    return "\n".join(["The procedures, each a prompt and a skill:// resource of this server:", *lines]) + "\n"
 
 
 def describe_service(fleet: Fleet, service: str) -> str:

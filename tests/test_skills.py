@@ -143,3 +143,15 @@ async def test_an_sdk_client_lists_and_reads_the_prompts_and_resources(tmp_path:
         "list_fleet -> compute_ceiling -> check_pool_contract -> read_budget_table" in instructions
     assert "radiance-step-shape-ledger-audit: Auditing a serving-shape change from the boot ledger. Tools in order: " \
         "list_fleet -> audit_step_shape -> check_serve_script -> compare_dry_run." in instructions
+
+
+def test_a_folder_of_skills_loads_by_name_and_an_empty_one_adds_no_instructions(tmp_path: Path) -> None:
+    for name, body in (("zeta-check", "Run `compute_ceiling`, then `list_fleet`."), ("alpha-walk", "`decode_probe`")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name} steps\n---\n{body}\n")
+    (tmp_path / "notes.md").write_text("not a skill")
+    loaded = skills.load(TOOL_NAMES, tmp_path)
+    assert [(s.name, s.tools) for s in loaded] == [("alpha-walk", ("decode_probe",)),
+                                                   ("zeta-check", ("compute_ceiling", "list_fleet"))]
+    assert "- zeta-check: zeta-check. Tools in order: compute_ceiling -> list_fleet." in skills.instructions(loaded)
+    assert skills.load(TOOL_NAMES, tmp_path / "absent") == [] and skills.instructions([]) == ""
