@@ -150,7 +150,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     activation arena, the pair and its members, card total, claimable, budget totals, host
     pool and disk, lines outside the boot. Any other reserve is personal (personal=true) and
     labelled so in the output and the gate. A reserve above the ceiling, or reserves leaving
-    max_pair_mib below 0, are refused; below the current pair, a warning. A boot that refused
+    a negative max_pair_mib, are refused; below the current pair, a warning. A boot that refused
     to start has no ceiling: the error names its lines; call audit_step_shape next.
     """
     boot = await read_boot(runtime, args)
