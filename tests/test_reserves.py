@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from guard_ledgers import REFUSED, REFUSED_LINES, TP2, TP2_LINE, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES, prefixed
@@ -296,3 +297,11 @@ def test_a_boot_still_starting_is_unsettled_not_a_reader_bug() -> None:
 def test_caller_text_is_unverified_by_default(example_text: str) -> None:
     assert read_text(example_text, source="log_text").origin == "caller text"
     assert ledger.Boot.__dataclass_fields__["origin"].default == "caller text"
+
+
+def test_a_malformed_settled_line_is_named_from_a_file_too(example_text: str, tmp_path: Path) -> None:
+    """The streaming file reader keeps the near miss as read_text does."""
+    path = tmp_path / "neg.log"
+    path.write_text(example_text.replace("settled at 2.01 GiB free", "settled at -2.01 GiB free"), encoding="utf-8")
+    with pytest.raises(BootNotSettled, match=r"line 26 holds 'settled at' but not as .*-2\.01 GiB free"):
+        read_budget(ledger.read_file(path, source=str(path)))
