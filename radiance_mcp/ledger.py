@@ -5,7 +5,10 @@ is keyed on (``keyword``, a plain substring every such line holds, used to prefi
 locally and on remote hosts), the pattern that reads its figures, and the template the
 simulator writes it with, so reader and writer cannot drift apart (a round-trip test ties
 them). Entries marked ``seed`` are verbatim from the procedures; ``assumed`` ones are a
-plausible layout around seed words (see PHRASEBOOK section 8).
+plausible layout around seed words (see PHRASEBOOK section 8). Each entry also marks what
+every size it reads is to a reserve below the ceiling (``reserve=``; capacity's docstring
+gives the reasoning), and ``boot_state`` is the one rule by which every tool judges whether
+a boot settled, refused to start, or did neither.
 
 The reader tolerates what sits around the phrases: timestamps and ``podman logs -t`` or
 journald prefixes, ANSI colour codes, CRLF line ends, runs of spaces, thousands
@@ -54,8 +57,7 @@ class ReserveMark:
     """The figure, in the reader's words: '--gpu-headroom-mib', 'the static region'."""
 
 
-def _mark(kind: ReserveKind, what: str) -> ReserveMark:
-    return ReserveMark(kind, what)
+_mark = ReserveMark  # short, for the table's rows
 
 
 @dataclass(frozen=True)
