@@ -235,7 +235,7 @@ def read_budget(boot: Boot) -> BudgetReading:
             disagreements=tuple(disagreements),
             pair_resolution_mib=resolution,
         )
-        _refuse_impossible(budget, src)
+        _refuse_impossible(budget, _funded_pair(boot), src)
         cards[number] = budget
     missing_cards = ", ".join(str(c) for c in sorted(set(rows) - set(cards)))
     if missing_cards:
@@ -256,8 +256,24 @@ def _refuse_negative_rows(boot: Boot) -> None:
             )
 
 
-def _refuse_impossible(card: CardBudget, src: str) -> None:
-    """Figures no card can show together: refused naming their lines, within the printed rounding."""
+def _funded_pair(boot: Boot) -> tuple[Decimal, Decimal] | None:
+    """(MiB, rounding step) of the pair the engine funded: its weights in VRAM and its KV cache, if printed.
+
+    An engine that squeezes the KV cache funds less than the stated pair; the rest is free.
+    """
+    tiers, kv = boot.first("weights_by_tier"), boot.first("kv_backing")
+    if tiers is None or kv is None:
+        return None
+    weights, cache = tiers.size("vram", boot.where()), kv.size("size", boot.where())
+    return weights.mib + cache.mib, weights.resolution_mib + cache.resolution_mib
+
+
+def _refuse_impossible(card: CardBudget, funded: tuple[Decimal, Decimal] | None, src: str) -> None:
+    """Figures no card can show together: refused naming their lines, within the printed rounding.
+
+    Free memory and the pair cannot share the card past its total; the pair counted is the
+    one allocated (the funded pair where the boot prints one below the stated pair).
+    """
 
     def over(a: Decimal, a_step: Decimal, b: Decimal, b_step: Decimal) -> bool:
         return a - b > (a_step + b_step) / 2
@@ -277,11 +293,14 @@ def _refuse_impossible(card: CardBudget, src: str) -> None:
                 f"{src}: card {card.card}'s pair of {fmt_mib(card.pair_mib, 2)} MiB (lines {pair_at}) is more than "
                 f"the card total of {total.size.text} (line {total.line.number}); {remedy}"
             )
-        both = free.size.mib + card.pair_mib
-        if over(both, free.size.resolution_mib + card.pair_resolution_mib, t, t_step):
+        pair, pair_step = (card.pair_mib, card.pair_resolution_mib)
+        if funded is not None and funded[0] < pair:
+            pair, pair_step = funded
+        both = free.size.mib + pair
+        if over(both, free.size.resolution_mib + pair_step, t, t_step):
             raise LedgerError(
                 f"{src}:{free.line.number}: card {card.card} settled at {free.size.text} free with a pair of "
-                f"{fmt_mib(card.pair_mib, 2)} MiB (lines {pair_at}) allocated: {fmt_mib(both, 2)} MiB, more than "
+                f"{fmt_mib(pair, 2)} MiB (lines {pair_at}) allocated: {fmt_mib(both, 2)} MiB, more than "
                 f"the card total of {total.size.text} (line {total.line.number}); {remedy}"
             )
     if card.headroom is not None and card.static is not None:

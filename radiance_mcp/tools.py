@@ -225,32 +225,14 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     inputs_from: dict[str, LineRef | str] = {k: "argument" for k, v in given.items() if v is not None}
     missing = [k for k, v in given.items() if v is None]
     notes: list[str] = []
-    named = args.log is not None or args.log_text is not None or args.container is not None
-    configured = args.service is not None and _service_has_ledger(runtime, args.service)
-    boot: Boot | None = None
-    if named or configured:
-        boot = await read_boot(
-            runtime,
-            LedgerArgs(service=None if named else args.service, log=args.log, log_text=args.log_text,
-                       host=args.host, container=args.container, boot=args.boot),
-        )
-    elif missing:
-        raise InputError(
-            f"{', '.join(missing)} not given and no ledger to read them from: pass them, "
-            "or name a service (or log / log_text, or host with log / container) whose boot echoes them"
-        )
-    elif args.reserves or args.weights_mib is not None:
-        raise InputError(
-            "reserves and weights_mib are checked against a ceiling: name the ledger to read it from (a service "
-            "with a ledger, or log / log_text, or host with log / container)"
-        )
+    boot = await _contract_ledger(runtime, args, missing)
     state = ledger.boot_state(boot) if boot is not None else None
-    if boot is not None and state is not None:
-        for name in missing:
-            value, line, note = _from_ledger(boot, name, state)
-            given[name] = value
-            inputs_from[name] = line_ref(line)
-            notes += [note] if note else []
+    for name in missing:
+        assert boot is not None and state is not None  # _contract_ledger refuses missing values without one
+        value, line, note = _from_ledger(boot, name, state)
+        given[name] = value
+        inputs_from[name] = line_ref(line)
+        notes += [note] if note else []
     contract = capacity.pool_contract(
         Decimal(str(given["pool_mib"])), int(given["seqs"]), int(given["max_model_len"]),
         given["kv_cache_dtype"], model,
@@ -301,9 +283,30 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     )
 
 
-def _service_has_ledger(runtime: Runtime, service: str) -> bool:
-    entry = runtime.fleet.service(service)
-    return entry.log is not None or entry.container is not None
+async def _contract_ledger(runtime: Runtime, args: CheckPoolContractInput, missing: list[str]) -> Boot | None:
+    """The boot the contract is checked against, if the input names a ledger (or its service has one)."""
+    explicit = args.log is not None or args.log_text is not None or args.container is not None
+    configured = False
+    if args.service is not None and not explicit:
+        entry = runtime.fleet.service(args.service)
+        configured = entry.log is not None or entry.container is not None
+    if explicit or configured:
+        return await read_boot(
+            runtime,
+            LedgerArgs(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
+                       host=args.host, container=args.container, boot=args.boot),
+        )
+    if missing:
+        raise InputError(
+            f"{', '.join(missing)} not given and no ledger to read them from: pass them, "
+            "or name a service (or log / log_text, or host with log / container) whose boot echoes them"
+        )
+    if args.reserves or args.weights_mib is not None:
+        raise InputError(
+            "reserves and weights_mib are checked against a ceiling: name the ledger to read it from (a service "
+            "with a ledger, or log / log_text, or host with log / container)"
+        )
+    return None
 
 
 def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, notes: list[str]) -> CeilingCheck:
