@@ -26,7 +26,7 @@ table (``ledger.PHRASES``, ``reserve=``), and each kind has its reason and remed
 - ``engine floor``: ``--gpu-headroom-mib``, the static region and the floor they make; the
   ceiling subtracts them already.
 - ``before claimable``: the activation arena, charged to the card before claimable; the
-  settled free figure is measured after it, so the ceiling never counted it.
+  settled free figure is measured after it, so the ceiling already leaves it out.
 - ``pair``: vram_weights and vram_kv (rows and flags), the weights in VRAM, the KV cache the
   boot funded, and the expert prefetch and the ledger mover's lendable KV (both lent out of
   the KV cache, inside vram_kv): the pair is what the ceiling bounds; holding part of it back
@@ -369,7 +369,7 @@ REFUSALS: dict[ReserveKind | str, tuple[str, str]] = {
     ),
     "before claimable": (
         "the activation arena is charged to the card before claimable, so the settled free memory is "
-        "measured after it and the ceiling never counted it",
+        "measured after it: the ceiling already leaves it out",
         "drop the reserve; to change the arena, change --max-num-batched-tokens and price the step with "
         "audit_step_shape",
     ),
@@ -412,7 +412,7 @@ MAX_SHOWN_MIB = Decimal(10) ** 12
 
 
 def shown_mib(value: Decimal) -> str:
-    """A caller's figure in a message: '1,986.22', or '1.000E+308' past a TiB of digits (never 300 of them)."""
+    """A caller's figure in a message: '1,986.22', or '1.000E+308' from 10^12 MiB up (never 300 digits)."""
     if value.is_finite() and abs(value) < MAX_SHOWN_MIB:
         return fmt_mib(value, 2)
     return f"{value:.3E}" if value.is_finite() else str(value)

@@ -8,6 +8,7 @@ the ceiling too; a refused boot is a finding that names its lines and audit_step
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections.abc import AsyncIterator
@@ -250,3 +251,32 @@ async def test_the_audit_agrees_the_boot_refused(tmp_path: Path) -> None:
     assert not error
     assert out["verdict"] == "refused" and out["candidate"]["status"] == "refused"
     assert [line["line"] for line in out["refusal"]] == [35, 37]  # its kv cache and startup stopped lines
+
+
+async def test_a_refused_boot_is_never_ok_even_for_a_pool_that_fits_its_contract(tmp_path: Path) -> None:
+    async with served(tmp_path) as client:
+        _, out = await call(client, "check_pool_contract", service="refused", pool_mib=5_120)
+    # 8 x 32,768 x 14,144 B = 3,536 MiB + 880 + 448 = 4,864 <= 5,120: the contract alone holds
+    assert (out["contract_ok"], out["required_mib"]) == (True, 4_864)
+    assert (out["ok"], out["boot_status"], out["ceiling"]) == (False, "refused", None)
+    assert [line["line"] for line in out["refusal_lines"]] == [17, 18, 19]
+
+
+async def test_parallel_calls_each_get_their_own_verdict(tmp_path: Path) -> None:
+    """A careless agent fires the same tools at once on different ledgers: no answer leaks into another."""
+    async with served(tmp_path) as client:
+        results = await asyncio.gather(*(
+            call(client, "compute_ceiling", service=service, reserves=reserves)
+            for service, reserves in [
+                ("twin", [{"mib": 310.81, "label": "u", "line": 21}]),
+                ("example", [{"mib": 96, "label": "h", "line": 26}]),
+                ("wide", []),
+                ("example", [{"mib": 268.11, "label": "u", "line": 18}]),
+            ] * 3
+        ))
+    for n in range(3):
+        twin, headroom, wide, example = results[4 * n: 4 * n + 4]
+        assert twin[0] is False and twin[1]["max_pair_mib"] == 30_399  # 30,710 - 310.81
+        assert headroom[0] is True and "already in the engine floor" in headroom[1]
+        assert wide[0] is True and "refused to start" in wide[1]
+        assert example[0] is False and example[1]["max_pair_mib"] == 30_700  # 30,969 - 268.11
