@@ -70,21 +70,25 @@ class ReserveInput(_Input):
     personal: bool = Field(False, description="True for a reserve no ledger line backs: it is labelled personal.")
 
 
-class ComputeCeilingInput(LedgerArgs):
-    reserves: list[ReserveInput] = Field(
-        default_factory=list,
-        description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
-    )
+RESERVES_DESCRIPTION = (
+    "Reserves below the ceiling; each cites the ledger line of a figure that can back one (line=N; "
+    "read_budget_table lists them as reserve_candidates) or is personal=true."
+)
 
-    @field_validator("reserves", mode="before")
-    @classmethod
-    def _json_string(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                return json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"reserves is a string but not JSON ({exc.msg}); pass a list of objects") from exc
-        return value
+
+def _reserves_from_json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"reserves is a string but not JSON ({exc.msg}); pass a list of objects") from exc
+    return value
+
+
+class ComputeCeilingInput(LedgerArgs):
+    reserves: list[ReserveInput] = Field(default_factory=list, description=RESERVES_DESCRIPTION)
+
+    _json_string = field_validator("reserves", mode="before")(_reserves_from_json)
 
 
 class CheckPoolContractInput(_Input):
@@ -111,6 +115,13 @@ class CheckPoolContractInput(_Input):
         None, description="A container on host (give host too): its `podman logs` holds the ledger."
     )
     boot: int = Field(-1, description="Which boot of the ledger: -1 the newest.")
+    weights_mib: float | None = Field(
+        None, ge=0, description="--vram-weights-mib of the pair to check against the ceiling. Omitted: the "
+        "ledger's (the pair keeps its weights, the pool changes).",
+    )
+    reserves: list[ReserveInput] = Field(default_factory=list, description=RESERVES_DESCRIPTION)
+
+    _json_string = field_validator("reserves", mode="before")(_reserves_from_json)
 
     @model_validator(mode="after")
     def _at_most_one_source(self) -> CheckPoolContractInput:
@@ -154,6 +165,13 @@ class BootRef(_Output):
     boots_seen: int | None = Field(description="How many boots the source holds (null: not counted).")
     first_line: int
     last_line: int
+    origin: Literal["host", "local file", "caller text"] = Field(
+        "caller text", description="Where the text came from: read on a host, read from a file here, or "
+        "given by the caller (log_text).",
+    )
+    verified: bool = Field(
+        False, description="False for caller text: its figures are the caller's, not read from a host or file."
+    )
 
 
 class BudgetCard(_Output):
@@ -173,12 +191,23 @@ class BudgetCard(_Output):
     pair_lines: list[LineRef]
 
 
+class ReserveCandidate(_Output):
+    card: int
+    line: LineRef
+    mib: float = Field(description="The figure a reserve citing this line must hold (line=N, mib=this).")
+    printed: str = Field(description="How the figure follows from the printed ones.")
+    why: str = Field(description="Why this figure may back a reserve below the ceiling.")
+
+
 class ReadBudgetTableOutput(_Output):
     ledger: BootRef
     cards: list[BudgetCard]
     flags: dict[str, str] = Field(description="Echoed flags of the boot, by name without dashes.")
     pair_source: Literal["echoed flags", "table rows"]
     disagreements: list[str] = Field(description="Flag and table row that differ beyond rounding.")
+    reserve_candidates: list[ReserveCandidate] = Field(
+        description="The figures of this boot a traced reserve may cite; anything else is personal."
+    )
 
 
 class CeilingCard(_Output):
@@ -189,6 +218,7 @@ class CeilingCard(_Output):
     ceiling_mib: int
     headroom_mib: int
     derivation: str
+    max_pair_mib: int = Field(description="This card's ceiling less the reserves it holds.")
 
 
 class ReserveOutput(_Output):
@@ -196,6 +226,7 @@ class ReserveOutput(_Output):
     label: str
     kind: Literal["traced", "personal"]
     line: LineRef | None
+    card: int | None = Field(description="The card a traced reserve holds memory on; null (personal): every card.")
 
 
 class ComputeCeilingOutput(_Output):
@@ -208,9 +239,26 @@ class ComputeCeilingOutput(_Output):
     cards: list[CeilingCard]
     reserves: list[ReserveOutput]
     personal_reserves: list[str] = Field(description="Labels of reserves no ledger line backs.")
-    max_pair_mib: int = Field(description="ceiling_mib less every reserve: the gate's bound for the pair.")
+    max_pair_mib: int = Field(description="The smallest card's ceiling less its reserves: the gate's bound.")
+    reserve_candidates: list[ReserveCandidate] = Field(description="Figures of this boot a reserve may cite.")
+    warnings: list[str] = Field(description="E.g. max_pair_mib below the current pair.")
     sources: list[LineRef] = Field(description="The ledger lines every figure came from.")
     notes: list[str]
+
+
+class CeilingCheck(_Output):
+    ok: bool
+    ceiling_mib: int = Field(description="The binding card's ceiling.")
+    binding_card: int
+    weights_mib: float
+    weights_from: LineRef | str
+    pool_mib: float
+    reserves_mib: float = Field(description="Traced and personal reserves held on the tightest card.")
+    reserves: list[ReserveOutput]
+    max_pair_mib: int = Field(description="The smallest card's ceiling less its reserves.")
+    pair_mib: float = Field(description="weights_mib + pool_mib: the pair this pool makes.")
+    margin_mib: float = Field(description="max_pair_mib - pair_mib; negative means the pair does not fit.")
+    formula: str
 
 
 class PoolContractOutput(_Output):
@@ -231,6 +279,16 @@ class PoolContractOutput(_Output):
     formula: str
     refusal: str | None = Field(description="What a client sees on a long request when the contract fails.")
     inputs_from: dict[str, LineRef | str] = Field(description="Where each input came from: argument or ledger line.")
+    contract_ok: bool = Field(description="The pool contract alone.")
+    ceiling: CeilingCheck | None = Field(
+        description="weights + pool + reserves <= ceiling, with a ledger that settled; null without one."
+    )
+    ledger: BootRef | None = Field(description="The boot read, if any.")
+    boot_status: Literal["settled", "refused", "unsettled"] | None = Field(
+        description="refused: the boot stopped (its pool backs nothing); unsettled: no settled line yet."
+    )
+    refusal_lines: list[LineRef] = Field(description="A refused boot's lines: kv cache, fix text, startup stopped.")
+    notes: list[str] = Field(description="What the verdict rests on, and what to call next.")
 
 
 def mib(value: Decimal) -> float:

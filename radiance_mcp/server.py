@@ -1,4 +1,5 @@
-"""MCP wiring only: every entry of tools.TOOLS becomes an MCP tool; no logic lives here.
+"""MCP wiring only: every entry of tools.TOOLS becomes an MCP tool, every skill (skills.py) a
+prompt and a resource; no logic lives here.
 
 Each tool's flat arguments are its input model's fields (so clients see a flat
 inputSchema), its output model is the structured output (outputSchema), and any
@@ -7,17 +8,22 @@ RadianceMCPError becomes the SDK's ToolError with the same message, for the agen
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver.prompts import Prompt
+from mcp.server.mcpserver.resources import TextResource
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from radiance_mcp import __version__
+from radiance_mcp import __version__, skills
 from radiance_mcp.config import describe_validation
 from radiance_mcp.errors import RadianceMCPError
 from radiance_mcp.sources import close_remote
@@ -25,6 +31,7 @@ from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
 
 INSTRUCTIONS = """\
 Tools for the radiance inference engine's KV-cache / VRAM resize and step-shape audit.
+Start with list_fleet: it names the services to pass as `service`.
 Read figures from the engine's boot ledger with these tools rather than estimating them:
 the ceiling is the engine's (settled free minus its floor, plus the pair), never free
 memory seen from outside; every reserve must cite a ledger line or be labelled personal.
@@ -71,10 +78,17 @@ def build_server(runtime: Runtime) -> MCPServer:
         finally:
             await close_remote(runtime.extras)  # SSH connections end with the server
 
-    server: MCPServer = MCPServer("radiance-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    procedures = skills.load(spec.name for spec in TOOLS)
+    server: MCPServer = MCPServer("radiance-mcp", version=__version__, lifespan=lifespan,
+                                  instructions=INSTRUCTIONS + skills.instructions(procedures))
+    for skill in procedures:
+        server.add_resource(TextResource(uri=skill.uri, name=skill.name, title=skill.title,
+                                         description=skill.description, mime_type="text/markdown", text=skill.text))
+        server.add_prompt(Prompt.from_function(_prompt(skill, runtime), name=skill.name, title=skill.title,
+                                               description=skill.description))
     for spec in TOOLS:
         server.add_tool(
-            _tool_function(spec, runtime),
+            _compact(_tool_function(spec, runtime), spec),
             name=spec.name,
             title=spec.title,
             annotations=ToolAnnotations(
@@ -87,3 +101,31 @@ def build_server(runtime: Runtime) -> MCPServer:
             structured_output=True,
         )
     return server
+
+
+def _prompt(skill: skills.Skill, runtime: Runtime) -> Callable[..., str]:
+    """The skill's prompt function, its errors (an unknown service) passed to the client word for word."""
+    render = skills.prompt_function(skill, runtime.fleet)
+
+    @functools.wraps(render)
+    def prompt(**arguments: Any) -> str:
+        try:
+            return render(**arguments)
+        except RadianceMCPError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+
+    return prompt
+
+
+def _compact(call: Any, spec: ToolSpec) -> Any:
+    """The tool, its result's text content compact JSON: the SDK's own is a second, indented copy."""
+
+    @functools.wraps(call)
+    async def compact(**arguments: Any) -> CallToolResult:
+        data = (await call(**arguments)).model_dump(mode="json", by_alias=True)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+    returns = Annotated[CallToolResult, spec.output_model]  # the SDK still publishes and checks the output schema
+    compact.__signature__ = inspect.signature(call).replace(return_annotation=returns)  # type: ignore[attr-defined]
+    return compact
