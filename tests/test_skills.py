@@ -141,7 +141,7 @@ async def test_an_sdk_client_lists_and_reads_the_prompts_and_resources(tmp_path:
     assert resize.messages[0].content.text.startswith("First call `list_fleet`")  # type: ignore[union-attr]
     assert read.contents[0].text == BY_NAME["radiance-kv-cache-resize"].text  # type: ignore[union-attr]
     assert "radiance-kv-cache-resize: Resizing the KV / VRAM pair of a radiance endpoint. Tools in order: " \
-        "list_fleet -> compute_ceiling -> check_pool_contract -> read_budget_table" in instructions
+        "list_fleet -> compute_ceiling -> audit_step_shape -> check_pool_contract -> read_budget_table" in instructions
     assert "radiance-step-shape-ledger-audit: Auditing a serving-shape change from the boot ledger. Tools in order: " \
         "list_fleet -> audit_step_shape -> check_serve_script -> compare_dry_run." in instructions
 
