@@ -9,11 +9,36 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from radiance_mcp.constants import KVDtype
+from radiance_mcp.constants import (
+    MAX_BOOT,
+    MAX_LEDGER_TEXT_CHARS,
+    MAX_LINE_NUMBER,
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_POOL_MIB,
+    MAX_RESERVES,
+    MAX_SEQS,
+    MAX_WINDOW_TOKENS,
+    KVDtype,
+)
+
+# ---------------------------------------------------------------------------------------
+# Argument types: the upper bound of every argument, each from radiance_mcp.constants (where
+# its reason is stated); a field adds its own lower bound.
+
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+LedgerText = Annotated[str, Field(max_length=MAX_LEDGER_TEXT_CHARS)]
+BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT)]
+LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER)]
+SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB)]
+Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS)]
+Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS)]
+Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0)]
 
 # ---------------------------------------------------------------------------------------
 # Inputs
@@ -26,20 +51,20 @@ class _Input(BaseModel):
 class LedgerArgs(_Input):
     """Which ledger to read: exactly one of service, log, log_text, container (log and container with host)."""
 
-    service: str | None = Field(None, description="A service named in the fleet config; its ledger is read.")
-    log: str | None = Field(
+    service: Name | None = Field(None, description="A service named in the fleet config; its ledger is read.")
+    log: PathArg | None = Field(
         None,
         description="Absolute path of a ledger file on this machine, under the config's log_roots; with host, "
         "a file on that host, under the host's log_roots.",
     )
-    log_text: str | None = Field(None, description="The ledger text itself (e.g. pasted podman logs output).")
-    host: str | None = Field(
+    log_text: LedgerText | None = Field(None, description="The ledger text itself (e.g. pasted podman logs output).")
+    host: Name | None = Field(
         default=None, description="A host listed in the fleet config: read log (a file there) or container over SSH."
     )
-    container: str | None = Field(
+    container: Name | None = Field(
         default=None, description="A container on host (give host too): its `podman logs` holds the ledger."
     )
-    boot: int = Field(
+    boot: BootIndex = Field(
         -1, description="Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest."
     )
 
@@ -64,15 +89,16 @@ class ReadBudgetTableInput(LedgerArgs):
 
 
 class ReserveInput(_Input):
-    mib: float = Field(ge=0, description="MiB held back below the engine's ceiling.")
-    label: str = Field(min_length=1, description="What the reserve is for, in a few words.")
-    line: int | None = Field(None, ge=1, description="The ledger line that holds this figure (a traced reserve).")
+    mib: SizeMib = Field(ge=0, description="MiB held back below the engine's ceiling.")
+    label: Name = Field(min_length=1, description="What the reserve is for, in a few words.")
+    line: LineNumber | None = Field(None, description="The ledger line that holds this figure (a traced reserve).")
     personal: bool = Field(False, description="True for a reserve no ledger line backs: it is labelled personal.")
 
 
 class ComputeCeilingInput(LedgerArgs):
     reserves: list[ReserveInput] = Field(
         default_factory=list,
+        max_length=MAX_RESERVES,
         description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
     )
 
@@ -88,29 +114,29 @@ class ComputeCeilingInput(LedgerArgs):
 
 
 class CheckPoolContractInput(_Input):
-    pool_mib: float | None = Field(
+    pool_mib: SizeMib | None = Field(
         None, gt=0, description="The KV pool per card (--vram-kv-mib), MiB. Omitted: read from the ledger."
     )
-    seqs: int | None = Field(None, ge=1, description="--max-num-seqs. Omitted: read from the ledger.")
-    max_model_len: int | None = Field(None, ge=1, description="--max-model-len, tokens. Omitted: from the ledger.")
+    seqs: Seqs | None = Field(None, description="--max-num-seqs. Omitted: read from the ledger.")
+    max_model_len: Tokens | None = Field(None, ge=1, description="--max-model-len, tokens. Omitted: from the ledger.")
     kv_cache_dtype: KVDtype | None = Field(
         None, description="--kv-cache-dtype: bf16 or fp8 only. Omitted: read from the ledger."
     )
-    service: str | None = Field(
+    service: Name | None = Field(
         None, description="A service from the config: its model's constants, and its ledger for omitted values."
     )
-    log: str | None = Field(
+    log: PathArg | None = Field(
         None, description="A ledger file to read omitted values from (under log_roots); with host, a file on that "
         "host, under the host's log_roots.",
     )
-    log_text: str | None = Field(None, description="Ledger text to read omitted values from.")
-    host: str | None = Field(
+    log_text: LedgerText | None = Field(None, description="Ledger text to read omitted values from.")
+    host: Name | None = Field(
         None, description="A host listed in the fleet config: read log (a file there) or container over SSH."
     )
-    container: str | None = Field(
+    container: Name | None = Field(
         None, description="A container on host (give host too): its `podman logs` holds the ledger."
     )
-    boot: int = Field(-1, description="Which boot of the ledger: -1 the newest.")
+    boot: BootIndex = Field(-1, description="Which boot of the ledger: -1 the newest.")
 
     @model_validator(mode="after")
     def _at_most_one_source(self) -> CheckPoolContractInput:
