@@ -11,6 +11,7 @@ repeated. Bounds live in the input models (radiance_mcp.constants gives their re
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import types
 import typing
@@ -105,8 +106,8 @@ def _describe(error: ErrorDetails, model: type[BaseModel], spell: Callable[[str]
         unit = "characters" if kind == "string_too_long" else "items"
         got = f"{size:,} {unit}" if size is not None else "too long"
         return f"{name} is {got}, over its limit of {limit:,} {unit}; send a shorter one"
-    if kind == "value_error":
-        return f"{name}: {message}"
+    if kind == "value_error":  # our own validators' sentences, which may name the argument already
+        return message if message.startswith(str(loc[0])) else f"{name}: {message}"
     allowed = _allowed(info)
     if kind in _OUT_OF_RANGE and allowed:
         return f"{name}={_shown(value)} is out of range: send {allowed}"
@@ -123,7 +124,7 @@ def _where(loc: tuple[int | str, ...], spell: Callable[[str], str]) -> str:
 def _shown(value: Any) -> str:
     """A value as the caller sent it, kept short (a 10**100, a megabyte of text)."""
     if isinstance(value, bool) or value is None:
-        return repr(value)
+        return json.dumps(value)  # as the caller wrote it: true, null
     if isinstance(value, int):
         if value.bit_length() > 64:  # str() of a 5,000-digit int raises; its size is what matters
             return f"(a {math.floor(value.bit_length() * math.log10(2)) + 1:,}-digit number)"

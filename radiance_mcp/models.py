@@ -106,10 +106,16 @@ class ComputeCeilingInput(LedgerArgs):
     @classmethod
     def _json_string(cls, value: Any) -> Any:
         if isinstance(value, str):
+            if len(value) > MAX_RESERVES * 1024:  # what 64 reserves with their labels can take, and more
+                raise ValueError(f"reserves is a {len(value):,}-character string: pass at most {MAX_RESERVES} "
+                                 "reserves, as a list of objects")
             try:
                 return json.loads(value)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"reserves is a string but not JSON ({exc.msg}); pass a list of objects") from exc
+            except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting 100,000 deep
+                raise ValueError("reserves is a string of JSON too deep or with a number too long to read; "
+                                 "pass a list of objects") from exc
         return value
 
 
