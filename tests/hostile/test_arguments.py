@@ -190,6 +190,40 @@ async def test_a_number_out_of_its_range_is_refused_by_name(tool: str, arguments
     _clean(text, tool)
 
 
+WORDING = [
+    ("check_pool_contract", {"seqs": "two"},
+     "seqs='two': input should be a valid integer, unable to parse string as an integer; send a whole number "
+     "from 1 to 65,536"),
+    ("check_pool_contract", {"kv_cache_dtype": "fp16"}, "kv_cache_dtype='fp16': input should be 'fp8' or 'bf16'; "
+     "send one of 'fp8', 'bf16'"),
+    ("boundary_probe", {"service": "sim"}, "n is required (concurrent requests: the sequences the shape should back"),
+    ("compute_ceiling", {"log": LOG, "reserves": [{"mib": -1, "label": "x", "personal": True}]},
+     "reserves[0].mib=-1 is out of range: send a finite number from 0 to 1,073,741,824"),
+    ("compute_ceiling", {"log": LOG, "log_text": "x"},
+     "give exactly one ledger source of service, log, log_text or container (found: log, log_text)"),
+    ("compare_dry_run", {"service": "x", "proven_mode": "-x", "candidate_mode": "b"},
+     "proven_mode='-x' is not a mode name"),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "says"), WORDING, ids=[f"{w[0]}-{i}" for i, w in enumerate(WORDING)])
+async def test_validation_errors_name_the_argument_the_rule_and_the_remedy_once(
+    tool: str, arguments: dict[str, Any], says: str
+) -> None:
+    async with Client(build_server(Runtime(Fleet()))) as client:
+        text = _text(await client.call_tool(tool, arguments))
+    assert text.startswith(says), text
+    _clean(text, tool)
+
+
+async def test_an_error_of_the_tool_itself_carries_no_prefix() -> None:
+    """Before: 'Error executing tool read_budget_table: read_budget_table: ...'."""
+    async with Client(build_server(Runtime(Fleet()))) as client:
+        text = _text(await client.call_tool("read_budget_table", {"log": "/etc/passwd"}))
+    assert text.startswith("log='/etc/passwd' resolves to /etc/passwd, outside the allowed log roots"), text
+    _clean(text, "read_budget_table")
+
+
 # ---------------------------------------------------------------------------------------
 # 3. Caps on caller text: at the cap the tool runs (and answers about the text); past it, refused by name
 
@@ -231,6 +265,19 @@ def test_the_probe_text_cap_holds_a_whole_window_of_corpus_text() -> None:
     from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX, SEED_MAX_MODEL_LEN
 
     assert SEED_MAX_MODEL_LEN * max(CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX) < MAX_PROBE_TEXT_CHARS
+
+
+def test_the_readme_limits_table_states_the_caps_the_schemas_hold() -> None:
+    from pathlib import Path
+
+    from radiance_mcp.constants import MAX_BOOT, MAX_POOL_MIB, MAX_RESERVES, MAX_SEQS, MAX_WINDOW_TOKENS
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    table = readme[readme.index("### Limits"):]
+    for cap in (MAX_LEDGER_TEXT_CHARS, SCRIPT_CAP_BYTES, DRY_RUN_OUTPUT_CAP_BYTES, MAX_PROBE_TEXT_CHARS,
+                MAX_PATH_CHARS, MAX_NAME_CHARS, MAX_RESERVES, MAX_BOOT, MAX_SEQS, MAX_WINDOW_TOKENS, MAX_POOL_MIB):
+        assert f"{cap:,}" in table, cap
+    assert f"about {request_body_limit_bytes() / 2**20:.0f} MiB" in table
 
 
 # ---------------------------------------------------------------------------------------
