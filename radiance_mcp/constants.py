@@ -137,10 +137,12 @@ SCRIPT_CAP_BYTES = 1 << 20
 """A serve script or env file: as a file (bytes), or as script_text / env_text (characters)."""
 DRY_RUN_OUTPUT_CAP_BYTES = 256 * 1024
 """One dry run's printed argv: a run's output, or proven_argv / candidate_argv (characters)."""
-MAX_PROBE_TEXT_CHARS = 2 << 20
+MAX_PROBE_TEXT_CHARS = 4 << 20
 """token_count_probe's text. A corpus sample may fill a whole window: 200,000 tokens are about
-514,000 characters of filler and 552,000 of corpus (CHARS_PER_TOKEN_FOX, _CORPUS); 2 Mi
-characters hold a 750,000-token window of corpus text."""
+514,000 characters of filler and 552,000 of corpus (CHARS_PER_TOKEN_FOX, _CORPUS). One refusal
+counts a text exactly only when it is certainly above the window, past 16 characters a token
+(probes.prompts.MAX_TEXT_CHARS_PER_TOKEN): 3.2 M characters for a 200,000-token window, so
+4 Mi characters keep that one-request count for windows up to 262,144 tokens."""
 MAX_PATH_CHARS = 4096
 """A path argument (log, script, env_file): Linux's PATH_MAX."""
 MAX_NAME_CHARS = 256

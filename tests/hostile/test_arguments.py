@@ -260,11 +260,13 @@ async def test_caller_text_is_capped_in_the_schema_and_refused_past_it(
     assert "over its limit" not in answer, answer[:300]
 
 
-def test_the_probe_text_cap_holds_a_whole_window_of_corpus_text() -> None:
-    """A 200,000-token window is about 514,286 characters of filler and 552,340 of corpus text."""
-    from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX, SEED_MAX_MODEL_LEN
+def test_the_probe_text_cap_holds_a_text_counted_in_one_refusal_at_the_seed_window() -> None:
+    """A 200,000-token window is about 514,280 characters of filler and 552,340 of corpus text; one refusal
+    counts a text exactly only past 16 characters a token: 3,200,000 characters."""
+    from radiance_mcp.constants import SEED_MAX_MODEL_LEN
+    from radiance_mcp.probes.prompts import text_certainly_above
 
-    assert SEED_MAX_MODEL_LEN * max(CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX) < MAX_PROBE_TEXT_CHARS
+    assert text_certainly_above(MAX_PROBE_TEXT_CHARS, SEED_MAX_MODEL_LEN)
 
 
 def test_the_readme_limits_table_states_the_caps_the_schemas_hold() -> None:
