@@ -29,6 +29,7 @@ from radiance_mcp.models import (
     LedgerArgs,
     LedgerText,
     LineRef,
+    MaxChars,
     Name,
     PathArg,
     Seconds,
@@ -54,8 +55,8 @@ if TYPE_CHECKING:
     from radiance_mcp import step_shape as sh
     from radiance_mcp.remote import DryRun
 
-ScriptText = Annotated[str, Field(max_length=SCRIPT_CAP_BYTES)]
-ArgvText = Annotated[str, Field(max_length=DRY_RUN_OUTPUT_CAP_BYTES)]
+ScriptText = Annotated[str, MaxChars(SCRIPT_CAP_BYTES)]
+ArgvText = Annotated[str, MaxChars(DRY_RUN_OUTPUT_CAP_BYTES)]
 DRY_RUN_TIMEOUT_S = 20.0
 DRY_RUN_MAX_TIMEOUT_S = 120.0
 # MODE_PATTERN (remote.py, beside the other argument rules): a mode name, no leading '-', so

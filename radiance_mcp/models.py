@@ -8,10 +8,21 @@ agent can quote the engine rather than a number of its own.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from radiance_mcp.constants import (
     MAX_BOOT,
@@ -30,9 +41,36 @@ from radiance_mcp.constants import (
 # Argument types: the upper bound of every argument, each from radiance_mcp.constants (where
 # its reason is stated); a field adds its own lower bound.
 
-Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
-PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
-LedgerText = Annotated[str, Field(max_length=MAX_LEDGER_TEXT_CHARS)]
+
+
+@dataclass(frozen=True)
+class MaxChars:
+    """A string's cap, published as maxLength and checked by length alone.
+
+    Not pydantic's max_length: any constraint makes pydantic refuse a lone surrogate (a byte of
+    a non-UTF-8 file name, as the CLI's argv holds it), which the tools refuse better
+    themselves, naming the argument and UTF-8.
+    """
+
+    limit: int
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {**handler(schema), "maxLength": self.limit}
+
+    def _check(self, value: str) -> str:
+        if len(value) > self.limit:
+            raise PydanticCustomError(
+                "string_too_long", "String should have at most {max_length} characters", {"max_length": self.limit}
+            )
+        return value
+
+
+Name = Annotated[str, MaxChars(MAX_NAME_CHARS)]
+PathArg = Annotated[str, MaxChars(MAX_PATH_CHARS)]
+LedgerText = Annotated[str, MaxChars(MAX_LEDGER_TEXT_CHARS)]
 BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT)]
 LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER)]
 SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB)]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
-from radiance_mcp.models import Name, Seconds, Tokens
+from radiance_mcp.models import MaxChars, Name, Seconds, Tokens
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.payloads import Api
 from radiance_mcp.probes.verdicts import Verdict
@@ -42,8 +42,8 @@ _MAX_WINDOW = Field(
 
 class TokenCountProbeInput(_Input):
     service: Name = _SERVICE
-    text: str = Field(
-        min_length=1, max_length=MAX_PROBE_TEXT_CHARS, description="The text to count (a corpus sample)."
+    text: Annotated[str, MaxChars(MAX_PROBE_TEXT_CHARS)] = Field(
+        min_length=1, description="The text to count (a corpus sample)."
     )
     window_tokens: Tokens | None = Field(
         None, ge=16, description="The engine's window (--max-model-len). Omitted: the first refusal names it."
