@@ -127,7 +127,9 @@ def _shown(value: Any) -> str:
         return json.dumps(value)  # as the caller wrote it: true, null
     if isinstance(value, int):
         if value.bit_length() > 64:  # str() of a 5,000-digit int raises; its size is what matters
-            return f"(a {math.floor(value.bit_length() * math.log10(2)) + 1:,}-digit number)"
+            digits = math.floor(value.bit_length() * math.log10(2)) + 1
+            digits -= abs(value) < 10 ** (digits - 1)
+            return f"(a {'negative ' if value < 0 else ''}{digits:,}-digit number)"
         return str(value)
     if isinstance(value, float):
         return repr(value)

@@ -3,7 +3,8 @@
 Each tool subcommand is made from the tool's input model (``compute_ceiling`` becomes
 ``compute-ceiling``, ``log_text`` becomes ``--log-text``), prints a readable table, or the
 tool's structured output with ``--json``, and exits 0 only on success: 1 on an error or a
-refusal, 2 on a usage error (argparse's, or arguments the tool's input model rejects), 3 when
+refusal, 2 on a usage error (argparse's, an unknown flag, which is named with the closest one,
+or arguments the tool's input model rejects), 3 when
 a check ran and its verdict is a failure (``ok`` false), so a shell gate can call it directly.
 A file named on the command line is read wherever it is: the log roots guard the MCP server
 against agents, not a person against their own files.
@@ -92,7 +93,6 @@ def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     spec: ToolSpec | None = getattr(args, "spec", None)
     if spec is None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    assert spec is not None
     names = [word.split("=", 1)[0].lstrip("-").replace("-", "_") for word in extra if word.startswith("-")]
     fields = [*spec.input_model.model_fields, "config", "json"]
     message = unknown_names(spec.name.replace("_", "-"), names, fields, _flag) if names else (

@@ -84,6 +84,9 @@ POOL = ("check-pool-contract", "--seqs", "2", "--max-model-len", "200000", "--kv
         (("check-pool-contract", "--seqs", "0", "--log", "{example}"), 2),
         (("check-pool-contract", "--log", "{example}", "--log-text", "x"), 2),
         (("serve", "--port", "http"), 2),
+        (("compute-ceiling", "--log", "{example}", "--reserve", "[]"), 2),  # misspelled: refused, never dropped
+        (("read-budget-table", "--log", "{example}", "--bo", "2"), 2),  # no abbreviations: --bo is not --boot
+        (("check-pool-contract", "--seqs", str(10**100), "--log", "{example}"), 2),  # out of range, no traceback
     ],
 )
 def test_exit_codes(
