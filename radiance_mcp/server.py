@@ -136,8 +136,14 @@ def request_body_limit_bytes() -> int:
     A call the schemas accept must reach the tool (and its clear errors), never the
     transport's plain-text 413; anything larger is refused before it is parsed.
     """
-    schemas = [spec.input_model.model_json_schema() for spec in TOOLS]
-    return ENVELOPE_BYTES + max(_max_json_bytes(s, s.get("$defs", {})) for s in schemas)
+    largest = 0
+    for spec in TOOLS:
+        schema = spec.input_model.model_json_schema()
+        try:
+            largest = max(largest, _max_json_bytes(schema, schema.get("$defs", {})))
+        except KeyError as exc:  # a programming error, caught by tests/hostile/test_arguments.py too
+            raise RuntimeError(f"{spec.name}: an argument has no {exc.args[0]}; give every one a cap") from exc
+    return ENVELOPE_BYTES + largest
 
 
 def build_server(runtime: Runtime) -> MCPServer:
