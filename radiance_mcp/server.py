@@ -1,4 +1,5 @@
-"""MCP wiring only: every entry of tools.TOOLS becomes an MCP tool; no logic lives here.
+"""MCP wiring only: every entry of tools.TOOLS becomes an MCP tool, every skill (skills.py) a
+prompt and a resource; no logic lives here.
 
 Each tool's flat arguments are its input model's fields (so clients see a flat
 inputSchema, with no other names allowed), its output model is the structured output
@@ -9,20 +10,23 @@ agent to read.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.prompts import Prompt
+from mcp.server.mcpserver.resources import TextResource
 from mcp.server.mcpserver.tools import Tool
-from mcp.shared.exceptions import MCPError
-from mcp_types import ToolAnnotations
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from radiance_mcp import __version__
+from radiance_mcp import __version__, skills
 from radiance_mcp.arguments import parse_arguments
 from radiance_mcp.errors import RadianceMCPError
 from radiance_mcp.sources import close_remote
@@ -30,6 +34,7 @@ from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
 
 INSTRUCTIONS = """\
 Tools for the radiance inference engine's KV-cache / VRAM resize and step-shape audit.
+Start with list_fleet: it names the services to pass as `service`.
 Read figures from the engine's boot ledger with these tools rather than estimating them:
 the ceiling is the engine's (settled free minus its floor, plus the pair), never free
 memory seen from outside; every reserve must cite a ledger line or be labelled personal.
@@ -65,11 +70,13 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
     """The tool of one spec: a flat inputSchema of the input model's fields, no extra names."""
     wants_ctx = "ctx" in inspect.signature(spec.run).parameters  # e.g. boundary_probe reports progress
 
-    async def call(arguments: dict[str, Any], ctx: Context) -> Any:
+    async def call(arguments: dict[str, Any], ctx: Context) -> CallToolResult:
         args = parse_arguments(spec.name, spec.input_model, arguments)
-        if wants_ctx:
-            return await spec.run(runtime, args, ctx=ctx)
-        return await spec.run(runtime, args)
+        output = await (spec.run(runtime, args, ctx=ctx) if wants_ctx else spec.run(runtime, args))
+        # The text content is the structured output as compact JSON: the SDK's own is a second, indented copy.
+        data = output.model_dump(mode="json", by_alias=True)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
     # The SDK reads the published schema (and the structured output's) off this signature only.
     call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -82,7 +89,7 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
             )
             for name, info in spec.input_model.model_fields.items()
         ],
-        return_annotation=spec.output_model,
+        return_annotation=Annotated[CallToolResult, spec.output_model],  # the SDK publishes and checks it
     )
     call.__name__ = spec.name
     tool = RadianceTool.from_function(
@@ -154,10 +161,31 @@ def build_server(runtime: Runtime) -> MCPServer:
         finally:
             await close_remote(runtime.extras)  # SSH connections end with the server
 
-    return MCPServer(
+    procedures = skills.load(spec.name for spec in TOOLS)
+    server: MCPServer = MCPServer(
         "radiance-mcp",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + skills.instructions(procedures),
         lifespan=lifespan,
         tools=[_tool(spec, runtime) for spec in TOOLS],
     )
+    for skill in procedures:
+        server.add_resource(TextResource(uri=skill.uri, name=skill.name, title=skill.title,
+                                         description=skill.description, mime_type="text/markdown", text=skill.text))
+        server.add_prompt(Prompt.from_function(_prompt(skill, runtime), name=skill.name, title=skill.title,
+                                               description=skill.description))
+    return server
+
+
+def _prompt(skill: skills.Skill, runtime: Runtime) -> Callable[..., str]:
+    """The skill's prompt function, its errors (an unknown service) passed to the client word for word."""
+    render = skills.prompt_function(skill, runtime.fleet)
+
+    @functools.wraps(render)
+    def prompt(**arguments: Any) -> str:
+        try:
+            return render(**arguments)
+        except RadianceMCPError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+
+    return prompt

@@ -18,6 +18,7 @@ from radiance_mcp.audit_tools import AUDIT_TOOLS
 from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES
 from radiance_mcp.errors import InputError
+from radiance_mcp.fleet_tools import FLEET_TOOLS
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import (
     BudgetCard,
@@ -265,6 +266,7 @@ TOOLS: list[ToolSpec] = [
              check_pool_contract, open_world=True),
     *AUDIT_TOOLS,
     *PROBE_TOOLS,
+    *FLEET_TOOLS,
 ]
 
 __all__ = ["TOOLS", "Runtime", "ToolSpec", "ledger_source", "read_boot"]

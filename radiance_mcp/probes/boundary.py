@@ -14,10 +14,16 @@ from radiance_mcp.errors import InputError, ProbeError
 from radiance_mcp.probes.client import ProbeClient, redact, resolve_endpoint
 from radiance_mcp.probes.dialects import Dialect, dialect_for
 from radiance_mcp.probes.engine import Engine, ExtensionCounter
-from radiance_mcp.probes.models import BoundaryPlan, BoundaryProbeInput, BoundaryProbeOutput, BoundaryRequestResult
+from radiance_mcp.probes.models import (
+    BoundaryPlan,
+    BoundaryProbeInput,
+    BoundaryProbeOutput,
+    BoundaryRequestResult,
+    Repeated,
+)
 from radiance_mcp.probes.payloads import ROUTES, generation
 from radiance_mcp.probes.prompts import FOX_UNIT, Prompt, boundary_prompt, units_for_tokens
-from radiance_mcp.probes.verdicts import Verdict, judge_boundary
+from radiance_mcp.probes.verdicts import Verdict, alike, judge_boundary
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 """MCP's report_progress(progress, total, message)."""
@@ -166,6 +172,7 @@ async def _execute(engine: Engine, args: BoundaryProbeInput, progress: Progress 
         tasks = [group.create_task(run(i, p, m, t)) for i, (p, m, t) in enumerate(sized)]
     wall = time.perf_counter() - started
     results = [task.result() for task in tasks]
+    grouped = _collapse(results)
     retrieved = sum(r.retrieved for r in results)
     paid = sum(r.prompt_tokens_reported or (r.prompt_tokens if r.status == 200 else 0) for r in results)
     engine.prefill_tokens_paid += paid
@@ -178,9 +185,25 @@ async def _execute(engine: Engine, args: BoundaryProbeInput, progress: Progress 
     engine.note(f"{count_requests} counting requests (refusals or tokenize, no prefill) before the probe")
     return BoundaryProbeOutput(
         service=args.service, endpoint=client.endpoint, plan=plan_sent, executed=True,
-        verdict=f"{retrieved}/{args.n} retrieved", passed=retrieved == args.n, retrieved=retrieved, requests=results,
+        verdict=f"{retrieved}/{args.n} retrieved", passed=retrieved == args.n, retrieved=retrieved, requests=grouped,
         count_method=counter.method, unit_tokens=float(unit), count_uncertainty_tokens=margin,
         requests_sent=client.requests_sent,
-        prefill_tokens_paid=engine.prefill_tokens_paid, wall_s=round(wall, 3), refusals=engine.refusals,
-        notes=engine.notes,
+        prefill_tokens_paid=engine.prefill_tokens_paid, wall_s=round(wall, 3),
+        refusals=Repeated.collapse(engine.refusals), notes=engine.notes,
     )
+
+
+def _collapse(results: list[BoundaryRequestResult]) -> list[BoundaryRequestResult]:
+    """Requests with one outcome (verdict, status, finish, wording but for figures) as one entry with a count."""
+    groups: dict[tuple[object, ...], list[BoundaryRequestResult]] = {}
+    for r in results:
+        key = (r.verdict, r.status, r.finish_reason, r.tokens_generated, alike(r.refusal), alike(r.note))
+        groups.setdefault(key, []).append(r)
+    return [
+        group[0].model_copy(update={
+            "count": len(group),
+            "indices": [r.index for r in group],
+            "latency_s_max": max((r.latency_s for r in group if r.latency_s is not None), default=None),
+        })
+        for group in groups.values()
+    ]

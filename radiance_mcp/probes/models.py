@@ -10,7 +10,7 @@ from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PR
 from radiance_mcp.models import MaxChars, Name, Seconds, Tokens
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.payloads import Api
-from radiance_mcp.probes.verdicts import Verdict
+from radiance_mcp.probes.verdicts import Verdict, collapse_alike
 
 DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
 """While the window is unknown, the first probe is sized above this many tokens."""
@@ -22,6 +22,15 @@ class _Input(BaseModel):
 
 class _Output(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+class Repeated(_Output):
+    text: str = Field(description="The first of texts alike but for their figures.")
+    count: int = Field(description="How many there were.")
+
+    @classmethod
+    def collapse(cls, texts: list[str]) -> list[Repeated]:
+        return [cls(text=text, count=count) for text, count in collapse_alike(texts)]
 
 
 _SERVICE = Field(description="A service named in the fleet config; the probe talks to its endpoint only.")
@@ -76,7 +85,7 @@ class TokenCountProbeOutput(_Output):
     window_source: str | None = Field(description="input, refusal or tokenize_endpoint.")
     requests_sent: int
     prefill_tokens_paid: int = Field(description="Prompt tokens the engine prefilled for this probe: 0.")
-    refusals: list[str] = Field(description="The refusals' own words.")
+    refusals: list[Repeated] = Field(description="The refusals' own words, alike ones counted once.")
     edge_rule: str
     notes: list[str]
 
@@ -132,6 +141,12 @@ class BoundaryRequestResult(_Output):
     verdict: Verdict
     answer_start: str
     note: str | None
+    count: int = Field(
+        default=1, description="Requests that came out alike (verdict, status, wording but for figures); the fields "
+        "are the first's."
+    )
+    indices: list[int] = Field(default_factory=list, description="Their 0-based indices.")
+    latency_s_max: float | None = Field(default=None, description="The slowest of them.")
 
 
 class BoundaryProbeOutput(_Output):
@@ -142,14 +157,14 @@ class BoundaryProbeOutput(_Output):
     verdict: str = Field(description="'plan only: nothing sent', or 'R/N retrieved'.")
     passed: bool | None
     retrieved: int | None
-    requests: list[BoundaryRequestResult]
+    requests: list[BoundaryRequestResult] = Field(description="One entry per kind of outcome, with its count.")
     count_method: str | None = Field(description="How each prompt was counted before sending.")
     unit_tokens: float | None = Field(description="Tokens one filler unit adds (the calibration).")
     count_uncertainty_tokens: int | None = Field(description="0: prompts counted exactly; else +- this many.")
     requests_sent: int
     prefill_tokens_paid: int
     wall_s: float | None
-    refusals: list[str]
+    refusals: list[Repeated] = Field(description="The counting refusals' words, alike ones counted once.")
     notes: list[str]
 
 
