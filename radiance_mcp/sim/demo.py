@@ -122,7 +122,7 @@ async def _walk(w: _Walk) -> None:
     w.head("The ceiling: (settled free - floor) + pair, per card")
     ceiling = await w.need("compute_ceiling", service=SERVICE)
     w.say(ceiling["derivation"])
-    w.expect(ceiling["ceiling_mib"] == WORKED_CEILING_MIB, f"the resize procedure's worked example, {WORKED_CEILING_MIB:,} MiB")
+    w.expect(ceiling["ceiling_mib"] == WORKED_CEILING_MIB, f"the worked example, {WORKED_CEILING_MIB:,} MiB")
     twin = await w.need("compute_ceiling", service="twin")
     w.say("twin (--tp 2): " + "; ".join(f"card {c['card']} {c['ceiling_mib']:,}" for c in twin["cards"]))
     w.expect(twin["binding_card"] == 1, "with several cards the smallest ceiling binds (card 1)")
