@@ -17,14 +17,28 @@ import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from radiance_mcp import serve_script as ss
+from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
-from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
+from radiance_mcp.models import (
+    BootIndex,
+    BootRef,
+    LedgerArgs,
+    LedgerText,
+    LineRef,
+    MaxChars,
+    Name,
+    PathArg,
+    Seconds,
+    _Input,
+    _Output,
+    mib,
+)
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, local_path
 from radiance_mcp.sources import (
     PodmanLogsSource,
@@ -43,11 +57,10 @@ if TYPE_CHECKING:
     from radiance_mcp import step_shape as sh
     from radiance_mcp.remote import DryRun
 
-SCRIPT_CAP_BYTES = 1 << 20
-"""A serve script or env file larger than this is not one; it is refused, not read."""
+ScriptText = Annotated[str, MaxChars(SCRIPT_CAP_BYTES)]
+ArgvText = Annotated[str, MaxChars(DRY_RUN_OUTPUT_CAP_BYTES)]
 DRY_RUN_TIMEOUT_S = 20.0
 DRY_RUN_MAX_TIMEOUT_S = 120.0
-DRY_RUN_OUTPUT_CAP_BYTES = 256 * 1024
 # MODE_PATTERN (remote.py, beside the other argument rules): a mode name, no leading '-', so
 # it can never be read as an option by the script; STDERR_TAIL_BYTES: the stderr a failure quotes.
 
@@ -62,27 +75,29 @@ _SOURCE_KINDS = ("service", "log", "log_text", "container")
 class AuditStepShapeInput(_Input):
     """The proven and the candidate boot: one source each, or one source and two of its boots."""
 
-    proven_service: str | None = Field(None, description="Service whose newest boot is the proven shape.")
-    proven_log: str | None = Field(
+    proven_service: Name | None = Field(None, description="Service whose newest boot is the proven shape.")
+    proven_log: PathArg | None = Field(
         None, description="Ledger file of the proven boot: under log_roots here, or on host (under its log_roots)."
     )
-    proven_log_text: str | None = Field(None, description="Ledger text of the proven boot.")
-    proven_container: str | None = Field(None, description="Container on host whose podman logs hold the proven boot.")
-    proven_boot: int | None = Field(
+    proven_log_text: LedgerText | None = Field(None, description="Ledger text of the proven boot.")
+    proven_container: Name | None = Field(None, description="Container on host whose podman logs hold the proven boot.")
+    proven_boot: BootIndex | None = Field(
         None, description="Which boot of the proven source: -1 newest (default), or -2 with one shared source."
     )
-    candidate_service: str | None = Field(None, description="Service whose newest boot is the candidate shape.")
-    candidate_log: str | None = Field(None, description="Ledger file of the candidate boot (here, or on host).")
-    candidate_log_text: str | None = Field(None, description="Ledger text of the candidate boot.")
-    candidate_container: str | None = Field(None, description="Container on host holding the candidate boot.")
-    candidate_boot: int | None = Field(None, description="Which boot of the candidate source: -1 newest (default).")
-    service: str | None = Field(
+    candidate_service: Name | None = Field(None, description="Service whose newest boot is the candidate shape.")
+    candidate_log: PathArg | None = Field(None, description="Ledger file of the candidate boot (here, or on host).")
+    candidate_log_text: LedgerText | None = Field(None, description="Ledger text of the candidate boot.")
+    candidate_container: Name | None = Field(None, description="Container on host holding the candidate boot.")
+    candidate_boot: BootIndex | None = Field(
+        None, description="Which boot of the candidate source: -1 newest (default)."
+    )
+    service: Name | None = Field(
         None, description="One service for both: boots proven_boot and candidate_boot of its ledger."
     )
-    log: str | None = Field(None, description="One ledger file for both (two boots of it).")
-    log_text: str | None = Field(None, description="One ledger text for both (two boots of it).")
-    container: str | None = Field(None, description="One container on host for both (two boots of its logs).")
-    host: str | None = Field(
+    log: PathArg | None = Field(None, description="One ledger file for both (two boots of it).")
+    log_text: LedgerText | None = Field(None, description="One ledger text for both (two boots of it).")
+    container: Name | None = Field(None, description="One container on host for both (two boots of its logs).")
+    host: Name | None = Field(
         None, description="A host of the fleet config where the log / container sources given here live; two "
         "ledgers on one host are read in one SSH round trip.",
     )
@@ -377,20 +392,20 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
 
 
 class CheckServeScriptInput(_Input):
-    service: str | None = Field(
+    service: Name | None = Field(
         None, description="A service from the config: its serve_script and env_file entries are read."
     )
-    script: str | None = Field(
+    script: PathArg | None = Field(
         None, description="Absolute path of the serve script (under the config's log_roots); with host, a file on "
         "that host, under its log_roots."
     )
-    script_text: str | None = Field(None, description="The serve script itself.")
-    env_file: str | None = Field(
+    script_text: ScriptText | None = Field(None, description="The serve script itself.")
+    env_file: PathArg | None = Field(
         None, description="The env file that owns the shape (default: the service's env_file, else the files the "
         "script itself sources).",
     )
-    env_text: str | None = Field(None, description="The env file's text.")
-    host: str | None = Field(
+    env_text: ScriptText | None = Field(None, description="The env file's text.")
+    host: Name | None = Field(
         None, description="A host of the fleet config where script and env_file live; both are read in one SSH "
         "round trip. A service on a host needs no host here.",
     )
@@ -713,23 +728,23 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
 
 
 class CompareDryRunInput(_Input):
-    proven_mode: str | None = Field(None, description="The proven mode: '<script> <proven_mode> --dry-run' is run.")
-    candidate_mode: str | None = Field(None, description="The mode under review.")
-    service: str | None = Field(None, description="A service from the config whose serve_script is run.")
-    script: str | None = Field(None, description="Absolute path of a serve script a service of the config names.")
-    host: str | None = Field(
+    proven_mode: Name | None = Field(None, description="The proven mode: '<script> <proven_mode> --dry-run' is run.")
+    candidate_mode: Name | None = Field(None, description="The mode under review.")
+    service: Name | None = Field(None, description="A service from the config whose serve_script is run.")
+    script: PathArg | None = Field(None, description="Absolute path of a serve script a service of the config names.")
+    host: Name | None = Field(
         None, description="With script: the host it is on, where a service of the config runs it. A service on a "
         "host needs no host here.",
     )
-    proven_argv: str | None = Field(
+    proven_argv: ArgvText | None = Field(
         None, description="The proven mode's dry-run output, for a comparison without running anything."
     )
-    candidate_argv: str | None = Field(None, description="The candidate mode's dry-run output.")
+    candidate_argv: ArgvText | None = Field(None, description="The candidate mode's dry-run output.")
     argv_format: Literal["auto", "lines", "shell", "nul"] = Field(
         "auto", description="How the dry run prints argv: one per line, a shell command line, NUL-separated, or auto."
     )
-    timeout_s: float = Field(
-        DRY_RUN_TIMEOUT_S, gt=0, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run, seconds."
+    timeout_s: Seconds = Field(
+        DRY_RUN_TIMEOUT_S, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run, seconds."
     )
 
     @model_validator(mode="after")

@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.constants import MIB, KVDtype, ModelConstants
+from radiance_mcp.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.errors import BootNotSettled, GuardRailError, InputError, LedgerError
 from radiance_mcp.ledger import PHRASES, Boot, BootState, Hit, Line, ReserveKind, ReserveMark, boot_state
 from radiance_mcp.units import SIZE, Size, fmt_mib, parse_size, round_down
@@ -656,9 +656,6 @@ class PoolContract:
     max_window_at_seqs: int
     refusal: str | None
 
-
-MAX_POOL_MIB = 1 << 30
-"""1 PiB: no card's pool is larger; a bigger figure is a unit mistake (bytes passed as MiB)."""
 
 REFUSAL = "does not fit the {window} token context, which leaves nothing to generate into"
 

@@ -69,7 +69,6 @@ POOL = ("check-pool-contract", "--seqs", "2", "--max-model-len", "200000", "--kv
         (("compute-ceiling", "--service", "frank-archon"), 1),  # no config names it
         (("compute-ceiling", "--config", "{missing}", "--log", "{example}"), 1),
         ((*POOL, "fp8"), 1),  # no pool and no ledger to read it from
-        ((*POOL, "fp8", "--pool-mib", "inf"), 1),
         (("serve", "--http", "--host", "0.0.0.0"), 1),  # not loopback and no token: refused before binding
         # 2: usage
         ((), 2),
@@ -83,10 +82,14 @@ POOL = ("check-pool-contract", "--seqs", "2", "--max-model-len", "200000", "--kv
         ((*POOL, "fp16", "--pool-mib", "3524.45"), 2),  # only bf16 or fp8
         ((*POOL, "fp8", "--pool-mib", "0"), 2),
         ((*POOL, "fp8", "--pool-mib", "nan"), 2),
+        ((*POOL, "fp8", "--pool-mib", "inf"), 2),  # the schema's bound (finite, at most 1 PiB), like nan
         (("check-pool-contract", "--seqs", "two"), 2),
         (("check-pool-contract", "--seqs", "0", "--log", "{example}"), 2),
         (("check-pool-contract", "--log", "{example}", "--log-text", "x"), 2),
         (("serve", "--port", "http"), 2),
+        (("compute-ceiling", "--log", "{example}", "--reserve", "[]"), 2),  # misspelled: refused, never dropped
+        (("read-budget-table", "--log", "{example}", "--bo", "2"), 2),  # no abbreviations: --bo is not --boot
+        (("check-pool-contract", "--seqs", str(10**100), "--log", "{example}"), 2),  # out of range, no traceback
     ],
 )
 def test_exit_codes(

@@ -3,12 +3,12 @@
 ``run_demo()`` (``radiance-mcp demo``) starts ``SimFleet`` in a temporary directory, spawns
 ``python -m radiance_mcp serve --config <fleet.toml>`` and talks to it with the SDK's MCP
 client over stdio, printing each step of the resize procedure and its result: read the budget
-table, compute the ceiling (the seed's 30,969 MiB), refuse an untraced reserve, check the pool
+table, compute the ceiling (the procedure's worked 30,969 MiB), refuse an untraced reserve, check the pool
 contract for the seats the new pair can back, deploy the pair (a new boot of the simulated
 service), verify from the ledger first, then probe the live endpoint. It ends with the
 step-shape audit of the campaign rig's wide mode and its serve script: the mode's private step
 found, shown by dry run, fixed, and the fix proven byte for byte. Every step checks its
-result; the demo exits 0 only when each came out as the seeds say.
+result; the demo exits 0 only when each came out as the procedures say.
 
 ``background_fleet()`` runs a fleet in a thread of its own for ``radiance-mcp serve --demo``.
 """
@@ -122,7 +122,7 @@ async def _walk(w: _Walk) -> None:
     w.head("The ceiling: (settled free - floor) + pair, per card")
     ceiling = await w.need("compute_ceiling", service=SERVICE)
     w.say(ceiling["derivation"])
-    w.expect(ceiling["ceiling_mib"] == WORKED_CEILING_MIB, f"the seed's worked example, {WORKED_CEILING_MIB:,} MiB")
+    w.expect(ceiling["ceiling_mib"] == WORKED_CEILING_MIB, f"the worked example, {WORKED_CEILING_MIB:,} MiB")
     twin = await w.need("compute_ceiling", service="twin")
     w.say("twin (--tp 2): " + "; ".join(f"card {c['card']} {c['ceiling_mib']:,}" for c in twin["cards"]))
     w.expect(twin["binding_card"] == 1, "with several cards the smallest ceiling binds (card 1)")
@@ -273,7 +273,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
 
 
 async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> int:
-    """Run the walk-through on a fleet under root; 0 when every step came out as the seeds say."""
+    """Run the walk-through on a fleet under root; 0 when every step came out as the procedures say."""
     async with SimFleet.start(root, time_scale=time_scale) as fleet:
         server = StdioServerParameters(
             command=sys.executable, args=["-m", "radiance_mcp", "serve", "--config", str(fleet.config_path)]
@@ -286,11 +286,11 @@ async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> 
                 walk = _Walk(out, client, fleet, tools)
                 await _walk(walk)
     if walk.surprises:
-        print(f"\n{len(walk.surprises)} step(s) did not come out as the seeds say:", file=out)
+        print(f"\n{len(walk.surprises)} step(s) did not come out as the procedures say:", file=out)
         for what in walk.surprises:
             print(f"  - {what}", file=out)
         return 1
-    print("\nEvery step came out as the seeds say.", file=out)
+    print("\nEvery step came out as the procedures say.", file=out)
     return 0
 
 

@@ -90,7 +90,9 @@ def test_radiance_mcp_demo_exits_0_as_a_newcomer_runs_it(tmp_path: Path) -> None
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Every step came out as the seeds say." in done.stdout
+    assert "Every step came out as the procedures say." in done.stdout
+    # No words a newcomer cannot look up:
+    assert "seed" not in done.stdout.lower() and "phrasebook" not in done.stdout.lower()
 
 
 async def test_serve_demo_serves_the_fleet_to_any_mcp_client() -> None:
