@@ -115,7 +115,7 @@ def test_exit_codes(
          r"reserve 'safety' of 330\.00 MiB is neither traced nor labelled"),
         (("compute-ceiling", "--log-text", "hello"), r"log_text: no radiance ledger phrase"),
         (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": Infinity, "label": "x", "personal": true}]'),
-         r"reserve 'x': mib=Infinity is not a finite number of MiB"),
+         r"--reserves\[0\]\.mib=inf is out of range: send a finite number from 0 to 1,073,741,824"),
         (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 1e9, "label": "x", "personal": true}]'),
          r"reserve 'x' of 1,000,000,000\.00 MiB is larger than card 0's ceiling of 30,969 MiB"),
         (("compute-ceiling",), r"give exactly one ledger source of service, log, log_text"),

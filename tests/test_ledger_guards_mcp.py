@@ -114,7 +114,7 @@ async def test_the_reserves_of_the_issue_on_the_example_ledger(tmp_path: Path) -
     ("mib", "message"),
     [
         (1e9, "is larger than card 0's ceiling of 30,969 MiB"),  # was max_pair_mib -999,969,031
-        (1e308, "1.000E+308 MiB is larger than card 0's ceiling"),
+        (1e308, "reserves[0].mib=1e+308 is out of range: send a finite number from 0 to 1,073,741,824"),
         (30_970, "is larger than card 0's ceiling of 30,969 MiB"),
         (math.inf, "mib"),  # refused wherever it is caught first: never a figure in the output
     ],
