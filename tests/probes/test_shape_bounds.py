@@ -107,11 +107,13 @@ async def test_a_window_other_than_the_ledgers_is_refused_with_both_values(tmp_p
     assert ep.requests == []
 
 
-@pytest.mark.parametrize("context", [1_000_000_000, 199_900])
+@pytest.mark.parametrize("context", [16_000_000, 199_900])
 async def test_decode_refuses_a_context_above_the_ledgers_window_before_sending(tmp_path: Path, context: int) -> None:
     async with served(tmp_path, Shape()) as (client, ep):
         error, text, _ = await call(client, "decode_probe", context_tokens=context, gen_tokens=512)
-    assert error and ep.requests == []
+        # The finding's 1e9 is past the schema's own bound, and refused there, also with nothing sent.
+        too_big, _, _ = await call(client, "decode_probe", context_tokens=1_000_000_000)
+    assert error and too_big and ep.requests == []
     assert f"context_tokens={context:,} + gen_tokens=512 exceed the window of 200,000" in text
     assert "lower context_tokens to at most 199,488" in text.lower()
 
@@ -132,8 +134,8 @@ async def test_without_a_ledger_the_plan_says_which_checks_were_not_made(tmp_pat
         assert plan["predicted"].startswith("no prediction: the service has no ledger")
         assert len(plan["checks_not_made"]) == 2 and all("no ledger" in c for c in plan["checks_not_made"])
         # No window to check against: a context no engine holds is refused, not built and sent.
-        error, text, _ = await call(client, "decode_probe", context_tokens=1_000_000_000)
-        assert error and "above max_window_tokens=1,048,576" in text
+        error, text, _ = await call(client, "decode_probe", context_tokens=4_000_000)
+        assert error and "context_tokens=4,000,000 is above max_window_tokens=1,048,576" in text
         # Below that bound the engine's own refusal names its window, before any prefill.
         error, text, _ = await call(client, "decode_probe", context_tokens=250_000, gen_tokens=128)
         assert error and "window is 200,000 tokens: lower context_tokens to at most 199,872" in text
