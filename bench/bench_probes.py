@@ -88,7 +88,7 @@ async def bench_sim(repeat: int) -> None:
             assert solo.passed and eight.passed
             solo_walls.append(solo.wall_s or 0.0)
             eight_walls.append(eight.wall_s or 0.0)
-            overlaps.append((eight.wall_s or 0.0) / max(r.latency_s or 0.0 for r in eight.requests))
+            overlaps.append((eight.wall_s or 0.0) / max(r.latency_s_max or 0.0 for r in eight.requests))
         solo_s, eight_s = statistics.median(solo_walls), statistics.median(eight_walls)
         print(f"boundary N=8 at 32,768 - {gen} tokens (sim, time_scale 0.05): wall {eight_s:.2f} s, "
               f"{statistics.median(overlaps):.2f}x its slowest request (the probe's own overhead; target <= 1.5x), "

@@ -189,8 +189,12 @@ class Fleet(_Strict):
             return self.services[name]
         except KeyError:
             known = ", ".join(sorted(self.services)) or "none: the config names no services"
-            where = f" in {self.path}" if self.path else " (no config file: pass --config or set RADIANCE_MCP_CONFIG)"
-            raise ConfigError(f"service {name!r} is not in the fleet{where}; known services: {known}") from None
+            # No path in the message: an agent has no use for it, and the demo's is a temporary directory.
+            where = "" if self.path else " (no config file: pass --config or set RADIANCE_MCP_CONFIG)"
+            raise ConfigError(
+                f"service {name!r} is not in the fleet{where}; known services: {known}. "
+                "list_fleet (CLI: radiance-mcp list-fleet) shows each with its host, ledger and endpoint"
+            ) from None
 
     def model_constants(self, service: str | None = None) -> ModelConstants:
         """The pool-contract constants of the service's model; the seed's model by default."""

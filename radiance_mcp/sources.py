@@ -11,7 +11,7 @@ import os
 import posixpath
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,7 +40,7 @@ class InlineSource:
     label: str = "log_text"
 
     async def read(self, boot: int = -1) -> Boot:
-        return read_text(self.text, source=self.label, boot=boot)
+        return read_text(self.text, source=self.label, boot=boot)  # origin: caller text, unverified
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class LocalFileSource:
         check_regular(self.path, self.label)
         try:
             # The reader streams the file in chunks; a thread keeps the event loop free meanwhile.
-            return await asyncio.to_thread(read_file, self.path, source=self.label, boot=boot)
+            parsed = await asyncio.to_thread(read_file, self.path, source=self.label, boot=boot)
+            return replace(parsed, origin="local file")
         except OSError as exc:
             raise file_error(self.label, exc) from exc
 
@@ -235,10 +236,10 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
         cuts = await first.pool.read_logs(first.target, requests)
         boots = []
         for request, cut in zip(requests, cuts, strict=True):
-            hits = parse_boot(cut.lines, source=request.label, index=cut.index, boots_seen=cut.boots_seen).hits
+            parsed = parse_boot(cut.lines, source=request.label, index=cut.index, boots_seen=cut.boots_seen)
             # Only phrase lines crossed the wire; the span is the boot's own, counted on the host.
-            boots.append(Boot(request.label, cut.index, cut.boots_seen, cut.first_line, cut.last_line, hits,
-                              cut.skipped_long_lines))
+            boots.append(replace(parsed, first_line=cut.first_line, last_line=cut.last_line,
+                                 skipped_long_lines=cut.skipped_long_lines, origin="host"))
         return boots
 
     results = await asyncio.gather(*(one_host(positions) for positions in groups.values()))

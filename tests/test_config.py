@@ -83,11 +83,13 @@ def test_environment_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert load() == Fleet()
 
 
-def test_unknown_service_names_the_file_and_the_known_ones(tmp_path: Path) -> None:
+def test_unknown_service_names_the_known_ones_and_list_fleet_not_the_file(tmp_path: Path) -> None:
+    # Issue 11: the config's path (the demo's is a temporary directory) stays out; list_fleet is the way on.
     path = write(tmp_path, FULL)
-    with pytest.raises(ConfigError, match=rf"service 'nope' is not in the fleet in {re.escape(str(path))}; "
-                                          r"known services: frank-archon, local, seed-model"):
+    with pytest.raises(ConfigError, match=r"service 'nope' is not in the fleet; "
+                                          r"known services: frank-archon, local, seed-model\. list_fleet") as caught:
         load(path).service("nope")
+    assert str(tmp_path) not in str(caught.value)
 
 
 @pytest.mark.parametrize(

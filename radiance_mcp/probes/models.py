@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, PREFERRED_DECODE_TOKENS
+from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
+from radiance_mcp.models import MaxChars, Name, Seconds, Tokens
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.payloads import Api
-from radiance_mcp.probes.verdicts import Verdict
+from radiance_mcp.probes.verdicts import Verdict, collapse_alike
 
-MAX_TEXT_CHARS = 8_000_000
 DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
 """While the window is unknown, the first probe is sized above this many tokens."""
 
@@ -22,6 +22,15 @@ class _Input(BaseModel):
 
 class _Output(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+class Repeated(_Output):
+    text: str = Field(description="The first of texts alike but for their figures.")
+    count: int = Field(description="How many there were.")
+
+    @classmethod
+    def collapse(cls, texts: list[str]) -> list[Repeated]:
+        return [cls(text=text, count=count) for text, count in collapse_alike(texts)]
 
 
 _SERVICE = Field(description="A service named in the fleet config; the probe talks to its endpoint only.")
@@ -41,17 +50,19 @@ _MAX_WINDOW = Field(
 
 
 class TokenCountProbeInput(_Input):
-    service: str = _SERVICE
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The text to count (a corpus sample).")
-    window_tokens: int | None = Field(
+    service: Name = _SERVICE
+    text: Annotated[str, MaxChars(MAX_PROBE_TEXT_CHARS)] = Field(
+        min_length=1, description="The text to count (a corpus sample)."
+    )
+    window_tokens: Tokens | None = Field(
         None, ge=16, description="The engine's window (--max-model-len). Omitted: the first refusal names it."
     )
     max_window_tokens: int = _MAX_WINDOW
     dialect: DialectChoice = _DIALECT
     use_tokenize_endpoint: bool = Field(True, description="Use the engine's tokenize endpoint where it has one.")
-    model: str | None = _MODEL
-    timeout_s: float = Field(120, gt=0, le=3600, description="Per request.")
-    total_timeout_s: float = Field(600, gt=0, le=7200, description="For the whole probe.")
+    model: Name | None = _MODEL
+    timeout_s: Seconds = Field(120, le=3600, description="Per request.")
+    total_timeout_s: Seconds = Field(600, le=7200, description="For the whole probe.")
 
 
 class TokenCountProbeOutput(_Output):
@@ -74,28 +85,37 @@ class TokenCountProbeOutput(_Output):
     window_source: str | None = Field(description="input, refusal or tokenize_endpoint.")
     requests_sent: int
     prefill_tokens_paid: int = Field(description="Prompt tokens the engine prefilled for this probe: 0.")
-    refusals: list[str] = Field(description="The refusals' own words.")
+    refusals: list[Repeated] = Field(description="The refusals' own words, alike ones counted once.")
     edge_rule: str
     notes: list[str]
 
 
 class BoundaryProbeInput(_Input):
-    service: str = _SERVICE
-    n: int = Field(ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once.")
+    service: Name = _SERVICE
+    n: int = Field(
+        ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once. With a ledger "
+        "configured for the service, n above the sequences it backs ('backs N sequences ...') is refused."
+    )
     gen_tokens: int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
-    max_model_len: int | None = Field(
-        None, ge=64, description="The window. Needed to plan; with execute=true, omitted: a refusal names it."
+    max_model_len: Tokens | None = Field(
+        None, ge=64, description="The window. Omitted: the ledger's --max-model-len, else (execute=true) a refusal "
+        "names it. Given, it must equal the ledger's."
     )
     execute: bool = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
+    over_shape: bool = Field(
+        False, description="true: allow n above the sequences the ledger backs at once; the plan says what such a "
+        "run can and cannot show.",
+    )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off via chat_template_kwargs) or completions.")
     chars_per_token: float = Field(
-        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, description="Calibrated filler ratio for the first sizing."
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Calibrated filler ratio for the "
+        "first sizing."
     )
     max_window_tokens: int = _MAX_WINDOW
-    model: str | None = _MODEL
-    timeout_s: float = Field(900, gt=0, le=7200, description="Per request (a full-window prefill is slow).")
-    total_timeout_s: float = Field(3600, gt=0, le=14400, description="For the whole probe.")
+    model: Name | None = _MODEL
+    timeout_s: Seconds = Field(900, le=7200, description="Per request (a full-window prefill is slow).")
+    total_timeout_s: Seconds = Field(3600, le=14400, description="For the whole probe.")
 
 
 class BoundaryPlan(_Output):
@@ -110,6 +130,13 @@ class BoundaryPlan(_Output):
     edge_rule: str
     api: Api
     route: str
+    ledger: str | None = Field(description="The boot ledger the shape was read from (null: none configured).")
+    backed_seqs: int | None = Field(description="N of the ledger's 'backs N sequences all at M tokens at once'.")
+    max_num_seqs: int | None = Field(description="The ledger's echoed --max-num-seqs.")
+    over_shape: bool
+    predicted: str = Field(description="The verdict the ledger predicts, and why.")
+    ledger_lines: list[str] = Field(description="The ledger lines the plan stands on (source:line: text).")
+    checks_not_made: list[str] = Field(description="Checks that could not be made, and why (nothing is guessed).")
 
 
 class BoundaryRequestResult(_Output):
@@ -129,6 +156,12 @@ class BoundaryRequestResult(_Output):
     verdict: Verdict
     answer_start: str
     note: str | None
+    count: int = Field(
+        default=1, description="Requests that came out alike (verdict, status, wording but for figures); the fields "
+        "are the first's."
+    )
+    indices: list[int] = Field(default_factory=list, description="Their 0-based indices.")
+    latency_s_max: float | None = Field(default=None, description="The slowest of them.")
 
 
 class BoundaryProbeOutput(_Output):
@@ -139,24 +172,27 @@ class BoundaryProbeOutput(_Output):
     verdict: str = Field(description="'plan only: nothing sent', or 'R/N retrieved'.")
     passed: bool | None
     retrieved: int | None
-    requests: list[BoundaryRequestResult]
+    requests: list[BoundaryRequestResult] = Field(description="One entry per kind of outcome, with its count.")
     count_method: str | None = Field(description="How each prompt was counted before sending.")
     unit_tokens: float | None = Field(description="Tokens one filler unit adds (the calibration).")
     count_uncertainty_tokens: int | None = Field(description="0: prompts counted exactly; else +- this many.")
     requests_sent: int
     prefill_tokens_paid: int
     wall_s: float | None
-    refusals: list[str]
+    refusals: list[Repeated] = Field(description="The counting refusals' words, alike ones counted once.")
     notes: list[str]
 
 
 class DecodeProbeInput(_Input):
-    service: str = _SERVICE
-    context_tokens: int = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
+    service: Name = _SERVICE
+    context_tokens: Tokens = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
     gen_tokens: int = Field(
         PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: at least 128 (512 preferred)."
     )
-    max_model_len: int | None = Field(None, ge=64, description="The window, to check context + gen fits.")
+    max_model_len: Tokens | None = Field(
+        None, ge=64, description="The window, to check context + gen fits; omitted: the ledger's --max-model-len. "
+        "Given, it must equal the ledger's."
+    )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     count_prompt: bool = Field(
@@ -165,10 +201,12 @@ class DecodeProbeInput(_Input):
         "above the window or a tokenize endpoint (no prefill), for the prefill rate.",
     )
     max_window_tokens: int = _MAX_WINDOW
-    chars_per_token: float = Field(CHARS_PER_TOKEN_FOX, gt=0.5, le=16, description="Filler ratio used for sizing.")
-    model: str | None = _MODEL
-    timeout_s: float = Field(900, gt=0, le=7200, description="Per request: the longest silence on the stream.")
-    total_timeout_s: float = Field(1800, gt=0, le=14400)
+    chars_per_token: float = Field(
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler ratio used for sizing."
+    )
+    model: Name | None = _MODEL
+    timeout_s: Seconds = Field(900, le=7200, description="Per request: the longest silence on the stream.")
+    total_timeout_s: Seconds = Field(1800, le=14400, description="For the whole probe.")
 
 
 class DecodeProbeOutput(_Output):
@@ -191,5 +229,7 @@ class DecodeProbeOutput(_Output):
     cached_tokens: int | None
     cold: bool
     valid: bool
+    window_tokens: int | None = Field(description="The window context + gen was checked against before sending.")
+    window_source: str | None = Field(description="Where the window came from (the ledger line, or input).")
     requests_sent: int
     notes: list[str]

@@ -12,7 +12,7 @@ from radiance_mcp.errors import ProbeError
 from radiance_mcp.probes.client import ProbeClient
 from radiance_mcp.probes.dialects import Refusal
 from radiance_mcp.probes.engine import Engine
-from radiance_mcp.probes.models import TokenCountProbeInput, TokenCountProbeOutput
+from radiance_mcp.probes.models import Repeated, TokenCountProbeInput, TokenCountProbeOutput
 from radiance_mcp.probes.prompts import (
     MAX_TEXT_CHARS_PER_TOKEN,
     SEAM_UNCERTAINTY_TOKENS,
@@ -125,7 +125,7 @@ def _output(
             "window_source": engine.window_source,
             "requests_sent": engine.client.requests_sent,
             "prefill_tokens_paid": engine.prefill_tokens_paid,
-            "refusals": engine.refusals,
+            "refusals": Repeated.collapse(engine.refusals),
             "edge_rule": engine.dialect.edge_rule(),
             "notes": engine.notes,
         }

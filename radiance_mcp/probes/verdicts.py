@@ -3,7 +3,9 @@ figure is a rate or first-token noise."""
 
 from __future__ import annotations
 
+import re
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -97,6 +99,22 @@ def judge_boundary(
         )
         return Judgement("empty_answer", False, None, finish, generated, reported, start, note)
     return Judgement("marker_missing", False, None, finish, generated, reported, start, note)
+
+
+_FIGURE = re.compile(r"\d[\d,.]*")
+
+
+def alike(text: str | None) -> str | None:
+    """A text with its figures masked: two refusals of one probe differ only in their counts."""
+    return None if text is None else _FIGURE.sub("#", text)
+
+
+def collapse_alike(texts: Iterable[str]) -> list[tuple[str, int]]:
+    """Texts alike but for their figures, each kind once (its first text) with how many there were."""
+    kinds: dict[str | None, list[str]] = {}
+    for text in texts:
+        kinds.setdefault(alike(text), []).append(text)
+    return [(group[0], len(group)) for group in kinds.values()]
 
 
 def check_decode_tokens(gen_tokens: int) -> None:

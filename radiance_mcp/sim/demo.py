@@ -3,11 +3,12 @@
 ``run_demo()`` (``radiance-mcp demo``) starts ``SimFleet`` in a temporary directory, spawns
 ``python -m radiance_mcp serve --config <fleet.toml>`` and talks to it with the SDK's MCP
 client over stdio, printing each step of the resize procedure and its result: read the budget
-table, compute the ceiling (the seed's 30,969 MiB), refuse an untraced reserve, check the pool
+table, compute the ceiling (the procedure's worked 30,969 MiB), refuse an untraced reserve, check the pool
 contract for the seats the new pair can back, deploy the pair (a new boot of the simulated
 service), verify from the ledger first, then probe the live endpoint. It ends with the
-step-shape audit of the campaign rig's wide mode. Every step checks its result; the demo exits
-0 only when each came out as the seeds say.
+step-shape audit of the campaign rig's wide mode and its serve script: the mode's private step
+found, shown by dry run, fixed, and the fix proven byte for byte. Every step checks its
+result; the demo exits 0 only when each came out as the procedures say.
 
 ``background_fleet()`` runs a fleet in a thread of its own for ``radiance-mcp serve --demo``.
 """
@@ -38,6 +39,14 @@ from radiance_mcp.sim.tokenizer import fox_filler
 DEMO_TIME_SCALE = 0.01
 """The demo's clock: a 22 s full-window prefill takes 0.22 s."""
 SERVICE = "frank-archon"
+WIDE = "qwen38-wide"
+PRIVATE_STEP = """  # A wider step is free throughput, so this mode takes its own.
+  step=65536
+"""
+INHERITED_STEP = """  # The step comes from the env file, as in every mode: a wider arena costs weights and KV.
+  :
+"""
+"""The demo's fix of the campaign rig's serve script (sim/scripts/qwen38-bf16.sh): the wide mode's body."""
 
 
 @dataclass
@@ -97,6 +106,10 @@ async def _walk(w: _Walk) -> None:
         w.say(f"{name:<14} host {s.host.name:<10} pair {s.shape.pair_mib:>6,} MiB  {state}")
         if fleet.notes.get(name):
             w.say(f"{'':<14} {fleet.notes[name]}")
+    if "list_fleet" in w.tools:
+        listed = await w.need("list_fleet")
+        w.expect({s["name"] for s in listed["services"]} == set(fleet.services),
+                 f"list_fleet names the {len(fleet.services)} services, each with its ledger and endpoint")
     w.say(f"config: {fleet.config_path}")
     w.say(f"MCP tools: {', '.join(sorted(w.tools))}")
 
@@ -110,7 +123,7 @@ async def _walk(w: _Walk) -> None:
     w.head("The ceiling: (settled free - floor) + pair, per card")
     ceiling = await w.need("compute_ceiling", service=SERVICE)
     w.say(ceiling["derivation"])
-    w.expect(ceiling["ceiling_mib"] == WORKED_CEILING_MIB, f"the seed's worked example, {WORKED_CEILING_MIB:,} MiB")
+    w.expect(ceiling["ceiling_mib"] == WORKED_CEILING_MIB, f"the worked example, {WORKED_CEILING_MIB:,} MiB")
     twin = await w.need("compute_ceiling", service="twin")
     w.say("twin (--tp 2): " + "; ".join(f"card {c['card']} {c['ceiling_mib']:,}" for c in twin["cards"]))
     w.expect(twin["binding_card"] == 1, "with several cards the smallest ceiling binds (card 1)")
@@ -178,6 +191,40 @@ async def _walk(w: _Walk) -> None:
         w.expect(wide["verdict"] == "refused", "65,536 refuses with out of memory where 1,024 booted")
     else:
         w.say("(audit_step_shape is not a tool of this build)")
+    if {"check_serve_script", "compare_dry_run"} <= w.tools:
+        await _serve_script(w)
+
+
+async def _serve_script(w: _Walk) -> None:
+    """The campaign rig's serve script: find the mode's private step, prove it by dry run, fix it, prove again."""
+    wide = w.fleet.services[WIDE]
+    w.head("Which mode carries its own step? The serve script against the env file that owns the shape")
+    check = await w.need("check_serve_script", service=WIDE)
+    for finding in check["findings"]:
+        w.say(f"{Path(finding['file']).name}:{finding['line']} ({finding['mode']}): {finding['text']}")
+    private = [f for f in check["findings"] if f["flag"] == "max-num-batched-tokens" and f["value"] == "65536"]
+    owner = next((o["variable"] for o in check["owned"] if o["flag"] == "max-num-batched-tokens"), "nothing")
+    w.expect(not check["ok"] and len(check["findings"]) == 1 and len(private) == 1,
+             f"one finding: the wide mode's own 65,536 step, where {owner}, which the proven mode passes, owns it")
+    dry = await w.need("compare_dry_run", service=WIDE, proven_mode="proven", candidate_mode="wide")
+    w.say(dry["summary"])
+    changes = [(c["flag"], c["proven"], c["candidate"]) for c in dry["flag_changes"]]
+    w.expect(not dry["ok"] and changes == [("--max-num-batched-tokens", "1024", "65536")],
+             "the dry runs differ in the step alone: 1,024 against 65,536")
+
+    w.head("Fix: the mode inherits the step from the env file (the simulator edits the script)")
+    script = wide.script_path
+    assert script is not None
+    text = script.read_text(encoding="utf-8")
+    fixed = text.replace(PRIVATE_STEP, INHERITED_STEP)
+    w.expect(fixed != text, "the wide mode's own step and its comment are gone from the script")
+    script.write_text(fixed, encoding="utf-8")
+    again = await w.need("check_serve_script", service=WIDE)
+    w.expect(again["ok"] and not again["findings"], "check_serve_script finds no mode with a number of its own")
+    proof = await w.need("compare_dry_run", service=WIDE, proven_mode="proven", candidate_mode="wide")
+    w.say(proof["summary"])
+    w.expect(proof["ok"] and proof["verdict"] == "identical",
+             "the wide mode's argv is the proven mode's, byte for byte")
 
 
 async def _probes(w: _Walk, seats: int, window: int) -> None:
@@ -191,12 +238,20 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
         result = await w.need("boundary_probe", service=SERVICE, n=seats, gen_tokens=gen, execute=True)
         w.say(f"boundary probe: {result['verdict']} ({result['prefill_tokens_paid']:,} prefill tokens paid)")
         w.expect(result["retrieved"] == seats, f"{seats}/{seats} markers retrieved")
-        low = await w.need("boundary_probe", service="lowpool", n=2, gen_tokens=gen, execute=True)
+        # lowpool's ledger backs 1 sequence of its 2 seats: n=2 would be refused (over the shape).
+        low = await w.need("boundary_probe", service="lowpool", n=1, gen_tokens=gen, execute=True)
+        w.say(f"lowpool plan predicted: {low['plan']['predicted'][:90]}...")
         for request in low["requests"]:
-            w.say(f"lowpool request {request['index']}: HTTP {request['status']} {request['verdict']}: "
+            w.say(f"lowpool, {request['count']} request(s): HTTP {request['status']} {request['verdict']}: "
                   f"{request['refusal']!r}")
         w.say(f"lowpool boundary probe: {low['verdict']}")
         w.expect(low["retrieved"] == 0, "a pool below its contract refuses the long requests")
+        if "decode_probe" in w.tools:
+            rate = await w.need("decode_probe", service=SERVICE, context_tokens=8_000, gen_tokens=256)
+            w.say(f"decode probe: {rate['decode_tokens_per_s']:.1f} t/s over {rate['generated_tokens']} tokens "
+                  f"(cold: {rate['cold']}), prefill {rate['prefill_tokens_per_s']:,.0f} t/s")
+            w.expect(rate["valid"] and rate["cold"] and rate["generated_tokens"] == 256,
+                     "a cold decode of 256 tokens, thinking off: a rate, not first-token noise")
         return
     # This build registers no probe tools: send the boundary probe's requests directly.
     w.say("(no probe tools in this build: the demo sends the boundary probe's requests itself)")
@@ -219,7 +274,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
 
 
 async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> int:
-    """Run the walk-through on a fleet under root; 0 when every step came out as the seeds say."""
+    """Run the walk-through on a fleet under root; 0 when every step came out as the procedures say."""
     async with SimFleet.start(root, time_scale=time_scale) as fleet:
         server = StdioServerParameters(
             command=sys.executable, args=["-m", "radiance_mcp", "serve", "--config", str(fleet.config_path)]
@@ -232,11 +287,11 @@ async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> 
                 walk = _Walk(out, client, fleet, tools)
                 await _walk(walk)
     if walk.surprises:
-        print(f"\n{len(walk.surprises)} step(s) did not come out as the seeds say:", file=out)
+        print(f"\n{len(walk.surprises)} step(s) did not come out as the procedures say:", file=out)
         for what in walk.surprises:
             print(f"  - {what}", file=out)
         return 1
-    print("\nEvery step came out as the seeds say.", file=out)
+    print("\nEvery step came out as the procedures say.", file=out)
     return 0
 
 

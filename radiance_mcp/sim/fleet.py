@@ -4,8 +4,10 @@ Each simulated host is a directory that mirrors the host's filesystem (``<root>/
 holds ``home/dank/logs/frank_archon.log`` for the path ``/home/dank/logs/frank_archon.log`` on
 that host). Each service boots a ``SimEndpoint`` that appends its boot ledger to its log file
 and serves on 127.0.0.1; a refused boot writes its ledger and serves nothing. The generated
-fleet TOML (``config_path``) names every service with its local log file, endpoint and env
-file, for ``radiance-mcp serve --config``.
+fleet TOML (``config_path``) names every service with its local log file, endpoint, env file
+and serve script, for ``radiance-mcp serve --config``. The campaign rig's two modes share one
+serve script (``scripts/qwen38-bf16.sh``, runnable with ``--dry-run``) and one env file; the
+wide mode carries its own step.
 
     async with SimFleet.start(tmp_path) as fleet:
         fleet.config_path                 # the TOML for the MCP server
@@ -35,6 +37,8 @@ from radiance_mcp.sim.engine import Shape
 from radiance_mcp.sim.serving import Behaviour
 
 CONFIG_NAME = "fleet.toml"
+SCRIPTS_DIR = Path(__file__).parent / "scripts"
+"""Serve scripts the simulated hosts carry, by file name."""
 CAMPAIGN_WEIGHTS_MIB = 16_462
 """The campaign rig's stated weights: the seed does not give that rig's pair; at this figure its
 65,536-token step leaves the KV cache the seed's 271.25 MiB (the simulator's calibration)."""
@@ -52,6 +56,10 @@ class ServiceSpec:
     env_file: str | None = None
     """Absolute path of the env file on the host that owns the shape (written from the shape)."""
     note: str = ""
+    serve_script: str | None = None
+    """Absolute path on the host of its serve script (a copy of the one of that name in SCRIPTS_DIR)."""
+    owns_env: bool = True
+    """False for a mode that shares another's env file but carries a shape of its own: its env is not written."""
 
 
 def _campaign(mnbt: int) -> Shape:
@@ -69,11 +77,14 @@ def _campaign(mnbt: int) -> Shape:
 
 DEFAULT_SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("frank-archon", "dankserver", Shape(), "/home/dank/logs/frank_archon.log",
-                "/home/dank/scripts/frank-archon.env", "the PHRASEBOOK's reference boot: 29,120 MiB pair"),
+                "/home/dank/scripts/frank-archon.env", "the reference boot of the resize procedure: 29,120 MiB pair"),
     ServiceSpec("qwen38-proven", "dankserver", _campaign(1_024), "/home/dank/logs/qwen38_bf16_proven.log",
-                "/home/dank/scripts/qwen38-bf16.env", "campaign rig, the proven step (1,024)"),
+                "/home/dank/scripts/qwen38-bf16.env", "campaign rig, mode proven: the step its env file owns (1,024)",
+                serve_script="/home/dank/scripts/qwen38-bf16.sh"),
     ServiceSpec("qwen38-wide", "dankserver", _campaign(65_536), "/home/dank/logs/qwen38_bf16_wide.log",
-                None, "campaign rig, a mode with its own 65,536 step: refused, out of memory"),
+                "/home/dank/scripts/qwen38-bf16.env",
+                "campaign rig, mode wide: carries its own 65,536 step; refused, out of memory",
+                serve_script="/home/dank/scripts/qwen38-bf16.sh", owns_env=False),
     ServiceSpec("twin", "gpubox", replace(Shape(name="twin"), tp=2, card_extra_mib=(Decimal(0), Decimal(64))),
                 "/srv/radiance/logs/twin.log", "/srv/radiance/twin.env", "--tp 2; card 1 carries 64 MiB more"),
     ServiceSpec("lowpool", "gpubox", replace(Shape(name="lowpool"), vram_kv_mib=3_000),
@@ -118,6 +129,10 @@ class SimService:
     @property
     def env_path(self) -> Path | None:
         return self.host.local(self.spec.env_file) if self.spec.env_file else None
+
+    @property
+    def script_path(self) -> Path | None:
+        return self.host.local(self.spec.serve_script) if self.spec.serve_script else None
 
     @property
     def url(self) -> str:
@@ -200,14 +215,22 @@ class SimFleet:
             for service in fleet_services.values():
                 await service.endpoint.start()
                 fleet._write_env(service)
+                fleet._write_script(service)
             fleet.write_config()
             yield fleet
         finally:
             for service in fleet_services.values():
                 await service.endpoint.stop()
 
+    def _write_script(self, service: SimService) -> None:
+        if service.script_path is not None:
+            service.script_path.parent.mkdir(parents=True, exist_ok=True)
+            source = SCRIPTS_DIR / service.script_path.name
+            service.script_path.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+            service.script_path.chmod(0o755)
+
     def _write_env(self, service: SimService) -> None:
-        if service.env_path is not None:
+        if service.env_path is not None and service.spec.owns_env:
             service.env_path.parent.mkdir(parents=True, exist_ok=True)
             service.env_path.write_text(env_text(service.shape), encoding="utf-8")
 
@@ -240,6 +263,9 @@ class SimFleet:
             if service.spec.env_file:
                 env = service.spec.env_file if remote else str(service.env_path)
                 lines.append(f"env_file = {_toml(env)}")
+            if service.spec.serve_script:
+                script = service.spec.serve_script if remote else str(service.script_path)
+                lines.append(f"serve_script = {_toml(script)}")
         return "\n".join(lines) + "\n"
 
     def write_config(self, ssh: Mapping[str, Mapping[str, object]] | None = None) -> Path:

@@ -28,7 +28,7 @@ async def test_a_text_certainly_above_the_window_is_counted_by_one_refusal() -> 
     assert (result.method, result.count_kind, result.exact) == ("refusal", "exact", True)
     assert result.tokens == count_tokens(text)
     assert result.requests_sent == 1 and result.prefill_tokens_paid == 0
-    assert result.dialect == "radiance" and result.refusals[0].startswith("prompt: ")
+    assert result.dialect == "radiance" and result.refusals[0].text.startswith("prompt: ")
     assert result.chars_per_token == pytest.approx(2.7617, abs=1e-3)  # the seed's corpus ratio
 
 
@@ -87,7 +87,7 @@ async def test_vllm_bounds_send_the_probe_to_its_tokenize_endpoint() -> None:
     result = await token_count_probe(fake.fleet(), args(text, window_tokens=4_096), transport=fake.transport())
     assert result.dialect == "vllm" and result.method == "tokenize_endpoint" and result.exact
     assert result.tokens == word_tokens(text)
-    assert any("at least" in r for r in result.refusals)
+    assert any("at least" in r.text for r in result.refusals)
     assert any("only a bound" in n for n in result.notes)
 
 

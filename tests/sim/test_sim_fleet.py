@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -14,8 +15,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from radiance_mcp import capacity, config, ledger
 from radiance_mcp.constants import WORKED_CEILING_MIB
+from radiance_mcp.server import build_server
 from radiance_mcp.sim import DEFAULT_SERVICES, Shape, SimFleet
 from radiance_mcp.sim.demo import background_fleet, demo
+from radiance_mcp.tools import TOOLS, Runtime
 
 
 async def test_fleet_boots_every_service_and_writes_a_config_the_server_reads(tmp_path: Path) -> None:
@@ -74,6 +77,11 @@ async def test_demo_walks_every_step(tmp_path: Path) -> None:
     assert "I backs 4 sequences all at 200000 tokens at once" in text
     assert "4/4" in text
     assert "E startup stopped: out of memory" in text
+    # Issue 11: the walk calls every tool the server has, the serve-script pair included.
+    called = set(re.findall(r"^   > (\w+)\(", text, re.M))
+    assert called == {spec.name for spec in TOOLS}
+    assert "differs: argument 7: proven '1024', wide '65536'" in text
+    assert "identical, byte for byte" in text
 
 
 def test_radiance_mcp_demo_exits_0_as_a_newcomer_runs_it(tmp_path: Path) -> None:
@@ -82,7 +90,9 @@ def test_radiance_mcp_demo_exits_0_as_a_newcomer_runs_it(tmp_path: Path) -> None
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Every step came out as the seeds say." in done.stdout
+    assert "Every step came out as the procedures say." in done.stdout
+    # No words a newcomer cannot look up:
+    assert "seed" not in done.stdout.lower() and "phrasebook" not in done.stdout.lower()
 
 
 async def test_serve_demo_serves_the_fleet_to_any_mcp_client() -> None:
@@ -92,6 +102,45 @@ async def test_serve_demo_serves_the_fleet_to_any_mcp_client() -> None:
         twin = await client.call_tool("read_budget_table", {"service": "twin"})
     assert result.structured_content is not None and result.structured_content["ceiling_mib"] == WORKED_CEILING_MIB
     assert twin.structured_content is not None and len(twin.structured_content["cards"]) == 2
+
+
+async def test_the_campaign_rigs_serve_script_is_checked_and_dry_run_by_service(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        entry = config.load(fleet.config_path).service("qwen38-proven")
+        script = fleet.services["qwen38-proven"].script_path
+        assert script is not None and entry.serve_script == str(script) and script.stat().st_mode & 0o111
+        assert entry.env_file == config.load(fleet.config_path).service("qwen38-wide").env_file
+        async with Client(build_server(Runtime(config.load(fleet.config_path)))) as client:
+            check = (await client.call_tool("check_serve_script", {"service": "qwen38-proven"})).structured_content
+            dry = (await client.call_tool("compare_dry_run", {"service": "qwen38-wide", "proven_mode": "proven",
+                                                              "candidate_mode": "wide"})).structured_content
+    assert check is not None and dry is not None
+    assert not check["ok"] and check["modes_with_findings"] == ["run_wide"]
+    assert check["sources_env_file"] is True
+    (finding,) = check["findings"]
+    assert (finding["kind"], finding["flag"], finding["value"]) == ("literal", "max-num-batched-tokens", "65536")
+    # The env file owns the proven shape: 8 seats at 32,768 tokens with a 1,024-token step.
+    owned = {o["flag"]: (o["variable"], o["value"]) for o in check["owned"]}
+    assert owned["max-num-seqs"] == ("QWEN38_BF16_MAX_SEQS", "8")
+    assert owned["max-num-batched-tokens"] == ("QWEN38_BF16_MAX_BATCHED_TOKENS", "1024")
+    assert dry["verdict"] == "differs" and dry["first_difference"]["index"] == 7
+    assert [(c["flag"], c["proven"], c["candidate"]) for c in dry["flag_changes"]] == [
+        ("--max-num-batched-tokens", "1024", "65536")
+    ]
+    assert dry["proven"]["argv"][:2] == ["radiance", "serve"] and dry["proven"]["exit_status"] == 0
+
+
+async def test_serve_demo_lists_the_fleet_and_dry_runs_the_rig_over_stdio() -> None:
+    server = StdioServerParameters(command=sys.executable, args=["-m", "radiance_mcp", "serve", "--demo"])
+    async with Client(server) as client:
+        listed = (await client.call_tool("list_fleet", {})).structured_content
+        dry = await client.call_tool("compare_dry_run", {"service": "qwen38-proven", "proven_mode": "proven",
+                                                         "candidate_mode": "wide"})
+    assert listed is not None and dry.structured_content is not None
+    rig = {s["name"]: s for s in listed["services"] if s["name"].startswith("qwen38")}
+    assert set(rig) == {"qwen38-proven", "qwen38-wide"}
+    assert all(s["serve_script"] and s["env_file"] and s["ledger"] == "log" for s in rig.values())
+    assert dry.structured_content["summary"].startswith("differs: argument 7: proven '1024', wide '65536'")
 
 
 def test_background_fleet_starts_and_stops() -> None:

@@ -1,0 +1,89 @@
+"""Boot-ledger dialects of the open engines: vLLM, SGLang and llama.cpp (pure: text in, records out).
+
+`read_engine_boot(text, source=..., engine=None)` reads one start-up (the newest by default)
+of an engine's log into a `BootView`: per card or rank the weights, KV memory, KV tokens,
+bytes per token (the engine's own pair), activation and graph memory, the free memory the
+engine left, the window and the full-length sequences at the window, each with its line;
+the figures the engine did not print, named with how to get them; and refused boots with
+their lines. `detect(text)` tells which engine printed a log. Each dialect lives in its own
+module with its phrase table: vllm.py, sglang.py, llamacpp.py.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from radiance_mcp.engines import llamacpp, sglang, vllm
+from radiance_mcp.engines.common import (
+    BootView,
+    Cited,
+    Dialect,
+    EngineName,
+    Figure,
+    Missing,
+    RankView,
+    Refusal,
+    lines_of,
+    match,
+    read,
+)
+from radiance_mcp.errors import LedgerError
+
+ENGINES: tuple[EngineName, ...] = get_args(EngineName)
+DETECT_LINES = 20_000
+"""Detection reads the first this many lines: a start-up ledger is at a log's top."""
+
+
+def _dialects(block_size_tokens: int | None) -> dict[EngineName, Dialect]:
+    return {"vllm": vllm.dialect(block_size_tokens), "sglang": sglang.DIALECT, "llama.cpp": llamacpp.DIALECT}
+
+
+def detect(text: str, *, source: str = "the log") -> EngineName:
+    """Which engine printed this log: the one whose phrase table matches the most lines.
+
+    Raises LedgerError when no engine's phrase appears, or when two engines match equally
+    (a log holding two engines' output); name the engine then.
+    """
+    lines, _ = lines_of(text)
+    scores: dict[EngineName, int] = {}
+    for name, dialect in _dialects(None).items():
+        scores[name] = sum(1 for line in lines[:DETECT_LINES] if match(dialect.phrases, line, dialect.rank_of))
+    ranked = sorted(scores.items(), key=lambda item: -item[1])
+    (best, top), (second, runner_up) = ranked[0], ranked[1]
+    if top == 0:
+        raise LedgerError(
+            f"{source}: no start-up line of vLLM, SGLang or llama.cpp (such as 'GPU KV cache size: N tokens', "
+            "'KV Cache is allocated. #tokens: N', 'llama_kv_cache: size = X MiB (N cells, ...)'); pass the "
+            "engine's own start-up log, or name the engine"
+        )
+    if top == runner_up:
+        raise LedgerError(
+            f"{source}: as many lines read as {best} as {second} ({top} each); name the engine "
+            f"(one of {', '.join(ENGINES)})"
+        )
+    return best
+
+
+def read_engine_boot(
+    text: str,
+    *,
+    source: str,
+    engine: EngineName | None = None,
+    boot: int = -1,
+    block_size_tokens: int | None = None,
+) -> BootView:
+    """Read one boot (the newest by default) of a vLLM, SGLang or llama.cpp log.
+
+    `engine` None detects it. `block_size_tokens` is vLLM's --block-size, needed only for
+    a V0 boot, which prints its KV cache in blocks.
+    """
+    name = engine if engine is not None else detect(text, source=source)
+    if name not in ENGINES:
+        raise LedgerError(f"engine={name!r}: expected one of {', '.join(ENGINES)}")
+    return read(_dialects(block_size_tokens)[name], text, source=source, boot=boot)
+
+
+__all__ = [
+    "ENGINES", "BootView", "Cited", "EngineName", "Figure", "Missing", "RankView", "Refusal", "detect",
+    "read_engine_boot",
+]

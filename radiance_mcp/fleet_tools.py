@@ -1,0 +1,103 @@
+"""list_fleet: what the fleet config names, so an agent can find a service before its first call.
+
+It reads nothing but the config the server already loaded (and the names of the example
+ledgers the package ships): no SSH, no HTTP, no ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from radiance_mcp.config import EXAMPLES_DIR, Fleet
+from radiance_mcp.constants import DEFAULT_MODEL
+from radiance_mcp.runtime import Runtime, ToolSpec
+
+
+class ListFleetInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class FleetService(_Output):
+    name: str = Field(description="Pass it as `service` to every other tool.")
+    host: str | None = Field(description="The host it runs on (null: this machine).")
+    ledger: Literal["log", "container"] | None = Field(
+        description="Where its boot ledger is read: a log file, or a container's podman logs (null: none configured)."
+    )
+    log: str | None
+    container: str | None
+    endpoint: str | None = Field(description="The URL the probes talk to (null: the probes cannot reach it).")
+    model: str = Field(description="Whose pool-contract constants apply.")
+    serve_script: str | None
+    env_file: str | None
+
+
+class FleetHost(_Output):
+    name: str
+    address: str = Field(description="Hostname, IP or ssh alias the server connects to.")
+    user: str | None
+    port: int | None
+    log_roots: list[str] = Field(description="Directories on the host whose files may be read by path.")
+
+
+class ExampleLedger(_Output):
+    name: str
+    log: str = Field(description="Pass it as `log` to any ledger tool.")
+
+
+class ListFleetOutput(_Output):
+    services: list[FleetService]
+    hosts: list[FleetHost]
+    local_log_roots: list[str] = Field(description="Directories on this machine whose files may be read by path.")
+    examples: list[ExampleLedger] = Field(description="Example ledgers shipped with the server, always readable.")
+    notes: list[str]
+
+
+def fleet_listing(fleet: Fleet) -> ListFleetOutput:
+    services = [
+        FleetService(
+            name=name,
+            host=s.host,
+            ledger="log" if s.log else "container" if s.container else None,
+            log=s.log,
+            container=s.container,
+            endpoint=s.endpoint,
+            model=s.model or DEFAULT_MODEL.name,
+            serve_script=s.serve_script,
+            env_file=s.env_file,
+        )
+        for name, s in sorted(fleet.services.items())
+    ]
+    hosts = [
+        FleetHost(name=name, address=h.address or name, user=h.user, port=h.port, log_roots=list(h.log_roots))
+        for name, h in sorted(fleet.hosts.items())
+    ]
+    examples = [ExampleLedger(name=p.stem, log=str(p)) for p in sorted(EXAMPLES_DIR.glob("*.log"))]
+    notes = []
+    if not services:
+        notes.append("the fleet config names no services: the ledger tools can still read an example ledger "
+                     "(log=...) or pasted text (log_text=...)")
+    return ListFleetOutput(services=services, hosts=hosts, local_log_roots=list(fleet.server.log_roots),
+                           examples=examples, notes=notes)
+
+
+async def list_fleet(runtime: Runtime, args: ListFleetInput) -> ListFleetOutput:
+    """List the services, hosts and example ledgers the server knows: call it first.
+
+    Each service comes with its host, where its boot ledger is read (log file or container),
+    its endpoint, model, serve script and env file; pass its name as `service` to the other
+    tools. Hosts come with their address, user and the log roots under which files may be
+    read by path; the example ledgers can be read by `log` with no fleet at all. Reads only
+    the loaded config: nothing is contacted.
+    """
+    return fleet_listing(runtime.fleet)
+
+
+FLEET_TOOLS: list[ToolSpec] = [
+    ToolSpec("list_fleet", "List the fleet's services and hosts", ListFleetInput, ListFleetOutput, list_fleet),
+]
