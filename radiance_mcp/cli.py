@@ -343,7 +343,8 @@ def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[s
 
     app = http_app(server, bind=host, extra_hosts=extra_hosts)
     shown = ", ".join(h for h in allowed_hosts(host, extra_hosts) if not h.endswith(":*"))
-    print(f"radiance-mcp: serving http://{sock.getsockname()[0]}:{sock.getsockname()[1]}/mcp to clients "
+    address, port = sock.getsockname()[:2]
+    print(f"radiance-mcp: serving http://{f'[{address}]' if ':' in address else address}:{port}/mcp to clients "
           f"that name it {shown} (others get 421: add names with --allowed-host)", file=sys.stderr)
     if token:
         expected = f"Bearer {token}".encode()

@@ -138,6 +138,16 @@ def test_allowed_hosts_from_the_flag_and_the_config(tmp_path: Path) -> None:
         assert _post(url, _initialize(), host=f"evil.example:{port}").status_code == 421
 
 
+def test_a_token_does_not_switch_the_host_check_off() -> None:
+    with _cli_server("127.0.0.2", "--token", "lab-token-7f3a") as (url, port):
+        bearer = "Bearer lab-token-7f3a"
+        attacked = _post(url, _ceiling_call(), host=f"evil.example:{port}", authorization=bearer)
+        assert attacked.status_code == 421 and "30969" not in attacked.text.replace(",", "")
+        assert _post(url, _ceiling_call(), host=f"evil.example:{port}").status_code == 401  # no token: 401 first
+        served = _post(url, _ceiling_call(), authorization=bearer)
+        assert served.status_code == 200 and "30969" in served.text.replace(",", "")
+
+
 @pytest.mark.parametrize("bad", ["*", "http://mcp.lab.test", "mcp.lab.test:99999", "mcp lab"])
 def test_a_bad_allowed_host_is_refused_with_the_rule(bad: str, tmp_path: Path) -> None:
     proc = subprocess.run(
