@@ -270,7 +270,7 @@ def _sizes_on(line: Line) -> list[Size]:
             sizes.append(parse_size(match.group(0)))
         except LedgerError:
             continue
-    for flag_match in re.finditer(r"--[a-z-]+-mib\s+(\d[\d,]*)", line.text):
+    for flag_match in re.finditer(r"(?<![a-z-])--(?:[a-z]++-)++mib\s+(\d[\d,]*)", line.text):
         try:
             sizes.append(parse_size(f"{flag_match.group(1)} MiB"))
         except LedgerError:

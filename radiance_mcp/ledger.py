@@ -48,6 +48,11 @@ class Phrase:
 
 def _phrase(key: str, keyword: str, pattern: str, template: str, *, seed: bool = True) -> Phrase:
     # A literal space in a pattern stands for any run of blanks: logs realign columns.
+    # Every pattern matches in time linear in the line (a hostile line is up to MAX_LINE_BYTES):
+    # numbers start only at the start of a run and never give back (units.NUMBER); a gap
+    # between words never crosses the phrase's own first words again (each search attempt
+    # then scans its own stretch); a tail is taken greedily to its last non-blank, never
+    # lazily up to a '\s*$' (which retries the blanks from every position).
     regex = pattern.replace("{SIZE}", SIZE).replace("{NUM}", NUMBER).replace(" ", r"\s+")
     return Phrase(key, keyword, re.compile(regex), template, seed)
 
@@ -57,7 +62,7 @@ PHRASES: dict[str, Phrase] = {
     for p in (
         _phrase("boot_start", "radiance boot", r"radiance boot\b(?::?\s*(?P<name>\S+))?",
                 "I radiance boot: {name}", seed=False),
-        _phrase("flag", "--", r"(?:^|\s)I +--(?P<flag>[a-z][a-z0-9-]*) +(?P<value>\S+)\s*$",
+        _phrase("flag", "--", r"(?:^|\s)I +--(?P<flag>[a-z][a-z0-9-]*+) +(?P<value>\S++)\s*+$",
                 "I   --{flag:<24}{value}"),
         # Section 1: the VRAM budget table, one per card.
         _phrase("budget_header", "VRAM budget, card", r"VRAM budget, card (?P<card>\d+)\b",
@@ -92,17 +97,17 @@ PHRASES: dict[str, Phrase] = {
                 r"container-on-disk (?P<disk>{SIZE})",
                 "I weights by tier: VRAM {vram}, host pool {host}, container-on-disk {disk}"),
         _phrase("kv_backing", "full-length sessions",
-                r"kv cache (?P<size>{SIZE}).*?(?P<percent>{NUM})% backing of the (?P<seqs>{NUM}) x "
+                r"kv cache (?P<size>{SIZE})(?:(?!kv cache).)*?(?P<percent>{NUM})% backing of the (?P<seqs>{NUM}) x "
                 r"(?P<tokens>{NUM}) worst case: (?P<sessions>{NUM}) full-length sessions",
                 "{level} kv cache {size} ({dtype}, {rate} B/token/rank): {percent}% backing of the "
                 "{seqs} x {tokens} worst case: {sessions} full-length sessions"),
-        _phrase("startup_stopped", "startup stopped", r"startup stopped: (?P<reason>.+?)\s*$",
+        _phrase("startup_stopped", "startup stopped", r"startup stopped: (?P<reason>\S(?:.*\S)?)",
                 "E startup stopped: {reason}"),
         _phrase("expert_prefetch", "expert prefetch", r"expert prefetch (?P<size>{SIZE})",
                 "I expert prefetch {size}{lender}"),
         _phrase("no_lender", "no lender", r"no lender", "I expert prefetch 0 B, no lender"),
         _phrase("fix_text", "lower --max-num-batched-tokens",
-                r"(?P<text>lower --max-num-batched-tokens \(the arena.*?)\s*$",
+                r"(?P<text>lower --max-num-batched-tokens \(the arena(?:.*\S)?)",
                 "E vram_budget.cpp:117: lower --max-num-batched-tokens (the arena {arena} leaves "
                 "{kv} for the KV cache)"),
         # Section 5: lines to verify a deploy by.
@@ -115,7 +120,8 @@ PHRASES: dict[str, Phrase] = {
                 r"ledger mover: (?P<slots>{NUM}) slots can be lent out of the KV cache \((?P<size>{SIZE})\)",
                 "I ledger mover: {slots} slots can be lent out of the KV cache ({size})"),
         _phrase("sampler", "sampler:",
-                r"sampler:(?: (?P<seqs>{NUM}) seqs x \(1 \+ (?P<spec>{NUM}) spec\) =)?.*?(?P<rows>{NUM}) rows",
+                r"sampler:(?: (?P<seqs>{NUM}) seqs x \(1 \+ (?P<spec>{NUM}) spec\) =)?"
+                r"(?:(?!sampler:).)*?(?P<rows>{NUM}) rows",
                 "I sampler: {seqs} seqs x (1 + {spec} spec) = {rows} rows, inside the 25-row wht6 "
                 "exactness bound"),
         _phrase("serving", "serving on", r"serving on (?P<address>\S+)", "I serving on {address}",
