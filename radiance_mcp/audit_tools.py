@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
+from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, local_path
 from radiance_mcp.sources import (
     PodmanLogsSource,
@@ -611,8 +612,10 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
         )
     from radiance_mcp import serve_script as ss
 
-    check = ss.check_script(script_text, env_text, script_name=script_label, env_name=env_label,
-                            prefix=args.env_prefix)
+    check = await run(
+        lambda *, checkpoint: ss.check_script(script_text, env_text, script_name=script_label, env_name=env_label,
+                                              prefix=args.env_prefix),
+        label=script_label, remedy="name the serve script itself")
     counts: dict[str, int] = {}
     for finding in check.findings:
         if finding.mode is not None:
@@ -988,8 +991,10 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
     labels = {"proven": args.proven_mode or "proven", "candidate": args.candidate_mode or "candidate"}
     from radiance_mcp import step_shape as sh
 
-    result = sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
-                             proven_label=labels["proven"], candidate_label=labels["candidate"])
+    result = await run(
+        lambda *, checkpoint: sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
+                                              proven_label=labels["proven"], candidate_label=labels["candidate"]),
+        label="the dry runs' argv", remedy="pass the dry runs' output itself")
     for side, raw, argv in (("proven", raw_proven, result.proven_argv),
                             ("candidate", raw_candidate, result.candidate_argv)):
         sides[side] = DryRunSide(
