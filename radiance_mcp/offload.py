@@ -40,8 +40,8 @@ class Job(Protocol[T_co]):
 
 READ_TIMEOUT_S = 60.0
 """One local read or parse, wall time (as remote.Limits.command_timeout_s bounds a remote one)."""
-CPU_SLOTS = os.cpu_count() or 2
-"""Workers computing at once."""
+CPU_SLOTS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+"""Workers computing at once: the CPUs this process may run on."""
 MAX_WORKERS = 32
 """Threads; past this many calls in flight, a call waits for a thread before its turn."""
 SLICE_S = 0.01

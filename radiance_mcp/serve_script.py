@@ -55,8 +55,6 @@ _DECLARE = frozenset({"local", "export", "declare", "readonly", "typeset"})
 _COMMAND_START_WORDS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!", "time", "{", "}"})
 
 
-
-
 def _braced(start: re.Pattern[str], word: str) -> Iterator[tuple[re.Match[str], str]]:
     """Each match of start in word, with the text up to the next '}' when start opened a brace.
 

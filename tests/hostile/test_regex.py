@@ -20,10 +20,14 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp import Client
 
 from radiance_mcp import capacity, serve_script
+from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import MAX_LINE_BYTES, PHRASES, Line, read_text
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server
 
 DIGITS = ["1", "7", "123", "0", "9999"]
 SEPARATORS = [",", ".", " ", "  ", "\t", ":", "%", "(", ")", "=", "+", "x", "-", "--", "/", "'"]
@@ -152,3 +156,19 @@ def test_long_digit_runs_of_the_issue(digits: int, boot_text: Callable[..., str]
         ("2", "200000"),  # the boot's own line
         (run, "1"),  # the last hostile line has the phrase's shape: read, and its figure refused when used
     ]
+
+
+@pytest.mark.parametrize(
+    ("script", "line"),
+    [
+        ('#!/bin/bash\nexec radiance serve --max-num-seqs "$(' + '"$(' * 2000 + "\n", 2),  # was a RecursionError
+        ("#!/bin/bash\n" + "mode_x() {\n" * 5000, 67),  # was a path of 5,000 names per mode, quadratic
+    ],
+)
+async def test_a_script_nested_past_reason_is_refused_with_its_line(script: str, line: int) -> None:
+    async with Client(build_server(Runtime(Fleet()))) as client:
+        result = await client.call_tool("check_serve_script", {"script_text": script})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert f"more than {serve_script.MAX_NESTING} deep (line {line})" in text
+    assert "check that it is the right file" in text
