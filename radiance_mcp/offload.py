@@ -13,6 +13,10 @@ answering other calls (tools/list, a small read) while a hostile input is in fli
 - time-limited: work still running after READ_TIMEOUT_S stops with an error naming the
   input, the limit and the remedy (a 1 GiB ledger reads in about a second; a local read
   has no size cap, since it streams in constant memory).
+
+The ledger reader calls its checkpoint per chunk and per line. A serve script's check and an
+argv comparison have none: they hold their slot to the end, which their inputs' caps bound
+(1 MiB of script: a few seconds at worst).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Job(Protocol[T_co]):
 
     def __call__(self, *, checkpoint: Checkpoint) -> T_co: ...
 
+
 READ_TIMEOUT_S = 60.0
 """One local read or parse, wall time (as remote.Limits.command_timeout_s bounds a remote one)."""
 CPU_SLOTS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
@@ -50,7 +55,7 @@ _POLL_S = 0.05
 
 
 class _Stopped(Exception):
-    """The call was cancelled: its worker stops at the next checkpoint."""
+    """The call was cancelled or ran out of time: its worker stops at the next checkpoint."""
 
 
 class _Slots:
@@ -99,11 +104,17 @@ class _Work:
         self.stop = threading.Event()
         self.deadline = time.monotonic() + timeout_s
         self.timed_out = False
+        self.holding = False
         self.turn_started = 0.0
 
     def take_slot(self) -> None:
         _slots.acquire(self.stop.is_set)
-        self.turn_started = time.monotonic()
+        self.holding, self.turn_started = True, time.monotonic()
+
+    def give_slot(self) -> None:
+        if self.holding:
+            self.holding = False
+            _slots.release()
 
     def checkpoint(self) -> None:
         if self.stop.is_set():
@@ -113,7 +124,7 @@ class _Work:
             self.timed_out = True
             raise _Stopped
         if now - self.turn_started >= SLICE_S and _slots.waiting():
-            _slots.release()
+            self.give_slot()
             self.take_slot()
 
 
@@ -134,7 +145,7 @@ async def run(job: Job[T], *, label: str, remedy: str) -> T:
         try:
             return job(checkpoint=work.checkpoint)
         finally:
-            _slots.release()
+            work.give_slot()
 
     try:
         return await asyncio.get_running_loop().run_in_executor(_executor, in_thread)

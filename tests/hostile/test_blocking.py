@@ -107,6 +107,8 @@ async def _hold_up_and_cancel(client: Client, sparse: Path, small: str) -> None:
     await asyncio.gather(*hostile, return_exceptions=True)
     # A cancelled call stops its read at the next chunk: every descriptor on the file closes.
     assert await _wait_until(lambda: _open_on(sparse) == 0, 10), f"{_open_on(sparse)} reads still running"
+    await small_read()  # and the server goes on serving, every worker's turn handed back
+    assert offload._slots._free == offload.CPU_SLOTS and not offload._slots.waiting()
 
 
 async def test_a_hostile_log_text_does_not_freeze_tools_list(roots: Path) -> None:
