@@ -1,5 +1,8 @@
 """Issue 10, defect 1: every phrase pattern matches in time linear in the line.
 
+Also the other patterns a caller or a peer chooses the text of: sizes and --*-mib flags on a
+line a reserve cites, a serve script's check, an engine's refusal body.
+
 The `sampler:` and `full-length sessions` patterns took quadratic time on long digit runs:
 16,000 digits cost 10 s, 65,000 digits 170 s, inside the 64 KiB line cap. A line built from a
 pattern's own alphabet (digits, separators, units, the phrase's own words, repeated up to the
@@ -26,6 +29,7 @@ from radiance_mcp import capacity, serve_script
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import MAX_LINE_BYTES, PHRASES, Line, read_text
+from radiance_mcp.probes import dialects
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 
@@ -110,6 +114,30 @@ def test_phrase_matches_in_linear_time(key: str, data: st.DataObject) -> None:
     phrase = PHRASES[key]
     alphabet = [*DIGITS, *SEPARATORS, *UNITS, phrase.keyword, *_words(phrase.template)]
     assert_linear(phrase.pattern.search, line_of(data.draw(recipes(alphabet))), f"phrase {key!r}")
+
+
+def _dialect_patterns() -> dict[str, re.Pattern[str]]:
+    found: dict[str, re.Pattern[str]] = {}
+    for name, value in vars(dialects).items():
+        values = value if isinstance(value, tuple) else (value,)
+        for number, item in enumerate(values):
+            pattern = item[0] if isinstance(item, tuple) else item
+            if isinstance(pattern, re.Pattern):
+                found[f"{name}[{number}]"] = pattern
+    return found
+
+
+DIALECTS = _dialect_patterns()
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+@HOSTILE
+@given(data=st.data())
+def test_refusal_pattern_matches_in_linear_time(name: str, data: st.DataObject) -> None:
+    """An engine's refusal body is read with these; a hostile endpoint chooses the body."""
+    pattern = DIALECTS[name]
+    alphabet = [*DIGITS, *SEPARATORS, *re.findall(r"[A-Za-z_`']+", pattern.pattern)]
+    assert_linear(pattern.search, line_of(data.draw(recipes(alphabet))), f"refusal pattern {name}")
 
 
 # The other patterns a caller's text reaches: sizes and --*-mib flags on a cited line
