@@ -91,6 +91,9 @@ class Limits:
     """A connection unused this long is closed."""
     channels_per_host: int = 8
     """Concurrent commands on one connection (OpenSSH's MaxSessions defaults to 10)."""
+    count_before_bytes: int = 16 * 1024 * 1024
+    """A boot counted from the end gets exact line numbers and its index when the bytes before it are
+    at most this many (counting them costs a pass over them); past that its lines count from its marker."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -284,7 +287,22 @@ END {
 }
 """
 
-if "'" in _CUT_AWK + _MARKS_AWK + _BACK_AWK:
+# Markers in a window at the end of the file, [st, s): "offset:text" lines in (grep -b), the need-th
+# marker from the end out, as "ok <its offset> <the next marker's offset, or s> <markers in the window>";
+# "all <n>" when the window is the whole file and holds fewer; else "more" (a bigger window).
+_LAST_AWK = r"""
+{ c = index($0, ":"); o = substr($0, 1, c - 1) + 0
+  # A hit at the first byte of a window may be the tail of a longer line: the next window has its start.
+  if (st > 0 && o == 0) next
+  n++; O[n] = o + st }
+END {
+  if (n >= need) { j = n - need + 1; printf "ok %.0f %.0f %.0f\n", O[j], (need > 1 ? O[j + 1] : s), n; exit }
+  if (st == 0) { printf "all %.0f\n", n; exit }
+  print "more"
+}
+"""
+
+if "'" in _CUT_AWK + _MARKS_AWK + _BACK_AWK + _LAST_AWK:
     raise RuntimeError("the awk programs sit in single quotes in the sh program: no ' inside")
 
 # The host-side check of every file a program reads or runs (section $i): sets r to the real
@@ -324,6 +342,7 @@ rm_kw() {{ grep -a -n "$@" -F {_GREP_KEYWORDS}; }}
 rm_cut_awk='{_CUT_AWK}'
 rm_marks_awk='{_MARKS_AWK}'
 rm_back_awk='{_BACK_AWK}'
+rm_last_awk='{_LAST_AWK}'
 rm_cut() {{
   rm_anchor="$rm_anchor" awk -v kws={_AWK_KEYWORDS} -v mk="$rm_mk" -v max={MAX_LINE_BYTES} -v nn="$rm_n" \\
     -v i="$i" -v k="$k" -v ino="$ino" "$@" "$rm_cut_awk" 3>&1 1>&4
@@ -350,11 +369,11 @@ rm_back() {{
   done
 }}
 # The phrase lines of boot $4 (of $5), the bytes [$1, $2) from its marker on line $3; $6 the next
-# marker's line or -1.
+# marker's line or -1; $7 0 if the cutter is to send the boot's marker as the next read's anchor.
 rm_range() {{
   rm_sum=$(tail -c +$(($1 + 1)) < "$r" | head -c $(($2 - $1)) | rm_kw -b |
     rm_cut -v withoff=1 -v lim="$2" -v bo="$1" -v bl=$(($3 - 1)) -v bi=$(($4 - 1)) -v k="$4" -v seen="$5" \\
-      -v marks=1 -v nocp=1)
+      -v marks=1 -v nocp="${{7-1}}")
   if [ "$6" -gt 0 ]; then last=$(($6 - 1)); else last=$(($3 - 1 + $(rm_lines "$1" "$2"))); fi
   rm_ctl R "$i" "$3" "$last"
   if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ]; then rm_tail "$last"; fi
@@ -373,9 +392,47 @@ rm_tail() {{
     rm_ctl U "$i" "$u" "$ul" "$(tail -c +$((u - uw + 1)) < "$r" | head -c "$uw" | cksum)"
   fi
 }}
+# Boot -$1 (1: the newest) found from the end of the file: windows of 1 MiB, 8 MiB, 64 MiB, ... back
+# from byte s (the size when the read began) until one holds $1 markers. Each window is read whole
+# again (tail -c +start | head -c: the bytes [st, s), whatever is appended meanwhile), so a boot
+# of B bytes costs under 8 B of grep plus the cut of its own bytes; the file before it is not read.
+# The lines before the boot are counted (exact line numbers and boot index) only when they are
+# at most rm_cmax bytes; past that the boot's lines count from 1 at its marker, whose byte offset
+# an O line gives, and the index is -$1. Fails (status 1) when the file holds no marker at all.
+rm_last() {{
+  need=$1 w=1048576
+  while :; do
+    if [ "$w" -gt "$s" ]; then w=$s; fi
+    st=$((s - w))
+    set -- $(tail -c +$((st + 1)) < "$r" | head -c "$w" | grep -a -b -F -e "$rm_mk" |
+      awk -v st="$st" -v need="$need" -v s="$s" "$rm_last_awk")
+    case ${{1-}} in
+      ok) break ;;
+      all) if [ "$2" -eq 0 ]; then return 1; fi; rm_ctl X "$i" range "$2"; return 0 ;;
+      more) w=$((w * 8)) ;;
+      *) rm_ctl X "$i" failed; return 0 ;;
+    esac
+  done
+  M=$2 E=$3
+  # nocp=0 for the newest boot: its marker is the next read's anchor.
+  cp=$((need > 1))
+  if [ "$M" -le "$rm_cmax" ]; then
+    # [0, M) ends with a newline (M starts a line): wc -l counts the lines before the boot.
+    L=$(($(head -c "$M" < "$r" | wc -l) + 1))
+    b=$(($(head -c "$M" < "$r" | grep -c -a -F -e "$rm_mk") + 1))
+    rm_range "$M" "$E" "$L" "$b" $((b + need - 1)) -1 "$cp"
+  else
+    rm_ctl O "$i" "$M" "$need"
+    rm_range "$M" "$E" 1 1 1 -1 "$cp"
+  fi
+}}
+# Section $1: boot $2 of file $3 (its real path under the roots ${{13}}...), from the last read's
+# checkpoint $4-$12 ('-' each when there is none): inode, the anchor marker's offset, line, boot
+# and length, where the last read stopped (offset, line, cksum of the 4 KiB before), and the byte
+# offset line numbers count from when the lines before it were not counted ('-': from the file's start).
 rm_file() {{
-  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${{10}} t_sum=${{11}}
-  shift 11
+  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${{10}} t_sum=${{11}} c_base=${{12}}
+  shift 12
   rm_ctl S "$i"
   rm_real "$f" "$@" || return
   # One ls gives the inode (is it still the same file?) and the size the read stops at.
@@ -385,7 +442,8 @@ rm_file() {{
   if [ "$s" -eq 0 ]; then rm_ctl X "$i" empty; return; fi
   # The anchor: the newest boot marker the last read found. If its line is still there, byte
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
-  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ]; then
+  # (An anchor whose lines count from it serves only boots counted from the end.)
+  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ] && {{ [ "$c_base" = - ] || [ "$k" -lt 0 ]; }}; then
     a_off=$c_off a_line=$c_line
     t_w=0
     if [ "$t_off" != - ]; then t_w=$((t_off > 4096 ? 4096 : t_off)); fi
@@ -405,24 +463,32 @@ rm_file() {{
         elif [ "$6" -lt "$s" ]; then last=$(($7 - 1 + $(rm_lines "$6" "$s")))
         else last=$(($7 - 1)); fi
         rm_ctl R "$i" "$4" "$last"
+        if [ "$c_base" != - ]; then rm_ctl O "$i" "$c_base" $((-k)); fi
         if [ "$3" -eq "$2" ]; then rm_tail "$last"; fi
         return ;;
-      range) rm_ctl X "$i" range "$2"; return ;;
+      # Lines counted from the anchor: a boot before it is searched for from the end.
+      range) if [ "$c_base" = - ]; then rm_ctl X "$i" range "$2"; return; fi ;;
       back)
         # A boot before the anchor: a window back from it when it is near, else the plain pass.
         if [ "$3" -gt $((c_idx / 2)) ] && rm_back $((c_idx - $3)); then
           rm_range "$M" "$E" "$L" "$3" "$2" -1
+          if [ "$c_base" != - ]; then rm_ctl O "$i" "$c_base" $((-k)); fi
           return
         fi ;;
     esac
   fi
-  # One pass over the file numbers every boot marker, then only the chosen boot is read.
-  set -- $(grep -a -n -b -F -e "$rm_mk" < "$r" |
-    awk -v k="$k" -v s="$s" -v nn="$rm_n" -v i="$i" -v ino="$ino" "$rm_marks_awk")
-  case ${{1-}} in
-    ok) rm_range "$4" "$6" "$5" "$3" "$2" "$7"; return ;;
-    range) rm_ctl X "$i" range "$2"; return ;;
-  esac
+  if [ "$k" -lt 0 ]; then
+    rm_last $((-k)) && return
+  else
+    # A boot counted from the start: one pass over the file numbers every boot marker, then
+    # only the chosen boot is read.
+    set -- $(grep -a -n -b -F -e "$rm_mk" < "$r" |
+      awk -v k="$k" -v s="$s" -v nn="$rm_n" -v i="$i" -v ino="$ino" "$rm_marks_awk")
+    case ${{1-}} in
+      ok) rm_range "$4" "$6" "$5" "$3" "$2" "$7"; return ;;
+      range) rm_ctl X "$i" range "$2"; return ;;
+    esac
+  fi
   # No boot marker in the file: boots start at runs of echoed flags (ledger._boot_starts).
   t=$(rm_lines 0 "$s")
   rm_sum=$(rm_kw -b < "$r" | rm_cut -v withoff=1 -v lim="$s" -v total="$t" -v marks=0)
@@ -472,6 +538,9 @@ class Checkpoint:
     lines: tuple[Line, ...] = ()
     """The boot's phrase lines before tail_line, as the last read cut them."""
     skipped: int = 0
+    base: int | None = None
+    """None: line numbers (line, tail_line, lines) are the file's. Else they count from 1 at the line
+    that starts at this byte offset, and boot counts from 1 at the boot that holds it."""
 
 
 @dataclass(frozen=True)
@@ -496,10 +565,16 @@ class CutBoot:
     first_line: int
     last_line: int
     """The boot's whole span in the log, lines without a phrase included."""
+    lines_from_byte: int | None = None
+    """None: line numbers are the file's and index counts from its first boot. Else the lines before
+    were not counted: line numbers count from 1 at the line that starts at this byte offset (line n
+    is `tail -c +<offset + 1> FILE | sed -n <n>p`), index counts from the end (-1 the newest) and
+    boots_seen is None."""
 
 
 def build_command(
-    requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float
+    requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float,
+    count_before_bytes: int = Limits.count_before_bytes,
 ) -> str:
     """The whole command: the fixed program, then one quoted call per request."""
     if not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
@@ -510,6 +585,7 @@ def build_command(
         _PROGRAM_SENT,
         f"rm_n={nonce}",
         f"rm_mk={q(BOOT_MARKER)}",
+        f"rm_cmax={int(count_before_bytes)}",
         # A hung `podman logs` is killed on the host too, so no stuck process stays behind.
         f"if command -v timeout > /dev/null 2>&1; then rm_t='timeout -s KILL {kill_after_s}'; else rm_t=; fi",
     ]
@@ -519,10 +595,11 @@ def build_command(
             lines.append(f"rm_podman {i} {boot} {q(check_container(request.name))}")
             continue
         if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
-            resume, anchor = ["-"] * 8, ""
+            resume, anchor = ["-"] * 9, ""
         else:
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
-                      str(len(checkpoint.text.encode())), *_tail_words(checkpoint)]
+                      str(len(checkpoint.text.encode())), *_tail_words(checkpoint),
+                      "-" if checkpoint.base is None else str(checkpoint.base)]
             anchor = checkpoint.text
         words = [str(i), str(boot), _sent_path(request.name), *resume, *(_sent_path(r) for r in request.roots)]
         # The anchor's text reaches awk through the environment (no escape processing), quoted.
@@ -556,6 +633,8 @@ class _Section:
     span: tuple[int, int] | None = None
     continued: bool = False
     tail: tuple[int, int, str] | None = None
+    base: tuple[int, int] | None = None
+    """(offset, n): line numbers count from the line at offset; the boot is the n-th from the end."""
 
 
 def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section], bool]:
@@ -583,6 +662,10 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
                 section.skipped = int(rest or 0)
             elif kind == "T":
                 section.continued = True
+            elif kind == "O":
+                offset, _, need = rest.partition(" ")
+                if offset.isdigit() and need.isdigit():  # digits only: the offset goes back into the next command
+                    section.base = (int(offset), int(need))
             elif kind == "U":
                 found_tail = _TAIL_FIELDS.fullmatch(rest)
                 if found_tail:  # digits only: they go back into the next command
@@ -639,6 +722,9 @@ def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
     if section.index is None or section.boots_seen is None or section.skipped is None or section.span is None:
         raise RemoteError(f"{label}: host {host} sent an incomplete answer; try again")
     first, last = section.span
+    if section.base is not None:
+        offset, need = section.base
+        return CutBoot(-need, None, tuple(section.lines), section.skipped, first, last, lines_from_byte=offset)
     return CutBoot(section.index, section.boots_seen, tuple(section.lines), section.skipped, first, last)
 
 
@@ -999,7 +1085,8 @@ class SSHPool:
         nonce = secrets.token_hex(16)
         resumes = [self.checkpoints.get((target, r.name)) if r.kind == "file" else None for r in requests]
         command = build_command(requests, nonce=nonce, checkpoints=resumes,
-                                timeout_s=self.limits.command_timeout_s)
+                                timeout_s=self.limits.command_timeout_s,
+                                count_before_bytes=self.limits.count_before_bytes)
         what = ", ".join(r.label for r in requests)
         output = await self.run(target, command, what=what)
         sections, finished = parse_output(output, nonce=nonce, count=len(requests))
@@ -1058,8 +1145,11 @@ class SSHPool:
             if section.error:
                 self.checkpoints.pop(key, None)
             return
-        same_anchor = previous is not None and (previous.inode, previous.offset, previous.boot, previous.text) == (
-            anchor.inode, anchor.offset, anchor.boot, anchor.text)
+        if section.base is not None:
+            anchor = replace(anchor, base=section.base[0])
+        same_anchor = previous is not None and (
+            previous.inode, previous.offset, previous.line, previous.boot, previous.text, previous.base) == (
+            anchor.inode, anchor.offset, anchor.line, anchor.boot, anchor.text, anchor.base)
         if section.tail is None and same_anchor and previous is not None:
             anchor = previous  # an older boot was read: where the newest one stopped still holds
         elif section.tail is not None and section.index == anchor.boot and section.skipped is not None:

@@ -239,7 +239,8 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
             parsed = parse_boot(cut.lines, source=request.label, index=cut.index, boots_seen=cut.boots_seen)
             # Only phrase lines crossed the wire; the span is the boot's own, counted on the host.
             boots.append(replace(parsed, first_line=cut.first_line, last_line=cut.last_line,
-                                 skipped_long_lines=cut.skipped_long_lines, origin="host"))
+                                 skipped_long_lines=cut.skipped_long_lines, origin="host",
+                                 lines_from_byte=cut.lines_from_byte))
         return boots
 
     results = await asyncio.gather(*(one_host(positions) for positions in groups.values()))

@@ -96,7 +96,7 @@ def test_each_argument_is_one_quoted_word() -> None:
     )
     assert _calls(command) == [
         ["rm_file", "0", "-2", path, "1234", "567", "89", "3", str(len(marker.encode())), "9000", "120", "42 4096",
-         *ROOTS],
+         "-", *ROOTS],
         ["rm_podman", "1", "1", "frank-archon"],
     ]
     (anchor,) = [line for line in command.split("\n") if line.startswith("rm_anchor=")]
