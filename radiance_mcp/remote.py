@@ -18,7 +18,10 @@ cannot guess, so no log line can pass for a control line)::
     <line number>:<text>                a phrase line of that boot
     #<n> K <i> <skipped>                end of section i; keyword lines over MAX_LINE_BYTES skipped
     #<n> R <i> <first> <last>           the boot's first and last line numbers in the log
-    #<n> C <i> <inode> <offset> <line> <boot> <text>  the newest boot marker: the next read's anchor
+    #<n> C <i> <inode> <offset> <line> <boot> <base> <text>  the newest boot marker: the next read's
+                                        anchor (base: '-', or the offset its line and boot count from)
+    #<n> O <i> <offset> <n>             the boot's lines count from 1 at the line at offset (those
+                                        before were not counted); it is the n-th boot from the end
     #<n> T <i>                          the lines continue the boot the last read cut (files)
     #<n> U <i> <offset> <line> <cksum>  where this read of the newest boot stopped: the next one goes on
     #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
@@ -233,9 +236,9 @@ END {
   tot = bi + cnt
   p = (k > 0) ? k : tot + 1 + k
   if (nm && marks && !nocp && length(T[M[nm]]) <= 4096)
-    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, MO[nm], N[M[nm]], tot, T[M[nm]]
+    printf "#%s C %s %s %.0f %.0f %.0f %s %s\n", nn, i, ino, MO[nm], N[M[nm]], tot, cb, T[M[nm]]
   else if (cont)
-    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, c_off, first0, tot, ENVIRON["rm_anchor"]
+    printf "#%s C %s %s %.0f %.0f %.0f %s %s\n", nn, i, ino, c_off, first0, tot, cb, ENVIRON["rm_anchor"]
   if (p < 1 || p > tot) {
     if (!marks) printf "#%s X %s range %.0f\n", nn, i, tot
     summary(sprintf("range %.0f %.0f", tot, p)); exit
@@ -268,7 +271,7 @@ _MARKS_AWK = r"""
   m++; L[m] = ln; O[m] = off; last = t }
 END {
   if (m == 0) { print "none"; exit }
-  if (length(last) <= 4096) printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, O[m], L[m], m, last > "/dev/fd/4"
+  if (length(last) <= 4096) printf "#%s C %s %s %.0f %.0f %.0f - %s\n", nn, i, ino, O[m], L[m], m, last > "/dev/fd/4"
   p = (k > 0) ? k : m + 1 + k
   if (p < 1 || p > m) { printf "range %.0f\n", m; exit }
   printf "ok %.0f %.0f %.0f %.0f %.0f %.0f\n", m, p, O[p], L[p], (p < m ? O[p + 1] : s), (p < m ? L[p + 1] : -1)
@@ -345,7 +348,7 @@ rm_back_awk='{_BACK_AWK}'
 rm_last_awk='{_LAST_AWK}'
 rm_cut() {{
   rm_anchor="$rm_anchor" awk -v kws={_AWK_KEYWORDS} -v mk="$rm_mk" -v max={MAX_LINE_BYTES} -v nn="$rm_n" \\
-    -v i="$i" -v k="$k" -v ino="$ino" "$@" "$rm_cut_awk" 3>&1 1>&4
+    -v i="$i" -v k="$k" -v ino="$ino" -v cb="$rm_cb" "$@" "$rm_cut_awk" 3>&1 1>&4
 }}
 # How many lines the bytes [$1, $2) hold ($1 a line start, $2 > $1): the newlines before the
 # last byte, plus the last line, ended by a newline or not.
@@ -413,7 +416,7 @@ rm_last() {{
       *) rm_ctl X "$i" failed; return 0 ;;
     esac
   done
-  M=$2 E=$3
+  M=$2 E=$3 rm_cb=-
   # nocp=0 for the newest boot: its marker is the next read's anchor.
   cp=$((need > 1))
   if [ "$M" -le "$rm_cmax" ]; then
@@ -423,6 +426,7 @@ rm_last() {{
     rm_range "$M" "$E" "$L" "$b" $((b + need - 1)) -1 "$cp"
   else
     rm_ctl O "$i" "$M" "$need"
+    rm_cb=$M
     rm_range "$M" "$E" 1 1 1 -1 "$cp"
   fi
 }}
@@ -433,6 +437,8 @@ rm_last() {{
 rm_file() {{
   i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${{10}} t_sum=${{11}} c_base=${{12}}
   shift 12
+  # The numbering the cutter's C line states: the file's own ('-') unless set below.
+  rm_cb=-
   rm_ctl S "$i"
   rm_real "$f" "$@" || return
   # One ls gives the inode (is it still the same file?) and the size the read stops at.
@@ -444,7 +450,7 @@ rm_file() {{
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
   # (An anchor whose lines count from it serves only boots counted from the end.)
   if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ] && {{ [ "$c_base" = - ] || [ "$k" -lt 0 ]; }}; then
-    a_off=$c_off a_line=$c_line
+    a_off=$c_off a_line=$c_line rm_cb=$c_base
     t_w=0
     if [ "$t_off" != - ]; then t_w=$((t_off > 4096 ? 4096 : t_off)); fi
     if [ "$t_off" != - ] && [ "$t_off" -le "$s" ] &&
@@ -617,7 +623,7 @@ def _tail_words(checkpoint: Checkpoint) -> list[str]:
     return [str(checkpoint.tail_offset), str(checkpoint.tail_line), checkpoint.tail_cksum]
 
 
-_CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (.+)")
+_CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (-|\d+) (.+)")
 _TAIL_FIELDS = re.compile(r"(\d+) (\d+) (\d+ \d+)")
 
 
@@ -683,9 +689,10 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
                 # plain digits, and a marker line that is quoted there and compared, never run.
                 found = _CHECKPOINT_FIELDS.fullmatch(rest)
                 if found:
-                    inode, offset, line, boot, marker = found.groups()
+                    inode, offset, line, boot, base, marker = found.groups()
                     if BOOT_MARKER in marker and "\x00" not in marker and "\ufffd" not in marker:
-                        section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), marker)
+                        section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), marker,
+                                                        base=None if base == "-" else int(base))
         elif current is not None:
             number, sep, body = text.partition(":")
             if sep and number.isdigit():
@@ -1145,8 +1152,6 @@ class SSHPool:
             if section.error:
                 self.checkpoints.pop(key, None)
             return
-        if section.base is not None:
-            anchor = replace(anchor, base=section.base[0])
         same_anchor = previous is not None and (
             previous.inode, previous.offset, previous.line, previous.boot, previous.text, previous.base) == (
             anchor.inode, anchor.offset, anchor.line, anchor.boot, anchor.text, anchor.base)
