@@ -449,7 +449,8 @@ rm_file() {{
   # The anchor: the newest boot marker the last read found. If its line is still there, byte
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
   # (An anchor whose lines count from it serves only boots counted from the end.)
-  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ] && {{ [ "$c_base" = - ] || [ "$k" -lt 0 ]; }}; then
+  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ] &&
+     {{ [ "$c_base" = - ] || [ "$k" -lt 0 ]; }}; then
     a_off=$c_off a_line=$c_line rm_cb=$c_base
     t_w=0
     if [ "$t_off" != - ]; then t_w=$((t_off > 4096 ? 4096 : t_off)); fi

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from remote_hosts import FILLER, LoopbackHost, ledger, older_boot
+from remote_hosts import FILLER, LoopbackHost, older_boot
 
 from radiance_mcp.ledger import Boot, read_text
 from radiance_mcp.remote import Limits, SSHPool
