@@ -566,7 +566,7 @@ class CutBoot:
     """One boot as the host cut it out: its phrase lines, numbered as in the log."""
 
     index: int
-    boots_seen: int
+    boots_seen: int | None
     lines: tuple[Line, ...]
     skipped_long_lines: int
     first_line: int
