@@ -642,6 +642,8 @@ class _Section:
     tail: tuple[int, int, str] | None = None
     base: tuple[int, int] | None = None
     """(offset, n): line numbers count from the line at offset; the boot is the n-th from the end."""
+    failure: str = ""
+    """Set when the answer cannot be used (the message)."""
 
 
 def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section], bool]:
@@ -704,6 +706,8 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
 def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
     """The section's boot, or the error its code names (input, rule and remedy)."""
     label = request.label
+    if section.failure:
+        raise RemoteError(section.failure)
     if section.error:
         code, *args = section.error
         _refuse_file(code, label, request.roots, host)
@@ -1072,6 +1076,24 @@ class Transfer:
     """File reads that went on from where the last read stopped (only the bytes since)."""
 
 
+_ReadKey = tuple[SSHTarget, str, str, int, tuple[str, ...]]
+"""What makes two log reads the same read: host entry, kind, path or container, boot, roots."""
+
+MAX_BATCH = 32
+"""Logs read in one command at most: each costs its own section of the answer and of the time limit."""
+
+
+@dataclass(eq=False)
+class _Batch:
+    """Log reads of one host entry that go to the host as one command."""
+
+    target: SSHTarget
+    requests: list[LogRequest] = field(default_factory=list)
+    keys: list[_ReadKey] = field(default_factory=list)
+    task: asyncio.Task[list[_Section]] = field(init=False)
+    waiters: int = 0
+
+
 MAX_CHECKPOINTS = 256
 """Logs whose last read is remembered (a few KiB each); the least recently read go first."""
 
@@ -1085,11 +1107,66 @@ class SSHPool:
         self.transfer = Transfer()
         self._entries: dict[SSHTarget, _Entry] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: dict[SSHTarget, _Batch] = {}
+        """Per host entry, the batch that calls of this loop turn join (its command not yet sent)."""
+        self._inflight: dict[_ReadKey, tuple[_Batch, int]] = {}
+        """Each read waiting or running, and where its answer will be."""
 
     # -- public ------------------------------------------------------------------------
 
     async def read_logs(self, target: SSHTarget, requests: Sequence[LogRequest]) -> list[CutBoot]:
-        """Cut the requested boot of each log on the host, all in one command."""
+        """Cut the requested boot of each log on the host, in one command with the host's other reads.
+
+        Fan-out: the reads of every call that reaches here in the same turn of the event loop
+        (many services read at once, say) go to the host as ONE command, at most MAX_BATCH
+        logs; a read identical to one already waiting or running (same log or container, boot
+        and roots) is not sent again, it shares that read's answer. The command is stopped
+        only when every call waiting on it is cancelled.
+        """
+        places = [self._enlist(target, request) for request in requests]
+        batches = list(dict.fromkeys(batch for batch, _ in places))
+        for batch in batches:
+            batch.waiters += 1
+        try:
+            answers = {id(batch): await asyncio.shield(batch.task) for batch in batches}
+        finally:
+            for batch in batches:
+                batch.waiters -= 1
+                if batch.waiters == 0 and not batch.task.done():
+                    batch.task.cancel()  # no call waits for it any more: stop the command
+        return [section_boot(answers[id(batch)][position], request, target.name)
+                for (batch, position), request in zip(places, requests, strict=True)]
+
+    def _enlist(self, target: SSHTarget, request: LogRequest) -> tuple[_Batch, int]:
+        """The batch (and place in it) that will answer this read: a running or waiting identical one, or new."""
+        self._bind_loop()
+        key = (target, request.kind, request.name, request.boot, request.roots)
+        found = self._inflight.get(key)
+        if found is not None:
+            return found
+        batch = self._pending.get(target)
+        if batch is None or len(batch.requests) >= MAX_BATCH:
+            batch = _Batch(target)
+            self._pending[target] = batch
+            batch.task = asyncio.get_running_loop().create_task(self._run_batch(batch))
+        batch.requests.append(request)
+        batch.keys.append(key)
+        self._inflight[key] = (batch, len(batch.requests) - 1)
+        return self._inflight[key]
+
+    async def _run_batch(self, batch: _Batch) -> list[_Section]:
+        await asyncio.sleep(0)  # the calls started in this turn of the loop join the batch first
+        if self._pending.get(batch.target) is batch:
+            del self._pending[batch.target]
+        try:
+            return await self._read_sections(batch.target, batch.requests)
+        finally:
+            for key in batch.keys:
+                if self._inflight.get(key, (None, 0))[0] is batch:
+                    del self._inflight[key]
+
+    async def _read_sections(self, target: SSHTarget, requests: Sequence[LogRequest]) -> list[_Section]:
+        """One command for the requests; each section with the lines the last read kept put back."""
         nonce = secrets.token_hex(16)
         resumes = [self.checkpoints.get((target, r.name)) if r.kind == "file" else None for r in requests]
         command = build_command(requests, nonce=nonce, checkpoints=resumes,
@@ -1099,20 +1176,19 @@ class SSHPool:
         output = await self.run(target, command, what=what)
         sections, finished = parse_output(output, nonce=nonce, count=len(requests))
         _check_finished(output, finished, target, what)
-        boots = []
         for request, section, previous in zip(requests, sections, resumes, strict=True):
             if section.continued:
                 # The host read only what was added since the last read: put the known lines first.
                 if previous is None or previous.tail_line is None:
-                    raise RemoteError(f"{request.label}: host {target.name} went on from a read this server "
-                                      "did not make; try again")
+                    section.failure = (f"{request.label}: host {target.name} went on from a read this server "
+                                       "did not make; try again")
+                    continue
                 self.transfer.continued += 1
                 section.lines[:0] = previous.lines
                 section.skipped = None if section.skipped is None else section.skipped + previous.skipped
             if request.kind == "file":
                 self._remember((target, request.name), section, previous)
-            boots.append(section_boot(section, request, target.name))
-        return boots
+        return sections
 
     async def read_files(self, target: SSHTarget, requests: Sequence[FileRequest], *,
                          cap_bytes: int) -> list[RemoteText | None]:
@@ -1222,12 +1298,17 @@ class SSHPool:
 
     # -- connections --------------------------------------------------------------------
 
-    def _entry(self, target: SSHTarget) -> _Entry:
+    def _bind_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            # Connections belong to the loop that made them (the CLI runs one loop per call).
+            # Connections and reads belong to the loop that made them (the CLI runs one loop per call).
             self._entries.clear()
+            self._pending.clear()
+            self._inflight.clear()
             self._loop = loop
+
+    def _entry(self, target: SSHTarget) -> _Entry:
+        self._bind_loop()
         entry = self._entries.get(target)
         if entry is None:
             entry = _Entry(slots=asyncio.Semaphore(self.limits.channels_per_host))
