@@ -290,18 +290,19 @@ END {
 }
 """
 
-# Markers in a window at the end of the file, [st, s): "offset:text" lines in (grep -b), the need-th
-# marker from the end out, as "ok <its offset> <the next marker's offset, or s> <markers in the window>";
-# "all <n>" when the window is the whole file and holds fewer; else "more" (a bigger window).
+# Markers in one chunk of the search back from the end (rm_last): "offset:text" lines in (grep -b
+# on the bytes from st); the markers whose lines start in (st, hi] (or [0, hi] when st = 0) are new.
+# With have markers found after hi, the oldest at nx: "ok <offset> <next marker's offset, or s>" for
+# the need-th from the end; "all <n>" when the file start is reached with fewer; else
+# "more <markers found> <the oldest one's offset>".
 _LAST_AWK = r"""
-{ c = index($0, ":"); o = substr($0, 1, c - 1) + 0
-  # A hit at the first byte of a window may be the tail of a longer line: the next window has its start.
-  if (st > 0 && o == 0) next
-  n++; O[n] = o + st }
+{ c = index($0, ":"); o = substr($0, 1, c - 1) + st
+  if ((o > st || st == 0) && o <= hi) { n++; O[n] = o } }
 END {
-  if (n >= need) { j = n - need + 1; printf "ok %.0f %.0f %.0f\n", O[j], (need > 1 ? O[j + 1] : s), n; exit }
-  if (st == 0) { printf "all %.0f\n", n; exit }
-  print "more"
+  O[n + 1] = nx
+  if (have + n >= need) { j = n - (need - have) + 1; printf "ok %.0f %.0f\n", O[j], O[j + 1]; exit }
+  if (st == 0) { printf "all %.0f\n", have + n; exit }
+  printf "more %.0f %.0f\n", have + n, (n ? O[1] : nx)
 }
 """
 
@@ -371,15 +372,17 @@ rm_back() {{
     w=$((w * 8))
   done
 }}
-# The phrase lines of boot $4 (of $5), the bytes [$1, $2) from its marker on line $3; $6 the next
-# marker's line or -1; $7 0 if the cutter is to send the boot's marker as the next read's anchor.
+# The phrase lines of boot $4 (of $5), the bytes [$1, $2) from its marker on line $3; $6 0 if the
+# cutter is to send the boot's marker as the next read's anchor. A line of the nonce follows the
+# bytes (glued to the last line if that has no newline): its number gives the boot's last line,
+# so its lines are counted in the same pass (the cutter sends the R line).
 rm_range() {{
-  rm_sum=$(tail -c +$(($1 + 1)) < "$r" | head -c $(($2 - $1)) | rm_kw -b |
-    rm_cut -v withoff=1 -v lim="$2" -v bo="$1" -v bl=$(($3 - 1)) -v bi=$(($4 - 1)) -v k="$4" -v seen="$5" \\
-      -v marks=1 -v nocp="${{7-1}}")
-  if [ "$6" -gt 0 ]; then last=$(($6 - 1)); else last=$(($3 - 1 + $(rm_lines "$1" "$2"))); fi
-  rm_ctl R "$i" "$3" "$last"
-  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ]; then rm_tail "$last"; fi
+  rm_sum=$({{ tail -c +$(($1 + 1)) < "$r" | head -c $(($2 - $1)); printf '#%s P 0\\n' "$rm_n"; }} |
+    rm_kw -b -e "#$rm_n P " |
+    rm_cut -v withoff=1 -v lim=$(($2 + 1)) -v bo="$1" -v bl=$(($3 - 1)) -v bi=$(($4 - 1)) -v k="$4" -v seen="$5" \\
+      -v marks=1 -v nocp="${{6-1}}" -v sent="#$rm_n P ")
+  set -- "$1" "$2" "$3" "$4" "$5" "${{6-1}}" $rm_sum
+  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ] && [ "${{7-}}" = ok ]; then rm_tail "${{11}}"; fi
 }}
 # The next read's start: the start of the last line (s - 1 ends it: s; else a window back finds
 # it), with the checksum of the 4 KiB before it, which the next read checks are unchanged.
@@ -395,24 +398,27 @@ rm_tail() {{
     rm_ctl U "$i" "$u" "$ul" "$(tail -c +$((u - uw + 1)) < "$r" | head -c "$uw" | cksum)"
   fi
 }}
-# Boot -$1 (1: the newest) found from the end of the file: windows of 1 MiB, 8 MiB, 64 MiB, ... back
-# from byte s (the size when the read began) until one holds $1 markers. Each window is read whole
-# again (tail -c +start | head -c: the bytes [st, s), whatever is appended meanwhile), so a boot
-# of B bytes costs under 8 B of grep plus the cut of its own bytes; the file before it is not read.
+# Boot -$1 (1: the newest) found from the end of the file: chunks of 1 MiB, 2 MiB, 4 MiB, ... back
+# from byte s (the size when the read began), each grepped for markers, until $1 are found. A chunk
+# [st, hi) runs on past hi by the longest line a marker may be on (rm_ov bytes), so a marker line
+# that starts in it is seen whole even when the marker itself lies past hi; only line starts in
+# (st, hi] count (the chunk's first line may be the tail of a longer one, unless st = 0). A boot of
+# B bytes costs under 2 B of grep plus the cut of its own bytes; the file before it is not read.
 # The lines before the boot are counted (exact line numbers and boot index) only when they are
 # at most rm_cmax bytes; past that the boot's lines count from 1 at its marker, whose byte offset
 # an O line gives, and the index is -$1. Fails (status 1) when the file holds no marker at all.
 rm_last() {{
-  need=$1 w=1048576
+  need=$1 w=1048576 hi=$s have=0 nx=$s
   while :; do
-    if [ "$w" -gt "$s" ]; then w=$s; fi
-    st=$((s - w))
-    set -- $(tail -c +$((st + 1)) < "$r" | head -c "$w" | grep -a -b -F -e "$rm_mk" |
-      awk -v st="$st" -v need="$need" -v s="$s" "$rm_last_awk")
+    st=$((hi > w ? hi - w : 0))
+    en=$((hi + rm_ov < s ? hi + rm_ov : s))
+    # have: markers found after hi so far; nx: the oldest of them (or s).
+    set -- $(tail -c +$((st + 1)) < "$r" | head -c $((en - st)) | grep -a -b -F -e "$rm_mk" |
+      awk -v st="$st" -v hi="$hi" -v have="$have" -v need="$need" -v nx="$nx" "$rm_last_awk")
     case ${{1-}} in
       ok) break ;;
       all) if [ "$2" -eq 0 ]; then return 1; fi; rm_ctl X "$i" range "$2"; return 0 ;;
-      more) w=$((w * 8)) ;;
+      more) have=$2 nx=$3 hi=$st w=$((w * 2)) ;;
       *) rm_ctl X "$i" failed; return 0 ;;
     esac
   done
@@ -423,11 +429,11 @@ rm_last() {{
     # [0, M) ends with a newline (M starts a line): wc -l counts the lines before the boot.
     L=$(($(head -c "$M" < "$r" | wc -l) + 1))
     b=$(($(head -c "$M" < "$r" | grep -c -a -F -e "$rm_mk") + 1))
-    rm_range "$M" "$E" "$L" "$b" $((b + need - 1)) -1 "$cp"
+    rm_range "$M" "$E" "$L" "$b" $((b + need - 1)) "$cp"
   else
     rm_ctl O "$i" "$M" "$need"
     rm_cb=$M
-    rm_range "$M" "$E" 1 1 1 -1 "$cp"
+    rm_range "$M" "$E" 1 1 1 "$cp"
   fi
 }}
 # Section $1: boot $2 of file $3 (its real path under the roots ${{13}}...), from the last read's
@@ -478,7 +484,7 @@ rm_file() {{
       back)
         # A boot before the anchor: a window back from it when it is near, else the plain pass.
         if [ "$3" -gt $((c_idx / 2)) ] && rm_back $((c_idx - $3)); then
-          rm_range "$M" "$E" "$L" "$3" "$2" -1
+          rm_range "$M" "$E" "$L" "$3" "$2"
           if [ "$c_base" != - ]; then rm_ctl O "$i" "$c_base" $((-k)); fi
           return
         fi ;;
@@ -492,7 +498,7 @@ rm_file() {{
     set -- $(grep -a -n -b -F -e "$rm_mk" < "$r" |
       awk -v k="$k" -v s="$s" -v nn="$rm_n" -v i="$i" -v ino="$ino" "$rm_marks_awk")
     case ${{1-}} in
-      ok) rm_range "$4" "$6" "$5" "$3" "$2" "$7"; return ;;
+      ok) rm_range "$4" "$6" "$5" "$3" "$2"; return ;;
       range) rm_ctl X "$i" range "$2"; return ;;
     esac
   fi
@@ -593,6 +599,7 @@ def build_command(
         f"rm_n={nonce}",
         f"rm_mk={q(BOOT_MARKER)}",
         f"rm_cmax={int(count_before_bytes)}",
+        f"rm_ov={MAX_LINE_BYTES + 1}",
         # A hung `podman logs` is killed on the host too, so no stuck process stays behind.
         f"if command -v timeout > /dev/null 2>&1; then rm_t='timeout -s KILL {kill_after_s}'; else rm_t=; fi",
     ]
