@@ -205,11 +205,12 @@ def seed_script(log: Path) -> str:
 
 
 def tac_script(log: Path) -> str:
-    """A correct read by hand: the file backwards, its phrase lines up to the newest boot marker, in order."""
-    keywords = "|".join(KEYWORDS)
-    program = ('BEGIN { n = split(k, K, "|") } { for (j = 1; j <= n; j++) if (index($0, K[j])) { print; break } } '
-               '/radiance boot/ { exit }')
-    return f"tac {shlex.quote(str(log))} | awk -v k={shlex.quote(keywords)} {shlex.quote(program)} | tac\n"
+    """A correct read by hand, as issue 15 wrote it: the file backwards through one awk regex of the
+    phrase keywords, up to the newest boot marker, then back in order."""
+    special = set(".[]()*+?{}|^$\\/")
+    pattern = "|".join("".join(f"[{c}]" if c in special else c for c in k) for k in KEYWORDS)
+    program = f"/radiance boot/ {{ print; exit }} /{pattern}/ {{ print }}"
+    return f"tac {shlex.quote(str(log))} | awk {shlex.quote(program)} | tac\n"
 
 
 async def run_seed(sshd: Sshd, port: int, script: str) -> str:
@@ -357,12 +358,11 @@ async def main() -> None:
                     runtime = tools.Runtime(many)
                     if label == "warm":
                         await asyncio.gather(*(tools.read_budget_table(runtime, s) for s in services))
-                    pool = runtime.extras["ssh_pool"]
-                    before = pool.transfer.commands
+                    before = runtime.extras["ssh_pool"].transfer.commands if label == "warm" else 0
                     elapsed, results = await timed(
                         lambda: asyncio.gather(*(tools.read_budget_table(runtime, s) for s in services))  # noqa: B023
                     )
-                    commands[label] = pool.transfer.commands - before
+                    commands[label] = runtime.extras["ssh_pool"].transfer.commands - before
                     await close(runtime)
                     assert all(r.cards[0].pair_mib == 29_120 for r in results)
                     all_s[label].append(elapsed)

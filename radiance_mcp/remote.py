@@ -24,6 +24,7 @@ cannot guess, so no log line can pass for a control line)::
                                         before were not counted); it is the n-th boot from the end
     #<n> T <i>                          the lines continue the boot the last read cut (files)
     #<n> U <i> <offset> <line> <cksum>  where this read of the newest boot stopped: the next one goes on
+    #<n> N <i>                          nothing was added since that stop: the last read's answer stands
     #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
     #<n> E <i> <text>                   podman's last error line, for the message
     #<n> Z                              the command ran to its end
@@ -464,6 +465,8 @@ rm_file() {{
        [ "$(tail -c +$((c_off + 1)) < "$r" | head -c "$c_len")" = "$rm_anchor" ] &&
        [ "$(tail -c +$((t_off - t_w + 1)) < "$r" | head -c "$t_w" | cksum)" = "$t_sum" ]; then
       # The anchor and the bytes before t_off are as the last read left them: only what follows is new.
+      # Nothing follows, and the newest boot is asked for: the last answer stands (an N line).
+      if [ "$t_off" -eq "$s" ] && [ "$k" -eq -1 ]; then rm_ctl N "$i"; return; fi
       set -- $(tail -c +$((t_off + 1)) < "$r" | rm_kw -b | rm_cut -v withoff=1 -v lim="$s" -v bo="$t_off" \\
         -v bl=$((t_line - 1)) -v bi=$((c_idx - 1)) -v marks=1 -v cont=1 -v first0="$c_line" -v c_off="$c_off")
     else
@@ -651,6 +654,7 @@ class _Section:
     """(offset, n): line numbers count from the line at offset; the boot is the n-th from the end."""
     failure: str = ""
     """Set when the answer cannot be used (the message)."""
+    unchanged: bool = False
 
 
 def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section], bool]:
@@ -678,6 +682,8 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
                 section.skipped = int(rest or 0)
             elif kind == "T":
                 section.continued = True
+            elif kind == "N":
+                section.unchanged = True
             elif kind == "O":
                 offset, _, need = rest.partition(" ")
                 if offset.isdigit() and need.isdigit():  # digits only: the offset goes back into the next command
@@ -1184,6 +1190,15 @@ class SSHPool:
         sections, finished = parse_output(output, nonce=nonce, count=len(requests))
         _check_finished(output, finished, target, what)
         for request, section, previous in zip(requests, sections, resumes, strict=True):
+            if section.unchanged and previous is not None and previous.tail_line is not None:
+                # Nothing added since the last read of the newest boot: its answer again.
+                self.transfer.continued += 1
+                section.lines, section.skipped = list(previous.lines), previous.skipped
+                section.index = section.boots_seen = previous.boot
+                section.span = (previous.line, previous.tail_line - 1)
+                if previous.base is not None:
+                    section.base = (previous.base, 1)
+                continue
             if section.continued:
                 # The host read only what was added since the last read: put the known lines first.
                 if previous is None or previous.tail_line is None:

@@ -141,3 +141,20 @@ async def test_line_ends(ssh_host: LoopbackHost, pool: SSHPool, uncounting: SSHP
     for reader in (pool, uncounting):
         for boot in (-1, -2, 1):
             agrees(await source_for(ssh_host, reader, text).read(boot), text, boot)
+
+
+async def test_an_unchanged_file_gives_the_last_answer_again(ssh_host: LoopbackHost, pool: SSHPool,
+                                                             uncounting: SSHPool, example_text: str) -> None:
+    """Nothing appended since the last read of the newest boot: the host sends one line, the boot is the same."""
+    text = big_old_boots(example_text, 3, 1.2)
+    for reader in (pool, uncounting):
+        source = source_for(ssh_host, reader, text)
+        first = await source.read()
+        received = reader.transfer.received_bytes
+        again = await source.read()
+        assert again == first
+        agrees(again, text, -1)
+        assert reader.transfer.received_bytes - received < 200  # the N line, not the boot's lines
+        # One byte more, and the read goes on from where the last one stopped.
+        Path(source.path).write_text(text + "I serving on 0.0.0.0:8001\n")
+        agrees(await source.read(), text + "I serving on 0.0.0.0:8001\n", -1)
