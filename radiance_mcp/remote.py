@@ -98,6 +98,8 @@ class Limits:
     count_before_bytes: int = 16 * 1024 * 1024
     """A boot counted from the end gets exact line numbers and its index when the bytes before it are
     at most this many (counting them costs a pass over them); past that its lines count from its marker."""
+    small_file_bytes: int = 1024 * 1024
+    """A log file this small is cut in one pass on every read (no checkpoint: checking one costs more)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -399,6 +401,13 @@ rm_tail() {{
     rm_ctl U "$i" "$u" "$ul" "$(tail -c +$((u - uw + 1)) < "$r" | head -c "$uw" | cksum)"
   fi
 }}
+# The whole file, [0, s), in one pass: the cutter finds its boots by the rules of ledger._boot_starts
+# (markers, else runs of echoed flags, else one boot); the nonce line after the bytes gives the last
+# line's number.
+rm_whole() {{
+  rm_sum=$({{ head -c "$s" < "$r"; printf '#%s P 0\\n' "$rm_n"; }} | rm_kw -b -e "#$rm_n P " |
+    rm_cut -v withoff=1 -v lim=$((s + 1)) -v marks=0 -v sent="#$rm_n P ")
+}}
 # Boot -$1 (1: the newest) found from the end of the file: chunks of 1 MiB, 2 MiB, 4 MiB, ... back
 # from byte s (the size when the read began), each grepped for markers, until $1 are found. A chunk
 # [st, hi) runs on past hi by the longest line a marker may be on (rm_ov bytes), so a marker line
@@ -453,6 +462,8 @@ rm_file() {{
   if [ -z "${{6-}}" ]; then rm_ctl X "$i" unreadable; return; fi
   ino=$1 s=$6
   if [ "$s" -eq 0 ]; then rm_ctl X "$i" empty; return; fi
+  # A small file is cut in one pass, whatever the last read left: fewer processes than checking it.
+  if [ "$s" -le "$rm_small" ]; then rm_whole; return; fi
   # The anchor: the newest boot marker the last read found. If its line is still there, byte
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
   # (An anchor whose lines count from it serves only boots counted from the end.)
@@ -506,8 +517,7 @@ rm_file() {{
     esac
   fi
   # No boot marker in the file: boots start at runs of echoed flags (ledger._boot_starts).
-  t=$(rm_lines 0 "$s")
-  rm_sum=$(rm_kw -b < "$r" | rm_cut -v withoff=1 -v lim="$s" -v total="$t" -v marks=0)
+  rm_whole
 }}
 rm_podman() {{
   i=$1 k=$2 c=$3 ino=-
@@ -590,7 +600,7 @@ class CutBoot:
 
 def build_command(
     requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float,
-    count_before_bytes: int = Limits.count_before_bytes,
+    count_before_bytes: int = Limits.count_before_bytes, small_file_bytes: int = Limits.small_file_bytes,
 ) -> str:
     """The whole command: the fixed program, then one quoted call per request."""
     if not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
@@ -603,6 +613,7 @@ def build_command(
         f"rm_mk={q(BOOT_MARKER)}",
         f"rm_cmax={int(count_before_bytes)}",
         f"rm_ov={MAX_LINE_BYTES + 1}",
+        f"rm_small={int(small_file_bytes)}",
         # A hung `podman logs` is killed on the host too, so no stuck process stays behind.
         f"if command -v timeout > /dev/null 2>&1; then rm_t='timeout -s KILL {kill_after_s}'; else rm_t=; fi",
     ]
@@ -1184,7 +1195,8 @@ class SSHPool:
         resumes = [self.checkpoints.get((target, r.name)) if r.kind == "file" else None for r in requests]
         command = build_command(requests, nonce=nonce, checkpoints=resumes,
                                 timeout_s=self.limits.command_timeout_s,
-                                count_before_bytes=self.limits.count_before_bytes)
+                                count_before_bytes=self.limits.count_before_bytes,
+                                small_file_bytes=self.limits.small_file_bytes)
         what = ", ".join(r.label for r in requests)
         output = await self.run(target, command, what=what)
         sections, finished = parse_output(output, nonce=nonce, count=len(requests))

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from remote_hosts import FILLER, LoopbackHost, older_boot
+from remote_hosts import FILLER, LoopbackHost, ledger, older_boot
 
+from radiance_mcp.errors import LedgerError
 from radiance_mcp.ledger import Boot, read_text
 from radiance_mcp.remote import Limits, SSHPool
 from radiance_mcp.sources import RemoteFileSource
@@ -24,7 +25,7 @@ MIB = 1024 * 1024
 @pytest.fixture
 async def uncounting() -> AsyncIterator[SSHPool]:
     """A pool that never counts the lines before a boot found from the end."""
-    ssh = SSHPool(Limits(connect_timeout_s=10, command_timeout_s=30, count_before_bytes=0))
+    ssh = SSHPool(Limits(connect_timeout_s=10, command_timeout_s=30, count_before_bytes=0, small_file_bytes=0))
     yield ssh
     await ssh.close()
 
@@ -158,3 +159,44 @@ async def test_an_unchanged_file_gives_the_last_answer_again(ssh_host: LoopbackH
         # One byte more, and the read goes on from where the last one stopped.
         Path(source.path).write_text(text + "I serving on 0.0.0.0:8001\n")
         agrees(await source.read(), text + "I serving on 0.0.0.0:8001\n", -1)
+
+
+@pytest.fixture
+async def default_pool() -> AsyncIterator[SSHPool]:
+    """The default limits: a log of at most 1 MiB is cut in one pass on every read."""
+    ssh = SSHPool()
+    yield ssh
+    await ssh.close()
+
+
+def shapes(example: str) -> dict[str, str]:
+    lines = example.splitlines()
+    return {
+        "three boots": ledger(example, boots=3),
+        "no markers, runs of flags": "".join(line for line in ledger(example, boots=2).splitlines(keepends=True)
+                                             if "radiance boot" not in line),
+        "decorated, CRLF, an overlong line": "\n".join(
+            [*(f"2026-10-13T12:00:{i:02d}Z \x1b[32m{line}\x1b[0m\r" for i, line in enumerate(lines[:12])),
+             "I claimable " + "9" * 70_000 + " GiB", *lines[12:]]) + "\n",
+        "no newline at the end": ledger(example, boots=2) + "I serving on 0.0.0.0:8001",
+    }
+
+
+@pytest.mark.parametrize("shape", ["three boots", "no markers, runs of flags", "decorated, CRLF, an overlong line",
+                                   "no newline at the end"])
+async def test_a_small_file_is_cut_in_one_pass(ssh_host: LoopbackHost, default_pool: SSHPool, example_text: str,
+                                               shape: str) -> None:
+    text = shapes(example_text)[shape]
+    source = source_for(ssh_host, default_pool, text)
+    count = read_text(text, source="x").boots_seen or 1
+    for boot in (-1, 1, -count, count, -2 if count > 1 else -1, -1):
+        agrees(await source.read(boot), text, boot)
+    with pytest.raises(LedgerError) as local:
+        read_text(text, source=source.label, boot=count + 1)
+    with pytest.raises(LedgerError) as remote:
+        await source.read(-count - 1)
+    assert str(remote.value) == str(local.value).replace(f"boot={count + 1}", f"boot={-count - 1}")
+    assert default_pool.transfer.continued == 0  # no checkpoint kept, none needed
+    text += older_boot(example_text)
+    Path(source.path).write_text(text)
+    agrees(await source.read(), text, -1)
