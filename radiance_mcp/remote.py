@@ -1103,8 +1103,10 @@ class Transfer:
 _ReadKey = tuple[SSHTarget, str, str, int, tuple[str, ...]]
 """What makes two log reads the same read: host entry, kind, path or container, boot, roots."""
 
-MAX_BATCH = 32
-"""Logs read in one command at most: each costs its own section of the answer and of the time limit."""
+MAX_BATCH = 4
+"""Logs read in one command at most. The host runs a command's reads one after the other; more logs
+go as further commands on the same connection, which the host runs side by side (at most
+Limits.channels_per_host at once)."""
 
 
 @dataclass(eq=False)
@@ -1142,10 +1144,11 @@ class SSHPool:
         """Cut the requested boot of each log on the host, in one command with the host's other reads.
 
         Fan-out: the reads of every call that reaches here in the same turn of the event loop
-        (many services read at once, say) go to the host as ONE command, at most MAX_BATCH
-        logs; a read identical to one already waiting or running (same log or container, boot
-        and roots) is not sent again, it shares that read's answer. The command is stopped
-        only when every call waiting on it is cancelled.
+        (many services read at once, say) go to the host together, MAX_BATCH logs per command,
+        the commands side by side on the one connection; a read identical to one already
+        waiting or running (same log or container, boot and roots) is not sent again, it shares
+        that read's answer (so it may miss lines written after that read began). A command is
+        stopped only when every call waiting on it is cancelled.
         """
         places = [self._enlist(target, request) for request in requests]
         batches = list(dict.fromkeys(batch for batch, _ in places))
