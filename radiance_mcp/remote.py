@@ -10,7 +10,19 @@ the fixed POSIX sh program ``_PROGRAM`` below plus one call line per log; every 
 validated first and then ``shlex.quote``d, so no text an agent sends, and no text the host
 sends back, can become shell syntax. The program cuts the requested boot out on the host and sends back
 only the lines holding one of ``ledger.KEYWORDS``, numbered, so a 1 GiB log of 50 boots moves
-a few KiB. Output protocol (one line each; ``<n>`` is a per-call random nonce a log line
+a few KiB.
+
+How a file is read (rm_file), cheapest first:
+  * at most Limits.small_file_bytes: one pass over the whole file (rm_whole);
+  * a checkpoint of the last read (its newest boot marker, where it stopped) still holds: only
+    the bytes after it (rm_file; N when nothing was added, T when the lines go on);
+  * a boot counted from the end (-1, -2, ...): the marker is searched back from the end in
+    chunks of 1, 2, 4 MiB ... (rm_last), then only that boot is cut (rm_range). The lines before
+    it are counted only when they are at most Limits.count_before_bytes; else its lines count
+    from its marker's byte offset (O line), so the cost follows the boot, not the file;
+  * a boot counted from the start (1, 2, ...): one grep pass numbers every marker, then the boot.
+
+Output protocol (one line each; ``<n>`` is a per-call random nonce a log line
 cannot guess, so no log line can pass for a control line)::
 
     #<n> S <i>                          section i begins (one per log, in request order)
@@ -87,7 +99,8 @@ class Limits:
     connect_timeout_s: float = 10.0
     """TCP connect, key exchange and login, together."""
     command_timeout_s: float = 60.0
-    """One command (a ledger read, a file read; a cold read of a 1 GiB log takes about half a second).
+    """One command (a ledger read, a file read; a first read of the newest boot of a 1 GiB log takes about
+    0.2 s on the host, of boot=1 about half a second).
     Dry runs get their own limit per mode, plus this."""
     cap_bytes: int = 4 * 1024 * 1024
     """Output of one command (stdout + stderr); a boot's phrase lines are a few KiB."""
