@@ -48,6 +48,7 @@ keys are always verified against known_hosts; nothing here can turn that off.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import posixpath
@@ -1182,13 +1183,15 @@ class SSHPool:
         self._bind_loop()
         key = (target, request.kind, request.name, request.boot, request.roots)
         found = self._inflight.get(key)
-        if found is not None:
+        if found is not None and not found[0].task.done():
             return found
         batch = self._pending.get(target)
-        if batch is None or len(batch.requests) >= MAX_BATCH:
+        if batch is None or batch.task.done() or len(batch.requests) >= MAX_BATCH:
             batch = _Batch(target)
             self._pending[target] = batch
             batch.task = asyncio.get_running_loop().create_task(self._run_batch(batch))
+            # Forget the batch however it ends: answered, failed, or cancelled before it began.
+            batch.task.add_done_callback(functools.partial(self._forget, batch))
         batch.requests.append(request)
         batch.keys.append(key)
         self._inflight[key] = (batch, len(batch.requests) - 1)
@@ -1198,12 +1201,14 @@ class SSHPool:
         await asyncio.sleep(0)  # the calls started in this turn of the loop join the batch first
         if self._pending.get(batch.target) is batch:
             del self._pending[batch.target]
-        try:
-            return await self._read_sections(batch.target, batch.requests)
-        finally:
-            for key in batch.keys:
-                if self._inflight.get(key, (None, 0))[0] is batch:
-                    del self._inflight[key]
+        return await self._read_sections(batch.target, batch.requests)
+
+    def _forget(self, batch: _Batch, _task: object = None) -> None:
+        if self._pending.get(batch.target) is batch:
+            del self._pending[batch.target]
+        for key in batch.keys:
+            if self._inflight.get(key, (None, 0))[0] is batch:
+                del self._inflight[key]
 
     async def _read_sections(self, target: SSHTarget, requests: Sequence[LogRequest]) -> list[_Section]:
         """One command for the requests; each section with the lines the last read kept put back."""

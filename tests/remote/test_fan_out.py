@@ -82,12 +82,16 @@ async def test_a_cancelled_caller_does_not_cancel_the_shared_read(ssh_host: Loop
     local = read_text(text, source=source.label)
     assert [(h.key, h.line) for h in boot.hits] == [(h.key, h.line) for h in local.hits]
     assert pool.transfer.commands == 1
-    # Every caller cancelled: the read is dropped, and the next one runs afresh.
-    third = asyncio.create_task(source.read())
-    await asyncio.sleep(0)
-    third.cancel()
-    await asyncio.gather(third, return_exceptions=True)
-    assert (await source.read()).index == 3
+    # Every caller cancelled, before or after the read began: it is dropped, and the next runs afresh.
+    for turns in (0, 1, 2, 3):
+        third = asyncio.create_task(source.read())
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        third.cancel()
+        await asyncio.gather(third, return_exceptions=True)
+        assert third.cancelled()
+        assert (await source.read()).index == 3
+    assert not pool._inflight and not pool._pending  # nothing left waiting
 
 
 async def test_an_agent_reading_32_services_at_once_over_mcp(asyncssh_host: LoopbackHost, pool: SSHPool,
