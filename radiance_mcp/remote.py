@@ -213,6 +213,9 @@ _AWK_KEYWORDS = shlex.quote("|".join(KEYWORDS))
 # bl, bo, bi: line, byte and boot counts before the input's first line (a pass from an anchor);
 # the newest marker seen becomes the next read's anchor (a C line), unless nocp=1. With cont=1
 # the input continues boot bi+1 (from its marker at c_off, line first0) where the last read stopped.
+# sent: the input ends with a line of the nonce and a status (podman's exit status; 0 after a
+# file's bytes), alone or glued to a last line without newline: its number gives the last line.
+# cb: the C line's numbering, '-' (the file's) or the byte offset line 1 and boot 1 count from.
 _CUT_AWK = r"""
 function iskw(t,  j) { for (j = 1; j <= nk; j++) if (index(t, K[j])) return 1; return 0 }
 function summary(s) { print s > "/dev/fd/3" }
@@ -1123,7 +1126,7 @@ go as further commands on the same connection, which the host runs side by side 
 Limits.channels_per_host at once)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False)  # compared and hashed by identity
 class _Batch:
     """Log reads of one host entry that go to the host as one command."""
 
@@ -1169,13 +1172,13 @@ class SSHPool:
         for batch in batches:
             batch.waiters += 1
         try:
-            answers = {id(batch): await asyncio.shield(batch.task) for batch in batches}
+            answers = {batch: await asyncio.shield(batch.task) for batch in batches}
         finally:
             for batch in batches:
                 batch.waiters -= 1
                 if batch.waiters == 0 and not batch.task.done():
                     batch.task.cancel()  # no call waits for it any more: stop the command
-        return [section_boot(answers[id(batch)][position], request, target.name)
+        return [section_boot(answers[batch][position], request, target.name)
                 for (batch, position), request in zip(places, requests, strict=True)]
 
     def _enlist(self, target: SSHTarget, request: LogRequest) -> tuple[_Batch, int]:
