@@ -39,6 +39,7 @@ from radiance_mcp.models import (
     _Output,
     mib,
 )
+from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, local_path
 from radiance_mcp.sources import (
     PodmanLogsSource,
@@ -682,7 +683,10 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
         script = await _remote_script_and_env(runtime, args, host, notes)
     else:
         script = await _local_script_and_env(runtime, args, notes)
-    check = ss.check_script(script.text, script.env_files, script_name=script.label, script_path=script.path)
+    check = await run(
+        lambda *, checkpoint: ss.check_script(script.text, script.env_files, script_name=script.label,
+                                              script_path=script.path),
+        label=script.label, remedy="name the serve script itself")
     if len(script.env_files) > 1:
         notes.append("env files: " + ", ".join(check.env_files) + " (a later one overrides an earlier one)")
     counts: dict[str, int] = {}
@@ -1066,8 +1070,10 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
     labels = {"proven": args.proven_mode or "proven", "candidate": args.candidate_mode or "candidate"}
     from radiance_mcp import step_shape as sh
 
-    result = sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
-                             proven_label=labels["proven"], candidate_label=labels["candidate"])
+    result = await run(
+        lambda *, checkpoint: sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
+                                              proven_label=labels["proven"], candidate_label=labels["candidate"]),
+        label="the dry runs' argv", remedy="pass the dry runs' output itself")
     for side, raw, argv in (("proven", raw_proven, result.proven_argv),
                             ("candidate", raw_candidate, result.candidate_argv)):
         sides[side] = DryRunSide(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -32,7 +32,9 @@ from radiance_mcp.units import NUMBER, SIZE, Size, parse_number, parse_size
 
 MAX_LINE_BYTES = 64 * 1024
 """A longer line cannot be a ledger line; it is skipped (and counted), never buffered whole."""
-CHUNK_BYTES = 8 * 1024 * 1024
+CHUNK_BYTES = 1024 * 1024
+"""A file is read in chunks of this size; the reader's checkpoint (a cancel, a time limit, a turn
+for other calls) runs per chunk, so a chunk is small enough to read in a few ms."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -58,6 +60,12 @@ class ReserveMark:
 
 
 _mark = ReserveMark  # short, for the table's rows
+def _no_checkpoint() -> None:
+    """The default checkpoint: a reader's caller may pass one that stops it (a cancel, a time limit)."""
+
+
+Checkpoint = Callable[[], None]
+"""Called per chunk of a file and per line of text; it raises to stop the read."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,11 @@ def _phrase(
     if unmarked:  # a programming error, caught at import
         raise AssertionError(f"phrase {key!r}: size group(s) {sorted(unmarked)} need a reserve mark")
     # A literal space in a pattern stands for any run of blanks: logs realign columns.
+    # Every pattern matches in time linear in the line (a hostile line is up to MAX_LINE_BYTES):
+    # numbers start only at the start of a run and never give back (units.NUMBER); a gap
+    # between words never crosses the phrase's own first words again (each search attempt
+    # then scans its own stretch); a tail is taken greedily to its last non-blank, never
+    # lazily up to a '\s*$' (which retries the blanks from every position).
     regex = pattern.replace("{SIZE}", SIZE).replace("{NUM}", NUMBER).replace(" ", r"\s+")
     return Phrase(key, keyword, re.compile(regex), template, seed, marks)
 
@@ -97,7 +110,7 @@ PHRASES: dict[str, Phrase] = {
     for p in (
         _phrase("boot_start", "radiance boot", r"radiance boot\b(?::?\s*(?P<name>\S+))?",
                 "I radiance boot: {name}", seed=False),
-        _phrase("flag", "--", r"(?:^|\s)I +--(?P<flag>[a-z][a-z0-9-]*) +(?P<value>\S+)\s*$",
+        _phrase("flag", "--", r"(?:^|\s)I +--(?P<flag>[a-z][a-z0-9-]*+) +(?P<value>\S++)\s*+$",
                 "I   --{flag:<24}{value}",
                 reserve={
                     "--vram-weights-mib": _mark("pair", "--vram-weights-mib, a member of the pair"),
@@ -160,19 +173,19 @@ PHRASES: dict[str, Phrase] = {
                     "disk": _mark("not VRAM", "the weights on the container-on-disk tier"),
                 }),
         _phrase("kv_backing", "full-length sessions",
-                r"kv cache (?P<size>{SIZE}).*?(?P<percent>{NUM})% backing of the (?P<seqs>{NUM}) x "
+                r"kv cache (?P<size>{SIZE})(?:(?!kv cache).)*?(?P<percent>{NUM})% backing of the (?P<seqs>{NUM}) x "
                 r"(?P<tokens>{NUM}) worst case: (?P<sessions>{NUM}) full-length sessions",
                 "{level} kv cache {size} ({dtype}, {rate} B/token/rank): {percent}% backing of the "
                 "{seqs} x {tokens} worst case: {sessions} full-length sessions",
                 reserve={"size": _mark("pair", "the KV cache the boot funded (vram_kv, a member of the pair)")}),
-        _phrase("startup_stopped", "startup stopped", r"startup stopped: (?P<reason>.+?)\s*$",
+        _phrase("startup_stopped", "startup stopped", r"startup stopped: (?P<reason>\S(?:.*\S)?)",
                 "E startup stopped: {reason}"),
         _phrase("expert_prefetch", "expert prefetch", r"expert prefetch (?P<size>{SIZE})",
                 "I expert prefetch {size}{lender}",
                 reserve={"size": _mark("pair", "the expert prefetch, lent out of the KV cache (inside vram_kv)")}),
         _phrase("no_lender", "no lender", r"no lender", "I expert prefetch 0 B, no lender"),
         _phrase("fix_text", "lower --max-num-batched-tokens",
-                r"(?P<text>lower --max-num-batched-tokens \(the arena.*?)\s*$",
+                r"(?P<text>lower --max-num-batched-tokens \(the arena(?:.*\S)?)",
                 "E vram_budget.cpp:117: lower --max-num-batched-tokens (the arena {arena} leaves "
                 "{kv} for the KV cache)"),
         # Section 5: lines to verify a deploy by.
@@ -186,7 +199,8 @@ PHRASES: dict[str, Phrase] = {
                 "I ledger mover: {slots} slots can be lent out of the KV cache ({size})",
                 reserve={"size": _mark("pair", "the KV memory the ledger mover lends (inside vram_kv)")}),
         _phrase("sampler", "sampler:",
-                r"sampler:(?: (?P<seqs>{NUM}) seqs x \(1 \+ (?P<spec>{NUM}) spec\) =)?.*?(?P<rows>{NUM}) rows",
+                r"sampler:(?: (?P<seqs>{NUM}) seqs x \(1 \+ (?P<spec>{NUM}) spec\) =)?"
+                r"(?:(?!sampler:).)*?(?P<rows>{NUM}) rows",
                 "I sampler: {seqs} seqs x (1 + {spec} spec) = {rows} rows, inside the 25-row wht6 "
                 "exactness bound"),
         _phrase("serving", "serving on", r"serving on (?P<address>\S+)", "I serving on {address}",
@@ -266,6 +280,10 @@ class Boot:
     form (a negative or malformed size): named when that phrase is needed."""
     origin: Origin = "caller text"
     """Where the text came from (sources set it); text of unknown origin counts as the caller's."""
+    lines_from_byte: int | None = None
+    """None: line numbers are the source's. Else the lines before were not counted (a remote read from
+    the end): line numbers count from 1 at the line that starts at this byte offset, and index counts
+    from the end (-1 the newest)."""
     _by_key: dict[str, list[Hit]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -293,7 +311,8 @@ class Boot:
 
     def where(self) -> str:
         seen = f" of {self.boots_seen}" if self.boots_seen is not None else ""
-        return f"{self.source} (boot {self.index}{seen}, lines {self.first_line}-{self.last_line})"
+        counted = f" counted from byte {self.lines_from_byte:,}" if self.lines_from_byte is not None else ""
+        return f"{self.source} (boot {self.index}{seen}, lines {self.first_line}-{self.last_line}{counted})"
 
     @property
     def flags(self) -> dict[str, Hit]:
@@ -368,13 +387,15 @@ MAX_NEAR_MISSES = 16
 
 
 def parse_boot(
-    lines: Iterable[Line], *, source: str, index: int, boots_seen: int | None, skipped_long_lines: int = 0
+    lines: Iterable[Line], *, source: str, index: int, boots_seen: int | None, skipped_long_lines: int = 0,
+    checkpoint: Checkpoint = _no_checkpoint,
 ) -> Boot:
     """Match the lines of one boot (already cut out of its log) against the phrase table."""
     hits: list[Hit] = []
     near_misses: list[tuple[str, Line]] = []
     first = last = 0
     for line in lines:
+        checkpoint()
         first = first or line.number
         last = line.number
         found = match_line(line)
@@ -425,15 +446,20 @@ def select_boot(boot: int, count: int, source: str) -> int:
     return boot - 1 if boot > 0 else count + boot
 
 
-def read_text(text: str, *, source: str, boot: int = -1) -> Boot:
+def read_text(text: str, *, source: str, boot: int = -1, checkpoint: Checkpoint = _no_checkpoint) -> Boot:
     """Read one boot (the newest by default) of a ledger given as text."""
     # Lines end at '\n' only, as in read_file: str.splitlines() would also break at '\x85', '\x0c',
     # '\u2028' and a lone '\r', so the same ledger pasted inline would get other line numbers.
     raw_lines = text.split("\n")
     if raw_lines[-1] == "":
         raw_lines.pop()
-    lines = [Line(n, clean(raw)) for n, raw in enumerate(raw_lines, 1) if not _overlong(raw)]
-    return _split_and_parse(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines))
+    lines = []
+    for number, raw in enumerate(raw_lines, 1):
+        checkpoint()
+        if not _overlong(raw):
+            lines.append(Line(number, clean(raw)))
+    return _split_and_parse(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines),
+                            checkpoint=checkpoint)
 
 
 def _overlong(raw: str) -> bool:
@@ -443,7 +469,7 @@ def _overlong(raw: str) -> bool:
     return len(raw) > MAX_LINE_BYTES or len(raw.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES
 
 
-def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int) -> Boot:
+def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int, checkpoint: Checkpoint) -> Boot:
     if not any(line.text.strip() for line in lines):
         note = f" ({skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if skipped else ""
         raise LedgerError(f"{source}: the log is empty{note}; pass the radiance service's boot log")
@@ -456,6 +482,7 @@ def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int)
         index=position + 1,
         boots_seen=len(starts),
         skipped_long_lines=skipped,
+        checkpoint=checkpoint,
     )
 
 
@@ -466,7 +493,7 @@ class _BootIndex:
     size_bytes: int
 
 
-def _index_boots(stream: io.BufferedIOBase) -> _BootIndex:
+def _index_boots(stream: io.BufferedIOBase, checkpoint: Checkpoint) -> _BootIndex:
     """One forward pass in fixed chunks: where each boot marker line starts, and its line number.
 
     Works in bytes with find/count on one reused buffer (C speed, no copy of the data, constant
@@ -483,6 +510,7 @@ def _index_boots(stream: io.BufferedIOBase) -> _BootIndex:
     marked = False  # that line already holds a marker
     tail = b""  # the last bytes before buffer[0], for a marker split across two reads
     while size := stream.readinto(buffer):
+        checkpoint()
         if not marked and tail:
             at = (tail + bytes(buffer[: min(overlap, size)])).find(marker)
             if 0 <= at < len(tail):  # starts before this block and ends in it (earlier ones were found)
@@ -555,7 +583,9 @@ def _phrase_lines_of(data: bytes, end: int, number: int, scan: _Scan) -> Iterato
             yield Line(number, clean(data[start:stop].decode("utf-8", "replace")))
 
 
-def _phrase_lines(stream: BinaryIO, first_number: int, end_offset: int | None, scan: _Scan) -> Iterator[Line]:
+def _phrase_lines(
+    stream: BinaryIO, first_number: int, end_offset: int | None, scan: _Scan, checkpoint: Checkpoint
+) -> Iterator[Line]:
     """Numbered, cleaned lines that can hold a phrase, from the stream's position to end_offset.
 
     Lines with no keyword are counted, never decoded: a boot's request-log filler costs a few
@@ -570,6 +600,7 @@ def _phrase_lines(stream: BinaryIO, first_number: int, end_offset: int | None, s
         block = stream.read(CHUNK_BYTES if end_offset is None else min(CHUNK_BYTES, end_offset - position))
         if not block:
             break
+        checkpoint()
         position += len(block)
         if overlong:
             newline = block.find(b"\n")
@@ -593,28 +624,27 @@ def _phrase_lines(stream: BinaryIO, first_number: int, end_offset: int | None, s
     scan.last_number = number if overlong or pending else number - 1
 
 
-def read_file(path: Path, *, source: str, boot: int = -1) -> Boot:
+def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: Checkpoint = _no_checkpoint) -> Boot:
     """Read one boot of a ledger file, streaming: constant memory whatever the file's size."""
     with path.open("rb") as stream:
-        index = _index_boots(stream)
+        index = _index_boots(stream, checkpoint)
         if index.size_bytes == 0:
             raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
         scan = _Scan()
         if not index.offsets:
             # No boot marker: split the phrase lines of the whole file at runs of echoed flags.
             stream.seek(0)
-            kept = list(_phrase_lines(stream, 1, None, scan))
+            kept = list(_phrase_lines(stream, 1, None, scan, checkpoint))
             if not kept:
                 note = f" ({scan.skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if scan.skipped else ""
                 raise LedgerError(
                     f"{source}: no radiance ledger phrase in the file{note}; point the tool at the boot log"
                 )
-            return _split_and_parse(kept, source=source, boot=boot, skipped=scan.skipped)
+            return _split_and_parse(kept, source=source, boot=boot, skipped=scan.skipped, checkpoint=checkpoint)
         position = select_boot(boot, len(index.offsets), source)
         start, number = index.offsets[position]
         end = index.offsets[position + 1][0] if position + 1 < len(index.offsets) else None
         stream.seek(start)
-        parsed = parse_boot(
-            _phrase_lines(stream, number, end, scan), source=source, index=position + 1, boots_seen=len(index.offsets)
-        )
+        parsed = parse_boot(_phrase_lines(stream, number, end, scan, checkpoint), source=source, index=position + 1,
+                            boots_seen=len(index.offsets), checkpoint=checkpoint)
         return replace(parsed, last_line=scan.last_number, skipped_long_lines=scan.skipped)

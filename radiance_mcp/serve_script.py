@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from radiance_mcp.errors import InputError
 
 SHAPED_FLAGS: tuple[str, ...] = ("max-num-seqs", "max-num-batched-tokens", "host-pool-mib", "gpu-headroom-mib")
 """The flags the env file owns."""
@@ -44,11 +46,38 @@ ScopeKind = Literal["case arm", "if branch", "function", "top level", "env file"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _ASSIGNMENT = re.compile(rf"^(?P<name>{_NAME})(?:\[[^\]]*\])?\+?=(?P<value>.*)$", re.S)
 _NUMBER = re.compile(r"^[0-9][0-9_,]*$")
-_REFERENCE = re.compile(rf"\$(?:\{{(?P<braced>{_NAME})(?P<rest>[^}}]*)\}}|(?P<plain>{_NAME}))")
-_DEFAULT = re.compile(rf"\$\{{(?P<name>{_NAME}):?[-=](?P<default>[^}}]*)\}}")
+_REFERENCE = re.compile(rf"\$(?:(?P<open>\{{)(?P<braced>{_NAME})|(?P<plain>{_NAME}))")
+"""$NAME, or the start of ${NAME...}; _braced() finds its close."""
+_DEFAULT = re.compile(rf"\$(?P<open>\{{)(?P<name>{_NAME}):?[-=]")
+"""The start of ${NAME:-default} (or -, =, :=); _braced() finds its close."""
+_PLAIN_REFERENCE = re.compile(rf"\$(?:\{{(?P<braced>{_NAME})\}}|(?P<plain>{_NAME}))")
+"""$NAME or ${NAME} with nothing else in the braces: what a static expansion may replace."""
 _FLAG_IN_STRING = re.compile(r"(?<![\w-])--(?P<flag>[a-z][a-z0-9-]*)(?:=|\s+)(?P<value>[^\s;|&)]+)")
 _DECLARE = frozenset({"local", "export", "declare", "readonly", "typeset"})
 _COMMAND_START_WORDS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!", "time", "{", "}"})
+
+
+def _braced(start: re.Pattern[str], word: str) -> Iterator[tuple[re.Match[str], str]]:
+    """Each match of start in word, with the text up to the next '}' when start opened a brace.
+
+    As finditer with '[^}]*}' after the brace would find them, in one pass: that regex scans
+    on from every '${' to the next '}', quadratic in a word like '${a${a${a...' (a script is
+    up to 1 MiB). A brace left open matches nothing, as the regex did not.
+    """
+    position, close = 0, 0
+    while (match := start.search(word, position)) is not None:
+        if match["open"] is None:
+            yield match, ""
+            position = match.end()
+            continue
+        if close < match.end():
+            found = word.find("}", match.end())
+            close = len(word) if found < 0 else found
+        if close == len(word):
+            position = match.start() + 1
+            continue
+        yield match, word[match.end() : close]
+        position = close + 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -67,8 +96,23 @@ _OPERATORS = (";;&", ";;", ";&", "<<<", "<<-", "<<", ">>", "&&", "||", "|&", "&>
               ")", "<", ">")
 
 
-def _skip_balanced(text: str, i: int, opening: str, closing: str) -> int:
+MAX_NESTING = 64
+"""Quotes, $( ), ${ }, functions and case arms nested deeper than this are refused (a real
+script nests a few): '"$(' repeated ended in a RecursionError, and 'f() {' repeated 10,000
+times named each mode by a path 10,000 functions long (quadratic time and output)."""
+
+
+def _nested_too_deep(line: int) -> InputError:
+    return InputError(
+        f"the script nests quotes, $( ), ${{ }}, functions or case arms more than {MAX_NESTING} deep "
+        f"(line {line}); no serve script does: check that it is the right file"
+    )
+
+
+def _skip_balanced(text: str, i: int, opening: str, closing: str, nesting: int = 0) -> int:
     """From just past an opening bracket, the index just past its matching close (quotes honoured)."""
+    if nesting > MAX_NESTING:
+        raise _nested_too_deep(text.count("\n", 0, i) + 1)
     depth = 1
     n = len(text)
     while i < n and depth:
@@ -81,7 +125,7 @@ def _skip_balanced(text: str, i: int, opening: str, closing: str) -> int:
             i = n if end < 0 else end + 1
             continue
         if c == '"':
-            i = _skip_double(text, i + 1)
+            i = _skip_double(text, i + 1, nesting + 1)
             continue
         if c == opening:
             depth += 1
@@ -91,8 +135,10 @@ def _skip_balanced(text: str, i: int, opening: str, closing: str) -> int:
     return i
 
 
-def _skip_double(text: str, i: int) -> int:
+def _skip_double(text: str, i: int, nesting: int = 0) -> int:
     """From just past an opening double quote, the index just past its closing quote."""
+    if nesting > MAX_NESTING:
+        raise _nested_too_deep(text.count("\n", 0, i) + 1)
     n = len(text)
     while i < n:
         c = text[i]
@@ -102,10 +148,10 @@ def _skip_double(text: str, i: int) -> int:
         if c == '"':
             return i + 1
         if text.startswith("$(", i):
-            i = _skip_balanced(text, i + 2, "(", ")")
+            i = _skip_balanced(text, i + 2, "(", ")", nesting + 1)
             continue
         if text.startswith("${", i):
-            i = _skip_balanced(text, i + 2, "{", "}")
+            i = _skip_balanced(text, i + 2, "{", "}", nesting + 1)
             continue
         if c == "`":
             end = text.find("`", i + 1)
@@ -322,6 +368,8 @@ def parse_script(text: str) -> ScriptModel:
         return top
 
     def open_scope(name: str, kind: ScopeKind, line_no: int) -> Scope:
+        if len(stack) > MAX_NESTING:
+            raise _nested_too_deep(line_no)
         scope = Scope(name, kind, line_no, parent=current())
         scopes.append(scope)
         return scope
@@ -518,7 +566,7 @@ def _record_word(
 ) -> None:
     value = unquote(tok.text)
     words.append((value, tok.line, scope))
-    for ref in _REFERENCE.finditer(tok.text):
+    for ref, _ in _braced(_REFERENCE, tok.text):
         references.append((ref["braced"] or ref["plain"], tok.line, scope))
     for flag in SHAPED_FLAGS:
         if value == f"--{flag}":
@@ -597,7 +645,7 @@ def _expand(word: str, values: dict[str, set[str]], cache: dict[str, str | None]
 
     def variable(match: re.Match[str]) -> str:
         name = match["braced"] or match["plain"]
-        if match["rest"] or name not in values or depth >= 4:
+        if name not in values or depth >= 4:
             return match[0]
         if name not in cache:
             cache[name] = None  # a variable defined through itself stays unknown
@@ -610,7 +658,7 @@ def _expand(word: str, values: dict[str, set[str]], cache: dict[str, str | None]
         before = text
         for pattern, marker in _DIR_STEPS:
             text = pattern.sub(marker, text)
-        text = _REFERENCE.sub(variable, text)
+        text = _PLAIN_REFERENCE.sub(variable, text)
         if text == before:
             break
     return text
@@ -884,11 +932,11 @@ def check_script(
     # 3. A numeric fallback of an owning variable anywhere (': "${SEATS:-8}"').
     owning = {name: flag for flag, name in owners.items()}
     for word, line_no, scope in model.words:
-        for found in _DEFAULT.finditer(word):
+        for found, fallback in _braced(_DEFAULT, word):
             owned_flag = owning.get(found["name"])
-            if owned_flag is not None and _NUMBER.match(found["default"]):
-                add("default", line_no, scope, owned_flag, found["name"], found["default"],
-                    f"{where(scope)} gives {found['name']} a fallback of {found['default']}; the env file owns the "
+            if owned_flag is not None and _NUMBER.match(fallback):
+                add("default", line_no, scope, owned_flag, found["name"], fallback,
+                    f"{where(scope)} gives {found['name']} a fallback of {fallback}; the env file owns the "
                     "number: drop the fallback (use ${" + found["name"] + ":?} to fail loudly)")
 
     notes: list[str] = []
