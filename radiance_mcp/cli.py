@@ -53,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `radiance-mcp ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (_Terminated, BaseExceptionGroup) as exc:
         if isinstance(exc, BaseExceptionGroup) and exc.subgroup(_Terminated) is None:
             raise
@@ -63,8 +66,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         os._exit(128 + signal.SIGTERM)
 
 
+DESCRIPTION = """\
+Read a radiance engine's own boot ledger to size its KV-cache / VRAM pair and to audit a
+serving-shape change, as MCP tools for agents (radiance-mcp serve) or as commands here, one per
+tool. New here? radiance-mcp demo walks the whole resize on a simulated fleet; add --demo to any
+tool command to run it against that fleet."""
+EPILOG = """\
+exit status: 0 success; 1 an error or a refusal (the message says why and what to do); 2 a usage
+error; 3 a check that ran and failed (ok false), so a shell gate can call a command directly."""
+TEXT_FILE_SUFFIX = "_file"
+"""--log-text-file PATH (or - for standard input) stands for --log-text TEXT: a long text cannot pass through argv."""
+
+
+def _is_text(name: str) -> bool:
+    return name == "text" or name.endswith(("_text", "_argv"))
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="radiance-mcp", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="radiance-mcp", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"radiance-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -84,7 +106,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
     serve.set_defaults(handler=_serve)
-    demo = commands.add_parser("demo", help="walk the resize procedure through MCP on a simulated fleet")
+    demo = commands.add_parser(
+        "demo", help="walk the resize procedure through MCP on a simulated fleet",
+        description="Start a simulated radiance fleet on this machine (ledgers, endpoints, a serve script; no GPU, "
+        "no network), then walk the whole resize and step-shape audit through a real MCP client, printing each "
+        "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 15 s).",
+    )
     demo.set_defaults(handler=_demo)
 
     for spec in TOOLS:
@@ -93,9 +120,16 @@ def _parser() -> argparse.ArgumentParser:
             spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec), allow_abbrev=False
         )
         _add_config(sub)
+        sub.add_argument("--demo", action="store_true",
+                         help="run against a simulated fleet started for this command (its services, e.g. "
+                         "--service frank-archon; list them with list-fleet --demo)")
         sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
         for name, info in spec.input_model.model_fields.items():
-            _add_field(sub, name, info.annotation, info.description or "", info.is_required())
+            # A required text may come from its file flag instead: the input model, not argparse, requires it.
+            _add_field(sub, name, info.annotation, info.description or "", info.is_required() and not _is_text(name))
+            if _is_text(name):
+                sub.add_argument(_flag(name + TEXT_FILE_SUFFIX), dest=name + TEXT_FILE_SUFFIX, default=None,
+                                 metavar="PATH", help=f"read {_flag(name)} from a file, or - for standard input")
         sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), spec=spec)
     return parser
 
@@ -110,7 +144,8 @@ def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     if spec is None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     names = [word.split("=", 1)[0].lstrip("-").replace("-", "_") for word in extra if word.startswith("-")]
-    fields = [*spec.input_model.model_fields, "config", "json"]
+    fields = [*spec.input_model.model_fields, "config", "demo", "json",
+              *(name + TEXT_FILE_SUFFIX for name in spec.input_model.model_fields if _is_text(name))]
     message = unknown_names(spec.name.replace("_", "-"), names, fields, _flag) if names else (
         f"unexpected argument {extra[0]!r}: every argument of {spec.name.replace('_', '-')} is a --flag"
     )
@@ -162,7 +197,40 @@ def _json_arg(name: str) -> Any:
     return parse
 
 
+def _read_text_files(spec: ToolSpec, args: argparse.Namespace) -> None:
+    """Each --X-file PATH (or -) becomes the value of --X; giving both is a usage error."""
+    for name in spec.input_model.model_fields:
+        path = getattr(args, name + TEXT_FILE_SUFFIX, None)
+        if path is None:
+            continue
+        if getattr(args, name) is not None:
+            raise InputError(f"give {_flag(name)} or {_flag(name + TEXT_FILE_SUFFIX)}, not both")
+        try:
+            if path == "-":
+                text = sys.stdin.read()
+            else:
+                with open(path, encoding="utf-8", errors="surrogateescape") as file:
+                    text = file.read()
+        except OSError as exc:
+            raise InputError(f"{_flag(name + TEXT_FILE_SUFFIX)} {path}: {exc.strerror}; name a readable file") from None
+        setattr(args, name, text)
+
+
 def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
+    if args.demo:
+        from radiance_mcp.sim.demo import background_fleet
+
+        if args.config:
+            raise InputError("--demo runs against a simulated fleet with a config of its own: drop --config")
+        _exit_on_sigterm()
+        with background_fleet() as sim:
+            args.config, args.demo = str(sim.config_path), False
+            return _run_tool(spec, args)
+    try:
+        _read_text_files(spec, args)
+    except InputError as exc:
+        print(f"radiance-mcp: {exc}", file=sys.stderr)
+        return 2
     values = {name: getattr(args, name) for name in spec.input_model.model_fields if getattr(args, name) is not None}
     try:
         tool_input = parse_arguments(spec.name.replace("_", "-"), spec.input_model, values, spell=_flag)
