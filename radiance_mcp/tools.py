@@ -35,6 +35,7 @@ from radiance_mcp.models import (
     SourcedFigure,
     mib,
 )
+from radiance_mcp.plan_tools import PLAN_TOOLS
 from radiance_mcp.probes.tools import PROBE_TOOLS
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, read_boot
 from radiance_mcp.units import fmt_mib
@@ -267,6 +268,7 @@ TOOLS: list[ToolSpec] = [
     *AUDIT_TOOLS,
     *PROBE_TOOLS,
     *FLEET_TOOLS,
+    *PLAN_TOOLS,
 ]
 
 __all__ = ["TOOLS", "Runtime", "ToolSpec", "ledger_source", "read_boot"]

@@ -1,0 +1,186 @@
+"""What the free VRAM can buy, and what measured arms can say: pure arithmetic.
+
+Two jobs, both numbers in and frozen records out (no I/O):
+- ``compare_arms``: arms of one knob (a value and a measured rate each) against a noise band;
+  which differences lie inside the noise, and whether a plateau or threshold claim stands.
+  No threshold or plateau is ever read off fewer than MIN_ARMS_FOR_THRESHOLD arms.
+- ``plan_card`` and ``price_options``: a card's budget (ledger figures), its headroom less
+  reserves, and the options it buys (more KV, more slab), each with what it takes from the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from radiance_mcp.constants import MIN_ARMS_FOR_THRESHOLD
+from radiance_mcp.errors import InputError
+
+# ---------------------------------------------------------------------------------------
+# Arms
+
+MAX_ARMS = 1_000
+"""More arms than any campaign measures: a longer list is a pasted table gone wrong."""
+
+Claim = Literal["plateau", "threshold"]
+
+
+@dataclass(frozen=True)
+class Arm:
+    value: float
+    """The knob's setting (e.g. slab MiB)."""
+    rate: float
+    """The measured rate (e.g. prefill t/s)."""
+
+
+@dataclass(frozen=True)
+class ArmStep:
+    """Two neighbouring arms (by knob value): the change from the lower to the higher."""
+
+    low: Arm
+    high: Arm
+    change_pct: float
+    """(high.rate - low.rate) / low.rate, in percent: the lower arm is the baseline."""
+    inside_noise: bool
+    """|change| <= the band: the two arms cannot be told apart."""
+    intervals_overlap: bool
+    """Each rate's own +-band interval overlaps the other's: a change outside the band by less than
+    the band again is still within what two noisy measurements can show."""
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    claim: Claim
+    arms: tuple[float, ...]
+    verdict: Literal["refused", "supported", "contradicted"]
+    reason: str
+    rule: str
+    remedy: str | None
+    measure_next: float | None
+    """The knob value to measure next, where one more arm would settle the claim."""
+
+
+@dataclass(frozen=True)
+class ArmsComparison:
+    arms: tuple[Arm, ...]
+    band_pct: float
+    steps: tuple[ArmStep, ...]
+    span_pct: float
+    """From the lowest to the highest rate, relative to the lowest."""
+    claim: ClaimVerdict | None
+
+
+RULE = (
+    f"a plateau or threshold needs at least {MIN_ARMS_FOR_THRESHOLD} arms: two arms give one difference, "
+    "which cannot show where a change starts or that it stops"
+)
+
+
+def _pct(low: float, high: float) -> float:
+    return (high - low) / low * 100
+
+
+def _step(low: Arm, high: Arm, band_pct: float) -> ArmStep:
+    change = _pct(low.rate, high.rate)
+    band = band_pct / 100
+    overlap = low.rate * (1 - band) <= high.rate * (1 + band) and high.rate * (1 - band) <= low.rate * (1 + band)
+    return ArmStep(low, high, change, abs(change) <= band_pct, overlap)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.6g}"
+
+
+def compare_arms(
+    arms: Sequence[Arm], band_pct: float, claim: Claim | None = None, claim_arms: Sequence[float] = ()
+) -> ArmsComparison:
+    """Neighbouring arms compared against the band; a claim judged on the arms it rests on.
+
+    The change between two arms is taken from the arm of the lower knob value (the baseline).
+    A claim on fewer than MIN_ARMS_FOR_THRESHOLD arms is refused, naming the value to measure.
+    """
+    if not 2 <= len(arms) <= MAX_ARMS:
+        raise InputError(f"arms: {len(arms)} given; compare 2 to {MAX_ARMS:,} arms (a knob value and a rate each)")
+    if not 0 < band_pct < 100:
+        raise InputError(f"noise_band_pct={band_pct}: a band is a percentage above 0 and below 100 (e.g. 3 for +-3 %)")
+    seen: dict[float, Arm] = {}
+    for arm in arms:
+        if not (arm.rate > 0 and arm.rate < float("inf")) or arm.value != arm.value or abs(arm.value) == float("inf"):
+            raise InputError(f"arm value={arm.value}, rate={arm.rate}: a value is a finite number and a rate is "
+                             "a finite measured rate above 0")
+        if arm.value in seen:
+            raise InputError(
+                f"arms: value {_number(arm.value)} is given twice (rates {_number(seen[arm.value].rate)} and "
+                f"{_number(arm.rate)}); give one rate per value: the median of repeated runs"
+            )
+        seen[arm.value] = arm
+    ordered = tuple(sorted(arms, key=lambda a: a.value))
+    steps = tuple(_step(a, b, band_pct) for a, b in zip(ordered, ordered[1:], strict=False))
+    rates = [a.rate for a in ordered]
+    verdict = None
+    if claim is not None:
+        verdict = judge(claim, ordered, claim_arms or [a.value for a in ordered], band_pct)
+    return ArmsComparison(ordered, band_pct, steps, _pct(min(rates), max(rates)), verdict)
+
+
+def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: float) -> ClaimVerdict:
+    """A plateau: every step between the claim's arms inside the noise. A threshold: one step out of
+    the noise, with the arms on its flat side inside it (a step among steps is a slope, not a threshold)."""
+    by_value = {a.value: a for a in arms}
+    unknown = [v for v in values if v not in by_value]
+    if unknown:
+        raise InputError(
+            f"claim_arms: {', '.join(_number(v) for v in unknown)} is not the value of any arm "
+            f"(arms: {', '.join(_number(a.value) for a in arms)}); name arms by their knob value"
+        )
+    chosen = tuple(sorted(set(values)))
+    steps = [_step(by_value[a], by_value[b], band_pct) for a, b in zip(chosen, chosen[1:], strict=False)]
+    if len(chosen) < MIN_ARMS_FOR_THRESHOLD:
+        others = [a.value for a in arms if a.value not in chosen]
+        low, high = chosen[0], chosen[-1]
+        measure = round((low + high) / 2) if high - low >= 2 else None
+        if others:
+            nearest = min(others, key=lambda v: min(abs(v - low), abs(v - high)))
+            remedy = (f"add the arm you already measured at {_number(nearest)} to claim_arms, or measure a third arm "
+                      f"at {_number(measure if measure is not None else high + (high - low))}")
+        else:
+            at = measure if measure is not None else high + (high - low)
+            remedy = (f"measure a third arm at {_number(at)} (between the two{', the midpoint' if measure else ''}), "
+                      f"with the same workload, and compare again")
+        change = f"{steps[0].change_pct:+.2f} %" if steps else "no difference"
+        return ClaimVerdict(
+            claim, chosen, "refused",
+            f"a {claim} read off {len(chosen)} arm{'s' if len(chosen) > 1 else ''} ({change}) is refused",
+            RULE, remedy, measure if measure is not None else high + (high - low),
+        )
+    outside = [s for s in steps if not s.inside_noise]
+    if claim == "plateau":
+        if not outside:
+            return ClaimVerdict(claim, chosen, "supported",
+                                f"all {len(steps)} steps lie inside the +-{band_pct:g} % band", RULE, None, None)
+        worst = max(outside, key=lambda s: abs(s.change_pct))
+        return ClaimVerdict(
+            claim, chosen, "contradicted",
+            f"{len(outside)} of {len(steps)} steps leave the +-{band_pct:g} % band; the largest, "
+            f"{_number(worst.low.value)} -> {_number(worst.high.value)}, is {worst.change_pct:+.2f} %",
+            RULE, None, None,
+        )
+    if len(outside) == 1 and len(steps) >= 2:
+        step = outside[0]
+        return ClaimVerdict(
+            claim, chosen, "supported",
+            f"one step leaves the +-{band_pct:g} % band, {_number(step.low.value)} -> {_number(step.high.value)} "
+            f"({step.change_pct:+.2f} %), and the other {len(steps) - 1} lie inside it: the threshold is between "
+            f"those two values",
+            RULE, f"measure between {_number(step.low.value)} and {_number(step.high.value)} to place it closer",
+            round((step.low.value + step.high.value) / 2),
+        )
+    if not outside:
+        reason = f"every step lies inside the +-{band_pct:g} % band: nothing changes, so there is no threshold"
+    else:
+        listed = ", ".join(f"{_number(s.low.value)} -> {_number(s.high.value)} {s.change_pct:+.2f} %" for s in outside)
+        reason = (f"{len(outside)} of {len(steps)} steps leave the +-{band_pct:g} % band ({listed}): "
+                  "the rate moves along the whole range, a slope rather than one threshold")
+    return ClaimVerdict(claim, chosen, "contradicted", reason, RULE, None, None)
+
