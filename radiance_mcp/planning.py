@@ -10,12 +10,23 @@ Two jobs, both numbers in and frozen records out (no I/O):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.constants import MIN_ARMS_FOR_THRESHOLD
+from radiance_mcp.capacity import pool_contract
+from radiance_mcp.constants import (
+    MIN_ARMS_FOR_THRESHOLD,
+    SLAB_MIB_PER_STEP,
+    SLAB_SLOTS_PER_STEP,
+    KVDtype,
+    ModelConstants,
+)
 from radiance_mcp.errors import InputError
+from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.units import fmt_mib, round_down
 
 # ---------------------------------------------------------------------------------------
 # Arms
@@ -184,3 +195,164 @@ def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: 
                   "the rate moves along the whole range, a slope rather than one threshold")
     return ClaimVerdict(claim, chosen, "contradicted", reason, RULE, None, None)
 
+
+
+# ---------------------------------------------------------------------------------------
+# The free VRAM: headroom, sharing, and what it buys
+
+
+@dataclass(frozen=True)
+class Slope:
+    """Resident expert slots per slab MiB, and where the figure came from."""
+
+    slots: Decimal
+    mib: Decimal
+    line: Line | None
+    """The boot's `ledger mover` line; None: the model's constant."""
+
+    @property
+    def per_mib(self) -> Decimal:
+        return self.slots / self.mib
+
+    def slots_for(self, mib: Decimal) -> int:
+        return round_down(mib * self.per_mib)
+
+
+def slab_slope(boot: Boot) -> Slope:
+    """The boot's own slope (`ledger mover: N slots can be lent out of the KV cache (X GiB)`: N slots
+    per X), else the measured constant, SLAB_SLOTS_PER_STEP slots per SLAB_MIB_PER_STEP MiB."""
+    hit = boot.first("ledger_mover")
+    if hit is not None:
+        slots = hit.number("slots", boot.where())
+        size = hit.size("size", boot.where()).mib
+        if slots > 0 and size > 0:
+            return Slope(slots, size, hit.line)
+    return Slope(Decimal(SLAB_SLOTS_PER_STEP), Decimal(SLAB_MIB_PER_STEP), None)
+
+
+@dataclass(frozen=True)
+class SlabLine:
+    resident_slots: int
+    host_pool_slots: int | None
+    line: Line
+
+
+def slab_slots(boot: Boot) -> SlabLine | None:
+    """`slab slots N resident, host pool M`: the slots in VRAM now, and those still on the slow path."""
+    hit = boot.first("slab_slots")
+    if hit is None:
+        return None
+    host = hit.fields.get("host")
+    return SlabLine(int(hit.number("slots", boot.where())),
+                    int(hit.number("host", boot.where())) if host else None, hit.line)
+
+
+@dataclass(frozen=True)
+class KVPrice:
+    """A bigger KV pool at one dtype: what the contract then allows, and what it takes from the slab."""
+
+    dtype: KVDtype
+    pool_mib: int
+    seats_at_window: int
+    window_at_seats: int
+    slab_slots_forgone: int
+    """The headroom given to the pool is not given to the slab: headroom x slope."""
+    idle_now_mib: Decimal
+    """The pool now less its contract at the current shape: the KV left idle when every seat is full."""
+    idle_seats_mib: Decimal
+    """The new pool less the contract at (seats_at_window, window)."""
+    idle_window_mib: Decimal
+    """The new pool less the contract at (seats, window_at_seats)."""
+
+
+def price_kv(
+    pool_mib: Decimal, headroom_mib: int, seqs: int, window: int, dtype: KVDtype, model: ModelConstants,
+    slope: Slope,
+) -> KVPrice:
+    """The pool grown by the headroom, at one dtype. The mover lends only idle KV to the expert cache,
+    so what stays idle once the new seats (or the longer window) fill is what it can still lend."""
+    new_pool = Decimal(round_down(pool_mib) + headroom_mib)
+    grown = pool_contract(new_pool, seqs, window, dtype, model)
+    seats, longest = grown.max_seqs_at_window, grown.max_window_at_seqs
+
+    def idle(pool: Decimal, n: int, tokens: int) -> Decimal:
+        return max(Decimal(0), pool_contract(pool, n, tokens, dtype, model).margin_mib) if n and tokens else pool
+
+    return KVPrice(
+        dtype=dtype,
+        pool_mib=int(new_pool),
+        seats_at_window=seats,
+        window_at_seats=longest,
+        slab_slots_forgone=slope.slots_for(Decimal(headroom_mib)),
+        idle_now_mib=idle(pool_mib, seqs, window),
+        idle_seats_mib=idle(new_pool, seats, window),
+        idle_window_mib=idle(new_pool, seqs, longest),
+    )
+
+
+@dataclass(frozen=True)
+class SlabPrice:
+    weights_mib: int
+    slots_gained: int
+    capped_by_host_pool: bool
+
+
+def price_slab(weights_mib: Decimal, headroom_mib: int, slope: Slope, slab: SlabLine | None) -> SlabPrice:
+    """The headroom into --vram-weights-mib: headroom x slope slots move from the host pool into VRAM,
+    no more than the host pool holds (past that, every expert is resident already)."""
+    gained = slope.slots_for(Decimal(headroom_mib))
+    cap = slab.host_pool_slots if slab is not None else None
+    capped = cap is not None and gained > cap
+    return SlabPrice(round_down(weights_mib) + headroom_mib, min(gained, cap) if capped and cap is not None
+                     else gained, capped)
+
+
+@dataclass(frozen=True)
+class CardView:
+    """One service's reading of one of its cards."""
+
+    service: str
+    card: int
+    physical: str | None
+    """The physical card it names in the config (cards = [...]); None: not said."""
+    headroom_mib: int
+    """ceiling - pair, whole MiB: (settled free - engine floor) rounded down."""
+    floor_mib: Decimal
+    """The engine floor this service keeps free on the card."""
+
+
+@dataclass(frozen=True)
+class SharedCard:
+    physical: str
+    views: tuple[CardView, ...]
+    headroom_mib: int
+    """The card's headroom counted once: the least any service on it reads, less the other services'
+    floors (free memory one engine reads is memory another engine keeps free)."""
+    binding: CardView
+    derivation: str
+
+
+def share(views: Sequence[CardView]) -> dict[str, SharedCard]:
+    """Group the views by physical card; a card's headroom is offered once, never once per service.
+
+    Every service on a card reads the same free memory (the one booted last sees the others'
+    budgets already taken), and each engine keeps its own floor free in it.
+    """
+    groups: dict[str, list[CardView]] = {}
+    for view in views:
+        if view.physical is not None:
+            groups.setdefault(view.physical, []).append(view)
+    shared = {}
+    for physical, group in groups.items():
+        def net(view: CardView, group: list[CardView] = group) -> int:
+            others = sum((w.floor_mib for w in group if w is not view), Decimal(0))
+            return view.headroom_mib - math.ceil(others)
+
+        binding = min(group, key=lambda v: (net(v), v.service, v.card))
+        others = [w for w in group if w is not binding]
+        derivation = f"{binding.service} card {binding.card} reads {binding.headroom_mib:,} MiB"
+        if others:
+            floors = " - ".join(f"{fmt_mib(w.floor_mib, 2)} ({w.service}'s floor)" for w in others)
+            derivation += f" - {floors} = {net(binding):,} MiB"
+        shared[physical] = SharedCard(physical, tuple(group), net(binding), binding, derivation)
+    return shared

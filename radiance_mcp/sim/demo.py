@@ -135,6 +135,9 @@ async def _walk(w: _Walk) -> None:
                             reserves=[{"mib": 256, "label": "my margin for a second context", "personal": True}])
     w.say(f"personal: max pair {personal['max_pair_mib']:,} MiB; personal reserves {personal['personal_reserves']}")
 
+    if "plan_free_vram" in w.tools:
+        await _plan(w)
+
     w.head("Spend the headroom on the KV cache: how many seats does the pool contract allow?")
     flags = table["flags"]
     weights_mib = int(flags["vram-weights-mib"])
@@ -192,6 +195,33 @@ async def _walk(w: _Walk) -> None:
         w.say("(audit_step_shape is not a tool of this build)")
     if {"check_serve_script", "compare_dry_run"} <= w.tools:
         await _serve_script(w)
+
+
+SLAB_LAW = ((22_208, 3_397), (24_000, 3_290), (25_600, 3_584), (26_071, 4_379))
+"""The seed's measured prefill law (fp8, 43.5k single stream): slab MiB -> t/s."""
+
+
+async def _plan(w: _Walk) -> None:
+    w.head("What can we do with the free VRAM? One call for the whole fleet")
+    plan = await w.need("plan_free_vram")
+    for line in plan["summary"]:
+        w.say(line)
+    for card in plan["physical_cards"]:
+        w.say(f"{card['card']}: {', '.join(card['services'])}: {card['derivation']}")
+    shared = {c["card"]: c for c in plan["physical_cards"]}.get("gpubox:1")
+    w.expect(shared is not None and len(shared["services"]) == 2,
+             "twin and lowpool share gpubox:1: its headroom is counted once, less the other engine's floor")
+    w.say(f"fleet headroom, each card once: {plan['fleet_headroom_mib']:,} MiB (sharing {plan['sharing']}); "
+          f"not planned: {', '.join(u['service'] for u in plan['unreadable']) or 'none'}")
+
+    w.head("The slab is a slope: compare the measured arms before reading a law off them")
+    arms = [{"value": v, "rate": r} for v, r in SLAB_LAW]
+    two = await w.need("compare_arms", arms=arms[:2], knob="slab MiB", claim="plateau")
+    w.say(f"{two['steps'][0]['reading']}")
+    w.say(f"plateau on two arms: {two['claim']['verdict']}: {two['claim']['remedy']}")
+    w.expect(two["claim"]["verdict"] == "refused", "no plateau or threshold is read off two arms")
+    every = await w.need("compare_arms", arms=arms, knob="slab MiB", claim="threshold")
+    w.say(f"threshold on all four: {every['claim']['verdict']}: {every['claim']['reason']}")
 
 
 async def _serve_script(w: _Walk) -> None:
