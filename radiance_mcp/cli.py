@@ -20,6 +20,7 @@ import sys
 import types
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -74,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         )
         _add_config(sub)
         sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
+        if spec.picture is not None:
+            sub.add_argument("--svg", metavar="FILE", type=Path, help="also write the picture (SVG) to FILE")
         for name, info in spec.input_model.model_fields.items():
             _add_field(sub, name, info.annotation, info.description or "", info.is_required())
         sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a))
@@ -138,6 +141,8 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
             await close_remote(runtime.extras)
 
     output = asyncio.run(run_once())
+    if spec.picture is not None and args.svg is not None:
+        args.svg.write_text(spec.picture(output), encoding="utf-8")
     if args.json:
         print(output.model_dump_json(indent=2))
     else:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from radiance_mcp import capacity, planning
+from radiance_mcp import capacity, planning, svg
 from radiance_mcp.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MIB,
@@ -622,9 +623,48 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Bo
     )
 
 
+def _source(figure: Traced | None) -> str:
+    return "" if figure is None else f"line {figure.line}" if figure.line else figure.source
+
+
+def picture(out: PlanFreeVramOutput) -> str:
+    """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
+    bars = []
+    for plan in out.services:
+        held = sum(r.mib for r in plan.reserves)
+        for card in plan.cards:
+            free, floor = card.settled_free.value, card.engine_floor.value
+            arena = card.activation_arena.value if card.activation_arena else 0.0
+            headroom = max(0.0, free - floor - held)
+            used = card.vram_weights.value + card.vram_kv.value + arena + free
+            total = card.card_total.value if card.card_total else used
+            segments = (
+                svg.Segment("weights", "vram_weights", card.vram_weights.value, _source(card.vram_weights)),
+                svg.Segment("kv", "vram_kv (the KV pool)", card.vram_kv.value, _source(card.vram_kv)),
+                svg.Segment("arena", "activation arena", arena, _source(card.activation_arena) or "not printed"),
+                svg.Segment("other", "not attributed (driver context, the rest)", max(0.0, total - used),
+                            "card total less the rest"),
+                svg.Segment("headroom", "headroom to spend", headroom, "settled free - floor - reserves"),
+                svg.Segment("reserves", "reserves", held, ", ".join(r.label for r in plan.reserves)),
+                svg.Segment("floor", "engine floor", floor, _source(card.engine_floor)),
+            )
+            start = total - free if total >= used else used - free
+            ghosts = tuple(
+                svg.Ghost("kv" if option.name.startswith("more KV") else "weights",
+                          f"{option.name}: +{option.adds_mib:,} MiB -> "
+                          + "; ".join(f"{g.name}: {_value(g)}" for g in option.gains),
+                          start, option.adds_mib)
+                for option in plan.options
+            )
+            who = plan.service or Path(plan.ledger.source).name
+            where = f" ({card.physical})" if card.physical else ""
+            bars.append(svg.Bar(f"{who} card {card.card}{where}", total, segments, free, ghosts))
+    return svg.render(bars)
+
+
 PLAN_TOOLS: list[ToolSpec] = [
     ToolSpec("compare_arms", "Compare measured arms against the noise", CompareArmsInput, CompareArmsOutput,
              compare_arms),
     ToolSpec("plan_free_vram", "Plan what the free VRAM can buy", PlanFreeVramInput, PlanFreeVramOutput,
-             plan_free_vram, open_world=True),
+             plan_free_vram, open_world=True, picture=picture),
 ]

@@ -8,6 +8,7 @@ RadianceMCPError becomes the SDK's ToolError with the same message, for the agen
 
 from __future__ import annotations
 
+import base64
 import functools
 import inspect
 import json
@@ -20,7 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.resources import TextResource
-from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from radiance_mcp import __version__, skills
@@ -122,9 +123,14 @@ def _compact(call: Any, spec: ToolSpec) -> Any:
 
     @functools.wraps(call)
     async def compact(**arguments: Any) -> CallToolResult:
-        data = (await call(**arguments)).model_dump(mode="json", by_alias=True)
+        output = await call(**arguments)
+        data = output.model_dump(mode="json", by_alias=True)
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+        content: list[Any] = [TextContent(type="text", text=text)]
+        if spec.picture is not None:
+            image = base64.b64encode(spec.picture(output).encode()).decode()
+            content.append(ImageContent(type="image", data=image, mime_type="image/svg+xml"))
+        return CallToolResult(content=content, structured_content=data)
 
     returns = Annotated[CallToolResult, spec.output_model]  # the SDK still publishes and checks the output schema
     compact.__signature__ = inspect.signature(call).replace(return_annotation=returns)  # type: ignore[attr-defined]
