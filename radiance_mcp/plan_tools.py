@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from radiance_mcp import capacity, planning, svg
+from radiance_mcp import capacity, gates, planning, svg
 from radiance_mcp.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MIB,
@@ -22,14 +22,15 @@ from radiance_mcp.constants import (
     MIN_DECODE_TOKENS,
     NOISE_BAND,
     PREFERRED_DECODE_TOKENS,
+    SAMPLER_ROW_BOUND,
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
     KVDtype,
     ModelConstants,
 )
-from radiance_mcp.errors import InputError, RadianceMCPError
+from radiance_mcp.errors import GuardRailError, InputError, RadianceMCPError
 from radiance_mcp.ledger import Boot, Hit, Line
-from radiance_mcp.models import BootRef, LedgerArgs, ReserveInput, ReserveOutput, mib
+from radiance_mcp.models import BootRef, LedgerArgs, LineRef, ReserveInput, ReserveOutput, mib
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, line_ref, read_boot
 from radiance_mcp.units import fmt_mib, round_down
 
@@ -303,6 +304,9 @@ class PlanFreeVramOutput(_Output):
     summary: list[str] = Field(description="The answer in a few lines: each service's headroom and its options.")
     notes: list[str]
 
+
+SLAB_TOLERANCE_PCT = 1.0
+"""A slab-slot prediction from the slope is kept within this: the slope is measured, ~1,300 per 1,792 MiB."""
 
 DECODE = (
     "decode is a separate axis: it follows the KV dtype, memory bandwidth and draft acceptance, not the slab "
@@ -662,9 +666,216 @@ def picture(out: PlanFreeVramOutput) -> str:
     return svg.render(bars)
 
 
+# ---------------------------------------------------------------------------------------
+# render_gates
+
+
+class RenderGatesInput(LedgerArgs):
+    """The boot the ceiling is read from (service, log, log_text or container), and the planned pair and shape."""
+
+    vram_kv_mib: int = Field(gt=0, le=capacity.MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
+    vram_weights_mib: int | None = Field(
+        None, ge=0, le=capacity.MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
+    )
+    seqs: int | None = Field(None, ge=1, le=4096, description="--max-num-seqs planned. Omitted: the boot's.")
+    max_model_len: int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
+    kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
+    spec: int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
+    reserves: list[ReserveInput] = Field(
+        default_factory=list, max_length=64,
+        description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
+    )
+    env_prefix: str | None = Field(
+        None, pattern=r"^[A-Z][A-Z0-9_]{0,62}$",
+        description="The env variables' prefix, e.g. SVC for SVC_VRAM_KV_MIB. Omitted: from the service's name.",
+    )
+    env_file: str | None = Field(
+        None, max_length=1000, description="Where the env file lives, for the bats file to source. Omitted: the "
+        "service's env_file from the config, else <name>.env beside the bats file.",
+    )
+
+    @field_validator("reserves", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any, info: Any) -> Any:
+        return _json_list(info.field_name, value)
+
+
+class PredictionOutput(_Output):
+    key: str
+    value: str = Field(description="The expected figure, as the env file records it.")
+    text: str
+
+
+class RenderGatesOutput(_Output):
+    ledger: BootRef
+    service: str
+    pair_mib: int
+    ceiling_mib: int
+    ceiling_derivation: str
+    max_pair_mib: int = Field(description="The ceiling less every reserve.")
+    contract: str
+    contract_margin_mib: float
+    sampler_rows: int | None
+    personal_reserves: list[str]
+    env_file: str
+    env_text: str = Field(description="The env file: header, pair and shape, predictions with empty verdict slots.")
+    bats_file: str
+    bats_text: str = Field(description="The gates: run `bats <bats_file>` (ENV_FILE=... to point at another copy).")
+    predictions: list[PredictionOutput]
+    sources: list[LineRef]
+    notes: list[str]
+
+
+def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
+    if given is not None:
+        return given
+    hit = _flag(boot, flag)
+    if hit is None:
+        raise InputError(f"{name} was not given and {boot.where()} does not echo --{flag}; pass {name}")
+    raw = hit.raw("value", boot.where())
+    if flag == "kv-cache-dtype":
+        if raw not in ("fp8", "bf16"):
+            raise InputError(f"{boot.where()}:{hit.line.number}: --kv-cache-dtype {raw!r} is not bf16 or fp8; pass "
+                             "kv_cache_dtype")
+        return raw
+    return int(hit.number("value", boot.where()))
+
+
+async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
+    """Render the env file (pair, header, falsifiable predictions) and the bats gates for a planned resize.
+
+    The ceiling is read from the boot ledger the arguments name (its settled line), reserves
+    cite a ledger line or are labelled personal, and the planned pair must fit: pair <=
+    ceiling less reserves, and the pool must meet the contract (seqs * max_model_len * rate
+    + per-sequence + fixed MiB) with the sampler's seqs x (1 + spec) rows inside 25; a plan
+    that fails is refused, not rendered. The env file records each prediction (the referee
+    line expected, the ceiling, the settled floor, the contract margin, sampler rows, slab
+    slots, the boundary probe) with an empty verdict slot; the bats file gates pair <=
+    ceiling, pool >= contract (from the env file's own values) and each reserve, a personal
+    one labelled so. Text is returned, never written to a host. Next: deploy, then
+    verify_deploy on the new boot.
+    """
+    boot = await read_boot(runtime, args)
+    start = boot.first("boot_start")
+    name = args.service or (start.fields.get("name") if start else None) or "service"
+    model = runtime.fleet.model_constants(args.service)
+    reading = capacity.read_budget(boot)
+    reserves = tuple(
+        capacity.trace_reserve(boot, Decimal(str(r.mib)), r.label, r.line, r.personal) for r in args.reserves
+    )
+    ceiling = capacity.compute_ceiling(reading, reserves)
+    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+    settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
+    weights = _boot_figure(boot, "vram-weights-mib", args.vram_weights_mib, "vram_weights_mib")
+    seqs = _boot_figure(boot, "max-num-seqs", args.seqs, "seqs")
+    window = _boot_figure(boot, "max-model-len", args.max_model_len, "max_model_len")
+    dtype: KVDtype = _boot_figure(boot, "kv-cache-dtype", args.kv_cache_dtype, "kv_cache_dtype")
+    pair = weights + args.vram_kv_mib
+    if pair > ceiling.max_pair_mib:
+        held = sum((r.mib for r in reserves), Decimal(0))
+        raise GuardRailError(
+            f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
+            f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
+            f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''}: its gate would fail; plan a pair of "
+            f"at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)"
+        )
+    contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
+    contract_text = (
+        f"{seqs} x {window:,} x {contract.rate_bytes_per_token:,} B = {fmt_mib(contract.kv_mib, 2)} MiB + "
+        f"{model.per_seq_mib} x {seqs} + {model.fixed_mib} = {fmt_mib(contract.required_mib, 2)} MiB "
+        f"{'<=' if contract.ok else '>'} pool {args.vram_kv_mib:,} MiB ({dtype})"
+    )
+    if not contract.ok:
+        raise GuardRailError(
+            f"the pool fails its contract: {contract_text}; radiance would boot, then refuse every long request "
+            f"('{contract.refusal}'). At {args.vram_kv_mib:,} MiB the contract allows {contract.max_seqs_at_window} "
+            f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats"
+        )
+    sampler = boot.first("sampler")
+    spec = args.spec
+    if spec is None and sampler is not None and sampler.fields.get("spec"):
+        spec = int(sampler.number("spec", boot.where()))
+    rows = seqs * (1 + spec) if spec is not None else None
+    if spec is not None and rows is not None and rows > SAMPLER_ROW_BOUND:
+        raise GuardRailError(
+            f"sampler rows {seqs} x (1 + {spec}) = {rows} exceed the {SAMPLER_ROW_BOUND}-row wht6 exactness bound: "
+            f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec"
+        )
+    floor = settled.floor.size.mib
+    expected_free = floor + (binding.ceiling_mib - pair)
+    predictions = [
+        gates.Prediction("referee", f"{seqs}x{window}",
+                         f"the boot prints 'backs {seqs} sequences all at {window} tokens at once'"),
+        gates.Prediction("ceiling", str(binding.ceiling_mib),
+                         f"the new boot's ceiling stays {binding.ceiling_mib:,} MiB/card, at or above the pair "
+                         f"{pair:,} MiB"),
+        gates.Prediction("settled", fmt_mib(floor, 2).replace(",", ""),
+                         f"settled free stays at or above the floor {fmt_mib(floor, 2)} MiB (about "
+                         f"{fmt_mib(expected_free, 2)} MiB expected; a pair at the ceiling settles about "
+                         f"{AT_CEILING_WORST_FREE_MIB} MiB at worst)"),
+        gates.Prediction("contract", fmt_mib(contract.margin_mib, 2).replace(",", ""),
+                         f"pool {args.vram_kv_mib:,} >= contract {fmt_mib(contract.required_mib, 2)} MiB, margin "
+                         f"{fmt_mib(contract.margin_mib, 2)} MiB"),
+    ]
+    if rows is not None:
+        predictions.append(gates.Prediction("sampler", str(rows), f"sampler: {seqs} x (1 + {spec}) = {rows} rows, "
+                                            f"inside the {SAMPLER_ROW_BOUND}-row bound"))
+    slab = planning.slab_slots(boot)
+    current_weights = _flag(boot, "vram-weights-mib")
+    if slab is not None and current_weights is not None:
+        slope = planning.slab_slope(boot)
+        delta = Decimal(weights) - current_weights.number("value", boot.where())
+        moved = slope.slots_for(abs(delta)) * (1 if delta >= 0 else -1)
+        cap = slab.host_pool_slots
+        moved = min(moved, cap) if cap is not None else moved
+        predictions.append(gates.Prediction(
+            "slab", str(slab.resident_slots + moved),
+            f"slab slots about {slab.resident_slots + moved:,} resident ({slab.resident_slots:,} now, line "
+            f"{slab.line.number}, {'+' if moved >= 0 else ''}{moved:,} for {fmt_mib(delta)} MiB of weights), "
+            f"within {SLAB_TOLERANCE_PCT:g} %"))
+    predictions.append(gates.Prediction(
+        "boundary", f"{seqs}/{seqs}", f"the boundary probe retrieves {seqs}/{seqs} markers: {seqs} concurrent "
+        f"prompts of max_model_len - gen tokens, a unique marker at each head"))
+    entry = runtime.fleet.services.get(args.service) if args.service else None
+    env_file = args.env_file or (entry.env_file if entry and entry.env_file else f"{name}.env")
+    bats_file = str(Path(env_file).with_suffix(".bats")) if env_file.endswith(".env") else f"{env_file}.bats"
+    plan = gates.GatePlan(
+        service=name, prefix=args.env_prefix or gates.env_prefix(name), env_file=env_file, bats_file=bats_file,
+        weights_mib=weights,
+        kv_mib=args.vram_kv_mib, seqs=seqs, max_model_len=window, dtype=dtype, model=model,
+        ceiling_mib=binding.ceiling_mib,
+        ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled.free.line.number})",
+        contract_text=contract_text,
+        reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
+        predictions=tuple(predictions),
+    )
+    return RenderGatesOutput(
+        ledger=boot_ref(boot),
+        service=name,
+        pair_mib=pair,
+        ceiling_mib=binding.ceiling_mib,
+        ceiling_derivation=binding.derivation,
+        max_pair_mib=ceiling.max_pair_mib,
+        contract=contract_text,
+        contract_margin_mib=mib(contract.margin_mib),
+        sampler_rows=rows,
+        personal_reserves=[r.label for r in reserves if r.line is None],
+        env_file=env_file,
+        env_text=gates.render_env(plan),
+        bats_file=bats_file,
+        bats_text=gates.render_bats(plan),
+        predictions=[PredictionOutput(key=p.key, value=p.value, text=p.text) for p in predictions],
+        sources=[line_ref(line) for line in dict.fromkeys([settled.free.line, *settled.pair_lines])],
+        notes=[f"write {env_file} and {bats_file}, then run: bats {bats_file}; the server writes nothing to a host",
+               "decode is not predicted here: it is a separate axis, measured by the decode probe"],
+    )
+
+
 PLAN_TOOLS: list[ToolSpec] = [
     ToolSpec("compare_arms", "Compare measured arms against the noise", CompareArmsInput, CompareArmsOutput,
              compare_arms),
     ToolSpec("plan_free_vram", "Plan what the free VRAM can buy", PlanFreeVramInput, PlanFreeVramOutput,
              plan_free_vram, open_world=True, picture=picture),
+    ToolSpec("render_gates", "Render the env file and bats gates", RenderGatesInput, RenderGatesOutput, render_gates,
+             open_world=True),
 ]

@@ -1,0 +1,160 @@
+"""render_gates: the env-file pair with its predictions, and bats gates that real bats runs, passing and failing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from radiance_mcp import gates
+from radiance_mcp.config import load
+from radiance_mcp.errors import InputError
+from radiance_mcp.server import build_server
+from radiance_mcp.tools import Runtime
+
+BATS = shutil.which("bats")
+needs_bats = pytest.mark.skipif(BATS is None, reason="bats (Debian: bats) is not installed; .ci/run installs it")
+
+# 3 seats at 200,000 fp8: 3 x 200,000 x 7,488 B = 4,284.67 MiB + 330 + 448 = 5,062.67 MiB <= 6,391 (margin 1,328.33);
+# pair 24,000 + 6,391 = 30,391 <= 30,969 - 100 (personal) - 477.30 (unclaimed, line 18) = 30,391.7
+PLAN: dict[str, Any] = {
+    "vram_kv_mib": 6_391, "seqs": 3,
+    "reserves": [{"mib": 100, "label": "room for a profiler", "personal": True},
+                 {"mib": 477.3, "label": "unclaimed rounding", "line": 18}],
+}
+
+
+async def render(example_path: Path, tmp_path: Path, **arguments: Any) -> tuple[dict[str, Any], Path, Path]:
+    env = tmp_path / "svc" / "frank-archon.env"
+    async with Client(build_server(Runtime(load(None)))) as client:
+        result = await client.call_tool("render_gates", {"log": str(example_path), "env_file": str(env),
+                                                         **PLAN, **arguments})
+    assert not result.is_error, result.content
+    out = result.structured_content
+    assert out is not None
+    env.parent.mkdir(exist_ok=True)
+    env.write_text(out["env_text"], encoding="utf-8")
+    bats = Path(out["bats_file"])
+    bats.write_text(out["bats_text"], encoding="utf-8")
+    return out, env, bats
+
+
+def run_bats(bats: Path, env: Path | None = None) -> subprocess.CompletedProcess[str]:
+    assert BATS is not None
+    extra = {"ENV_FILE": str(env)} if env else {}
+    return subprocess.run([BATS, "--tap", str(bats)], capture_output=True, text=True, check=False,
+                          env={"PATH": "/usr/bin:/bin", **extra}, timeout=120)
+
+
+@needs_bats
+async def test_the_gates_pass_on_the_plan_and_fail_when_the_env_file_drifts(
+    example_path: Path, tmp_path: Path
+) -> None:
+    out, env, bats = await render(example_path, tmp_path)
+    assert out["pair_mib"] == 30_391 and out["max_pair_mib"] == 30_391 and out["contract_margin_mib"] == 1_328.33
+    assert out["personal_reserves"] == ["room for a profiler"] and out["sampler_rows"] == 12  # 3 x (1 + 3)
+    assert bats == env.with_suffix(".bats")
+    passed = run_bats(bats)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "1..5" in passed.stdout and "not ok" not in passed.stdout
+    assert "ok 2 PERSONAL reserve, no ledger line: room for a profiler (100 MiB): pair <= 30,869" in passed.stdout
+    assert "ok 3 traced reserve, ledger line 18: unclaimed rounding (477.30 MiB)" in passed.stdout
+
+    # someone bumps the pool past the ceiling: 24,000 + 7,000 = 31,000 > 30,969
+    env.write_text(env.read_text().replace("FRANK_ARCHON_VRAM_KV_MIB=6391", "FRANK_ARCHON_VRAM_KV_MIB=7000"))
+    over = run_bats(bats)
+    assert over.returncode != 0
+    assert "not ok 1 pair <= ceiling (30,969 MiB/card, from the boot ledger)" in over.stdout
+    assert "pair 31000 MiB against the ceiling 30969" in over.stdout
+    assert "ok 5 pool >= contract" in over.stdout and "not ok 5" not in over.stdout
+
+    # a second copy with the seats raised to 5: 5 x 1,428.22 + 550 + 448 = 8,139.11 MiB > the 6,391 pool
+    other = tmp_path / "other.env"
+    other.write_text(out["env_text"].replace("FRANK_ARCHON_MAX_SEQS=3", "FRANK_ARCHON_MAX_SEQS=5"))
+    short = run_bats(bats, env=other)
+    assert short.returncode != 0 and "not ok 5 pool >= contract" in short.stdout
+    assert "ok 1 pair <= ceiling" in short.stdout and "not ok 1" not in short.stdout
+
+
+@needs_bats
+async def test_the_gates_read_an_env_file_in_another_style(example_path: Path, tmp_path: Path) -> None:
+    _, env, bats = await render(example_path, tmp_path, kv_cache_dtype="fp8")
+    # the operator's own layout: exports, quotes, comments after values, other lines between
+    env.write_text(
+        "#!/bin/sh\nset -a\nexport FRANK_ARCHON_VRAM_WEIGHTS_MIB='24000'   # weights\nUNRELATED=1\n"
+        'export FRANK_ARCHON_VRAM_KV_MIB="6391"\nFRANK_ARCHON_MAX_SEQS=3\nFRANK_ARCHON_MAX_MODEL_LEN=200000\n'
+        "FRANK_ARCHON_KV_CACHE_DTYPE=bf16\n"
+    )
+    # bf16: 3 x 200,000 x 14,144 B = 8,093.26 + 330 + 448 = 8,871.26 MiB > 6,391: the dtype alone fails the pool
+    result = run_bats(bats)
+    assert result.returncode != 0 and "not ok 5 pool >= contract" in result.stdout
+    env.write_text(env.read_text().replace("DTYPE=bf16", "DTYPE=fp16"))
+    typo = run_bats(bats)
+    assert "--kv-cache-dtype fp16: radiance takes only bf16 or fp8" in typo.stdout
+    assert gates.read_env(env.read_text()) == ("FRANK_ARCHON", {
+        "VRAM_WEIGHTS_MIB": "24000", "VRAM_KV_MIB": "6391", "MAX_SEQS": "3", "MAX_MODEL_LEN": "200000",
+        "KV_CACHE_DTYPE": "fp16"})
+
+
+async def test_the_env_file_records_each_prediction_with_an_empty_verdict(example_path: Path, tmp_path: Path) -> None:
+    out, env, _ = await render(example_path, tmp_path)
+    text = env.read_text()
+    assert "FRANK_ARCHON_VRAM_KV_MIB=6391" in text and "# Ceiling: 29,120 + (2,058 - 209) = 30,969 MiB/card" in text
+    assert "# Reserve: room for a profiler, 100 MiB (PERSONAL reserve: no ledger line backs it)." in text
+    predictions = {p.key: p.value for p in gates.read_predictions(text)}
+    # settled: the floor, 209.19 MiB; contract margin 6,391 - 5,062.67 = 1,328.33; slab: the weights do not move
+    assert predictions == {"referee": "3x200000", "ceiling": "30969", "settled": "209.19", "contract": "1328.33",
+                           "sampler": "12", "slab": "17548", "boundary": "3/3"}
+    assert [p["key"] for p in out["predictions"]] == list(predictions)
+    assert text.count("# verdict ") == 7 and all(f"# verdict {k}:\n" in text for k in predictions)
+    filled = gates.fill_verdicts(text, {"referee": "kept: line 24"})
+    assert "# verdict referee: kept: line 24\n" in filled and "# verdict boundary:\n" in filled
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        # 24,000 + 7,000 = 31,000 > 30,969
+        ({"vram_kv_mib": 7_000, "reserves": []}, "over the ceiling 30,969 MiB/card"),
+        # 24,000 + 6,700 = 30,700 <= 30,969 but > 30,969 - 577.30 of reserves
+        ({"vram_kv_mib": 6_700}, "less 577.30 MiB of reserves"),
+        # 4 seats need 6,600.89 MiB
+        ({"seqs": 4}, "the pool fails its contract: 4 x 200,000 x 7,488 B"),
+        # 7 x (1 + 3) = 28 rows > 25: at spec 3 at most 6 seats (7 x 32,768 fp8 = 1,638.4 + 770 + 448 fits)
+        ({"seqs": 7, "max_model_len": 32_768}, "sampler rows 7 x (1 + 3) = 28 exceed the 25-row"),
+        ({"env_file": "/tmp/$(reboot).env"}, "env_file '/tmp/$(reboot).env': a path of letters"),
+        ({"reserves": [{"mib": 250, "label": "gut feeling"}]}, "neither traced nor labelled"),
+        ({"kv_cache_dtype": "fp16"}, "kv_cache_dtype"),
+        ({"env_prefix": "lower-case"}, "env_prefix"),
+    ],
+)
+async def test_a_plan_that_would_fail_its_gates_is_refused(
+    example_path: Path, arguments: dict[str, Any], message: str
+) -> None:
+    async with Client(build_server(Runtime(load(None)))) as client:
+        result = await client.call_tool("render_gates", {"log": str(example_path), **PLAN, **arguments})
+    assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
+
+
+@needs_bats
+async def test_a_hostile_label_stays_one_comment_line_and_one_test_name(example_path: Path, tmp_path: Path) -> None:
+    label = 'x\nFRANK_ARCHON_VRAM_KV_MIB=99999\n@test "owned" { touch $HOME/owned ; }\n`touch owned`'
+    out, env, bats = await render(example_path, tmp_path, reserves=[{"mib": 10, "label": label, "personal": True}])
+    assert gates.read_env(env.read_text())[1]["VRAM_KV_MIB"] == "6391"
+    assert "99999" not in "".join(line for line in out["env_text"].splitlines() if not line.startswith("#"))
+    result = run_bats(bats)
+    # four gates (the pair, the reserve, every reserve, the pool), all passing, and nothing run from the label
+    assert result.returncode == 0 and "1..4" in result.stdout, result.stdout + result.stderr
+    assert "PERSONAL reserve, no ledger line: x FRANK_ARCHON_VRAM_KV_MIB=99999 @test owned { touch HOME/owned" \
+        in result.stdout
+    assert not list(tmp_path.rglob("owned")) and not Path("owned").exists()
+
+
+def test_env_prefix_and_a_file_without_the_variables() -> None:
+    assert gates.env_prefix("frank-archon") == "FRANK_ARCHON" and gates.env_prefix("9-lives") == "SVC_9_LIVES"
+    with pytest.raises(InputError, match="found SVC_\\* \\(2 of 5\\)"):
+        gates.read_env("SVC_VRAM_KV_MIB=1\nSVC_MAX_SEQS=2\n")
