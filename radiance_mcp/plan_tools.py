@@ -802,17 +802,17 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
             f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec"
         )
     floor = settled.floor.size.mib
-    expected_free = floor + (binding.ceiling_mib - pair)
+    headroom_left = binding.ceiling_mib - pair
     predictions = [
         gates.Prediction("referee", f"{seqs}x{window}",
                          f"the boot prints 'backs {seqs} sequences all at {window} tokens at once'"),
         gates.Prediction("ceiling", str(binding.ceiling_mib),
-                         f"the new boot's ceiling stays {binding.ceiling_mib:,} MiB/card, at or above the pair "
-                         f"{pair:,} MiB"),
+                         f"the new boot's ceiling ({binding.ceiling_mib:,} MiB/card on this boot) stays at or above "
+                         f"the pair {pair:,} MiB"),
         gates.Prediction("settled", fmt_mib(floor, 2).replace(",", ""),
-                         f"settled free stays at or above the floor {fmt_mib(floor, 2)} MiB (about "
-                         f"{fmt_mib(expected_free, 2)} MiB expected; a pair at the ceiling settles about "
-                         f"{AT_CEILING_WORST_FREE_MIB} MiB at worst)"),
+                         f"settled free stays at or above the floor {fmt_mib(floor, 2)} MiB ({fmt_mib(headroom_left)}"
+                         f" MiB under the ceiling left; a pair at the ceiling settles about "
+                         f"{AT_CEILING_WORST_FREE_MIB} MiB free at worst)"),
         gates.Prediction("contract", fmt_mib(contract.margin_mib, 2).replace(",", ""),
                          f"pool {args.vram_kv_mib:,} >= contract {fmt_mib(contract.required_mib, 2)} MiB, margin "
                          f"{fmt_mib(contract.margin_mib, 2)} MiB"),
@@ -871,6 +871,237 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     )
 
 
+# ---------------------------------------------------------------------------------------
+# verify_deploy
+
+MAX_ENV_BYTES = 256 * 1024
+"""An env file is a few hundred bytes; a bigger one is not an env file."""
+
+
+class VerifyDeployInput(LedgerArgs):
+    """The new boot (service, log, log_text or container), and the env file render_gates wrote."""
+
+    env_text: str | None = Field(
+        None, max_length=MAX_ENV_BYTES, description="The env file's text as render_gates wrote it (its predictions). "
+        "Omitted: the service's env_file from the config, on this machine.",
+    )
+    boundary_found: int | None = Field(
+        None, ge=0, le=4096, description="Markers the boundary probe retrieved (boundary_probe's result); omitted: "
+        "the boundary prediction stays pending.",
+    )
+
+
+class DeployCheck(_Output):
+    check: str
+    ok: bool | None = Field(description="null: the boot does not print the line this check needs.")
+    expected: str
+    found: str
+    line: LineRef | None
+
+
+class Verdict(_Output):
+    key: str
+    predicted: str
+    verdict: Literal["kept", "killed", "pending"]
+    text: str = Field(description="What to write in the env file's verdict slot.")
+
+
+class VerifyDeployOutput(_Output):
+    ledger: BootRef
+    ok: bool = Field(description="Every check passed and no prediction was killed.")
+    checks: list[DeployCheck]
+    verdicts: list[Verdict]
+    env_text: str = Field(description="The env file with every verdict slot filled: write it back yourself.")
+    notes: list[str]
+
+
+async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
+    if args.env_text is not None:
+        return args.env_text
+    entry = runtime.fleet.service(args.service) if args.service else None
+    if entry is None or entry.env_file is None or entry.host is not None:
+        raise InputError("env_text is needed: pass the env file's text as render_gates wrote it"
+                         + (" (the service's env_file is on another host)" if entry and entry.host else ""))
+    path = Path(entry.env_file).expanduser()
+
+    def read() -> str:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_ENV_BYTES + 1)
+        if len(data) > MAX_ENV_BYTES:
+            raise InputError(f"env_file {path}: over {MAX_ENV_BYTES:,} bytes, not an env file")
+        return data.decode("utf-8", errors="replace")
+
+    try:
+        return await asyncio.to_thread(read)
+    except OSError as exc:
+        raise InputError(f"env_file {path} cannot be read ({exc.strerror}); pass env_text") from exc
+
+
+def _check(name: str, ok: bool | None, expected: str, found: str, line: Line | None) -> DeployCheck:
+    return DeployCheck(check=name, ok=ok, expected=expected, found=found, line=line_ref(line) if line else None)
+
+
+async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
+    """Verify a deploy from its new boot ledger, then mark each prediction of its env file kept or killed.
+
+    Ledger first, each check with its line: 'backs N sequences all at M tokens at once' is
+    the shape asked; sampler rows R = seqs x (1 + spec) and R <= 25; settled free >= the
+    engine floor (a pair at the ceiling settles about 330 MiB free at worst); pair <=
+    ceiling; pool >= contract; unclaimed printed; slab slots against the plan. Then the
+    predictions render_gates recorded in the env file are read back and each marked kept,
+    killed or pending (the boundary probe's outcome comes from boundary_found), with the
+    verdict text for its slot. The env file with its verdicts is returned, never written to
+    a host: a killed prediction is recorded too.
+    """
+    text = await _env_text(runtime, args)
+    prefix, values = gates.read_env(text)
+    predictions = gates.read_predictions(text)
+    if not predictions:
+        raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
+                         "render_gates returned, with its predictions")
+    boot = await read_boot(runtime, args)
+    src = boot.where()
+    model = runtime.fleet.model_constants(args.service)
+    try:
+        seqs, window = int(values["MAX_SEQS"]), int(values["MAX_MODEL_LEN"])
+        weights, pool = int(values["VRAM_WEIGHTS_MIB"]), int(values["VRAM_KV_MIB"])
+    except ValueError as exc:
+        raise InputError(f"env file: {prefix}_* values must be whole numbers ({exc})") from exc
+    dtype = values["KV_CACHE_DTYPE"]
+    if dtype not in ("fp8", "bf16"):
+        raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")
+    checks: list[DeployCheck] = []
+    found: dict[str, tuple[str, bool | None, Line | None]] = {}
+
+    backs = boot.first("backs")
+    if backs is None:
+        checks.append(_check("referee", None, f"backs {seqs} sequences all at {window} tokens at once",
+                             "no 'backs ... sequences all at ... tokens at once' line", None))
+    else:
+        n, m = int(backs.number("seqs", src)), int(backs.number("tokens", src))
+        checks.append(_check("referee", (n, m) == (seqs, window), f"{seqs} sequences at {window:,} tokens",
+                             f"{n} sequences at {m:,} tokens", backs.line))
+        found["referee"] = (f"{n}x{m}", None, backs.line)
+
+    sampler = boot.first("sampler")
+    if sampler is None:
+        checks.append(_check("sampler", None, f"rows = {seqs} x (1 + spec) <= {SAMPLER_ROW_BOUND}",
+                             "no 'sampler:' line", None))
+    else:
+        rows = int(sampler.number("rows", src))
+        spec = int(sampler.number("spec", src)) if sampler.fields.get("spec") else None
+        want = seqs * (1 + spec) if spec is not None else None
+        ok = rows <= SAMPLER_ROW_BOUND and (want is None or rows == want)
+        expected = (f"{seqs} x (1 + {spec}) = {want} rows" if want is not None else f"{seqs} x (1 + spec) rows") + \
+            f", <= {SAMPLER_ROW_BOUND}"
+        checks.append(_check("sampler", ok, expected, f"{rows} rows", sampler.line))
+        found["sampler"] = (str(rows), None, sampler.line)
+
+    reading = capacity.read_budget(boot)
+    ceiling = capacity.compute_ceiling(reading)
+    for card in reading.cards:
+        free, floor = card.free.size.mib, card.floor.size.mib
+        checks.append(_check(
+            f"settled, card {card.card}", free >= floor,
+            f"free >= floor {fmt_mib(floor, 2)} MiB (about {AT_CEILING_WORST_FREE_MIB} MiB at worst at the ceiling)",
+            f"{card.free.size.text} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
+            card.free.line))
+    worst = min(reading.cards, key=lambda c: (c.free.size.mib - c.floor.size.mib, c.card))
+    found["settled"] = (fmt_mib(worst.free.size.mib, 2), worst.free.size.mib >= worst.floor.size.mib, worst.free.line)
+    boot_pair = reading.cards[0].pair_mib
+    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+    checks.append(_check("pair <= ceiling", weights + pool <= ceiling.ceiling_mib and boot_pair == weights + pool,
+                         f"pair {weights:,} + {pool:,} = {weights + pool:,} MiB (the env file) <= the ceiling",
+                         f"boot pair {fmt_mib(boot_pair, 2)} MiB ({reading.cards[0].pair_source}); ceiling "
+                         f"{binding.derivation}", reading.cards[0].free.line))
+    found["ceiling"] = (str(ceiling.ceiling_mib), ceiling.ceiling_mib >= weights + pool, reading.cards[0].free.line)
+
+    flags = boot.flags
+    shape_flags = {"max-num-seqs": seqs, "max-model-len": window, "vram-kv-mib": pool}
+    echoed = {f: int(flags[f].number("value", src)) for f in shape_flags if f in flags}
+    boot_dtype = flags["kv-cache-dtype"].raw("value", src) if "kv-cache-dtype" in flags else dtype
+    contract = capacity.pool_contract(Decimal(echoed.get("vram-kv-mib", pool)), echoed.get("max-num-seqs", seqs),
+                                      echoed.get("max-model-len", window),
+                                      boot_dtype if boot_dtype in ("fp8", "bf16") else dtype,  # type: ignore[arg-type]
+                                      model)
+    contract_line = flags["vram-kv-mib"].line if "vram-kv-mib" in flags else None
+    checks.append(_check("pool >= contract", contract.ok,
+                         f"pool >= {fmt_mib(contract.required_mib, 2)} MiB ({contract.seqs} x "
+                         f"{contract.max_model_len:,} {contract.dtype})",
+                         f"pool {fmt_mib(contract.pool_mib)} MiB, margin {fmt_mib(contract.margin_mib, 2)} MiB",
+                         contract_line))
+    found["contract"] = (fmt_mib(contract.margin_mib, 2).replace(",", ""), contract.ok, contract_line)
+
+    unclaimed = [c.unclaimed for c in reading.cards if c.unclaimed is not None]
+    checks.append(_check("unclaimed", bool(unclaimed) or None, "the table's unclaimed row, printed",
+                         ", ".join(f"{u.size.text}" for u in unclaimed) or "no unclaimed row",
+                         unclaimed[0].line if unclaimed else None))
+    slab = planning.slab_slots(boot)
+    planned = next((p for p in predictions if p.key == "slab"), None)
+    if slab is not None:
+        found["slab"] = (str(slab.resident_slots), None, slab.line)
+    if planned is not None:
+        ok_slab = None if slab is None else _slab_kept(planned.value, slab.resident_slots)
+        checks.append(_check("slab slots", ok_slab, f"about {planned.value} resident (within {SLAB_TOLERANCE_PCT:g} %)",
+                             f"{slab.resident_slots:,} resident" if slab else "no 'slab slots' line",
+                             slab.line if slab else None))
+
+    verdicts = [_verdict(p, found, boot, args.boundary_found) for p in predictions]
+    notes = [f"checked against {prefix}_* of the env file: {seqs} x {window:,} {dtype}, pair {weights:,} + {pool:,}"]
+    if echoed and any(echoed[f] != v for f, v in shape_flags.items() if f in echoed):
+        notes.append("the boot's echoed flags differ from the env file: the deploy did not take the planned shape "
+                     "(a serve-script mode carrying its own flags? check_serve_script finds it)")
+    killed = [v.key for v in verdicts if v.verdict == "killed"]
+    if killed:
+        notes.append(f"killed: {', '.join(killed)}; write the verdicts as they are, then re-plan from this boot")
+    return VerifyDeployOutput(
+        ledger=boot_ref(boot),
+        ok=all(c.ok is True for c in checks) and not killed,
+        checks=checks,
+        verdicts=verdicts,
+        env_text=gates.fill_verdicts(text, {v.key: f"{v.verdict}: {v.text}" for v in verdicts}),
+        notes=notes,
+    )
+
+
+def _slab_kept(predicted: str, resident: int) -> bool:
+    try:
+        want = int(predicted)
+    except ValueError:
+        return False
+    return abs(resident - want) <= want * SLAB_TOLERANCE_PCT / 100
+
+
+def _verdict(p: gates.Prediction, found: dict[str, tuple[str, bool | None, Line | None]], boot: Boot,
+             boundary_found: int | None) -> Verdict:
+    where = f"boot {boot.index}"
+    if p.key == "boundary":
+        if boundary_found is None:
+            return Verdict(key=p.key, predicted=p.value, verdict="pending",
+                           text="run boundary_probe on the new deploy, then verify again with boundary_found")
+        sent = p.value.split("/")[-1]
+        kept = f"{boundary_found}/{sent}" == p.value
+        return Verdict(key=p.key, predicted=p.value, verdict="kept" if kept else "killed",
+                       text=f"boundary probe retrieved {boundary_found}/{sent} markers (predicted {p.value})")
+    if p.key not in found:
+        return Verdict(key=p.key, predicted=p.value, verdict="pending",
+                       text=f"the new boot ({where}) prints no line to judge it by")
+    value, judged, line = found[p.key]
+    at = f"{where}, line {line.number}: {line.text.strip()}" if line else where
+    if p.key == "slab":
+        kept = _slab_kept(p.value, int(value))
+    elif p.key == "contract":  # exact arithmetic: the margin of the shape planned, and no less than 0
+        kept = bool(judged) and value == p.value
+    elif judged is not None:
+        kept = judged
+    else:
+        kept = value == p.value
+    detail = {"ceiling": f"ceiling {value} MiB/card", "settled": f"settled {value} MiB free",
+              "contract": f"contract margin {value} MiB"}.get(p.key, value)
+    return Verdict(key=p.key, predicted=p.value, verdict="kept" if kept else "killed",
+                   text=f"{detail} (predicted {p.value}; {at})")
+
+
 PLAN_TOOLS: list[ToolSpec] = [
     ToolSpec("compare_arms", "Compare measured arms against the noise", CompareArmsInput, CompareArmsOutput,
              compare_arms),
@@ -878,4 +1109,6 @@ PLAN_TOOLS: list[ToolSpec] = [
              plan_free_vram, open_world=True, picture=picture),
     ToolSpec("render_gates", "Render the env file and bats gates", RenderGatesInput, RenderGatesOutput, render_gates,
              open_world=True),
+    ToolSpec("verify_deploy", "Verify a deploy and its predictions", VerifyDeployInput, VerifyDeployOutput,
+             verify_deploy, open_world=True),
 ]

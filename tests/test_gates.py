@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from radiance_mcp import gates
 from radiance_mcp.config import load
 from radiance_mcp.errors import InputError
 from radiance_mcp.server import build_server
+from radiance_mcp.sim import SimFleet
 from radiance_mcp.tools import Runtime
 
 BATS = shutil.which("bats")
@@ -158,3 +160,76 @@ def test_env_prefix_and_a_file_without_the_variables() -> None:
     assert gates.env_prefix("frank-archon") == "FRANK_ARCHON" and gates.env_prefix("9-lives") == "SVC_9_LIVES"
     with pytest.raises(InputError, match="found SVC_\\* \\(2 of 5\\)"):
         gates.read_env("SVC_VRAM_KV_MIB=1\nSVC_MAX_SEQS=2\n")
+
+
+# ---------------------------------------------------------------------------------------
+# verify_deploy: the new boot against the plan, and each prediction kept or killed
+
+
+async def _plan_and_deploy(fleet: SimFleet, client: Client, seats_deployed: int) -> tuple[dict[str, Any], int]:
+    """Plan frank-archon at the ceiling with 4 seats, deploy it with seats_deployed."""
+    planned = await client.call_tool("render_gates", {"service": "frank-archon", "vram_kv_mib": 6_969, "seqs": 4})
+    assert not planned.is_error and planned.structured_content is not None
+    service = fleet.services["frank-archon"]
+    await fleet.redeploy("frank-archon", replace(service.shape, vram_kv_mib=6_969, seqs=seats_deployed))
+    return planned.structured_content, 4
+
+
+async def test_a_deploy_as_planned_keeps_every_prediction(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
+            plan, seats = await _plan_and_deploy(fleet, client, 4)
+            first = await client.call_tool("verify_deploy", {"service": "frank-archon", "env_text": plan["env_text"]})
+            second = await client.call_tool("verify_deploy", {"service": "frank-archon", "env_text": plan["env_text"],
+                                                              "boundary_found": seats})
+    out = first.structured_content
+    assert out is not None and out["ledger"]["boot"] == 2  # the new boot, not the one planned from
+    checks = {c["check"]: c for c in out["checks"]}
+    assert all(c["ok"] for c in out["checks"]), out["checks"]
+    assert checks["referee"]["found"] == "4 sequences at 200,000 tokens"
+    assert checks["referee"]["line"]["text"].endswith("backs 4 sequences all at 200000 tokens at once")
+    assert checks["sampler"]["expected"] == "4 x (1 + 3) = 16 rows, <= 25"
+    # the pair at the ceiling settles at 330.05 MiB, 120.86 above the 209.19 floor: the seed's ~330 MiB worst case
+    assert "330.05 MiB free, 120.86 MiB above the floor" in checks["settled, card 0"]["found"]
+    assert "margin 368.11 MiB" in checks["pool >= contract"]["found"]  # 6,969 - 6,600.89
+    verdicts = {v["key"]: v["verdict"] for v in out["verdicts"]}
+    assert verdicts == {"referee": "kept", "ceiling": "kept", "settled": "kept", "contract": "kept",
+                        "sampler": "kept", "slab": "kept", "boundary": "pending"}
+    assert out["ok"] is True  # a pending probe is not a failed check
+    final = second.structured_content
+    assert final is not None and all(v["verdict"] == "kept" for v in final["verdicts"])
+    assert "# verdict boundary: kept: boundary probe retrieved 4/4 markers (predicted 4/4)" in final["env_text"]
+    assert "# verdict referee: kept: 4x200000" in final["env_text"]
+
+
+async def test_a_deploy_that_kept_the_old_seats_kills_its_predictions(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
+            plan, _ = await _plan_and_deploy(fleet, client, 2)
+            result = await client.call_tool("verify_deploy", {"service": "frank-archon", "env_text": plan["env_text"],
+                                                              "boundary_found": 2})
+    out = result.structured_content
+    assert out is not None and out["ok"] is False
+    verdicts = {v["key"]: v for v in out["verdicts"]}
+    # the boot backs 2 x 200,000: 8 sampler rows, not 16; the contract margin is 6,969 - 3,524.45 = 3,444.55, not 368.11
+    assert {k for k, v in verdicts.items() if v["verdict"] == "killed"} == {"referee", "sampler", "contract",
+                                                                            "boundary"}
+    assert verdicts["referee"]["text"].startswith("2x200000 (predicted 4x200000; boot 2, line ")
+    assert "contract margin 3444.55 MiB (predicted 368.11" in verdicts["contract"]["text"]
+    assert "# verdict sampler: killed: 8 (predicted 16" in out["env_text"]
+    assert any("did not take the planned shape" in n for n in out["notes"])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"service": "frank-archon"}, "records no predictions"),  # the sim's own env file has none
+        ({"service": "frank-archon", "env_text": "X_MAX_SEQS=2\n"}, "expected one prefix assigning every one"),
+        ({"log_text": "I radiance boot: x\n"}, "env_text is needed"),
+    ],
+)
+async def test_verify_deploy_says_what_it_needs(tmp_path: Path, arguments: dict[str, Any], message: str) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
+            result = await client.call_tool("verify_deploy", arguments)
+    assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
