@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -160,6 +162,8 @@ async def _walk(w: _Walk) -> None:
     w.say(f"lowpool, from its ledger: {lowpool['formula']}")
     w.expect(not lowpool["ok"], "lowpool's pool fails its contract (it booted all the same)")
 
+    shipped = await _ship(w, SERVICE, new_kv, seats) if "render_gates" in w.tools else None
+
     w.head(f"Deploy {weights_mib:,} + {new_kv:,} MiB with --max-num-seqs {seats} (the simulator redeploys)")
     await fleet.redeploy(SERVICE, replace(service.shape, vram_kv_mib=new_kv, seqs=seats))
     w.say(_newest_line(service.log_path, "backs"))
@@ -180,9 +184,23 @@ async def _walk(w: _Walk) -> None:
                 w.say(f"{row['row']:<24} {row['proven']} -> {row['candidate']}")
     backs = _newest_line(service.log_path, "backs")
     w.expect(f"backs {seats} sequences all at {window} tokens" in backs, f"the referee: {backs}")
+    if shipped is not None:
+        verified = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"])
+        for check in verified["checks"]:
+            w.say(f"{'ok' if check['ok'] else 'FAILED' if check['ok'] is False else 'n/a'}: {check['check']}: "
+                  f"{check['found']}")
+        w.expect(verified["ok"], "every ledger check of the new boot passes")
 
     w.head("Then the live probes, against the deployed endpoint")
-    await _probes(w, seats, window)
+    found = await _probes(w, seats, window)
+    if shipped is not None:
+        w.head("The verdicts: each prediction of the env file, kept or killed")
+        final = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"], boundary_found=found)
+        for verdict in final["verdicts"]:
+            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text'][:110]}")
+        w.expect(all(v["verdict"] == "kept" for v in final["verdicts"]),
+                 "every prediction kept; the env file comes back with its verdicts written")
+        await _killed(w)
 
     w.head("The step-shape audit: a mode that carried its own 65,536-token step")
     if "audit_step_shape" in w.tools:
@@ -224,6 +242,48 @@ async def _plan(w: _Walk) -> None:
     w.say(f"threshold on all four: {every['claim']['verdict']}: {every['claim']['reason']}")
 
 
+async def _ship(w: _Walk, name: str, kv_mib: int, seats: int) -> dict[str, Any]:
+    """render_gates for the plan; its files written beside the fleet and, when bats is installed, run."""
+    w.head("Ship: the env-file pair with its predictions, and the bats gates")
+    shipped = await w.need("render_gates", service=name, vram_kv_mib=kv_mib, seqs=seats)
+    for prediction in shipped["predictions"]:
+        w.say(f"prediction {prediction['key']} = {prediction['value']}")
+    ship = w.fleet.root / "ship"
+    ship.mkdir(exist_ok=True)
+    env, bats = ship / f"{name}.env", ship / f"{name}.bats"
+    env.write_text(shipped["env_text"], encoding="utf-8")
+    bats.write_text(shipped["bats_text"], encoding="utf-8")
+    runner = shutil.which("bats")
+    if runner is None:
+        w.say(f"(bats is not installed: the gates are in {bats.name}, run them with: bats {bats.name})")
+        return shipped
+    process = await asyncio.create_subprocess_exec(runner, "--tap", str(bats), env={**os.environ, "ENV_FILE": str(env)},
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    output = (await process.communicate())[0].decode(errors="replace")
+    for line in output.splitlines():
+        if line.startswith(("ok", "not ok")):
+            w.say(f"bats: {line}")
+    w.expect(process.returncode == 0, "bats runs the gates on the env file: pair <= ceiling, pool >= contract")
+    return shipped
+
+
+async def _killed(w: _Walk) -> None:
+    """A deploy that did not take the plan: the env file says 3 seats, the service boots with its old 2."""
+    name = "twin"
+    w.head(f"A deploy that did not take the plan ({name}: planned 3 seats, booted with its old 2)")
+    planned = await w.need("render_gates", service=name, vram_kv_mib=w.fleet.services[name].shape.vram_kv_mib,
+                           seqs=3)
+    await w.fleet.redeploy(name, w.fleet.services[name].shape)  # the seats change never reached the engine
+    result = await w.need("verify_deploy", service=name, env_text=planned["env_text"])
+    for verdict in result["verdicts"]:
+        if verdict["verdict"] == "killed":
+            w.say(f"{verdict['key']}: killed: {verdict['text'][:110]}")
+    killed = {v["key"] for v in result["verdicts"] if v["verdict"] == "killed"}
+    w.expect("referee" in killed and not result["ok"],
+             "the referee line kills the prediction, and the verdict is written to the env file all the same")
+    w.say(next(line for line in result["env_text"].splitlines() if line.startswith("# verdict referee:"))[:120])
+
+
 async def _serve_script(w: _Walk) -> None:
     """The campaign rig's serve script: find the mode's private step, prove it by dry run, fix it, prove again."""
     wide = w.fleet.services[WIDE]
@@ -255,7 +315,7 @@ async def _serve_script(w: _Walk) -> None:
              "the wide mode's argv is the proven mode's, byte for byte")
 
 
-async def _probes(w: _Walk, seats: int, window: int) -> None:
+async def _probes(w: _Walk, seats: int, window: int) -> int:
     gen = 64
     if "boundary_probe" in w.tools:
         text = "The resize procedure, in the engine's words. " * 40
@@ -278,7 +338,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
                   f"(cold: {rate['cold']}), prefill {rate['prefill_tokens_per_s']:,.0f} t/s")
             w.expect(rate["valid"] and rate["cold"] and rate["generated_tokens"] == 256,
                      "a cold decode of 256 tokens, thinking off: a rate, not first-token noise")
-        return
+        return int(result["retrieved"])
     # This build registers no probe tools: send the boundary probe's requests directly.
     w.say("(no probe tools in this build: the demo sends the boundary probe's requests itself)")
     url = w.fleet.services[SERVICE].url
@@ -297,6 +357,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
         found = await asyncio.gather(*(one(i) for i in range(seats)))
     w.say(f"boundary probe: {sum(found)}/{seats} markers retrieved at {window - gen:,} prompt tokens each")
     w.expect(all(found), f"{seats}/{seats} markers retrieved")
+    return sum(found)
 
 
 async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> int:
