@@ -10,7 +10,7 @@ import asyncio
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -58,8 +58,10 @@ def _json_list(name: str, value: Any) -> Any:
 
 
 class ArmInput(_Input):
-    value: float = Field(description="The knob's setting in this arm, e.g. the slab in MiB.")
-    rate: float = Field(gt=0, description="The rate measured in this arm, e.g. prefill tokens/s.")
+    value: float = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
+                         description="The knob's setting in this arm, e.g. the slab in MiB.")
+    rate: float = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
+                        description="The rate measured in this arm, e.g. prefill tokens/s.")
 
 
 class CompareArmsInput(_Input):
@@ -75,7 +77,7 @@ class CompareArmsInput(_Input):
     claim: Literal["plateau", "threshold"] | None = Field(
         None, description="A reading to check: 'plateau' (the rate stops moving) or 'threshold' (it steps once)."
     )
-    claim_arms: list[float] = Field(
+    claim_arms: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(
         default_factory=list, max_length=planning.MAX_ARMS,
         description="The knob values of the arms the claim rests on (default: every arm).",
     )
@@ -370,7 +372,10 @@ def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> 
     src = boot.where()
     seqs_hit, window_hit, dtype_hit = (_flag(boot, f) for f in ("max-num-seqs", "max-model-len", "kv-cache-dtype"))
     pool = Decimal(str(card.vram_kv.value))
-    if seqs_hit and window_hit:
+    if pool + usable > capacity.MAX_POOL_MIB:
+        notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
+                     f"(line {card.settled_free.line}) again; the KV options are not priced")
+    elif seqs_hit and window_hit:
         seqs = int(seqs_hit.number("value", src))
         window = int(window_hit.number("value", src))
         dtypes: tuple[KVDtype, ...] = ("fp8", "bf16")
@@ -962,11 +967,15 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
     boot = await read_boot(runtime, args)
     src = boot.where()
     model = runtime.fleet.model_constants(args.service)
-    try:
-        seqs, window = int(values["MAX_SEQS"]), int(values["MAX_MODEL_LEN"])
-        weights, pool = int(values["VRAM_WEIGHTS_MIB"]), int(values["VRAM_KV_MIB"])
-    except ValueError as exc:
-        raise InputError(f"env file: {prefix}_* values must be whole numbers ({exc})") from exc
+    numbers: dict[str, int] = {}
+    for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
+        raw = values[key]
+        if not raw.isdigit() or not low <= int(raw) <= capacity.MAX_POOL_MIB:
+            raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
+                             f"{capacity.MAX_POOL_MIB:,}; pass the env file render_gates wrote")
+        numbers[key] = int(raw)
+    seqs, window = numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"]
+    weights, pool = numbers["VRAM_WEIGHTS_MIB"], numbers["VRAM_KV_MIB"]
     dtype = values["KV_CACHE_DTYPE"]
     if dtype not in ("fp8", "bf16"):
         raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")

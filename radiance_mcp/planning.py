@@ -33,6 +33,9 @@ from radiance_mcp.units import fmt_mib, round_down
 
 MAX_ARMS = 1_000
 """More arms than any campaign measures: a longer list is a pasted table gone wrong."""
+MAX_ARM_FIGURE = 1e15
+MIN_RATE = 1e-6
+"""Figures past these are unit mistakes; inside them every percentage and midpoint stays finite."""
 
 Claim = Literal["plateau", "threshold"]
 
@@ -117,9 +120,10 @@ def compare_arms(
         raise InputError(f"noise_band_pct={band_pct}: a band is a percentage above 0 and below 100 (e.g. 3 for +-3 %)")
     seen: dict[float, Arm] = {}
     for arm in arms:
-        if not (arm.rate > 0 and arm.rate < float("inf")) or arm.value != arm.value or abs(arm.value) == float("inf"):
-            raise InputError(f"arm value={arm.value}, rate={arm.rate}: a value is a finite number and a rate is "
-                             "a finite measured rate above 0")
+        if not (MIN_RATE <= arm.rate <= MAX_ARM_FIGURE and abs(arm.value) <= MAX_ARM_FIGURE):
+            raise InputError(f"arm value={arm.value}, rate={arm.rate}: a value is a finite number within "
+                             f"+-{MAX_ARM_FIGURE:g} and a rate is a finite measured rate above 0, from {MIN_RATE:g} "
+                             f"to {MAX_ARM_FIGURE:g}")
         if arm.value in seen:
             raise InputError(
                 f"arms: value {_number(arm.value)} is given twice (rates {_number(seen[arm.value].rate)} and "

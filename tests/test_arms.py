@@ -93,7 +93,9 @@ def test_a_threshold_with_a_flat_side_is_supported_and_placed() -> None:
         ([Arm(1, 10)], 3.0, (), "1 given"),
         ([Arm(1, 10), Arm(1, 11)], 3.0, (), "value 1 is given twice"),
         ([Arm(1, 10), Arm(2, 0)], 3.0, (), "rate above 0"),
-        ([Arm(1, 10), Arm(float("nan"), 5)], 3.0, (), "finite number"),
+        ([Arm(1e308, 10), Arm(1.7e308, 11)], 3.0, (), "within"),  # a midpoint past float range
+        ([Arm(1, 1e-320), Arm(2, 1e308)], 3.0, (), "from 1e-06"),  # a change of 1e628 %
+        ([Arm(1, 10), Arm(float("nan"), 5)], 3.0, (), "within"),
         ([Arm(1, 10), Arm(2, float("inf"))], 3.0, (), "finite measured rate"),
         ([Arm(1, 10), Arm(2, 11)], 0.0, (), "noise_band_pct=0.0"),
         ([Arm(1, 10), Arm(2, 11), Arm(3, 12)], 3.0, (2, 7), "claim_arms: 7 is not the value of any arm"),
