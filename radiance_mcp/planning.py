@@ -140,8 +140,8 @@ def compare_arms(
 
 
 def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: float) -> ClaimVerdict:
-    """A plateau: every step between the claim's arms inside the noise. A threshold: one step out of
-    the noise, with the arms on its flat side inside it (a step among steps is a slope, not a threshold)."""
+    """A plateau: every step between the claim's arms, and their whole span, inside the noise. A threshold:
+    one step out of the noise, the others inside it (a step among steps is a slope, not a threshold)."""
     by_value = {a.value: a for a in arms}
     unknown = [v for v in values if v not in by_value]
     if unknown:
@@ -171,9 +171,16 @@ def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: 
         )
     outside = [s for s in steps if not s.inside_noise]
     if claim == "plateau":
-        if not outside:
+        rates = [by_value[v].rate for v in chosen]
+        span = _pct(min(rates), max(rates))
+        if not outside and span <= band_pct:
             return ClaimVerdict(claim, chosen, "supported",
-                                f"all {len(steps)} steps lie inside the +-{band_pct:g} % band", RULE, None, None)
+                                f"all {len(steps)} steps, and the whole span ({span:.2f} %), lie inside the "
+                                f"+-{band_pct:g} % band", RULE, None, None)
+        if not outside:
+            return ClaimVerdict(claim, chosen, "contradicted",
+                                f"each step lies inside the +-{band_pct:g} % band, but the rate moves {span:.2f} % "
+                                "from the lowest arm to the highest: a slow slope, not a plateau", RULE, None, None)
         worst = max(outside, key=lambda s: abs(s.change_pct))
         return ClaimVerdict(
             claim, chosen, "contradicted",

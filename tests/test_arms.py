@@ -80,6 +80,18 @@ def test_the_seed_law_is_a_slope_not_a_threshold_nor_a_plateau() -> None:
     assert "+22.18 %" in plateau.reason  # the largest step, 25,600 -> 26,071
 
 
+@pytest.mark.parametrize(
+    ("rates", "verdict"),
+    [
+        ((1_000, 1_010, 995), "supported"),  # +1.00 %, -1.49 %; span (1,010 - 995) / 995 = 1.51 %
+        ((1_000, 1_025, 1_050), "contradicted"),  # +2.50 %, +2.44 %: each inside, but the span is 5.00 %
+    ],
+)
+def test_a_plateau_needs_its_whole_span_inside_the_band(rates: tuple[int, ...], verdict: str) -> None:
+    claim = compare_arms([Arm(v, r) for v, r in zip((8, 16, 32), rates, strict=True)], 3.0, "plateau").claim
+    assert claim is not None and claim.verdict == verdict
+
+
 def test_a_threshold_with_a_flat_side_is_supported_and_placed() -> None:
     # batch 16 -> 512 t/s, 32 -> 520 (+1.56 %), 64 -> 700 (+34.6 %): flat, then one step
     verdict = compare_arms([Arm(16, 512), Arm(32, 520), Arm(64, 700)], 3.0, "threshold").claim
