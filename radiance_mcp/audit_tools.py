@@ -15,14 +15,31 @@ import os
 import posixpath
 import shutil
 import signal
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from radiance_mcp import serve_script as ss
+from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.ledger import Boot, Line
-from radiance_mcp.models import BootRef, LedgerArgs, LineRef, _Input, _Output, mib
+from radiance_mcp.models import (
+    BootIndex,
+    BootRef,
+    LedgerArgs,
+    LedgerText,
+    LineRef,
+    MaxChars,
+    Name,
+    PathArg,
+    Seconds,
+    _Input,
+    _Output,
+    mib,
+)
+from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, local_path
 from radiance_mcp.sources import (
     PodmanLogsSource,
@@ -41,11 +58,10 @@ if TYPE_CHECKING:
     from radiance_mcp import step_shape as sh
     from radiance_mcp.remote import DryRun
 
-SCRIPT_CAP_BYTES = 1 << 20
-"""A serve script or env file larger than this is not one; it is refused, not read."""
+ScriptText = Annotated[str, MaxChars(SCRIPT_CAP_BYTES)]
+ArgvText = Annotated[str, MaxChars(DRY_RUN_OUTPUT_CAP_BYTES)]
 DRY_RUN_TIMEOUT_S = 20.0
 DRY_RUN_MAX_TIMEOUT_S = 120.0
-DRY_RUN_OUTPUT_CAP_BYTES = 256 * 1024
 # MODE_PATTERN (remote.py, beside the other argument rules): a mode name, no leading '-', so
 # it can never be read as an option by the script; STDERR_TAIL_BYTES: the stderr a failure quotes.
 
@@ -60,27 +76,29 @@ _SOURCE_KINDS = ("service", "log", "log_text", "container")
 class AuditStepShapeInput(_Input):
     """The proven and the candidate boot: one source each, or one source and two of its boots."""
 
-    proven_service: str | None = Field(None, description="Service whose newest boot is the proven shape.")
-    proven_log: str | None = Field(
+    proven_service: Name | None = Field(None, description="Service whose newest boot is the proven shape.")
+    proven_log: PathArg | None = Field(
         None, description="Ledger file of the proven boot: under log_roots here, or on host (under its log_roots)."
     )
-    proven_log_text: str | None = Field(None, description="Ledger text of the proven boot.")
-    proven_container: str | None = Field(None, description="Container on host whose podman logs hold the proven boot.")
-    proven_boot: int | None = Field(
+    proven_log_text: LedgerText | None = Field(None, description="Ledger text of the proven boot.")
+    proven_container: Name | None = Field(None, description="Container on host whose podman logs hold the proven boot.")
+    proven_boot: BootIndex | None = Field(
         None, description="Which boot of the proven source: -1 newest (default), or -2 with one shared source."
     )
-    candidate_service: str | None = Field(None, description="Service whose newest boot is the candidate shape.")
-    candidate_log: str | None = Field(None, description="Ledger file of the candidate boot (here, or on host).")
-    candidate_log_text: str | None = Field(None, description="Ledger text of the candidate boot.")
-    candidate_container: str | None = Field(None, description="Container on host holding the candidate boot.")
-    candidate_boot: int | None = Field(None, description="Which boot of the candidate source: -1 newest (default).")
-    service: str | None = Field(
+    candidate_service: Name | None = Field(None, description="Service whose newest boot is the candidate shape.")
+    candidate_log: PathArg | None = Field(None, description="Ledger file of the candidate boot (here, or on host).")
+    candidate_log_text: LedgerText | None = Field(None, description="Ledger text of the candidate boot.")
+    candidate_container: Name | None = Field(None, description="Container on host holding the candidate boot.")
+    candidate_boot: BootIndex | None = Field(
+        None, description="Which boot of the candidate source: -1 newest (default)."
+    )
+    service: Name | None = Field(
         None, description="One service for both: boots proven_boot and candidate_boot of its ledger."
     )
-    log: str | None = Field(None, description="One ledger file for both (two boots of it).")
-    log_text: str | None = Field(None, description="One ledger text for both (two boots of it).")
-    container: str | None = Field(None, description="One container on host for both (two boots of its logs).")
-    host: str | None = Field(
+    log: PathArg | None = Field(None, description="One ledger file for both (two boots of it).")
+    log_text: LedgerText | None = Field(None, description="One ledger text for both (two boots of it).")
+    container: Name | None = Field(None, description="One container on host for both (two boots of its logs).")
+    host: Name | None = Field(
         None, description="A host of the fleet config where the log / container sources given here live; two "
         "ledgers on one host are read in one SSH round trip.",
     )
@@ -375,23 +393,20 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
 
 
 class CheckServeScriptInput(_Input):
-    service: str | None = Field(
+    service: Name | None = Field(
         None, description="A service from the config: its serve_script and env_file entries are read."
     )
-    script: str | None = Field(
+    script: PathArg | None = Field(
         None, description="Absolute path of the serve script (under the config's log_roots); with host, a file on "
         "that host, under its log_roots."
     )
-    script_text: str | None = Field(None, description="The serve script itself.")
-    env_file: str | None = Field(
-        None, description="The env file that owns the shape (default: the service's, or <script stem>.env beside it)."
+    script_text: ScriptText | None = Field(None, description="The serve script itself.")
+    env_file: PathArg | None = Field(
+        None, description="The env file that owns the shape (default: the service's env_file, else the files the "
+        "script itself sources).",
     )
-    env_text: str | None = Field(None, description="The env file's text.")
-    env_prefix: str | None = Field(
-        None, pattern=r"^[A-Z][A-Z0-9_]*_$",
-        description="The owned variables' prefix, e.g. FRANK_ARCHON_ (default: read off the env file).",
-    )
-    host: str | None = Field(
+    env_text: ScriptText | None = Field(None, description="The env file's text.")
+    host: Name | None = Field(
         None, description="A host of the fleet config where script and env_file live; both are read in one SSH "
         "round trip. A service on a host needs no host here.",
     )
@@ -414,14 +429,15 @@ class CheckServeScriptInput(_Input):
 
 class OwnedVarOut(_Output):
     flag: str
-    variable: str
-    value: str | None = Field(description="Its value in the env file; null when the env file does not set it.")
+    variable: str = Field(description="The env file's variable the script passes to this flag.")
+    value: str | None = Field(description="Its value in the env file.")
     line: int | None
+    file: str | None = Field(None, description="The env file that defines it.")
 
 
 class ModeOut(_Output):
     mode: str
-    kind: Literal["case arm", "function", "top level", "env file"]
+    kind: Literal["case arm", "if branch", "function", "top level", "env file"]
     first_line: int
     last_line: int
     findings: int
@@ -431,7 +447,9 @@ class FindingOut(_Output):
     kind: Literal["literal", "default", "override", "alias", "unowned"]
     file: str
     line: int
-    mode: str | None = Field(description="The case arm or function it sits in (null: shared part or env file).")
+    mode: str | None = Field(
+        description="The case arm, if branch or function it sits in (null: shared part or env file)."
+    )
     flag: str | None
     variable: str | None
     value: str
@@ -442,8 +460,7 @@ class FindingOut(_Output):
 class CheckServeScriptOutput(_Output):
     ok: bool = Field(description="True when no mode carries its own shaped number or alias.")
     script: str
-    env_file: str | None
-    env_prefix: str
+    env_file: str | None = Field(description="The env file read (null: none found; then only literals are checked).")
     owned: list[OwnedVarOut]
     modes: list[ModeOut]
     modes_with_findings: list[str]
@@ -468,6 +485,10 @@ def _read_small(path: Path, argument: str) -> str:
             "name the right file"
         )
     return data.decode("utf-8", "replace")
+
+
+MAX_SOURCED_FILES = 4
+"""At most this many files a script sources are read as its env files."""
 
 
 def _service_paths(runtime: Runtime, service: str) -> tuple[Path, Path | None]:
@@ -497,48 +518,79 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-async def _local_script_and_env(
-    runtime: Runtime, args: CheckServeScriptInput, notes: list[str]
-) -> tuple[str, str, str | None, str | None]:
-    """(script label, script text, env label, env text) from this machine's files or the texts given."""
-    env_label: str | None = None
-    env_text = args.env_text
+def _in_directory(path: str, directory: str) -> bool:
+    return posixpath.commonpath([posixpath.normpath(path), directory]) == directory
+
+
+def _followed(script_text: str, script_path: str, notes: list[str]) -> list[ss.SourceLine]:
+    """The files the script sources that can be resolved without running it; the others said in notes."""
+    found: list[ss.SourceLine] = []
+    for source in ss.source_lines(script_text, script_path):
+        if source.path is None:
+            notes.append(f"line {source.line}: 'source {source.word}' was not followed: {source.why}")
+        elif len(found) < MAX_SOURCED_FILES:
+            found.append(source)
+    return found
+
+
+@dataclass(frozen=True)
+class _Script:
+    label: str
+    text: str
+    path: str | None
+    """Its path (on its host): source lines resolve against its directory; None for script_text."""
+    env_files: list[ss.EnvFile]
+
+
+async def _local_script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: list[str]) -> _Script:
+    """The script and its env files from this machine's files or the texts given."""
+    env_path: Path | None = None
+    configured = args.service is not None
     if args.script_text is not None:
-        script_label, script_text = "script_text", args.script_text
-        env_path = local_path(runtime, args.env_file, "env_file") if args.env_file else None
+        label, text, path = "script_text", args.script_text, None
     else:
         if args.service is not None:
             script_path, env_path = _service_paths(runtime, args.service)
         else:
             assert args.script is not None
-            script_path, env_path = local_path(runtime, args.script, "script"), None
-        if args.env_file is not None:
-            env_path = local_path(runtime, args.env_file, "env_file")
-        script_label = str(script_path)
-        script_text = await asyncio.to_thread(_read_small, script_path, "script")
-        if env_path is None and env_text is None:
-            sibling = script_path.with_suffix(".env")
-            if sibling.is_file():
-                # Security: an agent's script lies under the log roots, but the .env beside it may be
-                # a symlink out of them; it is checked like a named env_file (a service's is the operator's).
-                env_path = sibling if args.service is not None else local_path(runtime, str(sibling), "env_file")
-                notes.append(f"env file not given: read {sibling}, the .env beside the script")
-    if env_path is not None and env_text is None:
-        env_label = str(env_path)
+            script_path = local_path(runtime, args.script, "script")
+        text = await asyncio.to_thread(_read_small, script_path, "script")
+        label = path = str(script_path)
+    if args.env_text is not None:
+        return _Script(label, text, path, [ss.EnvFile("env_text", args.env_text)])
+    if args.env_file is not None:
+        env_path = local_path(runtime, args.env_file, "env_file")
+    if env_path is not None:
         env_text = await asyncio.to_thread(_read_small, env_path, "env_file")
-    elif env_text is not None:
-        env_label = "env_text"
-    return script_label, script_text, env_label, env_text
+        return _Script(label, text, path, [ss.EnvFile(str(env_path), env_text, str(env_path))])
+    env_files = []
+    if path is not None:
+        for source in _followed(text, path, notes):
+            assert source.path is not None
+            # Security: a source line is text in a file, not the operator's word. The file it names is read
+            # only inside a configured script's own directory, or under the log roots as any path an agent
+            # names (symlinks resolved), so a script cannot lead the read to /etc/shadow.
+            trusted = configured and _in_directory(source.path, posixpath.dirname(path))
+            env_path = Path(source.path) if trusted else local_path(runtime, source.path, "env_file")
+            if not env_path.is_file():
+                notes.append(f"line {source.line}: the script sources {source.path}, which is not there")
+                continue
+            env_text = await asyncio.to_thread(_read_small, env_path, "env_file")
+            env_files.append(ss.EnvFile(str(env_path), env_text, source.path))
+            notes.append(f"env file {env_path}: the script sources it at line {source.line}")
+    return _Script(label, text, path, env_files)
 
 
 async def _remote_script_and_env(
     runtime: Runtime, args: CheckServeScriptInput, host: str, notes: list[str]
-) -> tuple[str, str, str | None, str | None]:
-    """(script label, script text, env label, env text) with the files read on host in one round trip.
+) -> _Script:
+    """The script and its env files, read on host.
 
     The files: a service's serve_script and env_file from the fleet config (their directories
-    allowed), or the script and env_file an agent names (under the host's log_roots); without
-    an env file, the <script stem>.env beside the script if it is there.
+    allowed), or the script and env_file an agent names (under the host's log_roots). With no
+    env file named, the files the script sources are read: the <script stem>.env beside it is
+    fetched in the same round trip as the script, so the usual layout costs one; a script that
+    sources another file costs a second.
     """
     refs: list[RemotePath] = []
     configured_env: str | None = None
@@ -548,71 +600,95 @@ async def _remote_script_and_env(
         configured_env = entry.env_file
     elif args.script is not None:
         refs.append(RemotePath("script", args.script))
+    named: RemotePath | None = None
     if args.env_text is None:
         if args.env_file is not None:
-            refs.append(RemotePath("env_file", args.env_file))
+            named = RemotePath("env_file", args.env_file)
         elif configured_env is not None:
-            refs.append(RemotePath(f"services.{args.service}.env_file", configured_env, configured=True))
+            named = RemotePath(f"services.{args.service}.env_file", configured_env, configured=True)
         elif refs:
             stem, _ = posixpath.splitext(refs[0].path)
             refs.append(RemotePath("env_file", f"{stem}.env", configured=refs[0].configured, optional=True))
+        if named is not None:
+            refs.append(named)
     texts = await read_remote_files(runtime.fleet, runtime.extras, host, refs, cap_bytes=SCRIPT_CAP_BYTES)
-    script_label, script_text = "script_text", args.script_text
-    env_label, env_text = ("env_text", args.env_text) if args.env_text is not None else (None, None)
-    for ref, text in zip(refs, texts, strict=True):
-        if text is None:
-            continue  # the .env beside the script, which is not there
-        if ref.argument.endswith("env_file"):
-            env_label, env_text = f"{host}:{text.path}", _decode(text.data)
-            if ref.optional:
-                notes.append(f"env file not given: read {env_label}, the .env beside the script")
-        else:
-            script_label, script_text = f"{host}:{text.path}", _decode(text.data)
-    assert script_text is not None  # script_text was given, or the script was read (a missing one raised)
-    return script_label, script_text, env_label, env_text
+    read = dict(zip((r.path for r in refs), texts, strict=True))
+    if args.script_text is not None:
+        label, text, path = "script_text", args.script_text, None
+    else:
+        script = read[refs[0].path]
+        assert script is not None  # a missing script raised
+        label, text, path = f"{host}:{script.path}", _decode(script.data), refs[0].path
+    if args.env_text is not None:
+        return _Script(label, text, path, [ss.EnvFile("env_text", args.env_text)])
+    if named is not None:
+        env = read[named.path]
+        assert env is not None
+        return _Script(label, text, path, [ss.EnvFile(f"{host}:{env.path}", _decode(env.data), named.path)])
+    env_files = []
+    if path is not None:
+        sources = _followed(text, path, notes)
+        directory = posixpath.dirname(path)
+        more = [RemotePath("env_file", s.path, configured=refs[0].configured and _in_directory(s.path, directory),
+                           optional=True) for s in sources if s.path is not None and s.path not in read]
+        if more:
+            texts = await read_remote_files(runtime.fleet, runtime.extras, host, more, cap_bytes=SCRIPT_CAP_BYTES)
+            read.update(zip((r.path for r in more), texts, strict=True))
+        for source in sources:
+            assert source.path is not None
+            env = read[source.path]
+            if env is None:
+                notes.append(f"line {source.line}: the script sources {host}:{source.path}, which is not there")
+                continue
+            env_files.append(ss.EnvFile(f"{host}:{env.path}", _decode(env.data), source.path))
+            notes.append(f"env file {host}:{env.path}: the script sources it at line {source.line}")
+    return _Script(label, text, path, env_files)
 
 
 async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
     """Find every mode of a multi-mode serve script that carries its own step or seat count.
 
     The rule: no mode may carry its own --max-num-seqs or --max-num-batched-tokens (nor host
-    pool or GPU headroom); all four come from the env file that owns the shape (for
-    frank-archon: scripts/frank-archon.env with FRANK_ARCHON_MAX_SEQS,
-    FRANK_ARCHON_MAX_BATCHED_TOKENS, FRANK_ARCHON_HOST_POOL_MIB, FRANK_ARCHON_GPU_HEADROOM_MIB).
-    A private step is how a mode ends up with a 65,536-token arena of 10.65 GiB where the
-    proven 1,024 costs 504 MiB.
+    pool or GPU headroom); all four come from the env file that owns the shape. A private step
+    is how a mode ends up with a 65,536-token arena of 10.65 GiB where the proven 1,024 costs
+    504 MiB.
 
-    Reports, with file, line and the mode (case arm or function) each sits in: a literal
-    number passed to one of those flags (directly, in an argv array, in a flags string, or
-    through a variable the script sets to a number); a numeric fallback of an owned variable
-    (${FRANK_ARCHON_MAX_SEQS:-8}); an assignment of an owned variable in the script; a
-    per-mode alias of an owned variable (FRANK_ARCHON_BF16_MAX_SEQS), in the script or the
-    env file; a flag value that does not trace to the owned variable. Comments, heredoc
-    usage texts and quoted messages that mention a flag do not count.
+    The env file is the one named (env_file, env_text, or the service's env_file), else the
+    files the script itself sources (source FILE / . FILE, relative to the script's directory,
+    $(dirname "$0"), ${BASH_SOURCE%/*} and variables set to those), read when they lie in a
+    configured script's directory or under the log roots. Ownership is read from the files,
+    whatever the variables are called: an env-file variable owns the flag the script passes
+    it to. A mode that inherits every shaped number has no finding. With no env file found,
+    the result says so and reports only the numbers the script passes itself.
+
+    Reports, with file, line and the mode (case arm, if branch or function) each sits in: a
+    literal number passed to one of those flags (directly, in an argv array, in a flags
+    string, or through a variable the script sets to a number); a numeric fallback of a
+    variable that reaches one (${SEATS:-8}); an assignment in the script of an env-file
+    variable that owns one; a second env-file variable passed to the same flag by some modes
+    (a per-mode alias); a flag value that is computed or comes from a variable nothing sets.
+    Comments, heredoc usage texts and quoted messages that mention a flag do not count.
 
     The fix: inherit the proven numbers from the env file, delete the literals (no shim, no
     alias), correct the mode's comment, then prove it with compare_dry_run.
 
     Sources: a service (its serve_script and env_file; on its host when the config gives one),
     a script path (with host: a file on that host, under its log_roots), or script_text; the
-    env file likewise, or the <script stem>.env beside the script. On a host the script and
-    its env file are read in one SSH round trip, each capped at 1 MiB.
+    env file likewise. On a host the script and the env file beside it are read in one SSH
+    round trip, each capped at 1 MiB.
     """
     notes: list[str] = []
     host = runtime.fleet.service(args.service).host if args.service is not None else args.host
     if host is not None:
-        script_label, script_text, env_label, env_text = await _remote_script_and_env(runtime, args, host, notes)
+        script = await _remote_script_and_env(runtime, args, host, notes)
     else:
-        script_label, script_text, env_label, env_text = await _local_script_and_env(runtime, args, notes)
-    if env_text is None and args.env_prefix is None:
-        notes.append(
-            "no env file: the owned variables' prefix is guessed from the script's name; pass env_file or "
-            "env_prefix to be sure"
-        )
-    from radiance_mcp import serve_script as ss
-
-    check = ss.check_script(script_text, env_text, script_name=script_label, env_name=env_label,
-                            prefix=args.env_prefix)
+        script = await _local_script_and_env(runtime, args, notes)
+    check = await run(
+        lambda *, checkpoint: ss.check_script(script.text, script.env_files, script_name=script.label,
+                                              script_path=script.path),
+        label=script.label, remedy="name the serve script itself")
+    if len(script.env_files) > 1:
+        notes.append("env files: " + ", ".join(check.env_files) + " (a later one overrides an earlier one)")
     counts: dict[str, int] = {}
     for finding in check.findings:
         if finding.mode is not None:
@@ -620,17 +696,22 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
     remedy = []
     if check.findings:
         remedy = [
-            f"take every shaped number from the env file's {check.prefix}* variables; delete the literals, "
-            "fallbacks, overrides and aliases listed (no shim left behind)",
+            "take every shaped number from the env file's variable that owns it (listed in owned); delete the "
+            "literals, fallbacks, overrides and aliases listed (no shim left behind)",
             "correct the comment of each mode named so its premise (e.g. that a wide step is free throughput) is gone",
             "prove the fix with compare_dry_run: the mode's argv must match the proven mode's byte for byte",
         ]
+    if not script.env_files:
+        remedy.append(
+            "no env file was found, so ownership was not checked: pass env_file (or env_text), or have the script "
+            "source its env file, and check again"
+        )
     return CheckServeScriptOutput(
         ok=check.ok,
         script=check.script,
-        env_file=check.env_file,
-        env_prefix=check.prefix,
-        owned=[OwnedVarOut(flag=o.flag, variable=o.name, value=o.value, line=o.line) for o in check.owned],
+        env_file=check.env_files[0] if check.env_files else None,
+        owned=[OwnedVarOut(flag=o.flag, variable=o.name, value=o.value, line=o.line, file=o.file)
+               for o in check.owned],
         modes=[ModeOut(mode=m.path, kind=m.kind, first_line=m.first_line, last_line=m.last_line,
                        findings=counts.get(m.path, 0)) for m in check.modes],
         modes_with_findings=list(dict.fromkeys(f.mode for f in check.findings if f.mode is not None)),
@@ -651,23 +732,23 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
 
 
 class CompareDryRunInput(_Input):
-    proven_mode: str | None = Field(None, description="The proven mode: '<script> <proven_mode> --dry-run' is run.")
-    candidate_mode: str | None = Field(None, description="The mode under review.")
-    service: str | None = Field(None, description="A service from the config whose serve_script is run.")
-    script: str | None = Field(None, description="Absolute path of a serve script a service of the config names.")
-    host: str | None = Field(
+    proven_mode: Name | None = Field(None, description="The proven mode: '<script> <proven_mode> --dry-run' is run.")
+    candidate_mode: Name | None = Field(None, description="The mode under review.")
+    service: Name | None = Field(None, description="A service from the config whose serve_script is run.")
+    script: PathArg | None = Field(None, description="Absolute path of a serve script a service of the config names.")
+    host: Name | None = Field(
         None, description="With script: the host it is on, where a service of the config runs it. A service on a "
         "host needs no host here.",
     )
-    proven_argv: str | None = Field(
+    proven_argv: ArgvText | None = Field(
         None, description="The proven mode's dry-run output, for a comparison without running anything."
     )
-    candidate_argv: str | None = Field(None, description="The candidate mode's dry-run output.")
+    candidate_argv: ArgvText | None = Field(None, description="The candidate mode's dry-run output.")
     argv_format: Literal["auto", "lines", "shell", "nul"] = Field(
         "auto", description="How the dry run prints argv: one per line, a shell command line, NUL-separated, or auto."
     )
-    timeout_s: float = Field(
-        DRY_RUN_TIMEOUT_S, gt=0, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run, seconds."
+    timeout_s: Seconds = Field(
+        DRY_RUN_TIMEOUT_S, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run, seconds."
     )
 
     @model_validator(mode="after")
@@ -988,8 +1069,10 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
     labels = {"proven": args.proven_mode or "proven", "candidate": args.candidate_mode or "candidate"}
     from radiance_mcp import step_shape as sh
 
-    result = sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
-                             proven_label=labels["proven"], candidate_label=labels["candidate"])
+    result = await run(
+        lambda *, checkpoint: sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
+                                              proven_label=labels["proven"], candidate_label=labels["candidate"]),
+        label="the dry runs' argv", remedy="pass the dry runs' output itself")
     for side, raw, argv in (("proven", raw_proven, result.proven_argv),
                             ("candidate", raw_candidate, result.candidate_argv)):
         sides[side] = DryRunSide(

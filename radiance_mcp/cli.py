@@ -3,7 +3,8 @@
 Each tool subcommand is made from the tool's input model (``compute_ceiling`` becomes
 ``compute-ceiling``, ``log_text`` becomes ``--log-text``), prints a readable table, or the
 tool's structured output with ``--json``, and exits 0 only on success: 1 on an error or a
-refusal, 2 on a usage error (argparse's, or arguments the tool's input model rejects), 3 when
+refusal, 2 on a usage error (argparse's, an unknown flag, which is named with the closest one,
+or arguments the tool's input model rejects), 3 when
 a check ran and its verdict is a failure (``ok`` false), so a shell gate can call it directly.
 A file named on the command line is read wherever it is: the log roots guard the MCP server
 against agents, not a person against their own files.
@@ -17,16 +18,16 @@ import ipaddress
 import json
 import os
 import sys
-import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from radiance_mcp import __version__
-from radiance_mcp.config import describe_validation, load
+from radiance_mcp.arguments import parse_arguments, unknown_names, unwrap
+from radiance_mcp.config import load
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models import LineRef
 from radiance_mcp.sources import close_remote
@@ -37,7 +38,9 @@ TOKEN_ENV = "RADIANCE_MCP_TOKEN"
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        return _unknown_flags(parser, args, extra)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -70,8 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     for spec in TOOLS:
+        # No abbreviations: a misspelled flag is refused with the closest one, as over MCP.
         sub = commands.add_parser(
-            spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec)
+            spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec), allow_abbrev=False
         )
         _add_config(sub)
         sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
@@ -79,8 +83,26 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--svg", metavar="FILE", type=Path, help="also write the picture (SVG) to FILE")
         for name, info in spec.input_model.model_fields.items():
             _add_field(sub, name, info.annotation, info.description or "", info.is_required())
-        sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a))
+        sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), spec=spec)
     return parser
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> int:
+    """An unknown flag of a tool subcommand, refused with the closest valid one (exit 2)."""
+    spec: ToolSpec | None = getattr(args, "spec", None)
+    if spec is None:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    names = [word.split("=", 1)[0].lstrip("-").replace("-", "_") for word in extra if word.startswith("-")]
+    fields = [*spec.input_model.model_fields, "config", "json"]
+    message = unknown_names(spec.name.replace("_", "-"), names, fields, _flag) if names else (
+        f"unexpected argument {extra[0]!r}: every argument of {spec.name.replace('_', '-')} is a --flag"
+    )
+    print(f"radiance-mcp: {message}", file=sys.stderr)
+    return 2
 
 
 def _first_paragraph(spec: ToolSpec) -> str:
@@ -91,18 +113,9 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, help="fleet TOML file (default: $RADIANCE_MCP_CONFIG)")
 
 
-def _unwrap(annotation: Any) -> Any:
-    """X | None -> X."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(rest) == 1:
-            return rest[0]
-    return annotation
-
-
 def _add_field(parser: argparse.ArgumentParser, name: str, annotation: Any, help_text: str, required: bool) -> None:
-    flag = "--" + name.replace("_", "-")
-    kind = _unwrap(annotation)
+    flag = _flag(name)
+    kind = unwrap(annotation)
     if kind is bool:
         parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
     elif typing.get_origin(kind) is Literal:
@@ -119,7 +132,9 @@ def _json_arg(name: str) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise argparse.ArgumentTypeError(f"--{name.replace('_', '-')} takes JSON: {exc.msg}") from exc
+            raise argparse.ArgumentTypeError(f"{_flag(name)} takes JSON: {exc.msg}") from exc
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting 100,000 deep
+            raise argparse.ArgumentTypeError(f"{_flag(name)} takes plain JSON: {exc}") from exc
 
     return parse
 
@@ -127,10 +142,10 @@ def _json_arg(name: str) -> Any:
 def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
     values = {name: getattr(args, name) for name in spec.input_model.model_fields if getattr(args, name) is not None}
     try:
-        tool_input = spec.input_model.model_validate(values)
-    except ValidationError as exc:
+        tool_input = parse_arguments(spec.name.replace("_", "-"), spec.input_model, values, spell=_flag)
+    except InputError as exc:
         # The arguments break the tool's input model: a usage error (2), like argparse's own.
-        print(f"radiance-mcp: {spec.name.replace('_', '-')}: {describe_validation(exc)}", file=sys.stderr)
+        print(f"radiance-mcp: {exc}", file=sys.stderr)
         return 2
     runtime = Runtime(load(args.config), trust_local_paths=True)
 
@@ -264,7 +279,12 @@ def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
     # With a bearer token, a browser page cannot forge requests, so any Host header may reach us;
     # without one (loopback only), the SDK's DNS-rebinding protection stays on.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if token else None
-    app = server.streamable_http_app(host=host, transport_security=security)
+    from radiance_mcp.server import request_body_limit_bytes
+
+    # The body limit follows the schemas: a call they allow never meets a plain-text 413.
+    app = server.streamable_http_app(
+        host=host, transport_security=security, max_request_body_size=request_body_limit_bytes()
+    )
     if token:
         expected = f"Bearer {token}".encode()
         inner = app

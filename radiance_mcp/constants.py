@@ -121,3 +121,42 @@ CONCURRENT_TOKENS_PER_S = 6.0
 """`Three concurrent streams about 6 t/s each`."""
 PREFIX_CACHE_MIB = 64 * 1024
 """`A disk prefix cache (64 GiB)`."""
+
+
+# ---------------------------------------------------------------------------------------
+# Limits on tool arguments. Every schema bound of every tool input comes from here (or names
+# its home here); the README's limits table lists them. Each is chosen from the domain, so a
+# value outside it is a mistake or an attack, never a real figure: it is refused with the
+# argument's name and its range, before anything is read or parsed.
+
+MAX_LEDGER_TEXT_CHARS = 1 << 20
+"""log_text and its proven_ / candidate_ variants. A boot's phrase lines are a few KiB, and
+pasted text passes through an agent's context, which holds far less; a larger ledger is read
+from its file (log, container), from the end, never whole."""
+SCRIPT_CAP_BYTES = 1 << 20
+"""A serve script or env file: as a file (bytes), or as script_text / env_text (characters)."""
+DRY_RUN_OUTPUT_CAP_BYTES = 256 * 1024
+"""One dry run's printed argv: a run's output, or proven_argv / candidate_argv (characters)."""
+MAX_PROBE_TEXT_CHARS = 4 << 20
+"""token_count_probe's text. A corpus sample may fill a whole window: 200,000 tokens are about
+514,000 characters of filler and 552,000 of corpus (CHARS_PER_TOKEN_FOX, _CORPUS). One refusal
+counts a text exactly only when it is certainly above the window, past 16 characters a token
+(probes.prompts.MAX_TEXT_CHARS_PER_TOKEN): 3.2 M characters for a 200,000-token window, so
+4 Mi characters keep that one-request count for windows up to 262,144 tokens."""
+MAX_PATH_CHARS = 4096
+"""A path argument (log, script, env_file): Linux's PATH_MAX."""
+MAX_NAME_CHARS = 256
+"""A name (service, host, container, mode, served model) or a reserve's label: names, not text."""
+MAX_RESERVES = 64
+"""Reserves in one compute_ceiling call; each cites its own line or is personal."""
+MAX_BOOT = 1_000_000
+"""`boot` counts boots of one log from either end (0 is no boot); no ledger holds more."""
+MAX_LINE_NUMBER = 1 << 40
+"""A ledger line number: a 1 TiB log of one-byte lines has no more lines."""
+MAX_SEQS = 1 << 16
+"""--max-num-seqs: sequences one engine holds at once; serving engines cap it in the thousands."""
+MAX_WINDOW_TOKENS = 1 << 24
+"""--max-model-len and any token count: 16 Mi tokens, above every context window shipped (10 M)."""
+MAX_POOL_MIB = 1 << 30
+"""A memory size (a KV pool, a reserve): 1 PiB, far above any card's VRAM; a bigger figure is a
+unit mistake (bytes passed as MiB)."""

@@ -11,7 +11,8 @@ Each message names the input, the rule that was broken and the remedy.
     ├── SourceError          a ledger could not be read (path outside the roots, missing file)
     │   └── RemoteError      SSH: unknown or changed host key, timeout, dropped connection
     ├── LedgerError          the ledger was read but does not say what is needed
-    │   └── PhraseNotFound   a phrase of the table is absent from the boot (names the phrase)
+    │   ├── PhraseNotFound   a phrase of the table is absent from the boot (names the phrase)
+    │   └── BootNotSettled   the boot refused to start or never settled: a finding, with its lines
     └── ProbeError           an HTTP probe failed (endpoint, status, the body's start)
 
 The MCP layer turns any of them into the SDK's ``ToolError`` with the same message, and the
@@ -60,9 +61,22 @@ class PhraseNotFound(LedgerError):
         if detail:
             message += f" {detail}"
         message += (
-            ". The reader keys on radiance's own words (see PHRASEBOOK); if this engine words "
-            "the line differently, adapt that one entry of radiance_mcp/ledger.py PHRASES."
+            ". The tools read radiance's own words; pass the service's complete boot log (not a "
+            "filtered or cut copy), or a boot that prints this line (boot=-2 for the one before)."
         )
+        super().__init__(message)
+
+
+class BootNotSettled(LedgerError):
+    """The boot refused to start, or never printed its settled line: it has no ceiling to read.
+
+    A finding about the service, not a reader failure; the message names the boot's lines and
+    the tool to call next.
+    """
+
+    def __init__(self, message: str, status: str, lines: tuple[int, ...]) -> None:
+        self.status = status
+        self.lines = lines
         super().__init__(message)
 
 

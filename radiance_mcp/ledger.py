@@ -5,7 +5,10 @@ is keyed on (``keyword``, a plain substring every such line holds, used to prefi
 locally and on remote hosts), the pattern that reads its figures, and the template the
 simulator writes it with, so reader and writer cannot drift apart (a round-trip test ties
 them). Entries marked ``seed`` are verbatim from the procedures; ``assumed`` ones are a
-plausible layout around seed words (see PHRASEBOOK section 8).
+plausible layout around seed words (see PHRASEBOOK section 8). Each entry also marks what
+every size it reads is to a reserve below the ceiling (``reserve=``; capacity's docstring
+gives the reasoning), and ``boot_state`` is the one rule by which every tool judges whether
+a boot settled, refused to start, or did neither.
 
 The reader tolerates what sits around the phrases: timestamps and ``podman logs -t`` or
 journald prefixes, ANSI colour codes, CRLF line ends, runs of spaces, thousands
@@ -18,20 +21,51 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from radiance_mcp.errors import LedgerError, PhraseNotFound
 from radiance_mcp.units import NUMBER, SIZE, Size, parse_number, parse_size
 
 MAX_LINE_BYTES = 64 * 1024
 """A longer line cannot be a ledger line; it is skipped (and counted), never buffered whole."""
-CHUNK_BYTES = 8 * 1024 * 1024
+CHUNK_BYTES = 1024 * 1024
+"""A file is read in chunks of this size; the reader's checkpoint (a cancel, a time limit, a turn
+for other calls) runs per chunk, so a chunk is small enough to read in a few ms."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+ReserveKind = Literal[
+    "may serve", "ceiling input", "engine floor", "before claimable", "pair", "card totals", "not VRAM"
+]
+
+
+@dataclass(frozen=True)
+class ReserveMark:
+    """What one figure of a phrase is to a reserve held back below the ceiling.
+
+    ``may serve``: the figure is card memory the ceiling may count as room for the pair
+    (capacity.reserve_candidates says how much of it); every other kind names why the
+    ceiling already accounts for it, or why it is not card memory at all. The reasoning
+    behind each kind is written once, in capacity's docstring.
+    """
+
+    kind: ReserveKind
+    what: str
+    """The figure, in the reader's words: '--gpu-headroom-mib', 'the static region'."""
+
+
+_mark = ReserveMark  # short, for the table's rows
+def _no_checkpoint() -> None:
+    """The default checkpoint: a reader's caller may pass one that stops it (a cancel, a time limit)."""
+
+
+Checkpoint = Callable[[], None]
+"""Called per chunk of a file and per line of text; it raises to stop the read."""
 
 
 @dataclass(frozen=True)
@@ -44,12 +78,31 @@ class Phrase:
     """How the simulator writes the line; format fields are the pattern's groups."""
     seed: bool
     """True: the words are verbatim from the seed; False: the layout is assumed."""
+    reserve: Mapping[str, ReserveMark] = field(default_factory=dict)
+    """What each size the line prints is to a reserve, by the pattern's group name (for the
+    echoed flags, by '--flag'). Every size group has a mark: a phrase cannot be added without
+    deciding whether its figures can back a reserve."""
 
 
-def _phrase(key: str, keyword: str, pattern: str, template: str, *, seed: bool = True) -> Phrase:
+_SIZE_GROUP = re.compile(r"\(\?P<(\w+)>\{SIZE\}\)")
+
+
+def _phrase(
+    key: str, keyword: str, pattern: str, template: str, *, seed: bool = True,
+    reserve: Mapping[str, ReserveMark] | None = None,
+) -> Phrase:
+    marks = dict(reserve or {})
+    unmarked = set(_SIZE_GROUP.findall(pattern)) - set(marks)
+    if unmarked:  # a programming error, caught at import
+        raise AssertionError(f"phrase {key!r}: size group(s) {sorted(unmarked)} need a reserve mark")
     # A literal space in a pattern stands for any run of blanks: logs realign columns.
+    # Every pattern matches in time linear in the line (a hostile line is up to MAX_LINE_BYTES):
+    # numbers start only at the start of a run and never give back (units.NUMBER); a gap
+    # between words never crosses the phrase's own first words again (each search attempt
+    # then scans its own stretch); a tail is taken greedily to its last non-blank, never
+    # lazily up to a '\s*$' (which retries the blanks from every position).
     regex = pattern.replace("{SIZE}", SIZE).replace("{NUM}", NUMBER).replace(" ", r"\s+")
-    return Phrase(key, keyword, re.compile(regex), template, seed)
+    return Phrase(key, keyword, re.compile(regex), template, seed, marks)
 
 
 PHRASES: dict[str, Phrase] = {
@@ -57,52 +110,82 @@ PHRASES: dict[str, Phrase] = {
     for p in (
         _phrase("boot_start", "radiance boot", r"radiance boot\b(?::?\s*(?P<name>\S+))?",
                 "I radiance boot: {name}", seed=False),
-        _phrase("flag", "--", r"(?:^|\s)I +--(?P<flag>[a-z][a-z0-9-]*) +(?P<value>\S+)\s*$",
-                "I   --{flag:<24}{value}"),
+        _phrase("flag", "--", r"(?:^|\s)I +--(?P<flag>[a-z][a-z0-9-]*+) +(?P<value>\S++)\s*+$",
+                "I   --{flag:<24}{value}",
+                reserve={
+                    "--vram-weights-mib": _mark("pair", "--vram-weights-mib, a member of the pair"),
+                    "--vram-kv-mib": _mark("pair", "--vram-kv-mib, a member of the pair"),
+                    "--gpu-headroom-mib": _mark("engine floor", "--gpu-headroom-mib, part of the engine floor"),
+                    "--host-pool-mib": _mark("not VRAM", "--host-pool-mib, the pinned host pool (host RAM)"),
+                }),
         # Section 1: the VRAM budget table, one per card.
         _phrase("budget_header", "VRAM budget, card", r"VRAM budget, card (?P<card>\d+)\b",
                 "I VRAM budget, card {card}", seed=False),
         _phrase("card_total", "card total", r"card total (?P<size>{SIZE})",
-                "I   card total          {size}"),
+                "I   card total          {size}",
+                reserve={"size": _mark("card totals", "the card total")}),
         _phrase("vram_weights", "vram_weights", r"vram_weights (?P<size>{SIZE})",
-                "I   vram_weights        {size}   stated by --vram-weights-mib"),
+                "I   vram_weights        {size}   stated by --vram-weights-mib",
+                reserve={"size": _mark("pair", "vram_weights, a member of the pair")}),
         _phrase("vram_kv", "vram_kv", r"vram_kv (?P<size>{SIZE})",
-                "I   vram_kv             {size}   stated by --vram-kv-mib"),
+                "I   vram_kv             {size}   stated by --vram-kv-mib",
+                reserve={"size": _mark("pair", "vram_kv, a member of the pair")}),
         _phrase("unclaimed", "unclaimed", r"unclaimed (?P<size>{SIZE})",
-                "I   unclaimed           {size}   the headroom, the unusable above, rounding"),
+                "I   unclaimed           {size}   the headroom, the unusable above, rounding",
+                reserve={"size": _mark("may serve", "the unclaimed row")}),
         _phrase("budgets_total", "VRAM budgets total",
                 r"VRAM budgets total (?P<budgets>{SIZE}) of the card's (?P<total>{SIZE}), so "
                 r"(?P<unaccounted>{SIZE}) is neither budgeted nor accounted",
                 "W VRAM budgets total {budgets} of the card's {total}, so {unaccounted} is neither "
                 "budgeted nor accounted. The driver's context, the activation arena and "
-                "--gpu-headroom-mib come out of it; anything past those is throughput on the floor"),
+                "--gpu-headroom-mib come out of it; anything past those is throughput on the floor",
+                reserve={
+                    "budgets": _mark("card totals", "the VRAM budgets total (the pair)"),
+                    "total": _mark("card totals", "the card total"),
+                    "unaccounted": _mark("card totals", "what the budgets leave of the card"),
+                }),
         _phrase("settled", "settled at",
                 r"card (?P<card>\d+) settled at (?P<free>{SIZE}) free against (?P<floor>{SIZE})"
                 r"(?: \(the (?P<headroom>{SIZE}) --gpu-headroom-mib and (?P<static>{SIZE}) kept "
                 r"for the static region\))?",
                 "W card {card} settled at {free} free against {floor} (the {headroom} "
-                "--gpu-headroom-mib and {static} kept for the static region)"),
+                "--gpu-headroom-mib and {static} kept for the static region)",
+                reserve={
+                    "free": _mark("ceiling input", "the settled free memory"),
+                    "floor": _mark("engine floor", "the engine floor"),
+                    "headroom": _mark("engine floor", "--gpu-headroom-mib, part of the engine floor"),
+                    "static": _mark("engine floor", "the static region, part of the engine floor"),
+                }),
         # Section 6: the step-shape ledger.
         _phrase("activation_arena", "activation arena",
                 r"activation arena (?P<size>{SIZE})(?: \(--max-num-batched-tokens (?P<mnbt>{NUM})\))?",
-                "I activation arena {size} (--max-num-batched-tokens {mnbt})"),
-        _phrase("claimable", "claimable", r"\bclaimable (?P<size>{SIZE})", "I claimable {size}"),
+                "I activation arena {size} (--max-num-batched-tokens {mnbt})",
+                reserve={"size": _mark("before claimable", "the activation arena")}),
+        _phrase("claimable", "claimable", r"\bclaimable (?P<size>{SIZE})", "I claimable {size}",
+                reserve={"size": _mark("card totals", "claimable (the card less the arena)")}),
         _phrase("weights_by_tier", "weights by tier",
                 r"weights by tier: VRAM (?P<vram>{SIZE}), host pool (?P<host>{SIZE}), "
                 r"container-on-disk (?P<disk>{SIZE})",
-                "I weights by tier: VRAM {vram}, host pool {host}, container-on-disk {disk}"),
+                "I weights by tier: VRAM {vram}, host pool {host}, container-on-disk {disk}",
+                reserve={
+                    "vram": _mark("pair", "the weights in VRAM (vram_weights, a member of the pair)"),
+                    "host": _mark("not VRAM", "the weights in the host pool (pinned host RAM)"),
+                    "disk": _mark("not VRAM", "the weights on the container-on-disk tier"),
+                }),
         _phrase("kv_backing", "full-length sessions",
-                r"kv cache (?P<size>{SIZE}).*?(?P<percent>{NUM})% backing of the (?P<seqs>{NUM}) x "
+                r"kv cache (?P<size>{SIZE})(?:(?!kv cache).)*?(?P<percent>{NUM})% backing of the (?P<seqs>{NUM}) x "
                 r"(?P<tokens>{NUM}) worst case: (?P<sessions>{NUM}) full-length sessions",
                 "{level} kv cache {size} ({dtype}, {rate} B/token/rank): {percent}% backing of the "
-                "{seqs} x {tokens} worst case: {sessions} full-length sessions"),
-        _phrase("startup_stopped", "startup stopped", r"startup stopped: (?P<reason>.+?)\s*$",
+                "{seqs} x {tokens} worst case: {sessions} full-length sessions",
+                reserve={"size": _mark("pair", "the KV cache the boot funded (vram_kv, a member of the pair)")}),
+        _phrase("startup_stopped", "startup stopped", r"startup stopped: (?P<reason>\S(?:.*\S)?)",
                 "E startup stopped: {reason}"),
         _phrase("expert_prefetch", "expert prefetch", r"expert prefetch (?P<size>{SIZE})",
-                "I expert prefetch {size}{lender}"),
+                "I expert prefetch {size}{lender}",
+                reserve={"size": _mark("pair", "the expert prefetch, lent out of the KV cache (inside vram_kv)")}),
         _phrase("no_lender", "no lender", r"no lender", "I expert prefetch 0 B, no lender"),
         _phrase("fix_text", "lower --max-num-batched-tokens",
-                r"(?P<text>lower --max-num-batched-tokens \(the arena.*?)\s*$",
+                r"(?P<text>lower --max-num-batched-tokens \(the arena(?:.*\S)?)",
                 "E vram_budget.cpp:117: lower --max-num-batched-tokens (the arena {arena} leaves "
                 "{kv} for the KV cache)"),
         # Section 5: lines to verify a deploy by.
@@ -113,9 +196,11 @@ PHRASES: dict[str, Phrase] = {
                 "I slab slots {slots} resident, host pool {host}"),
         _phrase("ledger_mover", "ledger mover",
                 r"ledger mover: (?P<slots>{NUM}) slots can be lent out of the KV cache \((?P<size>{SIZE})\)",
-                "I ledger mover: {slots} slots can be lent out of the KV cache ({size})"),
+                "I ledger mover: {slots} slots can be lent out of the KV cache ({size})",
+                reserve={"size": _mark("pair", "the KV memory the ledger mover lends (inside vram_kv)")}),
         _phrase("sampler", "sampler:",
-                r"sampler:(?: (?P<seqs>{NUM}) seqs x \(1 \+ (?P<spec>{NUM}) spec\) =)?.*?(?P<rows>{NUM}) rows",
+                r"sampler:(?: (?P<seqs>{NUM}) seqs x \(1 \+ (?P<spec>{NUM}) spec\) =)?"
+                r"(?:(?!sampler:).)*?(?P<rows>{NUM}) rows",
                 "I sampler: {seqs} seqs x (1 + {spec} spec) = {rows} rows, inside the 25-row wht6 "
                 "exactness bound"),
         _phrase("serving", "serving on", r"serving on (?P<address>\S+)", "I serving on {address}",
@@ -172,6 +257,11 @@ class Hit:
             raise LedgerError(f"{source}:{self.line.number}: {exc} in line {self.line.text!r}") from exc
 
 
+Origin = Literal["host", "local file", "caller text"]
+"""Where a ledger's text came from: read on a host over SSH, read from a file on this machine,
+or given by the caller (log_text), which nothing has verified."""
+
+
 @dataclass(frozen=True)
 class Boot:
     """The phrase hits of one boot of a ledger."""
@@ -185,7 +275,12 @@ class Boot:
     last_line: int
     hits: tuple[Hit, ...]
     skipped_long_lines: int = 0
-    _by_key: dict[str, list[Hit]] = field(default_factory=dict, compare=False, repr=False)
+    near_misses: tuple[tuple[str, Line], ...] = ()
+    """(phrase key, line) of lines that hold a budget phrase's words but not its figures in its
+    form (a negative or malformed size): named when that phrase is needed."""
+    origin: Origin = "caller text"
+    """Where the text came from (sources set it); text of unknown origin counts as the caller's."""
+    _by_key: dict[str, list[Hit]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for hit in self.hits:
@@ -223,6 +318,44 @@ class Boot:
         return flags
 
 
+BootStatus = Literal["settled", "refused", "unsettled"]
+
+
+@dataclass(frozen=True)
+class BootState:
+    """Whether a boot settled, refused to start, or did neither (still starting, or its log was cut)."""
+
+    status: BootStatus
+    lines: tuple[Line, ...]
+    """refused: the refusal's lines in log order (a KV cache that backs no full-length session,
+    the engine's fix text, 'startup stopped'); settled: the settled lines; unsettled: none."""
+
+
+def boot_state(boot: Boot) -> BootState:
+    """Read whether the boot settled or refused; every tool judges a boot by this one rule.
+
+    Refused: a 'startup stopped' line, or, with no settled line, a 'kv cache' line that backs
+    less than one full-length session (the engine's out-of-memory refusal, also where the
+    'startup stopped' line was cut off). Settled: a 'card N settled at' line. Else unsettled.
+    """
+    stopped = boot.all("startup_stopped")
+    settled = boot.all("settled")
+    short_kv = [hit for hit in boot.all("kv_backing") if _backs_no_session(hit)]
+    if stopped or (short_kv and not settled):
+        lines = {hit.line.number: hit.line for hit in (*short_kv, *boot.all("fix_text"), *stopped)}
+        return BootState("refused", tuple(lines[n] for n in sorted(lines)))
+    if settled:
+        return BootState("settled", tuple(hit.line for hit in settled))
+    return BootState("unsettled", ())
+
+
+def _backs_no_session(hit: Hit) -> bool:
+    try:
+        return parse_number(str(hit.fields.get("sessions"))) < 1
+    except LedgerError:
+        return False
+
+
 # ---------------------------------------------------------------------------------------
 # Reading
 
@@ -243,23 +376,37 @@ def match_line(line: Line) -> list[Hit]:
     return hits
 
 
+WATCHED_PHRASES = ("settled", "card_total", "vram_weights", "vram_kv", "unclaimed")
+"""Budget phrases whose words on a line that does not match are worth naming (Boot.near_misses)."""
+MAX_NEAR_MISSES = 16
+
+
 def parse_boot(
-    lines: Iterable[Line], *, source: str, index: int, boots_seen: int | None, skipped_long_lines: int = 0
+    lines: Iterable[Line], *, source: str, index: int, boots_seen: int | None, skipped_long_lines: int = 0,
+    checkpoint: Checkpoint = _no_checkpoint,
 ) -> Boot:
     """Match the lines of one boot (already cut out of its log) against the phrase table."""
     hits: list[Hit] = []
+    near_misses: list[tuple[str, Line]] = []
     first = last = 0
     for line in lines:
+        checkpoint()
         first = first or line.number
         last = line.number
-        hits.extend(match_line(line))
+        found = match_line(line)
+        hits.extend(found)
+        if len(near_misses) < MAX_NEAR_MISSES:
+            matched = {hit.key for hit in found}
+            near_misses += [(key, line) for key in WATCHED_PHRASES
+                            if key not in matched and PHRASES[key].keyword in line.text]
     if not hits:
         raise LedgerError(
             f"{source}: no radiance ledger phrase in boot {index} (lines {first}-{last}); "
             f"none of {', '.join(repr(k) for k in KEYWORDS[:6])}, ... appears. "
             "Point the tool at the radiance service's boot log."
         )
-    return Boot(source, index, boots_seen, first, last, tuple(hits), skipped_long_lines)
+    return Boot(source, index, boots_seen, first, last, tuple(hits), skipped_long_lines,
+                tuple(near_misses[:MAX_NEAR_MISSES]))
 
 
 def _boot_starts(lines: list[Line]) -> list[int]:
@@ -294,15 +441,20 @@ def select_boot(boot: int, count: int, source: str) -> int:
     return boot - 1 if boot > 0 else count + boot
 
 
-def read_text(text: str, *, source: str, boot: int = -1) -> Boot:
+def read_text(text: str, *, source: str, boot: int = -1, checkpoint: Checkpoint = _no_checkpoint) -> Boot:
     """Read one boot (the newest by default) of a ledger given as text."""
     # Lines end at '\n' only, as in read_file: str.splitlines() would also break at '\x85', '\x0c',
     # '\u2028' and a lone '\r', so the same ledger pasted inline would get other line numbers.
     raw_lines = text.split("\n")
     if raw_lines[-1] == "":
         raw_lines.pop()
-    lines = [Line(n, clean(raw)) for n, raw in enumerate(raw_lines, 1) if not _overlong(raw)]
-    return _split_and_parse(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines))
+    lines = []
+    for number, raw in enumerate(raw_lines, 1):
+        checkpoint()
+        if not _overlong(raw):
+            lines.append(Line(number, clean(raw)))
+    return _split_and_parse(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines),
+                            checkpoint=checkpoint)
 
 
 def _overlong(raw: str) -> bool:
@@ -312,7 +464,7 @@ def _overlong(raw: str) -> bool:
     return len(raw) > MAX_LINE_BYTES or len(raw.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES
 
 
-def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int) -> Boot:
+def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int, checkpoint: Checkpoint) -> Boot:
     if not any(line.text.strip() for line in lines):
         note = f" ({skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if skipped else ""
         raise LedgerError(f"{source}: the log is empty{note}; pass the radiance service's boot log")
@@ -325,6 +477,7 @@ def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int)
         index=position + 1,
         boots_seen=len(starts),
         skipped_long_lines=skipped,
+        checkpoint=checkpoint,
     )
 
 
@@ -335,7 +488,7 @@ class _BootIndex:
     size_bytes: int
 
 
-def _index_boots(stream: io.BufferedIOBase) -> _BootIndex:
+def _index_boots(stream: io.BufferedIOBase, checkpoint: Checkpoint) -> _BootIndex:
     """One forward pass in fixed chunks: where each boot marker line starts, and its line number.
 
     Works in bytes with find/count on one reused buffer (C speed, no copy of the data, constant
@@ -352,6 +505,7 @@ def _index_boots(stream: io.BufferedIOBase) -> _BootIndex:
     marked = False  # that line already holds a marker
     tail = b""  # the last bytes before buffer[0], for a marker split across two reads
     while size := stream.readinto(buffer):
+        checkpoint()
         if not marked and tail:
             at = (tail + bytes(buffer[: min(overlap, size)])).find(marker)
             if 0 <= at < len(tail):  # starts before this block and ends in it (earlier ones were found)
@@ -424,7 +578,9 @@ def _phrase_lines_of(data: bytes, end: int, number: int, scan: _Scan) -> Iterato
             yield Line(number, clean(data[start:stop].decode("utf-8", "replace")))
 
 
-def _phrase_lines(stream: BinaryIO, first_number: int, end_offset: int | None, scan: _Scan) -> Iterator[Line]:
+def _phrase_lines(
+    stream: BinaryIO, first_number: int, end_offset: int | None, scan: _Scan, checkpoint: Checkpoint
+) -> Iterator[Line]:
     """Numbered, cleaned lines that can hold a phrase, from the stream's position to end_offset.
 
     Lines with no keyword are counted, never decoded: a boot's request-log filler costs a few
@@ -439,6 +595,7 @@ def _phrase_lines(stream: BinaryIO, first_number: int, end_offset: int | None, s
         block = stream.read(CHUNK_BYTES if end_offset is None else min(CHUNK_BYTES, end_offset - position))
         if not block:
             break
+        checkpoint()
         position += len(block)
         if overlong:
             newline = block.find(b"\n")
@@ -462,29 +619,27 @@ def _phrase_lines(stream: BinaryIO, first_number: int, end_offset: int | None, s
     scan.last_number = number if overlong or pending else number - 1
 
 
-def read_file(path: Path, *, source: str, boot: int = -1) -> Boot:
+def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: Checkpoint = _no_checkpoint) -> Boot:
     """Read one boot of a ledger file, streaming: constant memory whatever the file's size."""
     with path.open("rb") as stream:
-        index = _index_boots(stream)
+        index = _index_boots(stream, checkpoint)
         if index.size_bytes == 0:
             raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
         scan = _Scan()
         if not index.offsets:
             # No boot marker: split the phrase lines of the whole file at runs of echoed flags.
             stream.seek(0)
-            kept = list(_phrase_lines(stream, 1, None, scan))
+            kept = list(_phrase_lines(stream, 1, None, scan, checkpoint))
             if not kept:
                 note = f" ({scan.skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if scan.skipped else ""
                 raise LedgerError(
                     f"{source}: no radiance ledger phrase in the file{note}; point the tool at the boot log"
                 )
-            return _split_and_parse(kept, source=source, boot=boot, skipped=scan.skipped)
+            return _split_and_parse(kept, source=source, boot=boot, skipped=scan.skipped, checkpoint=checkpoint)
         position = select_boot(boot, len(index.offsets), source)
         start, number = index.offsets[position]
         end = index.offsets[position + 1][0] if position + 1 < len(index.offsets) else None
         stream.seek(start)
-        parsed = parse_boot(
-            _phrase_lines(stream, number, end, scan), source=source, index=position + 1, boots_seen=len(index.offsets)
-        )
-        return Boot(parsed.source, parsed.index, parsed.boots_seen, parsed.first_line, scan.last_number,
-                    parsed.hits, scan.skipped)
+        parsed = parse_boot(_phrase_lines(stream, number, end, scan, checkpoint), source=source, index=position + 1,
+                            boots_seen=len(index.offsets), checkpoint=checkpoint)
+        return replace(parsed, last_line=scan.last_number, skipped_long_lines=scan.skipped)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from radiance_mcp import capacity, gates, planning, svg
 from radiance_mcp.constants import (
     AT_CEILING_WORST_FREE_MIB,
+    MAX_POOL_MIB,
     MIB,
     MIN_ARMS_FOR_THRESHOLD,
     MIN_DECODE_TOKENS,
@@ -30,7 +31,20 @@ from radiance_mcp.constants import (
 )
 from radiance_mcp.errors import GuardRailError, InputError, RadianceMCPError
 from radiance_mcp.ledger import Boot, Hit, Line
-from radiance_mcp.models import BootRef, LedgerArgs, LineRef, ReserveInput, ReserveOutput, mib
+from radiance_mcp.models import (
+    BootIndex,
+    BootRef,
+    LedgerArgs,
+    LedgerText,
+    LineRef,
+    MaxChars,
+    Name,
+    PathArg,
+    ReserveInput,
+    ReserveOutput,
+    Seqs,
+    mib,
+)
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, line_ref, read_boot
 from radiance_mcp.units import fmt_mib, round_down
 
@@ -69,15 +83,15 @@ class CompareArmsInput(_Input):
         min_length=2, max_length=planning.MAX_ARMS,
         description="The arms: [{value, rate}, ...], one per knob value, measured with the same workload.",
     )
-    knob: str = Field("value", max_length=80, description="What the value is, e.g. 'slab MiB'.")
-    rate_unit: str = Field("t/s", max_length=40, description="What the rate is measured in.")
+    knob: Annotated[str, MaxChars(80)] = Field("value", description="What the value is, e.g. 'slab MiB'.")
+    rate_unit: Annotated[str, MaxChars(40)] = Field("t/s", description="What the rate is measured in.")
     noise_band_pct: float = Field(
-        NOISE_BAND * 100, gt=0, lt=100, description="The run-to-run noise, +- percent (default 3)."
+        NOISE_BAND * 100, gt=0, le=50, description="The run-to-run noise, +- percent (default 3)."
     )
     claim: Literal["plateau", "threshold"] | None = Field(
         None, description="A reading to check: 'plateau' (the rate stops moving) or 'threshold' (it steps once)."
     )
-    claim_arms: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(
+    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE)]] = Field(
         default_factory=list, max_length=planning.MAX_ARMS,
         description="The knob values of the arms the claim rests on (default: every arm).",
     )
@@ -201,15 +215,15 @@ def _arith(name: str, value: Decimal | int, unit: str, text: str, source: Source
 
 
 class PlanFreeVramInput(_Input):
-    service: str | None = Field(
+    service: Name | None = Field(
         None, description="A service from the fleet config. Omit service, log, log_text and container: every "
         "service of the fleet, read concurrently.",
     )
-    log: str | None = Field(None, description="A ledger file (under log_roots); with host, a file on that host.")
-    log_text: str | None = Field(None, description="The ledger text itself.")
-    host: str | None = Field(None, description="A host from the fleet config, with log or container.")
-    container: str | None = Field(None, description="A container on host: its `podman logs` holds the ledger.")
-    boot: int = Field(-1, description="Which boot of the ledger: -1 the newest.")
+    log: PathArg | None = Field(None, description="A ledger file (under log_roots); with host, a file on that host.")
+    log_text: LedgerText | None = Field(None, description="The ledger text itself.")
+    host: Name | None = Field(None, description="A host from the fleet config, with log or container.")
+    container: Name | None = Field(None, description="A container on host: its `podman logs` holds the ledger.")
+    boot: BootIndex = Field(-1, description="Which boot of the ledger: -1 the newest.")
     reserves: list[ReserveInput] = Field(
         default_factory=list, max_length=64,
         description="Reserves below the ceiling (one ledger only); each cites a ledger line (line=N) or is "
@@ -372,7 +386,7 @@ def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> 
     src = boot.where()
     seqs_hit, window_hit, dtype_hit = (_flag(boot, f) for f in ("max-num-seqs", "max-model-len", "kv-cache-dtype"))
     pool = Decimal(str(card.vram_kv.value))
-    if pool + usable > capacity.MAX_POOL_MIB:
+    if pool + usable > MAX_POOL_MIB:
         notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
                      f"(line {card.settled_free.line}) again; the KV options are not priced")
     elif seqs_hit and window_hit:
@@ -577,11 +591,9 @@ def _summary(plan: ServicePlan) -> list[str]:
 def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Boot,
                   reading: capacity.BudgetReading, cards: list[CardPlan]) -> ServicePlan:
     model = runtime.fleet.model_constants(name or None)
-    reserves = tuple(
-        capacity.trace_reserve(boot, Decimal(str(r.mib)), r.label, r.line, r.personal) for r in args.reserves
-    )
-    binding = min(cards, key=lambda c: (c.headroom_once_mib, c.card))
-    held = sum((r.mib for r in reserves), Decimal(0))
+    reserves = _reserves(reading, args.reserves)
+    binding = min(cards, key=lambda c: (c.headroom_once_mib - _held(reserves, c.card), c.card))
+    held = _held(reserves, binding.card)
     usable = round_down(binding.headroom_once_mib - held)
     notes = []
     if binding.shared_with:
@@ -615,7 +627,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Bo
         cards=cards,
         binding_card=binding.card,
         reserves=[ReserveOutput(mib=mib(r.mib), label=r.label, kind="personal" if r.line is None else "traced",
-                                line=line_ref(r.line) if r.line else None) for r in reserves],
+                                line=line_ref(r.line) if r.line else None, card=r.card) for r in reserves],
         personal_reserves=[r.label for r in reserves if r.line is None],
         headroom_mib=binding.headroom_once_mib,
         usable_mib=usable,
@@ -632,6 +644,19 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Bo
     )
 
 
+def _reserves(reading: capacity.BudgetReading, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
+    """Each reserve traced (to a candidate figure of the boot) or personal, in order: a candidate backs one."""
+    reserves: tuple[capacity.Reserve, ...] = ()
+    for r in given:
+        reserves += (capacity.trace_reserve(reading, Decimal(str(r.mib)), r.label, r.line, r.personal, reserves),)
+    return reserves
+
+
+def _held(reserves: tuple[capacity.Reserve, ...], card: int) -> Decimal:
+    """MiB the reserves hold back on one card: every personal one, and the traced ones of that card."""
+    return sum((r.mib for r in reserves if r.card in (None, card)), Decimal(0))
+
+
 def _source(figure: Traced | None) -> str:
     return "" if figure is None else f"line {figure.line}" if figure.line else figure.source
 
@@ -640,8 +665,8 @@ def picture(out: PlanFreeVramOutput) -> str:
     """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
     bars = []
     for plan in out.services:
-        held = sum(r.mib for r in plan.reserves)
         for card in plan.cards:
+            held = sum(r.mib for r in plan.reserves if r.card in (None, card.card))
             free, floor = card.settled_free.value, card.engine_floor.value
             arena = card.activation_arena.value if card.activation_arena else 0.0
             headroom = max(0.0, free - floor - held)
@@ -678,11 +703,11 @@ def picture(out: PlanFreeVramOutput) -> str:
 class RenderGatesInput(LedgerArgs):
     """The boot the ceiling is read from (service, log, log_text or container), and the planned pair and shape."""
 
-    vram_kv_mib: int = Field(gt=0, le=capacity.MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
+    vram_kv_mib: int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
     vram_weights_mib: int | None = Field(
-        None, ge=0, le=capacity.MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
+        None, ge=0, le=MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
     )
-    seqs: int | None = Field(None, ge=1, le=4096, description="--max-num-seqs planned. Omitted: the boot's.")
+    seqs: Seqs | None = Field(None, description="--max-num-seqs planned. Omitted: the boot's.")
     max_model_len: int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
     kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
     spec: int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
@@ -690,12 +715,12 @@ class RenderGatesInput(LedgerArgs):
         default_factory=list, max_length=64,
         description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
     )
-    env_prefix: str | None = Field(
+    env_prefix: Annotated[str, MaxChars(63)] | None = Field(
         None, pattern=r"^[A-Z][A-Z0-9_]{0,62}$",
         description="The env variables' prefix, e.g. SVC for SVC_VRAM_KV_MIB. Omitted: from the service's name.",
     )
-    env_file: str | None = Field(
-        None, max_length=1000, description="Where the env file lives, for the bats file to source. Omitted: the "
+    env_file: PathArg | None = Field(
+        None, description="Where the env file lives, for the bats file to source. Omitted: the "
         "service's env_file from the config, else <name>.env beside the bats file.",
     )
 
@@ -765,9 +790,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     name = args.service or (start.fields.get("name") if start else None) or "service"
     model = runtime.fleet.model_constants(args.service)
     reading = capacity.read_budget(boot)
-    reserves = tuple(
-        capacity.trace_reserve(boot, Decimal(str(r.mib)), r.label, r.line, r.personal) for r in args.reserves
-    )
+    reserves = _reserves(reading, args.reserves)
     ceiling = capacity.compute_ceiling(reading, reserves)
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
@@ -777,7 +800,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     dtype: KVDtype = _boot_figure(boot, "kv-cache-dtype", args.kv_cache_dtype, "kv_cache_dtype")
     pair = weights + args.vram_kv_mib
     if pair > ceiling.max_pair_mib:
-        held = sum((r.mib for r in reserves), Decimal(0))
+        held = _held(reserves, ceiling.binding_card)
         raise GuardRailError(
             f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
             f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
@@ -886,8 +909,8 @@ MAX_ENV_BYTES = 256 * 1024
 class VerifyDeployInput(LedgerArgs):
     """The new boot (service, log, log_text or container), and the env file render_gates wrote."""
 
-    env_text: str | None = Field(
-        None, max_length=MAX_ENV_BYTES, description="The env file's text as render_gates wrote it (its predictions). "
+    env_text: Annotated[str, MaxChars(MAX_ENV_BYTES)] | None = Field(
+        None, description="The env file's text as render_gates wrote it (its predictions). "
         "Omitted: the service's env_file from the config, on this machine.",
     )
     boundary_found: int | None = Field(
@@ -970,9 +993,9 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
     numbers: dict[str, int] = {}
     for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
         raw = values[key]
-        if not raw.isdigit() or not low <= int(raw) <= capacity.MAX_POOL_MIB:
+        if not raw.isdigit() or not low <= int(raw) <= MAX_POOL_MIB:
             raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
-                             f"{capacity.MAX_POOL_MIB:,}; pass the env file render_gates wrote")
+                             f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
         numbers[key] = int(raw)
     seqs, window = numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"]
     weights, pool = numbers["VRAM_WEIGHTS_MIB"], numbers["VRAM_KV_MIB"]

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from radiance_mcp.constants import MAX_BOOT, MAX_PATH_CHARS
 from radiance_mcp.errors import InputError, LedgerError, RemoteError, SourceError
 from radiance_mcp.ledger import BOOT_MARKER, KEYWORDS, MAX_LINE_BYTES, Line, clean, select_boot
 
@@ -97,8 +98,6 @@ class Limits:
 
 CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """podman's own rule for names (and IDs are hex): nothing a shell or podman's flags could read."""
-MAX_PATH_CHARS = 4096
-MAX_BOOT = 1_000_000
 
 
 def check_container(name: str) -> str:

@@ -83,6 +83,8 @@ def boot_ref(boot: Boot) -> BootRef:
         boots_seen=boot.boots_seen,
         first_line=boot.first_line,
         last_line=boot.last_line,
+        origin=boot.origin,
+        verified=boot.origin != "caller text",
     )
 
 

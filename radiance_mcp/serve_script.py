@@ -1,53 +1,83 @@
 """The serve-script check, pure: a multi-mode bash serve script and its env file in, findings out.
 
-The rule (PHRASEBOOK section 6): no mode of a multi-mode serve script may carry its own
-``--max-num-seqs`` or step; both, with the host pool and the GPU headroom, come from the env
-file that owns the shape (for frank-archon: ``scripts/frank-archon.env`` with
-``FRANK_ARCHON_MAX_SEQS``, ``FRANK_ARCHON_MAX_BATCHED_TOKENS``, ``FRANK_ARCHON_HOST_POOL_MIB``,
-``FRANK_ARCHON_GPU_HEADROOM_MIB``). Findings, each with file, line and the mode it sits in:
+The rule: no mode of a multi-mode serve script may carry its own ``--max-num-seqs`` or step;
+both, with the host pool and the GPU headroom, come from the env file that owns the shape.
+Ownership is read from the files, never from variable names: the env file is the one the
+script sources (``source FILE`` / ``. FILE``, resolved statically where it can be: a path
+relative to the script's directory, ``$(dirname "$0")``, ``${BASH_SOURCE%/*}``, a variable
+set to one of those), or the one the caller names; an env-file variable owns a flag when
+the script passes it to that flag. Findings, each with file, line and the mode it sits in:
 
 - ``literal``: a shaped flag given a number, directly (``--max-num-seqs 8``,
   ``--max-num-batched-tokens=65536``, inside an argv array or a flags string) or through a
   variable the script assigns a number (``local mnbt=65536 ... --max-num-batched-tokens "$mnbt"``);
-- ``default``: a number as the fallback of an owned variable (``${FRANK_ARCHON_MAX_SEQS:-8}``);
-- ``override``: the script assigns an owned variable (``FRANK_ARCHON_MAX_SEQS=8``): the env
+- ``default``: a number as the fallback of a variable that reaches a shaped flag (``${SEATS:-8}``);
+- ``override``: the script assigns an env-file variable that reaches a shaped flag: the env
   file owns it;
-- ``alias``: a per-mode alias of an owned variable (``FRANK_ARCHON_BF16_MAX_SEQS``), in the
-  script or the env file: no shim, no alias;
-- ``unowned``: a shaped flag whose value is neither a number nor traceable to the owned variable.
+- ``alias``: a second env-file variable for the same flag, used by some modes (no shim, no alias);
+- ``unowned``: a shaped flag whose value is neither a number nor an env-file variable
+  (computed, or from a variable nothing sets).
+
+With no env file found, only ``literal`` and ``default`` are reported, and the result says so:
+which variable owns a flag cannot be known without the file that defines it.
 
 The reader is a small bash tokenizer, not a regex over lines: quotes, ``$(...)``, ``${...}``,
 comments, heredocs and line continuations are honoured, so a comment or a usage text that
-mentions ``--max-num-seqs 8`` does not count. Modes are ``case`` arms and functions.
+mentions ``--max-num-seqs 8`` does not count. Modes are ``case`` arms, ``if``/``elif``/``else``
+branches and functions.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Literal
 
-SHAPED_FLAGS: dict[str, tuple[str, ...]] = {
-    # flag -> the owned variable's suffix first, then spellings an alias may use.
-    "max-num-seqs": ("MAX_SEQS", "MAX_NUM_SEQS"),
-    "max-num-batched-tokens": ("MAX_BATCHED_TOKENS", "MAX_NUM_BATCHED_TOKENS", "MNBT"),
-    "host-pool-mib": ("HOST_POOL_MIB", "HOST_POOL"),
-    "gpu-headroom-mib": ("GPU_HEADROOM_MIB", "GPU_HEADROOM", "HEADROOM_MIB"),
-}
-"""The flags the env file owns, and the variable-name suffixes that stand for each."""
+from radiance_mcp.errors import InputError
+
+SHAPED_FLAGS: tuple[str, ...] = ("max-num-seqs", "max-num-batched-tokens", "host-pool-mib", "gpu-headroom-mib")
+"""The flags the env file owns."""
 
 FindingKind = Literal["literal", "default", "override", "alias", "unowned"]
-ScopeKind = Literal["case arm", "function", "top level", "env file"]
+ScopeKind = Literal["case arm", "if branch", "function", "top level", "env file"]
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _ASSIGNMENT = re.compile(rf"^(?P<name>{_NAME})(?:\[[^\]]*\])?\+?=(?P<value>.*)$", re.S)
 _NUMBER = re.compile(r"^[0-9][0-9_,]*$")
-_REFERENCE = re.compile(rf"\$(?:\{{(?P<braced>{_NAME})(?P<rest>[^}}]*)\}}|(?P<plain>{_NAME}))")
-_DEFAULT = re.compile(rf"\$\{{(?P<name>{_NAME}):?[-=](?P<default>[^}}]*)\}}")
+_REFERENCE = re.compile(rf"\$(?:(?P<open>\{{)(?P<braced>{_NAME})|(?P<plain>{_NAME}))")
+"""$NAME, or the start of ${NAME...}; _braced() finds its close."""
+_DEFAULT = re.compile(rf"\$(?P<open>\{{)(?P<name>{_NAME}):?[-=]")
+"""The start of ${NAME:-default} (or -, =, :=); _braced() finds its close."""
+_PLAIN_REFERENCE = re.compile(rf"\$(?:\{{(?P<braced>{_NAME})\}}|(?P<plain>{_NAME}))")
+"""$NAME or ${NAME} with nothing else in the braces: what a static expansion may replace."""
 _FLAG_IN_STRING = re.compile(r"(?<![\w-])--(?P<flag>[a-z][a-z0-9-]*)(?:=|\s+)(?P<value>[^\s;|&)]+)")
 _DECLARE = frozenset({"local", "export", "declare", "readonly", "typeset"})
 _COMMAND_START_WORDS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!", "time", "{", "}"})
+
+
+def _braced(start: re.Pattern[str], word: str) -> Iterator[tuple[re.Match[str], str]]:
+    """Each match of start in word, with the text up to the next '}' when start opened a brace.
+
+    As finditer with '[^}]*}' after the brace would find them, in one pass: that regex scans
+    on from every '${' to the next '}', quadratic in a word like '${a${a${a...' (a script is
+    up to 1 MiB). A brace left open matches nothing, as the regex did not.
+    """
+    position, close = 0, 0
+    while (match := start.search(word, position)) is not None:
+        if match["open"] is None:
+            yield match, ""
+            position = match.end()
+            continue
+        if close < match.end():
+            found = word.find("}", match.end())
+            close = len(word) if found < 0 else found
+        if close == len(word):
+            position = match.start() + 1
+            continue
+        yield match, word[match.end() : close]
+        position = close + 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -66,8 +96,23 @@ _OPERATORS = (";;&", ";;", ";&", "<<<", "<<-", "<<", ">>", "&&", "||", "|&", "&>
               ")", "<", ">")
 
 
-def _skip_balanced(text: str, i: int, opening: str, closing: str) -> int:
+MAX_NESTING = 64
+"""Quotes, $( ), ${ }, functions and case arms nested deeper than this are refused (a real
+script nests a few): '"$(' repeated ended in a RecursionError, and 'f() {' repeated 10,000
+times named each mode by a path 10,000 functions long (quadratic time and output)."""
+
+
+def _nested_too_deep(line: int) -> InputError:
+    return InputError(
+        f"the script nests quotes, $( ), ${{ }}, functions or case arms more than {MAX_NESTING} deep "
+        f"(line {line}); no serve script does: check that it is the right file"
+    )
+
+
+def _skip_balanced(text: str, i: int, opening: str, closing: str, nesting: int = 0) -> int:
     """From just past an opening bracket, the index just past its matching close (quotes honoured)."""
+    if nesting > MAX_NESTING:
+        raise _nested_too_deep(text.count("\n", 0, i) + 1)
     depth = 1
     n = len(text)
     while i < n and depth:
@@ -80,7 +125,7 @@ def _skip_balanced(text: str, i: int, opening: str, closing: str) -> int:
             i = n if end < 0 else end + 1
             continue
         if c == '"':
-            i = _skip_double(text, i + 1)
+            i = _skip_double(text, i + 1, nesting + 1)
             continue
         if c == opening:
             depth += 1
@@ -90,8 +135,10 @@ def _skip_balanced(text: str, i: int, opening: str, closing: str) -> int:
     return i
 
 
-def _skip_double(text: str, i: int) -> int:
+def _skip_double(text: str, i: int, nesting: int = 0) -> int:
     """From just past an opening double quote, the index just past its closing quote."""
+    if nesting > MAX_NESTING:
+        raise _nested_too_deep(text.count("\n", 0, i) + 1)
     n = len(text)
     while i < n:
         c = text[i]
@@ -101,10 +148,10 @@ def _skip_double(text: str, i: int) -> int:
         if c == '"':
             return i + 1
         if text.startswith("$(", i):
-            i = _skip_balanced(text, i + 2, "(", ")")
+            i = _skip_balanced(text, i + 2, "(", ")", nesting + 1)
             continue
         if text.startswith("${", i):
-            i = _skip_balanced(text, i + 2, "{", "}")
+            i = _skip_balanced(text, i + 2, "{", "}", nesting + 1)
             continue
         if c == "`":
             end = text.find("`", i + 1)
@@ -251,7 +298,7 @@ class Scope:
 
 @dataclass
 class _Frame:
-    kind: Literal["function", "case", "arm"]
+    kind: Literal["function", "case", "arm", "if"]
     scope: Scope | None = None
     brace_depth: int = 0
     state: Literal["subject", "pattern", "body"] = "subject"
@@ -288,6 +335,8 @@ class ScriptModel:
     """Every variable referenced ($NAME, ${NAME...}) with its line and scope."""
     words: list[tuple[str, int, Scope]]
     """Every word, unquoted, with its line and scope."""
+    sources: list[tuple[str, int]] = field(default_factory=list)
+    """The file word of every 'source FILE' / '. FILE' command, unquoted, with its line."""
     top: Scope = field(default_factory=lambda: Scope("(top level)", "top level", 1))
 
 
@@ -305,6 +354,7 @@ def parse_script(text: str) -> ScriptModel:
     uses: list[Use] = []
     references: list[tuple[str, int, Scope]] = []
     words: list[tuple[str, int, Scope]] = []
+    sources: list[tuple[str, int]] = []
     brace_depth = 0
     command_start = True
     declaring = False
@@ -313,11 +363,13 @@ def parse_script(text: str) -> ScriptModel:
 
     def current() -> Scope:
         for frame in reversed(stack):
-            if frame.scope is not None and frame.kind in ("function", "arm"):
+            if frame.scope is not None and frame.kind in ("function", "arm", "if"):
                 return frame.scope
         return top
 
     def open_scope(name: str, kind: ScopeKind, line_no: int) -> Scope:
+        if len(stack) > MAX_NESTING:
+            raise _nested_too_deep(line_no)
         scope = Scope(name, kind, line_no, parent=current())
         scopes.append(scope)
         return scope
@@ -433,6 +485,29 @@ def parse_script(text: str) -> ScriptModel:
             brace_depth = max(0, brace_depth - 1)
             i += 1
             continue
+        # if / elif / else / fi: each branch is a scope named by its condition.
+        if command_start and word in ("if", "elif", "else", "fi"):
+            if word != "if" and frame is not None and frame.kind == "if":
+                assert frame.scope is not None
+                frame.scope.last_line = tok.line - (word != "fi")
+                stack.pop()
+            if word == "fi":
+                command_start = False
+                i += 1
+                continue
+            if word == "else":
+                label = "else"
+            else:
+                j, condition = i + 1, []
+                while j < n and not (tokens[j].kind == "word" and tokens[j].text == "then"):
+                    if tokens[j].kind == "word":
+                        condition.append(unquote(tokens[j].text))
+                    j += 1
+                label = f"{word} {' '.join(condition)}"[:80]
+            stack.append(_Frame("if", open_scope(label, "if branch", tok.line)))
+            command_start = True
+            i += 1
+            continue
         if command_start and word == "case":
             stack.append(_Frame("case"))
             i += 1
@@ -466,6 +541,8 @@ def parse_script(text: str) -> ScriptModel:
             command_start = False
             i += 1
             continue
+        if command_start and word in ("source", ".") and i + 1 < n and tokens[i + 1].kind == "word":
+            sources.append((unquote(tokens[i + 1].text), tok.line))
         _record_word(tok, current(), tokens, i, uses, references, words)
         if not (declaring and word.startswith("-")):
             command_start = word in _COMMAND_START_WORDS
@@ -475,7 +552,7 @@ def parse_script(text: str) -> ScriptModel:
     for frame in stack:
         if frame.scope is not None and not frame.scope.last_line:
             frame.scope.last_line = last
-    return ScriptModel(scopes, assignments, uses, references, words, top)
+    return ScriptModel(scopes, assignments, uses, references, words, sources, top)
 
 
 def _record_word(
@@ -489,7 +566,7 @@ def _record_word(
 ) -> None:
     value = unquote(tok.text)
     words.append((value, tok.line, scope))
-    for ref in _REFERENCE.finditer(tok.text):
+    for ref, _ in _braced(_REFERENCE, tok.text):
         references.append((ref["braced"] or ref["plain"], tok.line, scope))
     for flag in SHAPED_FLAGS:
         if value == f"--{flag}":
@@ -507,7 +584,16 @@ def _record_word(
 
 
 # ---------------------------------------------------------------------------------------
-# The env file
+# The env file, and where the script sources it from
+
+
+@dataclass(frozen=True)
+class EnvFile:
+    label: str
+    """Where it was read (path, host:path, or env_text): findings in it name this."""
+    text: str
+    path: str | None = None
+    """Its path (on its host), to match against the script's source lines; None for text."""
 
 
 @dataclass(frozen=True)
@@ -515,32 +601,96 @@ class EnvVar:
     name: str
     value: str
     line: int
+    file: str
 
 
-def parse_env(text: str) -> list[EnvVar]:
+def parse_env(text: str, label: str = "env file") -> list[EnvVar]:
     """KEY=value lines of an env file (export allowed, comments and quotes honoured)."""
+    return [EnvVar(a.name, a.value, a.line, label) for a in parse_script(text).assignments]
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """One 'source FILE' / '. FILE' of the script, and the file it names if that can be known without running it."""
+
+    word: str
+    """The file word as written, quotes removed."""
+    line: int
+    path: str | None
+    """The file, normalised; None when it cannot be resolved statically (see why)."""
+    why: str | None
+
+
+_SCRIPT = r"(?:\$0|\$\{0\}|\$BASH_SOURCE|\$\{BASH_SOURCE(?:\[0\])?\})"
+_OPTS = r"(?:\s+-[A-Za-z-]+)*"
+_S, _D = "\x00S", "\x00D"
+"""Markers for the script's path and its directory while a source word is expanded."""
+_DIR_STEPS = (
+    # The script's own path, through readlink -f / realpath (the path read is already the real one here).
+    (re.compile(_SCRIPT), _S),
+    (re.compile(rf"\$\((?:readlink|realpath){_OPTS}\s+{_S}\s*\)"), _S),
+    # Its directory: $(dirname "$0"), ${BASH_SOURCE%/*}, $(cd "$(dirname ...)" && pwd).
+    (re.compile(rf"\$\(dirname{_OPTS}\s+{_S}\s*\)"), _D),
+    (re.compile(r"\$\{(?:0|BASH_SOURCE(?:\[0\])?)%/\*\}"), _D),
+    (re.compile(rf"\$\(cd{_OPTS}\s+{_D}(?:\s*[0-9]?>\s*/dev/null|\s*2>&1)*\s*&&\s*pwd{_OPTS}\s*\)"), _D),
+)
+_MAX_VALUES = 4
+"""A variable set to more distinct values than this is not followed (it depends on the run)."""
+
+
+def _expand(word: str, values: dict[str, set[str]], cache: dict[str, str | None], depth: int = 0) -> str:
+    """word with quotes removed and every statically known part replaced: the script's path, its
+    directory, and a variable the script sets to one value (once expanded). What stays unknown keeps its '$'."""
+    text = word.replace('"', "").replace("'", "")
+
+    def variable(match: re.Match[str]) -> str:
+        name = match["braced"] or match["plain"]
+        if name not in values or depth >= 4:
+            return match[0]
+        if name not in cache:
+            cache[name] = None  # a variable defined through itself stays unknown
+            expanded = {_expand(v, values, cache, depth + 1) for v in values[name]} if (
+                len(values[name]) <= _MAX_VALUES) else set()
+            cache[name] = expanded.pop() if len(expanded) == 1 else None
+        return cache[name] or match[0]
+
+    for _ in range(8):  # nested $(cd "$(dirname "$0")" && pwd) resolves inside out
+        before = text
+        for pattern, marker in _DIR_STEPS:
+            text = pattern.sub(marker, text)
+        text = _PLAIN_REFERENCE.sub(variable, text)
+        if text == before:
+            break
+    return text
+
+
+def source_lines(text: str, script_path: str | None) -> list[SourceLine]:
+    """Every file the script sources, resolved where that needs no run: relative paths against the
+    script's directory, $0 / BASH_SOURCE forms, variables the script sets to one such value."""
     model = parse_script(text)
-    return [EnvVar(a.name, a.value, a.line) for a in model.assignments]
-
-
-def env_prefix(env_vars: list[EnvVar], env_name: str | None) -> str | None:
-    """The owned variables' prefix: from a variable ending in an owned suffix, else the file's name.
-
-    ``FRANK_ARCHON_MAX_SEQS`` gives ``FRANK_ARCHON_``; ``frank-archon.env`` gives the same.
-    """
-    prefixes = [
-        var.name[: -len(spellings[0])]
-        for var in env_vars
-        for spellings in SHAPED_FLAGS.values()
-        if var.name.endswith("_" + spellings[0])
-    ]
-    if prefixes:
-        return min(prefixes, key=len)  # FRANK_ARCHON_ over an alias's FRANK_ARCHON_BF16_
-    if env_name:
-        stem = PurePath(env_name).name.split(".")[0]
-        if stem:
-            return re.sub(r"[^A-Za-z0-9]+", "_", stem).upper().strip("_") + "_"
-    return None
+    values: dict[str, set[str]] = {}
+    for assignment in model.assignments:
+        values.setdefault(assignment.name, set()).add(assignment.value)
+    cache: dict[str, str | None] = {}
+    directory = posixpath.dirname(script_path) if script_path else None
+    found = []
+    for word, line in model.sources:
+        expanded = _expand(word, values, cache)
+        why = None
+        if "$" in expanded or "`" in expanded or expanded.startswith("~"):
+            why = f"{word!r} depends on what only a run of the script knows"
+        elif _S in expanded:
+            why = f"{word!r} sources the script itself"
+        elif directory is None and not expanded.startswith("/"):
+            why = f"{word!r} is relative to the script's directory, unknown for a script given as text"
+        if why is not None:
+            found.append(SourceLine(word, line, None, why))
+            continue
+        path = expanded.replace(_D, directory or "")
+        if not path.startswith("/"):
+            path = posixpath.join(directory or "/", path)
+        found.append(SourceLine(word, line, posixpath.normpath(path), None))
+    return found
 
 
 # ---------------------------------------------------------------------------------------
@@ -553,7 +703,7 @@ class Finding:
     file: str
     line: int
     mode: str | None
-    """The innermost case arm or function holding it; None at the top level or in the env file."""
+    """The innermost case arm, if branch or function holding it; None at the top level or in the env file."""
     scope_kind: ScopeKind
     flag: str | None
     variable: str | None
@@ -576,16 +726,16 @@ class Mode:
 class OwnedVar:
     flag: str
     name: str
-    value: str | None
-    line: int | None
-    """Line in the env file; None when the env file does not define it."""
+    value: str
+    line: int
+    file: str
+    """The env file that defines it."""
 
 
 @dataclass(frozen=True)
 class ScriptCheck:
     script: str
-    env_file: str | None
-    prefix: str
+    env_files: tuple[str, ...]
     owned: tuple[OwnedVar, ...]
     modes: tuple[Mode, ...]
     findings: tuple[Finding, ...]
@@ -597,28 +747,6 @@ class ScriptCheck:
     @property
     def ok(self) -> bool:
         return not self.findings
-
-
-def _owned_names(prefix: str) -> dict[str, str]:
-    """Owned variable name -> flag."""
-    return {prefix + spellings[0]: flag for flag, spellings in SHAPED_FLAGS.items()}
-
-
-def alias_flag(name: str, prefix: str) -> str | None:
-    """The flag a variable stands in for when it is a per-mode alias of an owned variable, else None.
-
-    An alias starts with the owned prefix, is not itself an owned name, and holds one of the
-    flag's suffix spellings as whole '_' parts: FRANK_ARCHON_BF16_MAX_SEQS, FRANK_ARCHON_MAX_SEQS_LONG.
-    """
-    if not name.startswith(prefix) or name in _owned_names(prefix):
-        return None
-    parts = name[len(prefix) :].split("_")
-    for flag, spellings in SHAPED_FLAGS.items():
-        for spelling in spellings:
-            want = spelling.split("_")
-            if any(parts[k : k + len(want)] == want for k in range(len(parts) - len(want) + 1)):
-                return flag
-    return None
 
 
 def handles_dry_run(text: str) -> bool:
@@ -637,38 +765,111 @@ def _reference_name(value: str) -> tuple[str | None, str | None]:
     return name, default["default"] if default else None
 
 
+ReachKind = Literal["env", "literal", "default", "override", "computed", "unset"]
+
+
+@dataclass(frozen=True)
+class _Reach:
+    """Where one shaped flag's value comes from, at one place of the script."""
+
+    kind: ReachKind
+    line: int
+    scope: Scope
+    name: str | None
+    value: str
+
+
+class _Tracer:
+    """Follows flag values through the script's assignments, each variable once (cached), to a bounded depth."""
+
+    MAX_DEPTH = 32
+
+    def __init__(self, assignments: list[Assignment], env: set[str]) -> None:
+        self.by_name: dict[str, list[Assignment]] = {}
+        for assignment in assignments:
+            self.by_name.setdefault(assignment.name, []).append(assignment)
+        self.env = env
+        self.cache: dict[str, tuple[bool, list[_Reach]]] = {}
+
+    def trace(self, value: str, line: int, scope: Scope, depth: int = 0) -> list[_Reach]:
+        """Where a value at (line, scope) comes from: numbers, env-file variables, or nothing known."""
+        if _NUMBER.match(value):
+            return [_Reach("literal", line, scope, None, value)]
+        name, default = _reference_name(value)
+        if name is None:
+            return [_Reach("computed", line, scope, None, value)]
+        reaches = []
+        if default is not None and _NUMBER.match(default):
+            reaches.append(_Reach("default", line, scope, name, default))
+        assigned, through = self._assigned(name, depth)
+        reaches += through
+        if name in self.env:
+            reaches.append(_Reach("env", line, scope, name, value))
+        elif not assigned:
+            reaches.append(_Reach("unset", line, scope, name, value))
+        return reaches
+
+    def _assigned(self, name: str, depth: int) -> tuple[bool, list[_Reach]]:
+        """Whether the script assigns name, and what its assignments reach."""
+        if name in self.cache:
+            return self.cache[name]
+        if depth >= self.MAX_DEPTH:
+            return True, []  # too deep to follow: nothing is claimed about it
+        self.cache[name] = (True, [])  # a variable defined through itself adds nothing more
+        assigned, reaches = False, []
+        for a in self.by_name.get(name, []):
+            ref, fallback = _reference_name(a.value)
+            if ref == name:  # X=${X:-8}: only its fallback counts
+                if fallback is not None and _NUMBER.match(fallback):
+                    reaches.append(_Reach("default", a.line, a.scope, name, fallback))
+                continue
+            assigned = True
+            if name in self.env:
+                reaches.append(_Reach("override", a.line, a.scope, name, a.value))
+            elif _NUMBER.match(a.value):
+                reaches.append(_Reach("literal", a.line, a.scope, name, a.value))
+            else:
+                reaches += self.trace(a.value, a.line, a.scope, depth + 1)
+        self.cache[name] = (assigned, reaches)
+        return assigned, reaches
+
+
+def _owner(reaches: list[_Reach], order: dict[str, int]) -> str:
+    """The env variable that owns a flag: the one the shared part passes, else the most used, else the first defined."""
+    def rank(name: str) -> tuple[bool, int, int]:
+        mine = [r for r in reaches if r.name == name]
+        return (not any(r.scope.kind == "top level" for r in mine), -len(mine), order[name])
+
+    return min({r.name for r in reaches if r.name is not None}, key=rank)
+
+
 def check_script(
     script_text: str,
-    env_text: str | None,
+    env_files: Sequence[EnvFile] = (),
     *,
     script_name: str = "serve script",
-    env_name: str | None = None,
-    prefix: str | None = None,
+    script_path: str | None = None,
 ) -> ScriptCheck:
-    """Every place a mode (or the shared part) carries its own shaped number, with file and line."""
-    env_vars = parse_env(env_text) if env_text is not None else []
-    env_named = env_name is not None
-    if env_text is not None and env_name is None:
-        env_name = "env file"
-    chosen = prefix or env_prefix(env_vars, env_name)
-    if chosen is None:
-        chosen = env_prefix([], script_name) or ""
-    owned_names = _owned_names(chosen)
-    env_by_name = {v.name: v for v in env_vars}
-    owned = tuple(
-        OwnedVar(flag, name, env_by_name[name].value if name in env_by_name else None,
-                 env_by_name[name].line if name in env_by_name else None)
-        for name, flag in owned_names.items()
-    )
+    """Every place a mode (or the shared part) carries its own shaped number, with file and line.
+
+    env_files: the files that define the shape (the ones the script sources, or the one named);
+    none: only literal numbers and numeric fallbacks are reported. script_path: where the
+    script lives, to tell whether it sources the env file. (One function, past the usual length:
+    its three passes share one findings table and the owners the first pass finds.)
+    """
+    env_vars = [v for f in env_files for v in parse_env(f.text, f.label)]
+    env_by_name = {v.name: v for v in env_vars}  # a later file overrides, as bash would
+    order = {name: i for i, name in enumerate(env_by_name)}
+    have_env = bool(env_files)
     model = parse_script(script_text)
     lines = script_text.splitlines()
-    env_lines = env_text.splitlines() if env_text is not None else []
+    file_lines = {f.label: f.text.splitlines() for f in env_files}
     findings: dict[tuple[str, int, str, str], Finding] = {}
 
     def add(kind: FindingKind, line: int, scope: Scope | None, flag: str | None, variable: str | None,
             value: str, message: str, file: str = script_name) -> None:
-        source_lines = lines if file == script_name else env_lines
-        text = source_lines[line - 1].strip() if 0 < line <= len(source_lines) else ""
+        source_lines_ = file_lines.get(file, lines) if file != script_name else lines
+        text = source_lines_[line - 1].strip() if 0 < line <= len(source_lines_) else ""
         mode = None if scope is None or scope.kind == "top level" else scope.path()
         scope_kind: ScopeKind = "env file" if scope is None else scope.kind
         key = (file, line, kind, variable or flag or value)
@@ -677,116 +878,96 @@ def check_script(
     def where(scope: Scope) -> str:
         return "the shared part of the script" if scope.kind == "top level" else f"mode {scope.path()!r}"
 
-    by_name: dict[str, list[Assignment]] = {}
-    for assignment in model.assignments:
-        by_name.setdefault(assignment.name, []).append(assignment)
+    tracer = _Tracer(model.assignments, set(env_by_name))
+    traced = [(use, tracer.trace(use.value, use.line, use.scope)) for use in model.uses]
+    reach_by_flag: dict[str, list[_Reach]] = {}
+    for use, reaches in traced:
+        reach_by_flag.setdefault(use.flag, []).extend(r for r in reaches if r.kind == "env")
+    owners = {flag: _owner(reaches, order) for flag, reaches in reach_by_flag.items() if reaches}
 
-    def owner_of(name: str) -> str | None:
-        return owned_names.get(name)
+    def take(flag: str) -> str:
+        if owner := owners.get(flag):
+            var = env_by_name[owner]
+            return f"pass \"${owner}\" ({var.file} line {var.line}) as the other modes do"
+        if have_env:
+            return (f"no variable of the env file reaches --{flag}: define the number there once and pass that "
+                    "variable in every mode")
+        return "take it from the env file that owns the shape, as every other mode must"
 
-    # 1. Every shaped flag's value.
-    for use in model.uses:
-        owned_var = chosen + SHAPED_FLAGS[use.flag][0]
-        if _NUMBER.match(use.value):
-            add("literal", use.line, use.scope, use.flag, None, use.value,
-                f"{where(use.scope)} passes --{use.flag} {use.value} itself; take it from {owned_var} in the env file")
-            continue
-        name, default = _reference_name(use.value)
-        if name is None:
-            add("unowned", use.line, use.scope, use.flag, None, use.value,
-                f"{where(use.scope)} computes --{use.flag} as {use.value!r}; pass \"${owned_var}\" unchanged")
-            continue
-        if default is not None and _NUMBER.match(default):
-            add("default", use.line, use.scope, use.flag, name, default,
-                f"{where(use.scope)} falls back to --{use.flag} {default} when {name} is unset; the env file "
-                f"owns the number: use \"${owned_var}\" and let a missing value fail")
-        flag_of_alias = alias_flag(name, chosen)
-        if flag_of_alias is not None:
-            add("alias", use.line, use.scope, use.flag, name, use.value,
-                f"{where(use.scope)} passes --{use.flag} from {name}, a per-mode alias of {owned_var}: "
-                "no shim, no alias; use the env file's variable")
-            continue
-        if name == owned_var:
-            continue
-        if name in owned_names:
-            add("unowned", use.line, use.scope, use.flag, name, use.value,
-                f"{where(use.scope)} passes --{use.flag} from {name}, which the env file owns for "
-                f"--{owned_names[name]}; use {owned_var}")
-            continue
-        # A local variable: follow its assignments to a number, the owned variable or nothing.
-        resolved = _resolve(name, by_name, owned_var, set())
-        if resolved == "owned":
-            continue
-        if isinstance(resolved, list) and resolved:
-            for assignment in resolved:
-                add("literal", assignment.line, assignment.scope, use.flag, assignment.name, assignment.value,
-                    f"{where(assignment.scope)} sets {assignment.name}={assignment.value}, which reaches "
-                    f"--{use.flag} (line {use.line}); take it from {owned_var} in the env file")
-            continue
-        if name in env_by_name:
-            continue  # defined by the env file: its own business (aliases are reported below)
-        add("unowned", use.line, use.scope, use.flag, name, use.value,
-            f"{where(use.scope)} passes --{use.flag} from {name}, which neither the script nor the env file "
-            f"sets to {owned_var}; use \"${owned_var}\"")
+    # 1. Every shaped flag's value, traced to where it comes from.
+    for use, reaches in traced:
+        flag = use.flag
+        for r in reaches:
+            if r.kind == "literal":
+                said = (f"passes --{flag} {r.value} itself" if r.name is None else
+                        f"sets {r.name}={r.value}, which reaches --{flag} (line {use.line})")
+                add("literal", r.line, r.scope, flag, r.name, r.value, f"{where(r.scope)} {said}; {take(flag)}")
+            elif r.kind == "default":
+                add("default", r.line, r.scope, flag, r.name, r.value,
+                    f"{where(r.scope)} falls back to --{flag} {r.value} when {r.name} is unset; the env file owns "
+                    f"the number: drop the fallback (${{{r.name}:?}} fails loudly instead)")
+            elif r.kind == "override" and r.name is not None:
+                var = env_by_name[r.name]
+                add("override", r.line, r.scope, flag, r.name, r.value,
+                    f"{where(r.scope)} sets {r.name}={r.value}, which the env file defines ({var.file} line "
+                    f"{var.line}) for --{flag}: delete the assignment")
+            elif r.kind in ("computed", "unset") and have_env:
+                said = (f"computes --{flag} as {r.value!r}" if r.kind == "computed" else
+                        f"passes --{flag} from {r.name}, which neither the script nor the env file sets")
+                add("unowned", r.line, r.scope, flag, r.name, r.value, f"{where(r.scope)} {said}; {take(flag)}")
 
-    # 2. The script assigns an owned variable, or gives it a numeric default anywhere.
-    for assignment in model.assignments:
-        flag = owner_of(assignment.name)
-        if flag is not None:
-            ref, _ = _reference_name(assignment.value)
-            if ref == assignment.name:
-                continue  # X=${X} / X=${X:-8}: the default is reported below
-            add("override", assignment.line, assignment.scope, flag, assignment.name, assignment.value,
-                f"{where(assignment.scope)} sets {assignment.name}={assignment.value}; the env file owns "
-                f"{assignment.name}: delete the assignment")
-    for word, line_no, scope in model.words:
-        for found in _DEFAULT.finditer(word):
-            flag = owner_of(found["name"])
-            if flag is not None and _NUMBER.match(found["default"]):
-                add("default", line_no, scope, flag, found["name"], found["default"],
-                    f"{where(scope)} gives {found['name']} a fallback of {found['default']}; the env file owns "
-                    "the number: drop the fallback (use ${" + found["name"] + ":?} to fail loudly)")
-
-    # 3. Aliases, in the script and the env file.
-    for name, line_no, scope in model.references:
-        flag = alias_flag(name, chosen)
-        if flag is not None:
-            add("alias", line_no, scope, flag, name, name,
-                f"{where(scope)} uses {name}, a per-mode alias of {chosen + SHAPED_FLAGS[flag][0]}: no shim, "
-                "no alias")
-    for assignment in model.assignments:
-        flag = alias_flag(assignment.name, chosen)
-        if flag is not None:
-            add("alias", assignment.line, assignment.scope, flag, assignment.name, assignment.value,
-                f"{where(assignment.scope)} defines {assignment.name}, a per-mode alias of "
-                f"{chosen + SHAPED_FLAGS[flag][0]}: delete it")
-    for var in env_vars:
-        flag = alias_flag(var.name, chosen)
-        if flag is not None:
-            assert env_name is not None
+    # 2. A second env variable for a flag another variable owns: a per-mode alias.
+    for flag, owner in owners.items():
+        for r in reach_by_flag[flag]:
+            if r.name is None or r.name == owner:
+                continue
+            var = env_by_name[r.name]
+            add("alias", r.line, r.scope, flag, r.name, r.value,
+                f"{where(r.scope)} passes --{flag} from {r.name}, while the other modes pass {owner}: two "
+                f"variables for one number; pass \"${owner}\" and delete {r.name} (no shim, no alias)")
             add("alias", var.line, None, flag, var.name, var.value,
-                f"the env file defines {var.name}, a per-mode alias of {chosen + SHAPED_FLAGS[flag][0]}: one "
-                "variable per number, delete the alias", file=env_name)
+                f"the env file defines {var.name}={var.value}, a second variable for --{flag} besides {owner} "
+                f"(line {env_by_name[owner].line}): one variable per number, delete it", file=var.file)
+
+    # 3. A numeric fallback of an owning variable anywhere (': "${SEATS:-8}"').
+    owning = {name: flag for flag, name in owners.items()}
+    for word, line_no, scope in model.words:
+        for found, fallback in _braced(_DEFAULT, word):
+            owned_flag = owning.get(found["name"])
+            if owned_flag is not None and _NUMBER.match(fallback):
+                add("default", line_no, scope, owned_flag, found["name"], fallback,
+                    f"{where(scope)} gives {found['name']} a fallback of {fallback}; the env file owns the "
+                    "number: drop the fallback (use ${" + found["name"] + ":?} to fail loudly)")
 
     notes: list[str] = []
-    if env_text is not None:
-        missing = [o.name for o in owned if o.line is None]
-        if missing:
-            notes.append(f"the env file does not define {', '.join(missing)}")
-    if not chosen:
-        notes.append("no variable prefix could be derived: pass the env file or env_prefix")
+    if not have_env:
+        notes.append("no env file: only the numbers the script itself passes to a shaped flag are reported; which "
+                     "variable owns each flag cannot be known without the env file")
+    else:
+        undefined = sorted({(r.name, use.flag) for use, reaches in traced for r in reaches
+                            if r.kind == "unset" and r.name is not None})
+        notes += [f"the env file does not define {name}, which the script passes to --{flag}"
+                  for name, flag in undefined]
     sources_env = None
-    if env_name is not None and env_named:
-        base = PurePath(env_name).name
-        sources_env = any(base in w for w, _, _ in model.words)
+    named = [f.path for f in env_files if f.path is not None]
+    if named:
+        sourced = source_lines(script_text, script_path)
+        resolved = {s.path for s in sourced if s.path is not None}
+        unresolved = {posixpath.basename(s.word) for s in sourced if s.path is None}
+        sources_env = any(p in resolved or posixpath.basename(p) in unresolved for p in named)
         if not sources_env:
-            notes.append(f"the script never names {base}: check that every mode sources the env file")
+            names = ", ".join(f"{posixpath.basename(p)} ({p})" for p in named)
+            notes.append(f"the script never names {names} in a source line: check that every mode sources the "
+                         "env file")
+    owned = tuple(
+        OwnedVar(flag, name, env_by_name[name].value, env_by_name[name].line, env_by_name[name].file)
+        for flag, name in owners.items()
+    )
     modes = tuple(Mode(s.name, s.kind, s.first_line, s.last_line, s.path()) for s in model.scopes)
     ordered = sorted(findings.values(), key=lambda f: (f.file != script_name, f.line, f.kind))
     return ScriptCheck(
         script=script_name,
-        env_file=env_name,
-        prefix=chosen,
+        env_files=tuple(f.label for f in env_files),
         owned=owned,
         modes=modes,
         findings=tuple(ordered),
@@ -794,34 +975,3 @@ def check_script(
         sources_env_file=sources_env,
         notes=tuple(notes),
     )
-
-
-def _resolve(
-    name: str, by_name: dict[str, list[Assignment]], owned_var: str, seen: set[str]
-) -> Literal["owned"] | list[Assignment] | None:
-    """Where a variable's value comes from: 'owned', the assignments that give it a number, or None."""
-    if name == owned_var:
-        return "owned"
-    if name in seen:
-        return None
-    seen.add(name)
-    numbers: list[Assignment] = []
-    reaches_owned = False
-    for assignment in by_name.get(name, []):
-        if _NUMBER.match(assignment.value):
-            numbers.append(assignment)
-            continue
-        ref, default = _reference_name(assignment.value)
-        if ref is not None:
-            inner = _resolve(ref, by_name, owned_var, seen)
-            if inner == "owned":
-                reaches_owned = True
-            elif isinstance(inner, list):
-                numbers.extend(inner)
-            if default is not None and _NUMBER.match(default) and ref != owned_var:
-                numbers.append(assignment)
-    if numbers:
-        return numbers
-    if reaches_owned:
-        return "owned"
-    return None

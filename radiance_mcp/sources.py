@@ -7,17 +7,19 @@ came from. Every source has a ``label`` used in every figure's provenance and ev
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import posixpath
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, SourceError
 from radiance_mcp.ledger import Boot, parse_boot, read_file, read_text
+from radiance_mcp.offload import run
 
 if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
     from radiance_mcp.remote import DryRun, FileRequest, LogRequest, RemoteText, SSHPool, SSHTarget
@@ -40,7 +42,9 @@ class InlineSource:
     label: str = "log_text"
 
     async def read(self, boot: int = -1) -> Boot:
-        return read_text(self.text, source=self.label, boot=boot)
+        # origin: caller text, unverified (Boot's default)
+        return await run(functools.partial(read_text, self.text, source=self.label, boot=boot), label=self.label,
+                         remedy="pass the boot's own lines, not a whole log of noise")
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,18 @@ class LocalFileSource:
     async def read(self, boot: int = -1) -> Boot:
         check_regular(self.path, self.label)
         try:
-            # The reader streams the file in chunks; a thread keeps the event loop free meanwhile.
-            return await asyncio.to_thread(read_file, self.path, source=self.label, boot=boot)
+            # Streamed in chunks, off the event loop, stopped by a cancel or the time limit (offload.run).
+            parsed = await run(functools.partial(read_file, self.path, source=self.label, boot=boot),
+                               label=self.label, remedy=SLOW_FILE_REMEDY)
+            return replace(parsed, origin="local file")
         except OSError as exc:
             raise file_error(self.label, exc) from exc
+
+
+SLOW_FILE_REMEDY = (
+    "a boot log of 1 GiB reads in about a second, so this is no boot log (a sparse, growing or device-backed file): "
+    "name the radiance service's boot log, or cut the boots you need out of it"
+)
 
 
 def file_error(label: str, exc: OSError, setting: str = "log") -> SourceError:
@@ -235,10 +247,12 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
         cuts = await first.pool.read_logs(first.target, requests)
         boots = []
         for request, cut in zip(requests, cuts, strict=True):
-            hits = parse_boot(cut.lines, source=request.label, index=cut.index, boots_seen=cut.boots_seen).hits
+            parse = functools.partial(parse_boot, cut.lines, source=request.label, index=cut.index,
+                                      boots_seen=cut.boots_seen)
+            parsed = await run(parse, label=request.label, remedy="name the radiance service's boot log")
             # Only phrase lines crossed the wire; the span is the boot's own, counted on the host.
-            boots.append(Boot(request.label, cut.index, cut.boots_seen, cut.first_line, cut.last_line, hits,
-                              cut.skipped_long_lines))
+            boots.append(replace(parsed, first_line=cut.first_line, last_line=cut.last_line,
+                                 skipped_long_lines=cut.skipped_long_lines, origin="host"))
         return boots
 
     results = await asyncio.gather(*(one_host(positions) for positions in groups.values()))

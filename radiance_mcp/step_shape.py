@@ -25,7 +25,7 @@ from typing import Literal
 from radiance_mcp.capacity import pool_contract
 from radiance_mcp.constants import KV_DTYPES, KVDtype, ModelConstants
 from radiance_mcp.errors import InputError, LedgerError
-from radiance_mcp.ledger import Boot, Hit, Line
+from radiance_mcp.ledger import Boot, Hit, Line, boot_state
 from radiance_mcp.units import fmt_gib, fmt_mib, parse_number
 
 STEP_FLAGS: tuple[str, ...] = (
@@ -172,7 +172,7 @@ def read_shape(boot: Boot) -> ShapeLedger:
     elif (flag_value := values.get("--max-num-batched-tokens")) and flag_value.quantity is not None:
         mnbt = int(flag_value.quantity)
 
-    if stopped is not None:
+    if boot_state(boot).status == "refused":  # the one rule every ledger tool judges a boot by
         status: Status = "refused"
     elif boot.first("serving") is not None or boot.first("settled") is not None:
         status = "booted"
@@ -443,10 +443,11 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
     # The engine's own refusal and fix text.
     if candidate.status == "refused":
         refusal = candidate.get("refusal")
-        assert refusal is not None
         backing = candidate.get("kv_cache")
-        where = f"line {refusal.line.number}"
-        text = f"the candidate refused to start: 'startup stopped: {refusal.printed}' ({where})"
+        if refusal is not None:
+            text = f"the candidate refused to start: 'startup stopped: {refusal.printed}' (line {refusal.line.number})"
+        else:
+            text = "the candidate refused to start: its KV cache backs no full-length session (no 'startup stopped')"
         if backing is not None:
             text += f"; the kv cache line reads {backing.line.text.strip()!r} (line {backing.line.number})"
         diagnosis.append(text)
@@ -474,7 +475,7 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
             f"inherit the proven numbers ({numbers}) from the env file that owns the shape, not from the mode"
         )
         remedy.append(
-            "delete the mode's private literals (no shim, no per-mode alias such as FRANK_ARCHON_BF16_MAX_SEQS) "
+            "delete the mode's private literals (no shim, no second env variable for the mode's own number) "
             "and rewrite the mode's comment so the premise that a wide step is free throughput is gone"
         )
         remedy.append(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from radiance_mcp import capacity
+from radiance_mcp import capacity, ledger
 from radiance_mcp.audit_tools import AUDIT_TOOLS
 from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES
@@ -23,6 +23,7 @@ from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import (
     BudgetCard,
     CeilingCard,
+    CeilingCheck,
     CheckPoolContractInput,
     ComputeCeilingInput,
     ComputeCeilingOutput,
@@ -31,6 +32,8 @@ from radiance_mcp.models import (
     PoolContractOutput,
     ReadBudgetTableInput,
     ReadBudgetTableOutput,
+    ReserveCandidate,
+    ReserveInput,
     ReserveOutput,
     SourcedFigure,
     mib,
@@ -53,6 +56,39 @@ def sourced(figure: Figure | None) -> SourcedFigure | None:
     )
 
 
+def candidates_out(reading: capacity.BudgetReading) -> list[ReserveCandidate]:
+    return [
+        ReserveCandidate(card=c.card, line=line_ref(c.line), mib=mib(c.mib), printed=c.printed, why=c.why)
+        for c in capacity.reserve_candidates(reading)
+    ]
+
+
+def trace_reserves(reading: capacity.BudgetReading, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
+    """Each given reserve traced (or taken as personal) in order; a candidate backs one reserve."""
+    reserves: tuple[capacity.Reserve, ...] = ()
+    for r in given:
+        reserves += (capacity.trace_reserve(reading, Decimal(str(r.mib)), r.label, r.line, r.personal, reserves),)
+    return reserves
+
+
+def reserves_out(reserves: tuple[capacity.Reserve, ...]) -> list[ReserveOutput]:
+    return [
+        ReserveOutput(mib=mib(r.mib), label=r.label, kind="personal" if r.line is None else "traced",
+                      line=line_ref(r.line) if r.line else None, card=r.card)
+        for r in reserves
+    ]
+
+
+def provenance_notes(boot: Boot) -> list[str]:
+    """A boot read from caller text says so: nothing has checked its figures against a host."""
+    if boot.origin != "caller text":
+        return []
+    return [
+        f"figures from caller-supplied text ({boot.source}), unverified: they were not read from a host or a "
+        "file; read the service's own ledger (service, or log or container on its host) before a gate relies on them"
+    ]
+
+
 # ---------------------------------------------------------------------------------------
 
 
@@ -64,8 +100,12 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     each with its ledger line, and the pair (vram_weights + vram_kv). The pair comes from the
     echoed --vram-weights-mib / --vram-kv-mib flags when the boot echoes them (exact), else
     from the table rows (rounded to 0.01 GiB); a disagreement beyond rounding is reported.
-    Free memory seen from outside the engine (rocm-smi) is not spare capacity: only this
-    table and the settled line are. A log can hold several boots; the newest is read unless
+    reserve_candidates lists the figures a reserve below the ceiling may cite (line, MiB,
+    why); every other reserve is personal. Free memory seen from outside the engine (rocm-smi)
+    is not spare capacity: only this table and the settled line are. A boot that refused to
+    start or never settled has no table to trust: the error names its lines and says to call
+    audit_step_shape. ledger.origin says whether the text came from a host, a file or the
+    caller (log_text, unverified). A log can hold several boots; the newest is read unless
     `boot` says otherwise.
     """
     boot = await read_boot(runtime, args)
@@ -93,6 +133,7 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
         flags=reading.flags,
         pair_source=reading.cards[0].pair_source,
         disagreements=[d for c in reading.cards for d in c.disagreements],
+        reserve_candidates=candidates_out(reading),
     )
 
 
@@ -101,18 +142,22 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
 
     ceiling = (settled_free_MiB - engine_floor_MiB) + current_pair_sum, per card, rounded
     down to whole MiB; with several cards the smallest ceiling binds. Worked example
-    (dankserver, 2026-10-13): 29,120 + (2,058 - 209) = 30,969 MiB/card. A pair at the
-    ceiling settles about 330 MiB free at worst. The ceiling is the engine's, never a
-    hand-picked reserve: free memory seen from outside (rocm-smi) is not spare capacity.
-    Every reserve below the ceiling must cite the ledger line that holds its figure
-    (line=N), or be labelled personal (personal=true) so the gate shows it as one; an
-    untraced, unlabelled reserve is refused.
+    (2026-10-13): 29,120 + (2,058 - 209) = 30,969 MiB/card. A pair at the ceiling settles
+    about 330 MiB free at worst. The ceiling is the engine's, never a hand-picked reserve:
+    free memory seen from outside (rocm-smi) is not spare capacity.
+
+    A reserve below the ceiling cites a line (line=N) holding card memory the ceiling does
+    not already count: only the figures read_budget_table lists as reserve_candidates.
+    Refused with the reason: the engine floor (--gpu-headroom-mib, the static region), the
+    activation arena, the pair and its members, card total, claimable, budget totals, host
+    pool and disk, lines outside the boot. Any other reserve is personal (personal=true) and
+    labelled so in the output and the gate. A reserve above the ceiling, or reserves leaving
+    a negative max_pair_mib, are refused; below the current pair, a warning. A boot that refused
+    to start has no ceiling: the error names its lines; call audit_step_shape next.
     """
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
-    reserves = tuple(
-        capacity.trace_reserve(boot, Decimal(str(r.mib)), r.label, r.line, r.personal) for r in args.reserves
-    )
+    reserves = trace_reserves(reading, args.reserves)
     result = capacity.compute_ceiling(reading, reserves)
     binding = next(c for c in result.cards if c.card == result.binding_card)
     budget = next(c for c in reading.cards if c.card == result.binding_card)
@@ -120,6 +165,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
         f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst",
         f"the pair comes from the {budget.pair_source}",
         *[d for c in reading.cards for d in c.disagreements],
+        *provenance_notes(boot),
     ]
     if len(result.cards) > 1:
         notes.append(f"card {result.binding_card} has the smallest ceiling and binds every card")
@@ -140,37 +186,36 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
                 ceiling_mib=c.ceiling_mib,
                 headroom_mib=int(c.ceiling_mib - c.pair_mib),
                 derivation=c.derivation,
+                max_pair_mib=c.max_pair_mib if c.max_pair_mib is not None else c.ceiling_mib,
             )
             for c in result.cards
         ],
-        reserves=[
-            ReserveOutput(
-                mib=mib(r.mib),
-                label=r.label,
-                kind="personal" if r.line is None else "traced",
-                line=line_ref(r.line) if r.line else None,
-            )
-            for r in reserves
-        ],
+        reserves=reserves_out(reserves),
         personal_reserves=[r.label for r in reserves if r.line is None],
         max_pair_mib=result.max_pair_mib,
+        reserve_candidates=candidates_out(reading),
+        warnings=list(result.warnings),
         sources=[line_ref(line) for line in dict.fromkeys(lines)],
         notes=notes,
     )
 
 
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
-    """Check the KV pool against the contract radiance enforces at request time, not at boot.
+    """Check the KV pool against the contract radiance enforces at request time, and against the ceiling.
 
-    pool_mib >= seqs * max_model_len * rate + 110 * seqs + 448, with rate 7,488 B per token
-    per rank for fp8 and 14,144 B for bf16 (1.89x, not 2x: the QSA block key is 3.25 KiB at
-    both dtypes), 110 MiB of recurrent state per sequence and 448 MiB of prefix checkpoints,
-    both dtype-independent. These are the seed model's constants; a service's model in the
-    fleet config may override them. --kv-cache-dtype takes only bf16 or fp8. A pool that
-    fails boots, serves short chats, then answers every long request with HTTP 400 'does not
-    fit the N token context, which leaves nothing to generate into': radiance refuses, it
-    never truncates. Omitted values are read from the ledger (service, log or log_text, or
-    log or container on a host).
+    The contract: pool_mib >= seqs * max_model_len * rate + 110 * seqs + 448, with rate 7,488 B
+    per token per rank for fp8 and 14,144 B for bf16 (1.89x, not 2x: the QSA block key is 3.25
+    KiB at both dtypes), 110 MiB of recurrent state per sequence and 448 MiB of prefix
+    checkpoints, both dtype-independent. These are the built-in model's constants; a service's
+    model in the fleet config may override them. --kv-cache-dtype takes only bf16 or fp8. A
+    pool that fails boots, serves short chats, then answers every long request with HTTP 400
+    'does not fit the N token context, which leaves nothing to generate into': radiance
+    refuses, it never truncates.
+
+    With a ledger (service, log or log_text, or log or container on a host) the pool is also
+    checked against the ceiling: weights + pool + reserves <= the ceiling, per card, and ok
+    needs both checks. Omitted values are read from that ledger. A boot that refused to
+    start is read as refused (its funded KV cache, its refusal lines) and is never ok.
     """
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {
@@ -181,22 +226,15 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     }
     inputs_from: dict[str, LineRef | str] = {k: "argument" for k, v in given.items() if v is not None}
     missing = [k for k, v in given.items() if v is None]
-    if missing:
-        named = args.log is not None or args.log_text is not None or args.container is not None
-        if args.service is None and not named:
-            raise InputError(
-                f"{', '.join(missing)} not given and no ledger to read them from: pass them, "
-                "or name a service (or log / log_text, or host with log / container) whose boot echoes them"
-            )
-        boot = await read_boot(
-            runtime,
-            LedgerArgs(service=None if named else args.service, log=args.log, log_text=args.log_text,
-                       host=args.host, container=args.container, boot=args.boot),
-        )
-        for name in missing:
-            value, line = _from_ledger(boot, name)
-            given[name] = value
-            inputs_from[name] = line_ref(line)
+    notes: list[str] = []
+    boot = await _contract_ledger(runtime, args, missing)
+    state = ledger.boot_state(boot) if boot is not None else None
+    for name in missing:
+        assert boot is not None and state is not None  # _contract_ledger refuses missing values without one
+        value, line, note = _from_ledger(boot, name, state)
+        given[name] = value
+        inputs_from[name] = line_ref(line)
+        notes += [note] if note else []
     contract = capacity.pool_contract(
         Decimal(str(given["pool_mib"])), int(given["seqs"]), int(given["max_model_len"]),
         given["kv_cache_dtype"], model,
@@ -207,6 +245,19 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} "
         f"pool {fmt_mib(contract.pool_mib, 2)} MiB"
     )
+    check: CeilingCheck | None = None
+    refusal_lines: list[LineRef] = []
+    if boot is None:
+        why = f"service {args.service!r} names no ledger in the fleet config" if args.service else "no ledger named"
+        notes.append(f"the ceiling was not checked ({why}): name the service's ledger to check the pool against it")
+    elif state is not None and state.status != "settled":
+        refusal_lines = [line_ref(line) for line in state.lines]
+        notes.append(capacity.boot_finding(boot, state))
+    else:
+        check = _ceiling_check(boot, contract.pool_mib, args, notes)
+    if boot is not None:
+        notes += provenance_notes(boot)
+    ok = contract.ok and (boot is None or (check is not None and check.ok))
     return PoolContractOutput(
         model=model.name,
         pool_mib=mib(contract.pool_mib),
@@ -219,13 +270,100 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         fixed_mib=contract.fixed_mib,
         required_mib=mib(contract.required_mib),
         margin_mib=mib(contract.margin_mib),
-        ok=contract.ok,
+        ok=ok,
         max_seqs_at_window=contract.max_seqs_at_window,
         max_window_at_seqs=contract.max_window_at_seqs,
         formula=formula,
         refusal=contract.refusal,
         inputs_from=inputs_from,
+        contract_ok=contract.ok,
+        ceiling=check,
+        ledger=boot_ref(boot) if boot is not None else None,
+        boot_status=state.status if state is not None else None,
+        refusal_lines=refusal_lines,
+        notes=notes,
     )
+
+
+async def _contract_ledger(runtime: Runtime, args: CheckPoolContractInput, missing: list[str]) -> Boot | None:
+    """The boot the contract is checked against, if the input names a ledger (or its service has one)."""
+    explicit = args.log is not None or args.log_text is not None or args.container is not None
+    configured = False
+    if args.service is not None and not explicit:
+        entry = runtime.fleet.service(args.service)
+        configured = entry.log is not None or entry.container is not None
+    if explicit or configured:
+        return await read_boot(
+            runtime,
+            LedgerArgs(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
+                       host=args.host, container=args.container, boot=args.boot),
+        )
+    if missing:
+        raise InputError(
+            f"{', '.join(missing)} not given and no ledger to read them from: pass them, "
+            "or name a service (or log / log_text, or host with log / container) whose boot echoes them"
+        )
+    if args.reserves or args.weights_mib is not None:
+        raise InputError(
+            "reserves and weights_mib are checked against a ceiling: name the ledger to read it from (a service "
+            "with a ledger, or log / log_text, or host with log / container)"
+        )
+    return None
+
+
+def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, notes: list[str]) -> CeilingCheck:
+    """weights + pool + reserves against the ceiling of a boot that settled."""
+    reading = capacity.read_budget(boot)
+    reserves = trace_reserves(reading, args.reserves)
+    result = capacity.compute_ceiling(reading, reserves)
+    weights_from: LineRef | str
+    if args.weights_mib is not None:
+        weights, weights_from = Decimal(str(args.weights_mib)), "argument"
+    else:
+        weights, line = _weights_from_ledger(reading)
+        weights_from = line_ref(line)
+    pair = weights + pool_mib
+    tightest = min(result.cards, key=lambda c: (c.max_pair_mib or 0, c.card))
+    held = tightest.ceiling_mib - (tightest.max_pair_mib or 0)
+    margin = (tightest.max_pair_mib or 0) - pair
+    ok = margin >= 0
+    reserve_text = f" + reserves {fmt_mib(held)}" if reserves else ""
+    formula = (
+        f"weights {fmt_mib(weights, 2)} + pool {fmt_mib(pool_mib, 2)}{reserve_text} = "
+        f"{fmt_mib(pair + held, 2)} MiB {'<=' if ok else '>'} card {tightest.card}'s ceiling "
+        f"{fmt_mib(tightest.ceiling_mib)} MiB ({tightest.derivation})"
+    )
+    if not ok:
+        notes.append(
+            f"the pair this pool makes ({fmt_mib(pair, 2)} MiB) is {fmt_mib(-margin, 2)} MiB over the "
+            f"{fmt_mib(tightest.max_pair_mib or 0)} MiB the ceiling allows on card {tightest.card}: the boot would "
+            "squeeze the KV cache or refuse; shrink the pool or the weights"
+        )
+    notes += list(result.warnings)
+    return CeilingCheck(
+        ok=ok,
+        ceiling_mib=result.ceiling_mib,
+        binding_card=result.binding_card,
+        weights_mib=mib(weights),
+        weights_from=weights_from,
+        pool_mib=mib(pool_mib),
+        reserves_mib=mib(Decimal(held)),
+        reserves=reserves_out(reserves),
+        max_pair_mib=result.max_pair_mib,
+        pair_mib=mib(pair),
+        margin_mib=mib(margin),
+        formula=formula,
+    )
+
+
+def _weights_from_ledger(reading: capacity.BudgetReading) -> tuple[Decimal, Line]:
+    hit = reading.boot.flags.get("vram-weights-mib")
+    if hit is not None:
+        return hit.number("value", reading.boot.where()), hit.line
+    card = reading.cards[0]
+    if card.weights is None:  # pragma: no cover - read_budget needs the flags or both rows
+        raise InputError(f"{reading.boot.where()} prints no vram_weights; pass weights_mib")
+    return card.weights.size.mib, card.weights.line
 
 
 _LEDGER_FLAGS = {
@@ -236,13 +374,11 @@ _LEDGER_FLAGS = {
 }
 
 
-def _from_ledger(boot: Boot, name: str) -> tuple[Any, Line]:
-    """An omitted contract input, read from the boot's echoed flags (the pool also from vram_kv)."""
+def _from_ledger(boot: Boot, name: str, state: ledger.BootState) -> tuple[Any, Line, str | None]:
+    """An omitted contract input, read from the boot: the echoed flags, the pool as the engine funded it."""
+    if name == "pool_mib":
+        return _pool_from_ledger(boot, state)
     hit = boot.flags.get(_LEDGER_FLAGS[name])
-    if hit is None and name == "pool_mib":
-        row = boot.first("vram_kv")
-        if row is not None:
-            return row.size("size", boot.where()).mib, row.line
     if hit is None:
         raise InputError(
             f"{name} was not given and {boot.where()} does not echo --{_LEDGER_FLAGS[name]}; pass {name}"
@@ -251,8 +387,36 @@ def _from_ledger(boot: Boot, name: str) -> tuple[Any, Line]:
     if name == "kv_cache_dtype":
         if raw not in KV_DTYPES:
             raise InputError(f"{boot.where()}:{hit.line.number}: --kv-cache-dtype {raw!r} is not bf16 or fp8")
-        return raw, hit.line
-    return hit.number("value", boot.where()), hit.line
+        return raw, hit.line, None
+    return hit.number("value", boot.where()), hit.line, None
+
+
+def _pool_from_ledger(boot: Boot, state: ledger.BootState) -> tuple[Decimal, Line, str | None]:
+    """The KV pool the engine funded ('kv cache X ... full-length sessions'), else the stated one.
+
+    A refused boot is read by what it funded, never by the --vram-kv-mib it asked for; a boot that
+    settled with the flag's pool (within the printed rounding) keeps the flag's exact figure.
+    """
+    src = boot.where()
+    funded = boot.first("kv_backing")
+    flag = boot.flags.get("vram-kv-mib")
+    if funded is not None:
+        size = funded.size("size", src)
+        stated = flag.number("value", src) if flag is not None else None
+        if state.status == "refused":
+            asked = f" of the {fmt_mib(stated)} MiB --vram-kv-mib asked for" if stated is not None else ""
+            refused = f"the refused boot funded a {size.text} KV cache{asked} (line {funded.line.number})"
+            return size.mib, funded.line, refused
+        if stated is None or not size.agrees_with(stated):
+            note = (f"the engine funded a {size.text} KV cache (line {funded.line.number}), not the "
+                    f"{fmt_mib(stated)} MiB --vram-kv-mib stated: the pool is what it funded") if stated else None
+            return size.mib, funded.line, note
+    if flag is not None:
+        return flag.number("value", src), flag.line, None
+    row = boot.first("vram_kv")
+    if row is not None:
+        return row.size("size", src).mib, row.line, None
+    raise InputError(f"pool_mib was not given and {src} prints no kv cache line and no --vram-kv-mib; pass pool_mib")
 
 
 # ---------------------------------------------------------------------------------------

@@ -47,7 +47,10 @@ POOL = ("check-pool-contract", "--seqs", "2", "--max-model-len", "200000", "--kv
         (("compute-ceiling", "--log", "{example}"), 0),
         (("read-budget-table", "--log", "{example}"), 0),
         (("compute-ceiling", "--log-text", "{example_text}"), 0),
-        (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 96, "label": "headroom", "line": 26}]'), 0),
+        # the unclaimed row less the floor (477.30 - 209.19) may back a reserve; the headroom, in the floor, may not
+        (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 268.11, "label": "unusable", "line": 18}]'),
+         0),
+        (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 96, "label": "headroom", "line": 26}]'), 1),
         (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 330, "label": "mine", "personal": true}]'),
          0),
         ((*POOL, "fp8", "--pool-mib", "3524.45"), 0),  # 2 x 200,000 x 7,488 B + 220 + 448 = 3,524.45 <= 3,524.45
@@ -66,7 +69,6 @@ POOL = ("check-pool-contract", "--seqs", "2", "--max-model-len", "200000", "--kv
         (("compute-ceiling", "--service", "frank-archon"), 1),  # no config names it
         (("compute-ceiling", "--config", "{missing}", "--log", "{example}"), 1),
         ((*POOL, "fp8"), 1),  # no pool and no ledger to read it from
-        ((*POOL, "fp8", "--pool-mib", "inf"), 1),
         (("serve", "--http", "--host", "0.0.0.0"), 1),  # not loopback and no token: refused before binding
         # 2: usage
         ((), 2),
@@ -80,10 +82,14 @@ POOL = ("check-pool-contract", "--seqs", "2", "--max-model-len", "200000", "--kv
         ((*POOL, "fp16", "--pool-mib", "3524.45"), 2),  # only bf16 or fp8
         ((*POOL, "fp8", "--pool-mib", "0"), 2),
         ((*POOL, "fp8", "--pool-mib", "nan"), 2),
+        ((*POOL, "fp8", "--pool-mib", "inf"), 2),  # the schema's bound (finite, at most 1 PiB), like nan
         (("check-pool-contract", "--seqs", "two"), 2),
         (("check-pool-contract", "--seqs", "0", "--log", "{example}"), 2),
         (("check-pool-contract", "--log", "{example}", "--log-text", "x"), 2),
         (("serve", "--port", "http"), 2),
+        (("compute-ceiling", "--log", "{example}", "--reserve", "[]"), 2),  # misspelled: refused, never dropped
+        (("read-budget-table", "--log", "{example}", "--bo", "2"), 2),  # no abbreviations: --bo is not --boot
+        (("check-pool-contract", "--seqs", str(10**100), "--log", "{example}"), 2),  # out of range, no traceback
     ],
 )
 def test_exit_codes(
@@ -108,6 +114,10 @@ def test_exit_codes(
         (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 330, "label": "safety"}]'),
          r"reserve 'safety' of 330\.00 MiB is neither traced nor labelled"),
         (("compute-ceiling", "--log-text", "hello"), r"log_text: no radiance ledger phrase"),
+        (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": Infinity, "label": "x", "personal": true}]'),
+         r"--reserves\[0\]\.mib=inf is out of range: send a finite number from 0 to 1,073,741,824"),
+        (("compute-ceiling", "--log", "{example}", "--reserves", '[{"mib": 1e9, "label": "x", "personal": true}]'),
+         r"reserve 'x' of 1,000,000,000\.00 MiB is larger than card 0's ceiling of 30,969 MiB"),
         (("compute-ceiling",), r"give exactly one ledger source of service, log, log_text"),
         ((*POOL, "fp16", "--pool-mib", "1"), r"invalid choice: 'fp16'"),
     ],
@@ -131,7 +141,7 @@ def test_compute_ceiling_table_shows_the_derivation(capsys: pytest.CaptureFixtur
 
 def test_compute_ceiling_json(capsys: pytest.CaptureFixture[str], example_path: Path) -> None:
     code, out, _ = run(capsys, "compute-ceiling", "--log", str(example_path), "--json",
-                       "--reserves", '[{"mib": 96, "label": "headroom", "line": 26}, '
+                       "--reserves", '[{"mib": 268.11, "label": "unusable", "line": 18}, '
                                      '{"mib": 330, "label": "mine", "personal": true}]')
     data = json.loads(out)
     assert code == 0
@@ -139,7 +149,7 @@ def test_compute_ceiling_json(capsys: pytest.CaptureFixture[str], example_path: 
     assert data["derivation"] == "29,120 + (2,058 - 209) = 30,969 MiB/card"
     assert [(c["card"], c["ceiling_mib"]) for c in data["cards"]] == [(0, 30_969)]
     assert data["personal_reserves"] == ["mine"]
-    assert data["max_pair_mib"] == 30_543  # 30,969 - 96 - 330
+    assert data["max_pair_mib"] == 30_370  # 30,969 - 268.11 - 330 = 30,370.89
     assert [r["kind"] for r in data["reserves"]] == ["traced", "personal"]
 
 
@@ -152,7 +162,11 @@ def test_read_budget_table_json(capsys: pytest.CaptureFixture[str], example_path
     assert (card["pair_mib"], card["settled_free"]["mib"], card["engine_floor"]["mib"]) == (29_120, 2_058.24, 209.19)
     assert card["settled_free"]["line"] == 26
     assert data["ledger"] == {"source": str(example_path), "boot": 1, "boots_seen": 1, "first_line": 1,
-                              "last_line": 27}
+                              "last_line": 27, "origin": "local file", "verified": True}
+    assert data["reserve_candidates"] == [{
+        "card": 0, "line": {"line": 18, "text": card["unclaimed"]["text"]}, "mib": 268.11,  # 477.30 - 209.19
+        "printed": "477.30 MiB unclaimed less the 209.19 MiB engine floor (line 26)",
+        "why": data["reserve_candidates"][0]["why"]}]
 
 
 @pytest.mark.parametrize(

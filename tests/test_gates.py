@@ -22,11 +22,12 @@ BATS = shutil.which("bats")
 needs_bats = pytest.mark.skipif(BATS is None, reason="bats (Debian: bats) is not installed; .ci/run installs it")
 
 # 3 seats at 200,000 fp8: 3 x 200,000 x 7,488 B = 4,284.67 MiB + 330 + 448 = 5,062.67 MiB <= 6,391 (margin 1,328.33);
-# pair 24,000 + 6,391 = 30,391 <= 30,969 - 100 (personal) - 477.30 (unclaimed, line 18) = 30,391.7
+# pair 24,000 + 6,391 = 30,391 <= 30,969 - 100 (personal) - 268.11 (unclaimed 477.30 less the 209.19 floor, line 18)
+# = 30,600.89 -> 30,600
 PLAN: dict[str, Any] = {
     "vram_kv_mib": 6_391, "seqs": 3,
     "reserves": [{"mib": 100, "label": "room for a profiler", "personal": True},
-                 {"mib": 477.3, "label": "unclaimed rounding", "line": 18}],
+                 {"mib": 268.11, "label": "unclaimed rounding", "line": 18}],
 }
 
 
@@ -57,14 +58,14 @@ async def test_the_gates_pass_on_the_plan_and_fail_when_the_env_file_drifts(
     example_path: Path, tmp_path: Path
 ) -> None:
     out, env, bats = await render(example_path, tmp_path)
-    assert out["pair_mib"] == 30_391 and out["max_pair_mib"] == 30_391 and out["contract_margin_mib"] == 1_328.33
+    assert out["pair_mib"] == 30_391 and out["max_pair_mib"] == 30_600 and out["contract_margin_mib"] == 1_328.33
     assert out["personal_reserves"] == ["room for a profiler"] and out["sampler_rows"] == 12  # 3 x (1 + 3)
     assert bats == env.with_suffix(".bats")
     passed = run_bats(bats)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "1..5" in passed.stdout and "not ok" not in passed.stdout
     assert "ok 2 PERSONAL reserve, no ledger line: room for a profiler (100 MiB): pair <= 30,869" in passed.stdout
-    assert "ok 3 traced reserve, ledger line 18: unclaimed rounding (477.30 MiB)" in passed.stdout
+    assert "ok 3 traced reserve, ledger line 18: unclaimed rounding (268.11 MiB): pair <= 30,700" in passed.stdout
 
     # someone bumps the pool past the ceiling: 24,000 + 7,000 = 31,000 > 30,969
     env.write_text(env.read_text().replace("FRANK_ARCHON_VRAM_KV_MIB=6391", "FRANK_ARCHON_VRAM_KV_MIB=7000"))
@@ -122,8 +123,8 @@ async def test_the_env_file_records_each_prediction_with_an_empty_verdict(exampl
     [
         # 24,000 + 7,000 = 31,000 > 30,969
         ({"vram_kv_mib": 7_000, "reserves": []}, "over the ceiling 30,969 MiB/card"),
-        # 24,000 + 6,700 = 30,700 <= 30,969 but > 30,969 - 577.30 of reserves
-        ({"vram_kv_mib": 6_700}, "less 577.30 MiB of reserves"),
+        # 24,000 + 6,700 = 30,700 <= 30,969 but > 30,969 - 368.11 of reserves
+        ({"vram_kv_mib": 6_700}, "less 368.11 MiB of reserves"),
         # 4 seats need 6,600.89 MiB
         ({"seqs": 4}, "the pool fails its contract: 4 x 200,000 x 7,488 B"),
         # 7 x (1 + 3) = 28 rows > 25: at spec 3 at most 6 seats (7 x 32,768 fp8 = 1,638.4 + 770 + 448 fits)

@@ -88,6 +88,9 @@ async def test_stdio_pool_contract(arguments: dict[str, object], expected: float
         ({}, "give exactly one ledger source"),
         ({"log_text": "\x00\x01 binary junk"}, "no radiance ledger phrase"),
         ({"service": "nope"}, "service 'nope' is not in the fleet"),
+        ({"log": EXAMPLE_LOG, "reserve": [{"mib": 330, "label": "x", "personal": True}]},
+         "no argument 'reserve' (did you mean 'reserves'?)"),
+        ({"log": EXAMPLE_LOG, "boot": 10**100}, "boot=(a 101-digit number) is out of range"),
     ],
 )
 async def test_stdio_errors_are_tool_errors_with_remedies(arguments: dict[str, object], says: str) -> None:

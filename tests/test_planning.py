@@ -152,7 +152,7 @@ async def test_the_whole_fleet_counts_a_shared_card_once(tmp_path: Path) -> None
     plans = {p["service"]: p for p in whole["services"]}
     assert set(plans) == {"frank-archon", "qwen38-proven", "twin", "lowpool"}
     assert [u["service"] for u in whole["unreadable"]] == ["qwen38-wide"]  # refused: no settled line
-    assert "settled at" in whole["unreadable"][0]["error"]
+    assert "read the ceiling from a boot that settled" in whole["unreadable"][0]["error"]
     cards = {c["card"]: c for c in whole["physical_cards"]}
     # twin's card 1 reads 30,907 - 29,120 = 1,787 MiB (64 MiB more charged there), less lowpool's 209.19 MiB
     # floor (whole MiB up: 210) = 1,577; lowpool's own boot reads 3,968, but the card's free memory is one
@@ -173,13 +173,13 @@ async def test_the_whole_fleet_counts_a_shared_card_once(tmp_path: Path) -> None
 async def test_reserves_are_traced_or_personal_and_come_off_the_headroom(example_path: Path) -> None:
     runtime = Runtime(load(None))
     out = await call(runtime, log=str(example_path), reserves=[
-        {"mib": 477.3, "label": "unclaimed rounding", "line": 18},
+        {"mib": 268.11, "label": "unclaimed less the floor", "line": 18},
         {"mib": 300, "label": "my margin for a second model", "personal": True},
     ])
     plan = out["services"][0]
-    assert plan["usable_mib"] == 1_071  # 1,849 - 477.30 - 300 = 1,071.7, whole MiB down
+    assert plan["usable_mib"] == 1_280  # 1,849 - 268.11 (477.30 unclaimed less the 209.19 floor) - 300 = 1,280.89
     assert plan["personal_reserves"] == ["my margin for a second model"]
-    assert {o["adds_mib"] for o in plan["options"]} == {1_071}
+    assert {o["adds_mib"] for o in plan["options"]} == {1_280}
     async with Client(build_server(runtime)) as client:
         untraced = await client.call_tool("plan_free_vram", {"log": str(example_path),
                                                              "reserves": [{"mib": 250, "label": "gut feeling"}]})

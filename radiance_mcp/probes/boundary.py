@@ -6,6 +6,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
 
@@ -23,6 +24,7 @@ from radiance_mcp.probes.models import (
 )
 from radiance_mcp.probes.payloads import ROUTES, generation
 from radiance_mcp.probes.prompts import FOX_UNIT, Prompt, boundary_prompt, units_for_tokens
+from radiance_mcp.probes.shape import LedgerShape, Prediction, checked_window, predict_boundary
 from radiance_mcp.probes.verdicts import Verdict, alike, judge_boundary
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -31,7 +33,9 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 MIN_PROMPT_TOKENS = 32
 
 
-def plan(args: BoundaryProbeInput, window: int, window_source: str | None, dialect: Dialect) -> BoundaryPlan:
+def plan(
+    args: BoundaryProbeInput, window: int, window_source: str | None, dialect: Dialect, bound: Bound
+) -> BoundaryPlan:
     target = dialect.max_prompt_tokens(window, args.gen_tokens)
     if target < MIN_PROMPT_TOKENS:
         raise InputError(
@@ -41,6 +45,7 @@ def plan(args: BoundaryProbeInput, window: int, window_source: str | None, diale
     rule = dialect.edge_rule()
     if dialect.name == "unknown":
         rule = f"engine not yet known, so the strictest edge: {rule}"
+    shape, prediction = bound.shape, bound.prediction
     return BoundaryPlan(
         n=args.n,
         max_model_len=window,
@@ -53,25 +58,56 @@ def plan(args: BoundaryProbeInput, window: int, window_source: str | None, diale
         edge_rule=rule,
         api=args.api,
         route=ROUTES[args.api],
+        ledger=shape.source if shape else None,
+        backed_seqs=shape.backed_seqs.value if shape and shape.backed_seqs else None,
+        max_num_seqs=shape.seats.value if shape and shape.seats else None,
+        over_shape=args.over_shape,
+        predicted=prediction.verdict,
+        ledger_lines=list(prediction.lines),
+        checks_not_made=list(prediction.not_checked),
     )
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The service's ledger shape (None: no ledger) and what it predicts for this probe."""
+
+    shape: LedgerShape | None
+    prediction: Prediction
+    window: int | None
+    window_source: str | None
+
+
+def bound_by_ledger(args: BoundaryProbeInput, shape: LedgerShape | None, no_ledger_reason: str) -> Bound:
+    """Check n and max_model_len against the ledger before anything is sent (refusing what it rules out)."""
+    window, source = checked_window(shape, args.max_model_len)
+    prediction = predict_boundary(shape, args.n, over_shape=args.over_shape, no_ledger_reason=no_ledger_reason)
+    return Bound(shape, prediction, window, source)
 
 
 async def boundary_probe(
     fleet: Fleet,
     args: BoundaryProbeInput,
     *,
+    shape: LedgerShape | None = None,
+    no_ledger_reason: str = "the service has no ledger (log or container) in the fleet config",
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
 ) -> BoundaryProbeOutput:
-    """Plan (default) or run the boundary probe; see the tool's docstring for the rule."""
+    """Plan (default) or run the boundary probe; see the tool's docstring for the rule.
+
+    shape: the service's newest boot as the ledger tells it; n and max_model_len are checked
+    against it before anything is sent. None: no ledger, and no_ledger_reason says why.
+    """
     endpoint = redact(resolve_endpoint(fleet, args.service))
+    bound = bound_by_ledger(args, shape, no_ledger_reason)
     if not args.execute:
-        if args.max_model_len is None:
+        if bound.window is None:
             raise InputError(
-                "max_model_len is needed to plan the boundary probe: pass the window (the ledger's --max-model-len, "
-                "or token_count_probe's window_tokens), or execute=true to have a refusal name it"
+                f"max_model_len is needed to plan the boundary probe and {no_ledger_reason}: pass the window "
+                "(token_count_probe's window_tokens), or execute=true to have a refusal name it"
             )
-        the_plan = plan(args, args.max_model_len, "input", dialect_for(args.dialect))
+        the_plan = plan(args, bound.window, bound.window_source, dialect_for(args.dialect), bound)
         return BoundaryProbeOutput(
             service=args.service, endpoint=endpoint, plan=the_plan, executed=False,
             verdict="plan only: nothing sent (execute=true sends the requests)", passed=None, retrieved=None,
@@ -82,9 +118,10 @@ async def boundary_probe(
         async with asyncio.timeout(args.total_timeout_s):
             async with ProbeClient.for_service(fleet, args.service, args.timeout_s, transport) as client:
                 engine = Engine(
-                    client, args.dialect, args.model, args.max_model_len, max_window_tokens=args.max_window_tokens
+                    client, args.dialect, args.model, bound.window, window_source=bound.window_source,
+                    max_window_tokens=args.max_window_tokens,
                 )
-                return await _execute(engine, args, progress)
+                return await _execute(engine, args, bound, progress)
     except TimeoutError as exc:
         raise ProbeError(
             f"boundary_probe on {args.service!r}: not done within total_timeout_s={args.total_timeout_s:g} s; "
@@ -92,7 +129,9 @@ async def boundary_probe(
         ) from exc
 
 
-async def _execute(engine: Engine, args: BoundaryProbeInput, progress: Progress | None) -> BoundaryProbeOutput:
+async def _execute(
+    engine: Engine, args: BoundaryProbeInput, bound: Bound, progress: Progress | None
+) -> BoundaryProbeOutput:
     client = engine.client
     counter = ExtensionCounter(engine, args.api)
     if engine.window_tokens is None:
@@ -102,7 +141,7 @@ async def _execute(engine: Engine, args: BoundaryProbeInput, progress: Progress 
     built = [boundary_prompt(i, first_units) for i in range(args.n)]
     calibration = await counter.calibrate(built[0][0])
     window = engine.window_tokens
-    the_plan = plan(args, window, engine.window_source, engine.dialect)
+    the_plan = plan(args, window, engine.window_source, engine.dialect, bound)
     margin = counter.uncertainty_tokens
     target = the_plan.tokens_per_prompt - margin
     unit = calibration.unit_tokens

@@ -26,27 +26,46 @@ from radiance_mcp.probes.payloads import (
     usage_of,
 )
 from radiance_mcp.probes.prompts import Prompt, decode_prompt, units_for_tokens
+from radiance_mcp.probes.shape import LedgerShape, checked_window
 from radiance_mcp.probes.verdicts import check_decode_tokens, stream_rates
 
 Source = Literal["timings", "stream", "none"]
 
 
 async def decode_probe(
-    fleet: Fleet, args: DecodeProbeInput, *, transport: httpx.AsyncBaseTransport | None = None
+    fleet: Fleet,
+    args: DecodeProbeInput,
+    *,
+    shape: LedgerShape | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> DecodeProbeOutput:
-    """Run one cold streamed request and read its rates; see the tool's docstring for the traps."""
+    """Run one cold streamed request and read its rates; see the tool's docstring for the traps.
+
+    The window (the ledger's --max-model-len, else max_model_len) is checked before anything
+    is sent; with neither, a context above max_window_tokens is refused, and one below it that
+    the engine's window does not hold is refused by the engine before any prefill.
+    """
     check_decode_tokens(args.gen_tokens)
-    if args.max_model_len is not None and args.context_tokens + args.gen_tokens > args.max_model_len:
+    window, window_source = checked_window(shape, args.max_model_len)
+    if window is not None and args.context_tokens + args.gen_tokens > window:
         raise InputError(
-            f"context_tokens={args.context_tokens} + gen_tokens={args.gen_tokens} exceed max_model_len="
-            f"{args.max_model_len}; lower context_tokens"
+            f"context_tokens={args.context_tokens:,} + gen_tokens={args.gen_tokens:,} exceed the window of "
+            f"{window:,} tokens ({window_source}); nothing was sent. Lower context_tokens to at most "
+            f"{max(window - args.gen_tokens, 0):,}"
+        )
+    if window is None and args.context_tokens > args.max_window_tokens:
+        raise InputError(
+            f"context_tokens={args.context_tokens:,} is above max_window_tokens={args.max_window_tokens:,}, the "
+            "largest window assumed, and the service's window is unknown (no ledger, no max_model_len); nothing "
+            "was sent. Pass max_model_len, or a context the engine can hold"
         )
     prompt = decode_prompt(units_for_tokens(args.context_tokens, args.chars_per_token))
     route, body = generation(args.api, prompt.text(), args.gen_tokens, args.model, stream=True, force_length=True)
     try:
         async with asyncio.timeout(args.total_timeout_s):
             async with ProbeClient.for_service(fleet, args.service, args.timeout_s, transport) as client:
-                return await _run(client, args, route, body, prompt)
+                out = await _run(client, args, route, body, prompt)
+                return out.model_copy(update={"window_tokens": window, "window_source": window_source})
     except TimeoutError as exc:
         raise ProbeError(
             f"decode_probe on {args.service!r}: not done within total_timeout_s={args.total_timeout_s:g} s"
@@ -68,8 +87,12 @@ async def _run(
             if status != 200:
                 refusal, _ = parse_refusal(status, event.raw, args.dialect)
                 said = refusal.message if refusal else quote(event.raw)
+                remedy = ""
+                if refusal is not None and refusal.window_tokens is not None:
+                    remedy = (f"; the engine's window is {refusal.window_tokens:,} tokens: lower context_tokens to "
+                              f"at most {max(refusal.window_tokens - args.gen_tokens, 0):,}")
                 raise ProbeError(
-                    f"service {args.service!r} ({client.endpoint}) POST {route}: HTTP {status}, {said}"
+                    f"service {args.service!r} ({client.endpoint}) POST {route}: HTTP {status}, {said}{remedy}"
                 )
             data = event.data
             if not event.raw:
@@ -155,6 +178,8 @@ async def _run(
         cached_tokens=cached,
         cold=cold,
         valid=valid,
+        window_tokens=None,
+        window_source=None,
         requests_sent=client.requests_sent,
         notes=notes,
     )

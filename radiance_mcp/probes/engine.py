@@ -101,8 +101,9 @@ class Engine:
         if refusal is None:
             raise ProbeError(
                 f"{where}: HTTP {answer.status} that no dialect's refusal wording matches; the body starts "
-                f"{quote(answer.text)}. If this engine words its context refusal differently, add it to "
-                "radiance_mcp/probes/dialects.py."
+                f"{quote(answer.text)}. If this is a context refusal of another wording, no count can be read "
+                "from it: name the engine with dialect= if it is one of those supported, or count with its "
+                "tokenize endpoint."
             )
         if note:
             self.note(note)

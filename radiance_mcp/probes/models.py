@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, PREFERRED_DECODE_TOKENS
+from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
+from radiance_mcp.models import MaxChars, Name, Seconds, Tokens
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.payloads import Api
 from radiance_mcp.probes.verdicts import Verdict, collapse_alike
 
-MAX_TEXT_CHARS = 8_000_000
 DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
 """While the window is unknown, the first probe is sized above this many tokens."""
 
@@ -50,17 +50,19 @@ _MAX_WINDOW = Field(
 
 
 class TokenCountProbeInput(_Input):
-    service: str = _SERVICE
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The text to count (a corpus sample).")
-    window_tokens: int | None = Field(
+    service: Name = _SERVICE
+    text: Annotated[str, MaxChars(MAX_PROBE_TEXT_CHARS)] = Field(
+        min_length=1, description="The text to count (a corpus sample)."
+    )
+    window_tokens: Tokens | None = Field(
         None, ge=16, description="The engine's window (--max-model-len). Omitted: the first refusal names it."
     )
     max_window_tokens: int = _MAX_WINDOW
     dialect: DialectChoice = _DIALECT
     use_tokenize_endpoint: bool = Field(True, description="Use the engine's tokenize endpoint where it has one.")
-    model: str | None = _MODEL
-    timeout_s: float = Field(120, gt=0, le=3600, description="Per request.")
-    total_timeout_s: float = Field(600, gt=0, le=7200, description="For the whole probe.")
+    model: Name | None = _MODEL
+    timeout_s: Seconds = Field(120, le=3600, description="Per request.")
+    total_timeout_s: Seconds = Field(600, le=7200, description="For the whole probe.")
 
 
 class TokenCountProbeOutput(_Output):
@@ -89,22 +91,31 @@ class TokenCountProbeOutput(_Output):
 
 
 class BoundaryProbeInput(_Input):
-    service: str = _SERVICE
-    n: int = Field(ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once.")
+    service: Name = _SERVICE
+    n: int = Field(
+        ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once. With a ledger "
+        "configured for the service, n above the sequences it backs ('backs N sequences ...') is refused."
+    )
     gen_tokens: int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
-    max_model_len: int | None = Field(
-        None, ge=64, description="The window. Needed to plan; with execute=true, omitted: a refusal names it."
+    max_model_len: Tokens | None = Field(
+        None, ge=64, description="The window. Omitted: the ledger's --max-model-len, else (execute=true) a refusal "
+        "names it. Given, it must equal the ledger's."
     )
     execute: bool = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
+    over_shape: bool = Field(
+        False, description="true: allow n above the sequences the ledger backs at once; the plan says what such a "
+        "run can and cannot show.",
+    )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off via chat_template_kwargs) or completions.")
     chars_per_token: float = Field(
-        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, description="Calibrated filler ratio for the first sizing."
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Calibrated filler ratio for the "
+        "first sizing."
     )
     max_window_tokens: int = _MAX_WINDOW
-    model: str | None = _MODEL
-    timeout_s: float = Field(900, gt=0, le=7200, description="Per request (a full-window prefill is slow).")
-    total_timeout_s: float = Field(3600, gt=0, le=14400, description="For the whole probe.")
+    model: Name | None = _MODEL
+    timeout_s: Seconds = Field(900, le=7200, description="Per request (a full-window prefill is slow).")
+    total_timeout_s: Seconds = Field(3600, le=14400, description="For the whole probe.")
 
 
 class BoundaryPlan(_Output):
@@ -119,6 +130,13 @@ class BoundaryPlan(_Output):
     edge_rule: str
     api: Api
     route: str
+    ledger: str | None = Field(description="The boot ledger the shape was read from (null: none configured).")
+    backed_seqs: int | None = Field(description="N of the ledger's 'backs N sequences all at M tokens at once'.")
+    max_num_seqs: int | None = Field(description="The ledger's echoed --max-num-seqs.")
+    over_shape: bool
+    predicted: str = Field(description="The verdict the ledger predicts, and why.")
+    ledger_lines: list[str] = Field(description="The ledger lines the plan stands on (source:line: text).")
+    checks_not_made: list[str] = Field(description="Checks that could not be made, and why (nothing is guessed).")
 
 
 class BoundaryRequestResult(_Output):
@@ -166,12 +184,15 @@ class BoundaryProbeOutput(_Output):
 
 
 class DecodeProbeInput(_Input):
-    service: str = _SERVICE
-    context_tokens: int = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
+    service: Name = _SERVICE
+    context_tokens: Tokens = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
     gen_tokens: int = Field(
         PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: at least 128 (512 preferred)."
     )
-    max_model_len: int | None = Field(None, ge=64, description="The window, to check context + gen fits.")
+    max_model_len: Tokens | None = Field(
+        None, ge=64, description="The window, to check context + gen fits; omitted: the ledger's --max-model-len. "
+        "Given, it must equal the ledger's."
+    )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     count_prompt: bool = Field(
@@ -180,10 +201,12 @@ class DecodeProbeInput(_Input):
         "above the window or a tokenize endpoint (no prefill), for the prefill rate.",
     )
     max_window_tokens: int = _MAX_WINDOW
-    chars_per_token: float = Field(CHARS_PER_TOKEN_FOX, gt=0.5, le=16, description="Filler ratio used for sizing.")
-    model: str | None = _MODEL
-    timeout_s: float = Field(900, gt=0, le=7200, description="Per request: the longest silence on the stream.")
-    total_timeout_s: float = Field(1800, gt=0, le=14400)
+    chars_per_token: float = Field(
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler ratio used for sizing."
+    )
+    model: Name | None = _MODEL
+    timeout_s: Seconds = Field(900, le=7200, description="Per request: the longest silence on the stream.")
+    total_timeout_s: Seconds = Field(1800, le=14400, description="For the whole probe.")
 
 
 class DecodeProbeOutput(_Output):
@@ -206,5 +229,7 @@ class DecodeProbeOutput(_Output):
     cached_tokens: int | None
     cold: bool
     valid: bool
+    window_tokens: int | None = Field(description="The window context + gen was checked against before sending.")
+    window_source: str | None = Field(description="Where the window came from (the ledger line, or input).")
     requests_sent: int
     notes: list[str]

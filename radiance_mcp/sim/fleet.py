@@ -79,7 +79,7 @@ def _campaign(mnbt: int) -> Shape:
 
 DEFAULT_SERVICES: tuple[ServiceSpec, ...] = (
     ServiceSpec("frank-archon", "dankserver", Shape(), "/home/dank/logs/frank_archon.log",
-                "/home/dank/scripts/frank-archon.env", "the PHRASEBOOK's reference boot: 29,120 MiB pair"),
+                "/home/dank/scripts/frank-archon.env", "the reference boot of the resize procedure: 29,120 MiB pair"),
     ServiceSpec("qwen38-proven", "dankserver", _campaign(1_024), "/home/dank/logs/qwen38_bf16_proven.log",
                 "/home/dank/scripts/qwen38-bf16.env", "campaign rig, mode proven: the step its env file owns (1,024)",
                 serve_script="/home/dank/scripts/qwen38-bf16.sh"),

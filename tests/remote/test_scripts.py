@@ -120,7 +120,7 @@ async def test_a_services_script_on_its_host_names_each_private_literal(ssh_host
         ("literal", script, line_of(SCRIPT, "65536"), "bf16", "max-num-batched-tokens", "65536"),
         ("literal", script, line_of(SCRIPT, "7581"), "onebyte", "host-pool-mib", "7581"),
     ]
-    assert out.env_prefix == "FRANK_ARCHON_" and out.handles_dry_run
+    assert out.handles_dry_run and out.sources_env_file
     assert {o.variable: o.value for o in out.owned}["FRANK_ARCHON_MAX_BATCHED_TOKENS"] == "1024"
     assert pool.transfer.commands == 1  # the script and its env file in one round trip
 
@@ -138,14 +138,43 @@ async def test_a_script_an_agent_names_on_a_host_and_the_env_beside_it(ssh_host:
     out = await check_serve_script(runtime_for(ssh_host, pool), CheckServeScriptInput(
         host="testhost", script=str(directory / "frank-archon.sh")))
     assert out.env_file == f"testhost:{directory / 'frank-archon.env'}"
-    assert any("beside the script" in note for note in out.notes)
+    assert any("the script sources it at line 3" in note for note in out.notes)
     assert [f.value for f in out.findings] == ["4", "65536", "7581"]
-    # No env file beside it: the read still succeeds, the prefix is guessed and said so.
+    # The file it sources is not there: the read still succeeds, only literals are checked, and it says so.
     bare = script_dir(ssh_host, under_logs=True, env=False)
     out = await check_serve_script(runtime_for(ssh_host, pool), CheckServeScriptInput(
         host="testhost", script=str(bare / "frank-archon.sh")))
-    assert out.env_file is None and any("guessed from the script's name" in note for note in out.notes)
+    assert out.env_file is None and out.owned == []
+    assert any(f"sources testhost:{bare / 'frank-archon.env'}, which is not there" in n for n in out.notes)
+    assert any("no env file" in n for n in out.notes) and [f.value for f in out.findings] == ["4", "65536", "7581"]
     assert pool.transfer.commands == 2
+
+
+# if/elif modes, env variables named for nothing in particular, the env file in a subdirectory.
+FOLLOWED = """\
+#!/bin/bash
+here=${BASH_SOURCE%/*}
+. "$here/conf/shape.env"
+if [[ $1 == quality ]]; then
+  exec radiance --max-num-seqs "$SEATS" --max-num-batched-tokens "$STEP"
+elif [[ $1 == wide ]]; then
+  exec radiance --max-num-seqs 6 --max-num-batched-tokens "$STEP"
+fi
+"""
+
+
+async def test_a_script_on_a_host_is_followed_to_the_env_file_it_sources(ssh_host: LoopbackHost,
+                                                                         pool: SSHPool) -> None:
+    directory = script_dir(ssh_host, under_logs=True, script=FOLLOWED, name="run-llm", env=False)
+    (directory / "conf").mkdir()
+    (directory / "conf" / "shape.env").write_text("SEATS=3\nSTEP=2048\n")
+    out = await check_serve_script(runtime_for(ssh_host, pool), CheckServeScriptInput(
+        host="testhost", script=str(directory / "run-llm")))
+    assert out.env_file == f"testhost:{directory / 'conf' / 'shape.env'}" and out.sources_env_file
+    assert {o.flag: o.variable for o in out.owned} == {"max-num-seqs": "SEATS", "max-num-batched-tokens": "STEP"}
+    assert [(f.kind, f.line, f.mode, f.value) for f in out.findings] == [
+        ("literal", line_of(FOLLOWED, "--max-num-seqs 6"), "elif [[ $1 == wide ]]", "6")]
+    assert pool.transfer.commands == 2  # the script (with the absent run-llm.env beside it), then conf/shape.env
 
 
 async def test_an_agents_script_outside_the_hosts_roots_is_refused_before_any_command(ssh_host: LoopbackHost,

@@ -90,7 +90,9 @@ def test_radiance_mcp_demo_exits_0_as_a_newcomer_runs_it(tmp_path: Path) -> None
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Every step came out as the seeds say." in done.stdout
+    assert "Every step came out as the procedures say." in done.stdout
+    # No words a newcomer cannot look up:
+    assert "seed" not in done.stdout.lower() and "phrasebook" not in done.stdout.lower()
 
 
 async def test_serve_demo_serves_the_fleet_to_any_mcp_client() -> None:
@@ -113,12 +115,14 @@ async def test_the_campaign_rigs_serve_script_is_checked_and_dry_run_by_service(
             dry = (await client.call_tool("compare_dry_run", {"service": "qwen38-wide", "proven_mode": "proven",
                                                               "candidate_mode": "wide"})).structured_content
     assert check is not None and dry is not None
-    assert not check["ok"] and check["env_prefix"] == "QWEN38_BF16_" and check["modes_with_findings"] == ["run_wide"]
+    assert not check["ok"] and check["modes_with_findings"] == ["run_wide"]
+    assert check["sources_env_file"] is True
     (finding,) = check["findings"]
     assert (finding["kind"], finding["flag"], finding["value"]) == ("literal", "max-num-batched-tokens", "65536")
     # The env file owns the proven shape: 8 seats at 32,768 tokens with a 1,024-token step.
-    owned = {o["flag"]: o["value"] for o in check["owned"]}
-    assert owned["max-num-seqs"] == "8" and owned["max-num-batched-tokens"] == "1024"
+    owned = {o["flag"]: (o["variable"], o["value"]) for o in check["owned"]}
+    assert owned["max-num-seqs"] == ("QWEN38_BF16_MAX_SEQS", "8")
+    assert owned["max-num-batched-tokens"] == ("QWEN38_BF16_MAX_BATCHED_TOKENS", "1024")
     assert dry["verdict"] == "differs" and dry["first_difference"]["index"] == 7
     assert [(c["flag"], c["proven"], c["candidate"]) for c in dry["flag_changes"]] == [
         ("--max-num-batched-tokens", "1024", "65536")

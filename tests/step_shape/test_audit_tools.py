@@ -178,14 +178,18 @@ async def test_check_script_from_the_service_config(scripts: Path) -> None:
         ("literal", line_of(SCRIPT, "--max-num-batched-tokens 65536"), "max-num-batched-tokens", "65536")
     ]
     assert out.findings[0].file == str(scripts / "frank-archon.sh")
-    assert out.env_prefix == "FRANK_ARCHON_" and out.handles_dry_run and out.sources_env_file
+    assert {o.flag: o.variable for o in out.owned} == {
+        "max-num-seqs": "FRANK_ARCHON_MAX_SEQS", "max-num-batched-tokens": "FRANK_ARCHON_MAX_BATCHED_TOKENS",
+        "host-pool-mib": "FRANK_ARCHON_HOST_POOL_MIB",
+    }
+    assert out.handles_dry_run and out.sources_env_file
     assert {m.mode: m.findings for m in out.modes}["bf16"] == 1
 
 
-async def test_check_script_path_finds_the_env_beside_it(scripts: Path) -> None:
+async def test_check_script_path_follows_its_source_line_to_the_env_file(scripts: Path) -> None:
     out = await check_serve_script(runtime_for(scripts), CheckServeScriptInput(script=str(scripts / "frank-archon.sh")))
     assert out.env_file == str(scripts / "frank-archon.env")
-    assert any("beside the script" in note for note in out.notes)
+    assert any("the script sources it at line 3" in note for note in out.notes)
 
 
 async def test_check_script_path_refuses_an_env_beside_it_that_links_out_of_the_roots(tmp_path: Path) -> None:
@@ -238,9 +242,12 @@ async def test_a_fifo_under_the_roots_is_refused_not_waited_on(tmp_path: Path) -
 async def test_check_script_inline() -> None:
     out = await check_serve_script(
         runtime_for(Path("/nonexistent")),
-        CheckServeScriptInput(script_text=SCRIPT, env_text=ENV + "FRANK_ARCHON_BF16_MAX_SEQS=4\n"),
+        # The bf16 mode passes the env file's second variable for --max-num-seqs: a per-mode alias.
+        CheckServeScriptInput(script_text=SCRIPT.replace("bf16)", "bf16) args+=(--max-num-seqs \"$X_BF16_SEATS\")"),
+                              env_text=ENV + "X_BF16_SEATS=4\n"),
     )
-    assert {(f.kind, f.file) for f in out.findings} == {("literal", "script_text"), ("alias", "env_text")}
+    assert {(f.kind, f.file) for f in out.findings} == {("literal", "script_text"), ("alias", "script_text"),
+                                                     ("alias", "env_text")}
 
 
 async def test_check_script_outside_the_roots_names_the_argument(tmp_path: Path) -> None:
@@ -429,7 +436,8 @@ async def test_registered_in_the_server_with_flat_inputs() -> None:
     listed = {t.name: t for t in await build_server(Runtime(Fleet())).list_tools()}
     audit_inputs = set(listed["audit_step_shape"].input_schema["properties"])
     assert {"proven_log_text", "candidate_boot", "service"} <= audit_inputs
-    assert {"script_text", "env_prefix"} <= set(listed["check_serve_script"].input_schema["properties"])
+    check_inputs = set(listed["check_serve_script"].input_schema["properties"])
+    assert {"script_text", "env_file", "env_text"} <= check_inputs and "env_prefix" not in check_inputs
 
 
 async def test_mcp_call_returns_the_structured_diff() -> None:
@@ -456,7 +464,6 @@ QUOTED = [
     (audit_step_shape, "two-point estimate"),
     (check_serve_script, f"{MNBT_WIDE:,}-token arena of {ARENA_WIDE / 1024:.2f} GiB"),
     (check_serve_script, f"proven {MNBT_NARROW:,} costs {ARENA_NARROW:.0f} MiB"),
-    (check_serve_script, "FRANK_ARCHON_GPU_HEADROOM_MIB"),
     (check_serve_script, f"each capped at {audit_tools.SCRIPT_CAP_BYTES >> 20} MiB"),
     (compare_dry_run, f"a {DRY_RUN_TIMEOUT_S:.0f} s timeout by default (at most {DRY_RUN_MAX_TIMEOUT_S:.0f} s)"),
     (compare_dry_run, f"a {DRY_RUN_OUTPUT_CAP_BYTES // 1024} KiB output cap"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from radiance_mcp.serve_script import alias_flag, check_script, env_prefix, handles_dry_run, parse_env, tokenize
+from radiance_mcp.serve_script import EnvFile, check_script, handles_dry_run, tokenize
 
 ENV = """\
 # scripts/frank-archon.env: the one home of the serving shape
@@ -218,7 +218,7 @@ CASES = [
 
 @pytest.mark.parametrize(("script", "env", "expected"), CASES)
 def test_findings(script: str, env: str, expected: list[tuple[str, str, str, str]]) -> None:
-    check = check_script(script, env, script_name="scripts/frank-archon.sh", env_name="scripts/frank-archon.env")
+    check = check_script(script, [EnvFile("scripts/frank-archon.env", env)], script_name="scripts/frank-archon.sh")
     got = {(f.kind, f.line, f.mode, f.flag) for f in check.findings if f.file == "scripts/frank-archon.sh"}
     want = {(kind, line_of(script, needle), mode, flag) for kind, needle, mode, flag in expected}
     assert got == want
@@ -228,7 +228,7 @@ def test_findings(script: str, env: str, expected: list[tuple[str, str, str, str
 
 
 def test_alias_in_the_env_file_is_reported_with_its_line() -> None:
-    check = check_script(ALIAS_CASE, ENV_WITH_ALIAS, script_name="s.sh", env_name="scripts/frank-archon.env")
+    check = check_script(ALIAS_CASE, [EnvFile("scripts/frank-archon.env", ENV_WITH_ALIAS)], script_name="s.sh")
     env_findings = [f for f in check.findings if f.file == "scripts/frank-archon.env"]
     assert [(f.kind, f.line, f.variable, f.mode) for f in env_findings] == [
         ("alias", line_of(ENV_WITH_ALIAS, "FRANK_ARCHON_BF16_MAX_SEQS"), "FRANK_ARCHON_BF16_MAX_SEQS", None)
@@ -236,8 +236,9 @@ def test_alias_in_the_env_file_is_reported_with_its_line() -> None:
 
 
 def test_owned_variables_are_read_off_the_env_file() -> None:
-    check = check_script(CLEAN_CASE, ENV, script_name="s.sh", env_name="scripts/frank-archon.env")
-    assert check.prefix == "FRANK_ARCHON_"
+    # Owned: the env file's variables the script passes to each shaped flag, with their values and lines.
+    check = check_script(CLEAN_CASE, [EnvFile("scripts/frank-archon.env", ENV, "/s/frank-archon.env")],
+                         script_name="s.sh", script_path="/s/s.sh")
     assert {(o.name, o.value, o.line) for o in check.owned} == {
         ("FRANK_ARCHON_MAX_SEQS", "8", 2),
         ("FRANK_ARCHON_MAX_BATCHED_TOKENS", "1024", 3),
@@ -248,59 +249,27 @@ def test_owned_variables_are_read_off_the_env_file() -> None:
 
 
 def test_modes_are_case_arms_and_functions() -> None:
-    check = check_script(CLEAN_CASE, ENV, script_name="s.sh")
+    check = check_script(CLEAN_CASE, [EnvFile("e", ENV)], script_name="s.sh")
     assert [(m.name, m.kind) for m in check.modes] == [
         ("usage", "function"), ("fp8", "case arm"), ("bf16", "case arm"), ("-h|--help", "case arm"),
-        ("*", "case arm"),
+        ("*", "case arm"), ("if [[ ${2:-} == --dry-run ]]", "if branch"),
     ]
-    functions = check_script(CLEAN_FUNCTIONS, ENV, script_name="s.sh")
+    functions = check_script(CLEAN_FUNCTIONS, [EnvFile("e", ENV)], script_name="s.sh")
     assert [(m.name, m.first_line, m.last_line) for m in functions.modes] == [
         ("launch", 5, 12), ("mode_fp8", 14, 16), ("mode_bf16", 18, 21),
     ]
 
 
 def test_nested_arm_path() -> None:
-    check = check_script(NESTED, ENV, script_name="s.sh")
+    check = check_script(NESTED, [EnvFile("e", ENV)], script_name="s.sh")
     assert "bf16 > --dry-run" in [m.path for m in check.modes]
 
 
 def test_missing_owned_variable_and_unsourced_env_are_noted() -> None:
-    check = check_script(DIRTY_CASE, "FRANK_ARCHON_MAX_SEQS=8\n", script_name="s.sh", env_name="other.env")
+    check = check_script(DIRTY_CASE, [EnvFile("other.env", "FRANK_ARCHON_MAX_SEQS=8\n", "/s/other.env")],
+                         script_name="s.sh", script_path="/s/s.sh")
     assert any("does not define FRANK_ARCHON_MAX_BATCHED_TOKENS" in n for n in check.notes)
     assert any("never names other.env" in n for n in check.notes)
-
-
-@pytest.mark.parametrize(
-    ("name", "flag"),
-    [
-        ("FRANK_ARCHON_BF16_MAX_SEQS", "max-num-seqs"),
-        ("FRANK_ARCHON_MAX_SEQS_LONG", "max-num-seqs"),
-        ("FRANK_ARCHON_BF16_MAX_NUM_SEQS", "max-num-seqs"),
-        ("FRANK_ARCHON_LONG_MAX_BATCHED_TOKENS", "max-num-batched-tokens"),
-        ("FRANK_ARCHON_BF16_MNBT", "max-num-batched-tokens"),
-        ("FRANK_ARCHON_BF16_HOST_POOL_MIB", "host-pool-mib"),
-        ("FRANK_ARCHON_FP8_GPU_HEADROOM_MIB", "gpu-headroom-mib"),
-        ("FRANK_ARCHON_MAX_SEQS", None),  # the owned name itself
-        ("FRANK_ARCHON_MAX_MODEL_LEN", None),  # not a shaped flag
-        ("OTHER_BF16_MAX_SEQS", None),  # another prefix: a local variable, caught by the literal rule
-        ("FRANK_ARCHON_MAX_SEQSX", None),  # suffix must be whole '_' parts
-    ],
-)
-def test_alias_flag(name: str, flag: str | None) -> None:
-    assert alias_flag(name, "FRANK_ARCHON_") == flag
-
-
-@pytest.mark.parametrize(
-    ("env", "name", "prefix"),
-    [
-        (ENV, None, "FRANK_ARCHON_"),
-        (ENV_WITH_ALIAS, None, "FRANK_ARCHON_"),  # the alias's longer prefix loses
-        ("", "scripts/frank-archon.env", "FRANK_ARCHON_"),  # from the file's name
-        ("X=1\n", "qwen38.env", "QWEN38_"),
-    ],
-)
-def test_env_prefix(env: str, name: str | None, prefix: str) -> None:
-    assert env_prefix(parse_env(env), name) == prefix
 
 
 def test_tokenizer_keeps_quotes_expansions_and_drops_comments() -> None:

@@ -1,0 +1,160 @@
+"""Parsing and local reads off the event loop: bounded, fair, cancellable and time-limited.
+
+Every CPU-bound parse of a caller's text (a ledger, a serve script, a dry run's argv) and
+every local ledger read runs in a worker thread through ``run``, so the event loop keeps
+answering other calls (tools/list, a small read) while a hostile input is in flight:
+
+- bounded: at most CPU_SLOTS workers compute at once (more would only take turns at the
+  interpreter lock, the event loop's turns among them);
+- fair: at each checkpoint (a chunk of a file, a line of a ledger) a worker that has held
+  its slot for SLICE_S hands it to the longest-waiting one, so a 1.5 KB read never waits
+  behind eight reads of a 100 GiB sparse file for more than a few slices;
+- cancellable: a cancelled call stops its worker at the next checkpoint;
+- time-limited: work still running after READ_TIMEOUT_S stops with an error naming the
+  input, the limit and the remedy (a 1 GiB ledger reads in about a second; a local read
+  has no size cap, since it streams in constant memory).
+
+The ledger reader calls its checkpoint per chunk and per line. A serve script's check and an
+argv comparison have none: they hold their slot to the end, which their inputs' caps bound
+(1 MiB of script: a few seconds at worst).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
+
+from radiance_mcp.errors import SourceError
+from radiance_mcp.ledger import Checkpoint
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Job(Protocol[T_co]):
+    """Work that calls checkpoint() often (per chunk of a file, per line): it raises to stop the job."""
+
+    def __call__(self, *, checkpoint: Checkpoint) -> T_co: ...
+
+
+READ_TIMEOUT_S = 60.0
+"""One local read or parse, wall time (as remote.Limits.command_timeout_s bounds a remote one)."""
+CPU_SLOTS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+"""Workers computing at once: the CPUs this process may run on."""
+MAX_WORKERS = 32
+"""Threads; past this many calls in flight, a call waits for a thread before its turn."""
+SLICE_S = 0.01
+"""A worker holds its slot this long before handing it to one that waits."""
+_POLL_S = 0.05
+
+
+class _Stopped(Exception):
+    """The call was cancelled or ran out of time: its worker stops at the next checkpoint."""
+
+
+class _Slots:
+    """CPU_SLOTS slots, handed over first come, first served (a freed slot goes to the
+    longest waiter, never to the thread that freed it, unlike threading.Semaphore)."""
+
+    def __init__(self, count: int) -> None:
+        self._lock = threading.Lock()
+        self._free = count
+        self._waiting: deque[threading.Lock] = deque()
+
+    def waiting(self) -> bool:
+        return bool(self._waiting)
+
+    def acquire(self, stopped: Callable[[], bool]) -> None:
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiting.append(turn)
+        while not turn.acquire(timeout=_POLL_S):
+            if stopped():
+                with self._lock:
+                    if turn in self._waiting:
+                        self._waiting.remove(turn)
+                        raise _Stopped
+                turn.acquire()  # handed the slot meanwhile: take it; the next checkpoint stops
+                return
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().release()
+            else:
+                self._free += 1
+
+
+_slots = _Slots(CPU_SLOTS)
+_executor: ThreadPoolExecutor | None = None
+
+
+class _Work:
+    def __init__(self, timeout_s: float) -> None:
+        self.stop = threading.Event()
+        self.deadline = time.monotonic() + timeout_s
+        self.timed_out = False
+        self.holding = False
+        self.turn_started = 0.0
+
+    def take_slot(self) -> None:
+        _slots.acquire(self.stop.is_set)
+        self.holding, self.turn_started = True, time.monotonic()
+
+    def give_slot(self) -> None:
+        if self.holding:
+            self.holding = False
+            _slots.release()
+
+    def checkpoint(self) -> None:
+        if self.stop.is_set():
+            raise _Stopped
+        now = time.monotonic()
+        if now > self.deadline:
+            self.timed_out = True
+            raise _Stopped
+        if now - self.turn_started >= SLICE_S and _slots.waiting():
+            self.give_slot()
+            self.take_slot()
+
+
+async def run(job: Job[T], *, label: str, remedy: str) -> T:
+    """job(checkpoint=...) in a worker thread, stopped at READ_TIMEOUT_S or when the call is cancelled.
+
+    label names the input (a file, 'log_text') and remedy what to do, in the error when the
+    time limit stops the job.
+    """
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="radiance-work")
+    timeout_s = READ_TIMEOUT_S
+    work = _Work(timeout_s)
+
+    def in_thread() -> T:
+        work.take_slot()
+        try:
+            return job(checkpoint=work.checkpoint)
+        finally:
+            work.give_slot()
+
+    try:
+        return await asyncio.get_running_loop().run_in_executor(_executor, in_thread)
+    except asyncio.CancelledError:
+        work.stop.set()
+        raise
+    except _Stopped:
+        if not work.timed_out:
+            raise
+        raise SourceError(
+            f"{label}: stopped after the {timeout_s:g} s limit for reading and parsing one input here; {remedy}"
+        ) from None

@@ -1,0 +1,202 @@
+"""Issue 10, defect 1: every phrase pattern matches in time linear in the line.
+
+Also the other patterns a caller or a peer chooses the text of: sizes and --*-mib flags on a
+line a reserve cites, a serve script's check, an engine's refusal body.
+
+The `sampler:` and `full-length sessions` patterns took quadratic time on long digit runs:
+16,000 digits cost 10 s, 65,000 digits 170 s, inside the 64 KiB line cap. A line built from a
+pattern's own alphabet (digits, separators, units, the phrase's own words, repeated up to the
+cap) must cost about a scan of the line.
+
+The one timed test of this issue (its brief asks for it): the bound is relative to a Python
+loop over the same line timed in the same test, and generous (a linear pattern costs under 30
+such loops on a 64 KiB line, a quadratic one thousands), and a slow run is retried, so a busy
+shared machine does not fail it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from radiance_mcp import capacity, serve_script
+from radiance_mcp.config import Fleet
+from radiance_mcp.errors import InputError
+from radiance_mcp.ledger import MAX_LINE_BYTES, PHRASES, Line, read_text
+from radiance_mcp.probes import dialects
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server
+
+DIGITS = ["1", "7", "123", "0", "9999"]
+SEPARATORS = [",", ".", " ", "  ", "\t", ":", "%", "(", ")", "=", "+", "x", "-", "--", "/", "'"]
+UNITS = ["B", "KiB", "MiB", "GiB", "TiB"]
+SCAN_FACTOR = 200
+"""A match may cost this many Python loops over the same line (linear: under 30; quadratic: over 10,000)."""
+
+
+def _words(template: str) -> list[str]:
+    return re.sub(r"\{[^}]*\}", " ", template).split()
+
+
+def _scan_s(line: str) -> float:
+    """The cost of one Python loop over the line: the linear yardstick (best of three)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        count = 0
+        for _char in line:
+            count += 1
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _best_s(run: Callable[[str], object], text: str, enough_s: float = 0.0) -> float:
+    """The best of three timed runs, stopping at one under enough_s (a busy machine slows a run now and then)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        run(text)
+        best = min(best, time.perf_counter() - start)
+        if best <= enough_s:
+            break
+    return best
+
+
+def assert_linear(run: Callable[[str], object], line: str, what: str, *, per_step: bool = False) -> None:
+    """run(line) costs at most SCAN_FACTOR scans of the line.
+
+    per_step: run does Python work per token (a tokenizer), so a scan is no yardstick: the
+    line may cost at most 8 times its first quarter (linear: 4 times; quadratic: 16).
+    """
+    bound_s = SCAN_FACTOR * _scan_s(line)
+    if per_step:
+        bound_s += 8 * _best_s(run, line[: len(line) // 4])
+    took_s = _best_s(run, line, bound_s)
+    assert took_s <= bound_s, (
+        f"{what} took {took_s:.3f} s on a {len(line):,}-character line {line[:80]!r}...; bound {bound_s:.3f} s"
+    )
+
+
+Recipe = tuple[str, str, str]
+
+
+def recipes(alphabet: list[str]) -> st.SearchStrategy[Recipe]:
+    """(head, body, tail) from the alphabet; the line is built in the test (a short repr on failure)."""
+    token = st.sampled_from(alphabet)
+    return st.sampled_from(["", " "]).flatmap(lambda glue: st.tuples(
+        st.lists(token, max_size=6).map(glue.join),
+        st.lists(token, min_size=1, max_size=4).map(lambda words: glue.join(words) + glue),
+        st.lists(token, max_size=6).map(glue.join),
+    ))
+
+
+def line_of(recipe: Recipe) -> str:
+    """Exactly MAX_LINE_BYTES: the head, the body repeated to fill the cap, the tail."""
+    head, body, tail = recipe
+    room = MAX_LINE_BYTES - len(head) - len(tail)
+    return head + (body * (room // len(body) + 1))[:room] + tail
+
+
+HOSTILE = settings(max_examples=20, deadline=None, database=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.mark.parametrize("key", list(PHRASES))
+@HOSTILE
+@given(data=st.data())
+def test_phrase_matches_in_linear_time(key: str, data: st.DataObject) -> None:
+    phrase = PHRASES[key]
+    alphabet = [*DIGITS, *SEPARATORS, *UNITS, phrase.keyword, *_words(phrase.template)]
+    assert_linear(phrase.pattern.search, line_of(data.draw(recipes(alphabet))), f"phrase {key!r}")
+
+
+def _dialect_patterns() -> dict[str, re.Pattern[str]]:
+    found: dict[str, re.Pattern[str]] = {}
+    for name, value in vars(dialects).items():
+        values = value if isinstance(value, tuple) else (value,)
+        for number, item in enumerate(values):
+            pattern = item[0] if isinstance(item, tuple) else item
+            if isinstance(pattern, re.Pattern):
+                found[f"{name}[{number}]"] = pattern
+    return found
+
+
+DIALECTS = _dialect_patterns()
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+@HOSTILE
+@given(data=st.data())
+def test_refusal_pattern_matches_in_linear_time(name: str, data: st.DataObject) -> None:
+    """An engine's refusal body is read with these; a hostile endpoint chooses the body."""
+    pattern = DIALECTS[name]
+    alphabet = [*DIGITS, *SEPARATORS, *re.findall(r"[A-Za-z_`']+", pattern.pattern)]
+    assert_linear(pattern.search, line_of(data.draw(recipes(alphabet))), f"refusal pattern {name}")
+
+
+# The other patterns a caller's text reaches: sizes and --*-mib flags on a cited line
+# (compute_ceiling's reserves), and a serve script's references and fallbacks.
+SCRIPT_ALPHABET = ["$", "${", "}", "{", "a", "RX_MAX_SEQS", ":-", "-", "=", "8", "--max-num-seqs", "--", " ", "\n",
+                   '"', "'", "(", ")", ";", "case", "esac", "in", "|", "\\", "$(", "`", "#", "<<", "EOF", "EXTRA="]
+
+
+@HOSTILE
+@given(recipe=recipes([*DIGITS, *SEPARATORS, *UNITS, "--vram-kv-mib", "-mib", "a", "I"]))
+def test_sizes_on_a_cited_line_in_linear_time(recipe: Recipe) -> None:
+    assert_linear(lambda text: capacity._sizes_on(Line(1, text)), line_of(recipe), "sizes on a line")
+
+
+@HOSTILE
+@given(recipe=recipes(SCRIPT_ALPHABET))
+def test_serve_script_check_in_linear_time(recipe: Recipe) -> None:
+    def check(text: str) -> None:
+        try:
+            serve_script.check_script(text, None)
+        except InputError:
+            pass  # nested too deep: refused, which is an answer
+
+    assert_linear(check, line_of(recipe), "check_script", per_step=True)
+
+
+# ---------------------------------------------------------------------------------------
+# The lines of the issue (plain: each must simply come back, and the boot's own lines still read)
+
+
+@pytest.mark.parametrize("digits", [16_000, 65_000])
+def test_long_digit_runs_of_the_issue(digits: int, boot_text: Callable[..., str]) -> None:
+    run = "4" * digits
+    hostile = [
+        f"I sampler: {run}",
+        f"I sampler: 2 seqs x (1 + 3 spec) = {run}",
+        f"E kv cache 1 MiB (fp8): {run} full-length sessions",
+        f"E kv cache 271.25 MiB (fp8): 0% backing of the {run} x 1 worst case: 0 full-length sessions",
+    ]
+    assert all(len(line) <= MAX_LINE_BYTES for line in hostile)
+    boot = read_text(boot_text(filler=hostile), source="log_text")
+    assert [hit.fields["rows"] for hit in boot.all("sampler")] == ["8"]  # the boot's own 2 x (1 + 3) = 8
+    assert [(hit.fields["seqs"], hit.fields["tokens"]) for hit in boot.all("kv_backing")] == [
+        ("2", "200000"),  # the boot's own line
+        (run, "1"),  # the last hostile line has the phrase's shape: read, and its figure refused when used
+    ]
+
+
+@pytest.mark.parametrize(
+    ("script", "line"),
+    [
+        ('#!/bin/bash\nexec radiance serve --max-num-seqs "$(' + '"$(' * 2000 + "\n", 2),  # was a RecursionError
+        ("#!/bin/bash\n" + "mode_x() {\n" * 5000, 67),  # was a path of 5,000 names per mode, quadratic
+    ],
+)
+async def test_a_script_nested_past_reason_is_refused_with_its_line(script: str, line: int) -> None:
+    async with Client(build_server(Runtime(Fleet()))) as client:
+        result = await client.call_tool("check_serve_script", {"script_text": script})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert f"more than {serve_script.MAX_NESTING} deep (line {line})" in text
+    assert "check that it is the right file" in text
