@@ -280,6 +280,10 @@ class Boot:
     form (a negative or malformed size): named when that phrase is needed."""
     origin: Origin = "caller text"
     """Where the text came from (sources set it); text of unknown origin counts as the caller's."""
+    lines_from_byte: int | None = None
+    """None: line numbers are the source's. Else the lines before were not counted (a remote read from
+    the end): line numbers count from 1 at the line that starts at this byte offset, and index counts
+    from the end (-1 the newest)."""
     _by_key: dict[str, list[Hit]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -307,7 +311,8 @@ class Boot:
 
     def where(self) -> str:
         seen = f" of {self.boots_seen}" if self.boots_seen is not None else ""
-        return f"{self.source} (boot {self.index}{seen}, lines {self.first_line}-{self.last_line})"
+        counted = f" counted from byte {self.lines_from_byte:,}" if self.lines_from_byte is not None else ""
+        return f"{self.source} (boot {self.index}{seen}, lines {self.first_line}-{self.last_line}{counted})"
 
     @property
     def flags(self) -> dict[str, Hit]:

@@ -234,7 +234,8 @@ class SourcedFigure(_Output):
 
 class BootRef(_Output):
     source: str
-    boot: int = Field(description="Which boot was read, 1 = oldest.")
+    boot: int = Field(description="Which boot was read, 1 = oldest; -1 = the newest, -2 ... when the boots "
+                                  "before it were not counted (lines_from_byte set).")
     boots_seen: int | None = Field(description="How many boots the source holds (null: not counted).")
     first_line: int
     last_line: int
@@ -244,6 +245,12 @@ class BootRef(_Output):
     )
     verified: bool = Field(
         False, description="False for caller text: its figures are the caller's, not read from a host or file."
+    )
+    lines_from_byte: int | None = Field(
+        default=None,
+        description="null: every line number is the file's own. Else the lines before the boot were not counted "
+                    "(a large remote file read from its end): line numbers count from 1 at the line that starts "
+                    "at this byte offset; line n is `tail -c +<offset+1> FILE | sed -n <n>p`.",
     )
 
 

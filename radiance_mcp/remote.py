@@ -10,7 +10,19 @@ the fixed POSIX sh program ``_PROGRAM`` below plus one call line per log; every 
 validated first and then ``shlex.quote``d, so no text an agent sends, and no text the host
 sends back, can become shell syntax. The program cuts the requested boot out on the host and sends back
 only the lines holding one of ``ledger.KEYWORDS``, numbered, so a 1 GiB log of 50 boots moves
-a few KiB. Output protocol (one line each; ``<n>`` is a per-call random nonce a log line
+a few KiB.
+
+How a file is read (rm_file), cheapest first:
+  * at most Limits.small_file_bytes: one pass over the whole file (rm_whole);
+  * a checkpoint of the last read (its newest boot marker, where it stopped) still holds: only
+    the bytes after it (rm_file; N when nothing was added, T when the lines go on);
+  * a boot counted from the end (-1, -2, ...): the marker is searched back from the end in
+    chunks of 1, 2, 4 MiB ... (rm_last), then only that boot is cut (rm_range). The lines before
+    it are counted only when they are at most Limits.count_before_bytes; else its lines count
+    from its marker's byte offset (O line), so the cost follows the boot, not the file;
+  * a boot counted from the start (1, 2, ...): one grep pass numbers every marker, then the boot.
+
+Output protocol (one line each; ``<n>`` is a per-call random nonce a log line
 cannot guess, so no log line can pass for a control line)::
 
     #<n> S <i>                          section i begins (one per log, in request order)
@@ -18,9 +30,13 @@ cannot guess, so no log line can pass for a control line)::
     <line number>:<text>                a phrase line of that boot
     #<n> K <i> <skipped>                end of section i; keyword lines over MAX_LINE_BYTES skipped
     #<n> R <i> <first> <last>           the boot's first and last line numbers in the log
-    #<n> C <i> <inode> <offset> <line> <boot> <text>  the newest boot marker: the next read's anchor
+    #<n> C <i> <inode> <offset> <line> <boot> <base> <text>  the newest boot marker: the next read's
+                                        anchor (base: '-', or the offset its line and boot count from)
+    #<n> O <i> <offset> <n>             the boot's lines count from 1 at the line at offset (those
+                                        before were not counted); it is the n-th boot from the end
     #<n> T <i>                          the lines continue the boot the last read cut (files)
     #<n> U <i> <offset> <line> <cksum>  where this read of the newest boot stopped: the next one goes on
+    #<n> N <i>                          nothing was added since that stop: the last read's answer stands
     #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
     #<n> E <i> <text>                   podman's last error line, for the message
     #<n> Z                              the command ran to its end
@@ -32,6 +48,7 @@ keys are always verified against known_hosts; nothing here can turn that off.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import posixpath
@@ -83,7 +100,8 @@ class Limits:
     connect_timeout_s: float = 10.0
     """TCP connect, key exchange and login, together."""
     command_timeout_s: float = 60.0
-    """One command (a ledger read, a file read; a cold read of a 1 GiB log takes about half a second).
+    """One command (a ledger read, a file read; a first read of the newest boot of a 1 GiB log takes about
+    0.2 s on the host, of boot=1 about half a second).
     Dry runs get their own limit per mode, plus this."""
     cap_bytes: int = 4 * 1024 * 1024
     """Output of one command (stdout + stderr); a boot's phrase lines are a few KiB."""
@@ -91,6 +109,11 @@ class Limits:
     """A connection unused this long is closed."""
     channels_per_host: int = 8
     """Concurrent commands on one connection (OpenSSH's MaxSessions defaults to 10)."""
+    count_before_bytes: int = 16 * 1024 * 1024
+    """A boot counted from the end gets exact line numbers and its index when the bytes before it are
+    at most this many (counting them costs a pass over them); past that its lines count from its marker."""
+    small_file_bytes: int = 1024 * 1024
+    """A log file this small is cut in one pass on every read (no checkpoint: checking one costs more)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -190,6 +213,9 @@ _AWK_KEYWORDS = shlex.quote("|".join(KEYWORDS))
 # bl, bo, bi: line, byte and boot counts before the input's first line (a pass from an anchor);
 # the newest marker seen becomes the next read's anchor (a C line), unless nocp=1. With cont=1
 # the input continues boot bi+1 (from its marker at c_off, line first0) where the last read stopped.
+# sent: the input ends with a line of the nonce and a status (podman's exit status; 0 after a
+# file's bytes), alone or glued to a last line without newline: its number gives the last line.
+# cb: the C line's numbering, '-' (the file's) or the byte offset line 1 and boot 1 count from.
 _CUT_AWK = r"""
 function iskw(t,  j) { for (j = 1; j <= nk; j++) if (index(t, K[j])) return 1; return 0 }
 function summary(s) { print s > "/dev/fd/3" }
@@ -230,9 +256,9 @@ END {
   tot = bi + cnt
   p = (k > 0) ? k : tot + 1 + k
   if (nm && marks && !nocp && length(T[M[nm]]) <= 4096)
-    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, MO[nm], N[M[nm]], tot, T[M[nm]]
+    printf "#%s C %s %s %.0f %.0f %.0f %s %s\n", nn, i, ino, MO[nm], N[M[nm]], tot, cb, T[M[nm]]
   else if (cont)
-    printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, c_off, first0, tot, ENVIRON["rm_anchor"]
+    printf "#%s C %s %s %.0f %.0f %.0f %s %s\n", nn, i, ino, c_off, first0, tot, cb, ENVIRON["rm_anchor"]
   if (p < 1 || p > tot) {
     if (!marks) printf "#%s X %s range %.0f\n", nn, i, tot
     summary(sprintf("range %.0f %.0f", tot, p)); exit
@@ -265,7 +291,7 @@ _MARKS_AWK = r"""
   m++; L[m] = ln; O[m] = off; last = t }
 END {
   if (m == 0) { print "none"; exit }
-  if (length(last) <= 4096) printf "#%s C %s %s %.0f %.0f %.0f %s\n", nn, i, ino, O[m], L[m], m, last > "/dev/fd/4"
+  if (length(last) <= 4096) printf "#%s C %s %s %.0f %.0f %.0f - %s\n", nn, i, ino, O[m], L[m], m, last > "/dev/fd/4"
   p = (k > 0) ? k : m + 1 + k
   if (p < 1 || p > m) { printf "range %.0f\n", m; exit }
   printf "ok %.0f %.0f %.0f %.0f %.0f %.0f\n", m, p, O[p], L[p], (p < m ? O[p + 1] : s), (p < m ? L[p + 1] : -1)
@@ -284,7 +310,23 @@ END {
 }
 """
 
-if "'" in _CUT_AWK + _MARKS_AWK + _BACK_AWK:
+# Markers in one chunk of the search back from the end (rm_last): "offset:text" lines in (grep -b
+# on the bytes from st); the markers whose lines start in (st, hi] (or [0, hi] when st = 0) are new.
+# With have markers found after hi, the oldest at nx: "ok <offset> <next marker's offset, or s>" for
+# the need-th from the end; "all <n>" when the file start is reached with fewer; else
+# "more <markers found> <the oldest one's offset>".
+_LAST_AWK = r"""
+{ c = index($0, ":"); o = substr($0, 1, c - 1) + st
+  if ((o > st || st == 0) && o <= hi) { n++; O[n] = o } }
+END {
+  O[n + 1] = nx
+  if (have + n >= need) { j = n - (need - have) + 1; printf "ok %.0f %.0f\n", O[j], O[j + 1]; exit }
+  if (st == 0) { printf "all %.0f\n", have + n; exit }
+  printf "more %.0f %.0f\n", have + n, (n ? O[1] : nx)
+}
+"""
+
+if "'" in _CUT_AWK + _MARKS_AWK + _BACK_AWK + _LAST_AWK:
     raise RuntimeError("the awk programs sit in single quotes in the sh program: no ' inside")
 
 # The host-side check of every file a program reads or runs (section $i): sets r to the real
@@ -324,9 +366,10 @@ rm_kw() {{ grep -a -n "$@" -F {_GREP_KEYWORDS}; }}
 rm_cut_awk='{_CUT_AWK}'
 rm_marks_awk='{_MARKS_AWK}'
 rm_back_awk='{_BACK_AWK}'
+rm_last_awk='{_LAST_AWK}'
 rm_cut() {{
   rm_anchor="$rm_anchor" awk -v kws={_AWK_KEYWORDS} -v mk="$rm_mk" -v max={MAX_LINE_BYTES} -v nn="$rm_n" \\
-    -v i="$i" -v k="$k" -v ino="$ino" "$@" "$rm_cut_awk" 3>&1 1>&4
+    -v i="$i" -v k="$k" -v ino="$ino" -v cb="$rm_cb" "$@" "$rm_cut_awk" 3>&1 1>&4
 }}
 # How many lines the bytes [$1, $2) hold ($1 a line start, $2 > $1): the newlines before the
 # last byte, plus the last line, ended by a newline or not.
@@ -349,15 +392,17 @@ rm_back() {{
     w=$((w * 8))
   done
 }}
-# The phrase lines of boot $4 (of $5), the bytes [$1, $2) from its marker on line $3; $6 the next
-# marker's line or -1.
+# The phrase lines of boot $4 (of $5), the bytes [$1, $2) from its marker on line $3; $6 0 if the
+# cutter is to send the boot's marker as the next read's anchor. A line of the nonce follows the
+# bytes (glued to the last line if that has no newline): its number gives the boot's last line,
+# so its lines are counted in the same pass (the cutter sends the R line).
 rm_range() {{
-  rm_sum=$(tail -c +$(($1 + 1)) < "$r" | head -c $(($2 - $1)) | rm_kw -b |
-    rm_cut -v withoff=1 -v lim="$2" -v bo="$1" -v bl=$(($3 - 1)) -v bi=$(($4 - 1)) -v k="$4" -v seen="$5" \\
-      -v marks=1 -v nocp=1)
-  if [ "$6" -gt 0 ]; then last=$(($6 - 1)); else last=$(($3 - 1 + $(rm_lines "$1" "$2"))); fi
-  rm_ctl R "$i" "$3" "$last"
-  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ]; then rm_tail "$last"; fi
+  rm_sum=$({{ tail -c +$(($1 + 1)) < "$r" | head -c $(($2 - $1)); printf '#%s P 0\\n' "$rm_n"; }} |
+    rm_kw -b -e "#$rm_n P " |
+    rm_cut -v withoff=1 -v lim=$(($2 + 1)) -v bo="$1" -v bl=$(($3 - 1)) -v bi=$(($4 - 1)) -v k="$4" -v seen="$5" \\
+      -v marks=1 -v nocp="${{6-1}}" -v sent="#$rm_n P ")
+  set -- "$1" "$2" "$3" "$4" "$5" "${{6-1}}" $rm_sum
+  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ] && [ "${{7-}}" = ok ]; then rm_tail "${{11}}"; fi
 }}
 # The next read's start: the start of the last line (s - 1 ends it: s; else a window back finds
 # it), with the checksum of the 4 KiB before it, which the next read checks are unchanged.
@@ -373,9 +418,60 @@ rm_tail() {{
     rm_ctl U "$i" "$u" "$ul" "$(tail -c +$((u - uw + 1)) < "$r" | head -c "$uw" | cksum)"
   fi
 }}
+# The whole file, [0, s), in one pass: the cutter finds its boots by the rules of ledger._boot_starts
+# (markers, else runs of echoed flags, else one boot); the nonce line after the bytes gives the last
+# line's number.
+rm_whole() {{
+  rm_sum=$({{ head -c "$s" < "$r"; printf '#%s P 0\\n' "$rm_n"; }} | rm_kw -b -e "#$rm_n P " |
+    rm_cut -v withoff=1 -v lim=$((s + 1)) -v marks=0 -v sent="#$rm_n P ")
+}}
+# Boot -$1 (1: the newest) found from the end of the file: chunks of 1 MiB, 2 MiB, 4 MiB, ... back
+# from byte s (the size when the read began), each grepped for markers, until $1 are found. A chunk
+# [st, hi) runs on past hi by the longest line a marker may be on (rm_ov bytes), so a marker line
+# that starts in it is seen whole even when the marker itself lies past hi; only line starts in
+# (st, hi] count (the chunk's first line may be the tail of a longer one, unless st = 0). A boot of
+# B bytes costs under 2 B of grep plus the cut of its own bytes; the file before it is not read.
+# The lines before the boot are counted (exact line numbers and boot index) only when they are
+# at most rm_cmax bytes; past that the boot's lines count from 1 at its marker, whose byte offset
+# an O line gives, and the index is -$1. Fails (status 1) when the file holds no marker at all.
+rm_last() {{
+  need=$1 w=1048576 hi=$s have=0 nx=$s
+  while :; do
+    st=$((hi > w ? hi - w : 0))
+    en=$((hi + rm_ov < s ? hi + rm_ov : s))
+    # have: markers found after hi so far; nx: the oldest of them (or s).
+    set -- $(tail -c +$((st + 1)) < "$r" | head -c $((en - st)) | grep -a -b -F -e "$rm_mk" |
+      awk -v st="$st" -v hi="$hi" -v have="$have" -v need="$need" -v nx="$nx" "$rm_last_awk")
+    case ${{1-}} in
+      ok) break ;;
+      all) if [ "$2" -eq 0 ]; then return 1; fi; rm_ctl X "$i" range "$2"; return 0 ;;
+      more) have=$2 nx=$3 hi=$st w=$((w * 2)) ;;
+      *) rm_ctl X "$i" failed; return 0 ;;
+    esac
+  done
+  M=$2 E=$3 rm_cb=-
+  # nocp=0 for the newest boot: its marker is the next read's anchor.
+  cp=$((need > 1))
+  if [ "$M" -le "$rm_cmax" ]; then
+    # [0, M) ends with a newline (M starts a line): wc -l counts the lines before the boot.
+    L=$(($(head -c "$M" < "$r" | wc -l) + 1))
+    b=$(($(head -c "$M" < "$r" | grep -c -a -F -e "$rm_mk") + 1))
+    rm_range "$M" "$E" "$L" "$b" $((b + need - 1)) "$cp"
+  else
+    rm_ctl O "$i" "$M" "$need"
+    rm_cb=$M
+    rm_range "$M" "$E" 1 1 1 "$cp"
+  fi
+}}
+# Section $1: boot $2 of file $3 (its real path under the roots ${{13}}...), from the last read's
+# checkpoint $4-$12 ('-' each when there is none): inode, the anchor marker's offset, line, boot
+# and length, where the last read stopped (offset, line, cksum of the 4 KiB before), and the byte
+# offset line numbers count from when the lines before it were not counted ('-': from the file's start).
 rm_file() {{
-  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${{10}} t_sum=${{11}}
-  shift 11
+  i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${{10}} t_sum=${{11}} c_base=${{12}}
+  shift 12
+  # The numbering the cutter's C line states: the file's own ('-') unless set below.
+  rm_cb=-
   rm_ctl S "$i"
   rm_real "$f" "$@" || return
   # One ls gives the inode (is it still the same file?) and the size the read stops at.
@@ -383,16 +479,22 @@ rm_file() {{
   if [ -z "${{6-}}" ]; then rm_ctl X "$i" unreadable; return; fi
   ino=$1 s=$6
   if [ "$s" -eq 0 ]; then rm_ctl X "$i" empty; return; fi
+  # A small file is cut in one pass, whatever the last read left: fewer processes than checking it.
+  if [ "$s" -le "$rm_small" ]; then rm_whole; return; fi
   # The anchor: the newest boot marker the last read found. If its line is still there, byte
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
-  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ]; then
-    a_off=$c_off a_line=$c_line
+  # (An anchor whose lines count from it serves only boots counted from the end.)
+  if [ "$c_ino" = "$ino" ] && [ "$c_off" != - ] && [ "$c_off" -lt "$s" ] &&
+     {{ [ "$c_base" = - ] || [ "$k" -lt 0 ]; }}; then
+    a_off=$c_off a_line=$c_line rm_cb=$c_base
     t_w=0
     if [ "$t_off" != - ]; then t_w=$((t_off > 4096 ? 4096 : t_off)); fi
     if [ "$t_off" != - ] && [ "$t_off" -le "$s" ] &&
        [ "$(tail -c +$((c_off + 1)) < "$r" | head -c "$c_len")" = "$rm_anchor" ] &&
        [ "$(tail -c +$((t_off - t_w + 1)) < "$r" | head -c "$t_w" | cksum)" = "$t_sum" ]; then
       # The anchor and the bytes before t_off are as the last read left them: only what follows is new.
+      # Nothing follows, and the newest boot is asked for: the last answer stands (an N line).
+      if [ "$t_off" -eq "$s" ] && [ "$k" -eq -1 ]; then rm_ctl N "$i"; return; fi
       set -- $(tail -c +$((t_off + 1)) < "$r" | rm_kw -b | rm_cut -v withoff=1 -v lim="$s" -v bo="$t_off" \\
         -v bl=$((t_line - 1)) -v bi=$((c_idx - 1)) -v marks=1 -v cont=1 -v first0="$c_line" -v c_off="$c_off")
     else
@@ -405,27 +507,34 @@ rm_file() {{
         elif [ "$6" -lt "$s" ]; then last=$(($7 - 1 + $(rm_lines "$6" "$s")))
         else last=$(($7 - 1)); fi
         rm_ctl R "$i" "$4" "$last"
+        if [ "$c_base" != - ]; then rm_ctl O "$i" "$c_base" $((-k)); fi
         if [ "$3" -eq "$2" ]; then rm_tail "$last"; fi
         return ;;
-      range) rm_ctl X "$i" range "$2"; return ;;
+      # Lines counted from the anchor: a boot before it is searched for from the end.
+      range) if [ "$c_base" = - ]; then rm_ctl X "$i" range "$2"; return; fi ;;
       back)
         # A boot before the anchor: a window back from it when it is near, else the plain pass.
         if [ "$3" -gt $((c_idx / 2)) ] && rm_back $((c_idx - $3)); then
-          rm_range "$M" "$E" "$L" "$3" "$2" -1
+          rm_range "$M" "$E" "$L" "$3" "$2"
+          if [ "$c_base" != - ]; then rm_ctl O "$i" "$c_base" $((-k)); fi
           return
         fi ;;
     esac
   fi
-  # One pass over the file numbers every boot marker, then only the chosen boot is read.
-  set -- $(grep -a -n -b -F -e "$rm_mk" < "$r" |
-    awk -v k="$k" -v s="$s" -v nn="$rm_n" -v i="$i" -v ino="$ino" "$rm_marks_awk")
-  case ${{1-}} in
-    ok) rm_range "$4" "$6" "$5" "$3" "$2" "$7"; return ;;
-    range) rm_ctl X "$i" range "$2"; return ;;
-  esac
+  if [ "$k" -lt 0 ]; then
+    rm_last $((-k)) && return
+  else
+    # A boot counted from the start: one pass over the file numbers every boot marker, then
+    # only the chosen boot is read.
+    set -- $(grep -a -n -b -F -e "$rm_mk" < "$r" |
+      awk -v k="$k" -v s="$s" -v nn="$rm_n" -v i="$i" -v ino="$ino" "$rm_marks_awk")
+    case ${{1-}} in
+      ok) rm_range "$4" "$6" "$5" "$3" "$2"; return ;;
+      range) rm_ctl X "$i" range "$2"; return ;;
+    esac
+  fi
   # No boot marker in the file: boots start at runs of echoed flags (ledger._boot_starts).
-  t=$(rm_lines 0 "$s")
-  rm_sum=$(rm_kw -b < "$r" | rm_cut -v withoff=1 -v lim="$s" -v total="$t" -v marks=0)
+  rm_whole
 }}
 rm_podman() {{
   i=$1 k=$2 c=$3 ino=-
@@ -472,6 +581,9 @@ class Checkpoint:
     lines: tuple[Line, ...] = ()
     """The boot's phrase lines before tail_line, as the last read cut them."""
     skipped: int = 0
+    base: int | None = None
+    """None: line numbers (line, tail_line, lines) are the file's. Else they count from 1 at the line
+    that starts at this byte offset, and boot counts from 1 at the boot that holds it."""
 
 
 @dataclass(frozen=True)
@@ -490,16 +602,22 @@ class CutBoot:
     """One boot as the host cut it out: its phrase lines, numbered as in the log."""
 
     index: int
-    boots_seen: int
+    boots_seen: int | None
     lines: tuple[Line, ...]
     skipped_long_lines: int
     first_line: int
     last_line: int
     """The boot's whole span in the log, lines without a phrase included."""
+    lines_from_byte: int | None = None
+    """None: line numbers are the file's and index counts from its first boot. Else the lines before
+    were not counted: line numbers count from 1 at the line that starts at this byte offset (line n
+    is `tail -c +<offset + 1> FILE | sed -n <n>p`), index counts from the end (-1 the newest) and
+    boots_seen is None."""
 
 
 def build_command(
-    requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float
+    requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float,
+    count_before_bytes: int = Limits.count_before_bytes, small_file_bytes: int = Limits.small_file_bytes,
 ) -> str:
     """The whole command: the fixed program, then one quoted call per request."""
     if not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
@@ -510,6 +628,9 @@ def build_command(
         _PROGRAM_SENT,
         f"rm_n={nonce}",
         f"rm_mk={q(BOOT_MARKER)}",
+        f"rm_cmax={int(count_before_bytes)}",
+        f"rm_ov={MAX_LINE_BYTES + 1}",
+        f"rm_small={int(small_file_bytes)}",
         # A hung `podman logs` is killed on the host too, so no stuck process stays behind.
         f"if command -v timeout > /dev/null 2>&1; then rm_t='timeout -s KILL {kill_after_s}'; else rm_t=; fi",
     ]
@@ -519,10 +640,11 @@ def build_command(
             lines.append(f"rm_podman {i} {boot} {q(check_container(request.name))}")
             continue
         if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
-            resume, anchor = ["-"] * 8, ""
+            resume, anchor = ["-"] * 9, ""
         else:
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
-                      str(len(checkpoint.text.encode())), *_tail_words(checkpoint)]
+                      str(len(checkpoint.text.encode())), *_tail_words(checkpoint),
+                      "-" if checkpoint.base is None else str(checkpoint.base)]
             anchor = checkpoint.text
         words = [str(i), str(boot), _sent_path(request.name), *resume, *(_sent_path(r) for r in request.roots)]
         # The anchor's text reaches awk through the environment (no escape processing), quoted.
@@ -540,7 +662,7 @@ def _tail_words(checkpoint: Checkpoint) -> list[str]:
     return [str(checkpoint.tail_offset), str(checkpoint.tail_line), checkpoint.tail_cksum]
 
 
-_CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (.+)")
+_CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (-|\d+) (.+)")
 _TAIL_FIELDS = re.compile(r"(\d+) (\d+) (\d+ \d+)")
 
 
@@ -556,6 +678,11 @@ class _Section:
     span: tuple[int, int] | None = None
     continued: bool = False
     tail: tuple[int, int, str] | None = None
+    base: tuple[int, int] | None = None
+    """(offset, n): line numbers count from the line at offset; the boot is the n-th from the end."""
+    failure: str = ""
+    """Set when the answer cannot be used (the message)."""
+    unchanged: bool = False
 
 
 def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section], bool]:
@@ -583,6 +710,12 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
                 section.skipped = int(rest or 0)
             elif kind == "T":
                 section.continued = True
+            elif kind == "N":
+                section.unchanged = True
+            elif kind == "O":
+                offset, _, need = rest.partition(" ")
+                if offset.isdigit() and need.isdigit():  # digits only: the offset goes back into the next command
+                    section.base = (int(offset), int(need))
             elif kind == "U":
                 found_tail = _TAIL_FIELDS.fullmatch(rest)
                 if found_tail:  # digits only: they go back into the next command
@@ -600,9 +733,10 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
                 # plain digits, and a marker line that is quoted there and compared, never run.
                 found = _CHECKPOINT_FIELDS.fullmatch(rest)
                 if found:
-                    inode, offset, line, boot, marker = found.groups()
+                    inode, offset, line, boot, base, marker = found.groups()
                     if BOOT_MARKER in marker and "\x00" not in marker and "\ufffd" not in marker:
-                        section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), marker)
+                        section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), marker,
+                                                        base=None if base == "-" else int(base))
         elif current is not None:
             number, sep, body = text.partition(":")
             if sep and number.isdigit():
@@ -613,6 +747,8 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[_Section],
 def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
     """The section's boot, or the error its code names (input, rule and remedy)."""
     label = request.label
+    if section.failure:
+        raise RemoteError(section.failure)
     if section.error:
         code, *args = section.error
         _refuse_file(code, label, request.roots, host)
@@ -639,6 +775,9 @@ def section_boot(section: _Section, request: LogRequest, host: str) -> CutBoot:
     if section.index is None or section.boots_seen is None or section.skipped is None or section.span is None:
         raise RemoteError(f"{label}: host {host} sent an incomplete answer; try again")
     first, last = section.span
+    if section.base is not None:
+        offset, need = section.base
+        return CutBoot(-need, None, tuple(section.lines), section.skipped, first, last, lines_from_byte=offset)
     return CutBoot(section.index, section.boots_seen, tuple(section.lines), section.skipped, first, last)
 
 
@@ -978,6 +1117,26 @@ class Transfer:
     """File reads that went on from where the last read stopped (only the bytes since)."""
 
 
+_ReadKey = tuple[SSHTarget, str, str, int, tuple[str, ...]]
+"""What makes two log reads the same read: host entry, kind, path or container, boot, roots."""
+
+MAX_BATCH = 4
+"""Logs read in one command at most. The host runs a command's reads one after the other; more logs
+go as further commands on the same connection, which the host runs side by side (at most
+Limits.channels_per_host at once)."""
+
+
+@dataclass(eq=False)  # compared and hashed by identity
+class _Batch:
+    """Log reads of one host entry that go to the host as one command."""
+
+    target: SSHTarget
+    requests: list[LogRequest] = field(default_factory=list)
+    keys: list[_ReadKey] = field(default_factory=list)
+    task: asyncio.Task[list[_Section]] = field(init=False)
+    waiters: int = 0
+
+
 MAX_CHECKPOINTS = 256
 """Logs whose last read is remembered (a few KiB each); the least recently read go first."""
 
@@ -991,33 +1150,103 @@ class SSHPool:
         self.transfer = Transfer()
         self._entries: dict[SSHTarget, _Entry] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: dict[SSHTarget, _Batch] = {}
+        """Per host entry, the batch that calls of this loop turn join (its command not yet sent)."""
+        self._inflight: dict[_ReadKey, tuple[_Batch, int]] = {}
+        """Each read waiting or running, and where its answer will be."""
 
     # -- public ------------------------------------------------------------------------
 
     async def read_logs(self, target: SSHTarget, requests: Sequence[LogRequest]) -> list[CutBoot]:
-        """Cut the requested boot of each log on the host, all in one command."""
+        """Cut the requested boot of each log on the host, in one command with the host's other reads.
+
+        Fan-out: the reads of every call that reaches here in the same turn of the event loop
+        (many services read at once, say) go to the host together, MAX_BATCH logs per command,
+        the commands side by side on the one connection; a read identical to one already
+        waiting or running (same log or container, boot and roots) is not sent again, it shares
+        that read's answer (so it may miss lines written after that read began). A command is
+        stopped only when every call waiting on it is cancelled.
+        """
+        places = [self._enlist(target, request) for request in requests]
+        batches = list(dict.fromkeys(batch for batch, _ in places))
+        for batch in batches:
+            batch.waiters += 1
+        try:
+            answers = {batch: await asyncio.shield(batch.task) for batch in batches}
+        finally:
+            for batch in batches:
+                batch.waiters -= 1
+                if batch.waiters == 0 and not batch.task.done():
+                    batch.task.cancel()  # no call waits for it any more: stop the command
+        return [section_boot(answers[batch][position], request, target.name)
+                for (batch, position), request in zip(places, requests, strict=True)]
+
+    def _enlist(self, target: SSHTarget, request: LogRequest) -> tuple[_Batch, int]:
+        """The batch (and place in it) that will answer this read: a running or waiting identical one, or new."""
+        self._bind_loop()
+        key = (target, request.kind, request.name, request.boot, request.roots)
+        found = self._inflight.get(key)
+        if found is not None and not found[0].task.done():
+            return found
+        batch = self._pending.get(target)
+        if batch is None or batch.task.done() or len(batch.requests) >= MAX_BATCH:
+            batch = _Batch(target)
+            self._pending[target] = batch
+            batch.task = asyncio.get_running_loop().create_task(self._run_batch(batch))
+            # Forget the batch however it ends: answered, failed, or cancelled before it began.
+            batch.task.add_done_callback(functools.partial(self._forget, batch))
+        batch.requests.append(request)
+        batch.keys.append(key)
+        self._inflight[key] = (batch, len(batch.requests) - 1)
+        return self._inflight[key]
+
+    async def _run_batch(self, batch: _Batch) -> list[_Section]:
+        await asyncio.sleep(0)  # the calls started in this turn of the loop join the batch first
+        if self._pending.get(batch.target) is batch:
+            del self._pending[batch.target]
+        return await self._read_sections(batch.target, batch.requests)
+
+    def _forget(self, batch: _Batch, _task: object = None) -> None:
+        if self._pending.get(batch.target) is batch:
+            del self._pending[batch.target]
+        for key in batch.keys:
+            if self._inflight.get(key, (None, 0))[0] is batch:
+                del self._inflight[key]
+
+    async def _read_sections(self, target: SSHTarget, requests: Sequence[LogRequest]) -> list[_Section]:
+        """One command for the requests; each section with the lines the last read kept put back."""
         nonce = secrets.token_hex(16)
         resumes = [self.checkpoints.get((target, r.name)) if r.kind == "file" else None for r in requests]
         command = build_command(requests, nonce=nonce, checkpoints=resumes,
-                                timeout_s=self.limits.command_timeout_s)
+                                timeout_s=self.limits.command_timeout_s,
+                                count_before_bytes=self.limits.count_before_bytes,
+                                small_file_bytes=self.limits.small_file_bytes)
         what = ", ".join(r.label for r in requests)
         output = await self.run(target, command, what=what)
         sections, finished = parse_output(output, nonce=nonce, count=len(requests))
         _check_finished(output, finished, target, what)
-        boots = []
         for request, section, previous in zip(requests, sections, resumes, strict=True):
+            if section.unchanged and previous is not None and previous.tail_line is not None:
+                # Nothing added since the last read of the newest boot: its answer again.
+                self.transfer.continued += 1
+                section.lines, section.skipped = list(previous.lines), previous.skipped
+                section.index = section.boots_seen = previous.boot
+                section.span = (previous.line, previous.tail_line - 1)
+                if previous.base is not None:
+                    section.base = (previous.base, 1)
+                continue
             if section.continued:
                 # The host read only what was added since the last read: put the known lines first.
                 if previous is None or previous.tail_line is None:
-                    raise RemoteError(f"{request.label}: host {target.name} went on from a read this server "
-                                      "did not make; try again")
+                    section.failure = (f"{request.label}: host {target.name} went on from a read this server "
+                                       "did not make; try again")
+                    continue
                 self.transfer.continued += 1
                 section.lines[:0] = previous.lines
                 section.skipped = None if section.skipped is None else section.skipped + previous.skipped
             if request.kind == "file":
                 self._remember((target, request.name), section, previous)
-            boots.append(section_boot(section, request, target.name))
-        return boots
+        return sections
 
     async def read_files(self, target: SSHTarget, requests: Sequence[FileRequest], *,
                          cap_bytes: int) -> list[RemoteText | None]:
@@ -1058,8 +1287,9 @@ class SSHPool:
             if section.error:
                 self.checkpoints.pop(key, None)
             return
-        same_anchor = previous is not None and (previous.inode, previous.offset, previous.boot, previous.text) == (
-            anchor.inode, anchor.offset, anchor.boot, anchor.text)
+        same_anchor = previous is not None and (
+            previous.inode, previous.offset, previous.line, previous.boot, previous.text, previous.base) == (
+            anchor.inode, anchor.offset, anchor.line, anchor.boot, anchor.text, anchor.base)
         if section.tail is None and same_anchor and previous is not None:
             anchor = previous  # an older boot was read: where the newest one stopped still holds
         elif section.tail is not None and section.index == anchor.boot and section.skipped is not None:
@@ -1126,12 +1356,17 @@ class SSHPool:
 
     # -- connections --------------------------------------------------------------------
 
-    def _entry(self, target: SSHTarget) -> _Entry:
+    def _bind_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            # Connections belong to the loop that made them (the CLI runs one loop per call).
+            # Connections and reads belong to the loop that made them (the CLI runs one loop per call).
             self._entries.clear()
+            self._pending.clear()
+            self._inflight.clear()
             self._loop = loop
+
+    def _entry(self, target: SSHTarget) -> _Entry:
+        self._bind_loop()
         entry = self._entries.get(target)
         if entry is None:
             entry = _Entry(slots=asyncio.Semaphore(self.limits.channels_per_host))

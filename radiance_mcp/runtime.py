@@ -85,6 +85,7 @@ def boot_ref(boot: Boot) -> BootRef:
         last_line=boot.last_line,
         origin=boot.origin,
         verified=boot.origin != "caller text",
+        lines_from_byte=boot.lines_from_byte,
     )
 
 

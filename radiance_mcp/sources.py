@@ -252,7 +252,8 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
             parsed = await run(parse, label=request.label, remedy="name the radiance service's boot log")
             # Only phrase lines crossed the wire; the span is the boot's own, counted on the host.
             boots.append(replace(parsed, first_line=cut.first_line, last_line=cut.last_line,
-                                 skipped_long_lines=cut.skipped_long_lines, origin="host"))
+                                 skipped_long_lines=cut.skipped_long_lines, origin="host",
+                                 lines_from_byte=cut.lines_from_byte))
         return boots
 
     results = await asyncio.gather(*(one_host(positions) for positions in groups.values()))

@@ -28,7 +28,7 @@ from mcp import Client
 from radiance_mcp import capacity, serve_script
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError
-from radiance_mcp.ledger import MAX_LINE_BYTES, PHRASES, Line, read_text
+from radiance_mcp.ledger import MAX_LINE_BYTES, PHRASES, Boot, Line, read_text
 from radiance_mcp.probes import dialects
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
@@ -149,7 +149,8 @@ SCRIPT_ALPHABET = ["$", "${", "}", "{", "a", "RX_MAX_SEQS", ":-", "-", "=", "8",
 @HOSTILE
 @given(recipe=recipes([*DIGITS, *SEPARATORS, *UNITS, "--vram-kv-mib", "-mib", "a", "I"]))
 def test_sizes_on_a_cited_line_in_linear_time(recipe: Recipe) -> None:
-    assert_linear(lambda text: capacity._sizes_on(Line(1, text)), line_of(recipe), "sizes on a line")
+    no_hits = Boot("hostile", 1, 1, 1, 1, ())  # the sizes no phrase names: every size on the line is scanned
+    assert_linear(lambda text: capacity._figures_on(no_hits, Line(1, text)), line_of(recipe), "sizes on a line")
 
 
 @HOSTILE
@@ -157,7 +158,7 @@ def test_sizes_on_a_cited_line_in_linear_time(recipe: Recipe) -> None:
 def test_serve_script_check_in_linear_time(recipe: Recipe) -> None:
     def check(text: str) -> None:
         try:
-            serve_script.check_script(text, None)
+            serve_script.check_script(text, ())
         except InputError:
             pass  # nested too deep: refused, which is an answer
 

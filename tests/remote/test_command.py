@@ -96,7 +96,7 @@ def test_each_argument_is_one_quoted_word() -> None:
     )
     assert _calls(command) == [
         ["rm_file", "0", "-2", path, "1234", "567", "89", "3", str(len(marker.encode())), "9000", "120", "42 4096",
-         *ROOTS],
+         "-", *ROOTS],
         ["rm_podman", "1", "1", "frank-archon"],
     ]
     (anchor,) = [line for line in command.split("\n") if line.startswith("rm_anchor=")]
@@ -142,7 +142,7 @@ def test_output_lines_without_the_nonce_are_data_or_nothing() -> None:
         "14:I   vram_kv              5.00 GiB\n"
         "not a numbered line\n"
         f"#{NONCE} K 0 1\n"
-        f"#{NONCE} C 0 99 10 5 2 I radiance boot: frank archon\n"
+        f"#{NONCE} C 0 99 10 5 2 - I radiance boot: frank archon\n"
         f"#{NONCE} Z\n"
     ).encode()
     sections, finished = parse_output(raw, nonce=NONCE, count=1)
@@ -151,10 +151,15 @@ def test_output_lines_without_the_nonce_are_data_or_nothing() -> None:
     assert (section.index, section.boots_seen, section.skipped) == (2, 3, 1)
     assert [(line.number, line.text) for line in section.lines] == [(14, "I   vram_kv              5.00 GiB")]
     assert section.checkpoint == Checkpoint("99", 10, 5, 2, "I radiance boot: frank archon")
+    counted_from = raw.replace(b" 2 - I radiance", b" 2 4096 I radiance")
+    assert parse_output(counted_from, nonce=NONCE, count=1)[0][0].checkpoint == Checkpoint(
+        "99", 10, 5, 2, "I radiance boot: frank archon", base=4096)
 
 
-@pytest.mark.parametrize("fields", ["99;touch 10 5 2 I radiance boot: x", "99 $(x) 5 2 I radiance boot: x",
-                                    "99 10 5 2 not a marker line", "a 1 1 1 I radiance boot: x", "99 10 5 2"])
+@pytest.mark.parametrize("fields", ["99;touch 10 5 2 - I radiance boot: x", "99 $(x) 5 2 - I radiance boot: x",
+                                    "99 10 5 2 - not a marker line", "a 1 1 1 - I radiance boot: x", "99 10 5 2",
+                                    "99 10 5 2 $(x) I radiance boot: x", "99 10 5 2 -1 I radiance boot: x",
+                                    "99 10 5 2 I radiance boot: x"])
 def test_a_host_cannot_inject_through_the_resume_point(fields: str) -> None:
     raw = f"#{NONCE} S 0\n#{NONCE} C 0 {fields}\n#{NONCE} Z\n".encode()
     sections, _ = parse_output(raw, nonce=NONCE, count=1)
