@@ -102,7 +102,8 @@ def _step(low: Arm, high: Arm, band_pct: float) -> ArmStep:
     return ArmStep(low, high, change, abs(change) <= band_pct, overlap)
 
 
-def _number(value: float) -> str:
+def fmt_value(value: float) -> str:
+    """A knob value or rate as a reader writes it: 22,208, or 0.125."""
     return f"{value:,.0f}" if value == int(value) else f"{value:,.6g}"
 
 
@@ -126,8 +127,8 @@ def compare_arms(
                              f"to {MAX_ARM_FIGURE:g}")
         if arm.value in seen:
             raise InputError(
-                f"arms: value {_number(arm.value)} is given twice (rates {_number(seen[arm.value].rate)} and "
-                f"{_number(arm.rate)}); give one rate per value: the median of repeated runs"
+                f"arms: value {fmt_value(arm.value)} is given twice (rates {fmt_value(seen[arm.value].rate)} and "
+                f"{fmt_value(arm.rate)}); give one rate per value: the median of repeated runs"
             )
         seen[arm.value] = arm
     ordered = tuple(sorted(arms, key=lambda a: a.value))
@@ -146,8 +147,8 @@ def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: 
     unknown = [v for v in values if v not in by_value]
     if unknown:
         raise InputError(
-            f"claim_arms: {', '.join(_number(v) for v in unknown)} is not the value of any arm "
-            f"(arms: {', '.join(_number(a.value) for a in arms)}); name arms by their knob value"
+            f"claim_arms: {', '.join(fmt_value(v) for v in unknown)} is not the value of any arm "
+            f"(arms: {', '.join(fmt_value(a.value) for a in arms)}); name arms by their knob value"
         )
     chosen = tuple(sorted(set(values)))
     steps = [_step(by_value[a], by_value[b], band_pct) for a, b in zip(chosen, chosen[1:], strict=False)]
@@ -157,11 +158,11 @@ def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: 
         measure = round((low + high) / 2) if high - low >= 2 else None
         if others:
             nearest = min(others, key=lambda v: min(abs(v - low), abs(v - high)))
-            remedy = (f"add the arm you already measured at {_number(nearest)} to claim_arms, or measure a third arm "
-                      f"at {_number(measure if measure is not None else high + (high - low))}")
+            remedy = (f"add the arm you already measured at {fmt_value(nearest)} to claim_arms, or measure a third arm "
+                      f"at {fmt_value(measure if measure is not None else high + (high - low))}")
         else:
             at = measure if measure is not None else high + (high - low)
-            remedy = (f"measure a third arm at {_number(at)} (between the two{', the midpoint' if measure else ''}), "
+            remedy = (f"measure a third arm at {fmt_value(at)} (between the two{', the midpoint' if measure else ''}), "
                       f"with the same workload, and compare again")
         change = f"{steps[0].change_pct:+.2f} %" if steps else "no difference"
         return ClaimVerdict(
@@ -185,23 +186,24 @@ def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: 
         return ClaimVerdict(
             claim, chosen, "contradicted",
             f"{len(outside)} of {len(steps)} steps leave the +-{band_pct:g} % band; the largest, "
-            f"{_number(worst.low.value)} -> {_number(worst.high.value)}, is {worst.change_pct:+.2f} %",
+            f"{fmt_value(worst.low.value)} -> {fmt_value(worst.high.value)}, is {worst.change_pct:+.2f} %",
             RULE, None, None,
         )
     if len(outside) == 1 and len(steps) >= 2:
         step = outside[0]
         return ClaimVerdict(
             claim, chosen, "supported",
-            f"one step leaves the +-{band_pct:g} % band, {_number(step.low.value)} -> {_number(step.high.value)} "
+            f"one step leaves the +-{band_pct:g} % band, {fmt_value(step.low.value)} -> {fmt_value(step.high.value)} "
             f"({step.change_pct:+.2f} %), and the other {len(steps) - 1} lie inside it: the threshold is between "
             f"those two values",
-            RULE, f"measure between {_number(step.low.value)} and {_number(step.high.value)} to place it closer",
+            RULE, f"measure between {fmt_value(step.low.value)} and {fmt_value(step.high.value)} to place it closer",
             round((step.low.value + step.high.value) / 2),
         )
     if not outside:
         reason = f"every step lies inside the +-{band_pct:g} % band: nothing changes, so there is no threshold"
     else:
-        listed = ", ".join(f"{_number(s.low.value)} -> {_number(s.high.value)} {s.change_pct:+.2f} %" for s in outside)
+        listed = ", ".join(f"{fmt_value(s.low.value)} -> {fmt_value(s.high.value)} {s.change_pct:+.2f} %"
+                           for s in outside)
         reason = (f"{len(outside)} of {len(steps)} steps leave the +-{band_pct:g} % band ({listed}): "
                   "the rate moves along the whole range, a slope rather than one threshold")
     return ClaimVerdict(claim, chosen, "contradicted", reason, RULE, None, None)

@@ -19,6 +19,7 @@ from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES
 from radiance_mcp.errors import InputError
 from radiance_mcp.fleet_tools import FLEET_TOOLS
+from radiance_mcp.gate_tools import GATE_TOOLS
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import (
     BudgetCard,
@@ -433,6 +434,7 @@ TOOLS: list[ToolSpec] = [
     *PROBE_TOOLS,
     *FLEET_TOOLS,
     *PLAN_TOOLS,
+    *GATE_TOOLS,
 ]
 
 __all__ = ["TOOLS", "Runtime", "ToolSpec", "ledger_source", "read_boot"]
