@@ -364,84 +364,66 @@ def _seats(value: int) -> str:
     return f"{value:,} seat{'' if value == 1 else 's'}"
 
 
-def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> tuple[list[PlanOption], list[str]]:
-    """More KV (per dtype) and more slab, each priced, with what it takes from the other."""
-    notes: list[str] = []
-    slope = planning.slab_slope(boot)
-    slope_text = (f"{fmt_mib(slope.slots)} slots / {fmt_mib(slope.mib, 2)} MiB (ledger line {slope.line.number})"
-                  if slope.line else f"{SLAB_SLOTS_PER_STEP:,} slots / {SLAB_MIB_PER_STEP:,} MiB (model constant)")
-    slab = planning.slab_slots(boot)
-    options = []
-    src = boot.where()
-    seqs_hit, window_hit, dtype_hit = (boot_flag(boot, f) for f in ("max-num-seqs", "max-model-len", "kv-cache-dtype"))
-    pool = Decimal(str(card.vram_kv.value))
-    if pool + usable > MAX_POOL_MIB:
-        notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
-                     f"(line {card.settled_free.line}) again; the KV options are not priced")
-    elif seqs_hit and window_hit:
-        seqs = int(seqs_hit.number("value", src))
-        window = int(window_hit.number("value", src))
-        dtypes: tuple[KVDtype, ...] = ("fp8", "bf16")
-        for dtype in dtypes:
-            price = planning.price_kv(pool, usable, seqs, window, dtype, model, slope)
-            now = capacity.pool_contract(pool, seqs, window, dtype, model)
-            rate = model.rate_bytes_per_token[dtype]
-            per_seq = Decimal(window * rate) / MIB + model.per_seq_mib
-            seats_text = (f"({price.pool_mib:,} - {model.fixed_mib}) MiB / ({window:,} x {rate:,} B + "
-                          f"{model.per_seq_mib} MiB) = {price.pool_mib - model.fixed_mib:,} / "
-                          f"{fmt_mib(per_seq, 2)} -> {price.seats_at_window}; now {now.max_seqs_at_window}")
-            window_text = (f"({price.pool_mib:,} - {model.fixed_mib} - {model.per_seq_mib} x {seqs}) MiB / "
-                           f"({seqs} x {rate:,} B) -> {price.window_at_seats:,} tokens; now "
-                           f"{now.max_window_at_seqs:,}")
-            same = dtype_hit is not None and dtype_hit.raw("value", src) == dtype
-            options.append(PlanOption(
-                name=f"more KV, {dtype}",
-                axis="capacity: seats at the window, or the window at the seats",
-                adds_mib=usable,
-                flags=[f"--vram-kv-mib {fmt_mib(pool)} -> {price.pool_mib:,}"]
-                + ([] if same else [f"--kv-cache-dtype {dtype_hit.raw('value', src) if dtype_hit else '(not echoed)'}"
-                                    f" -> {dtype}"]),
-                gains=[
-                    _arith(f"seats at {window:,} tokens", price.seats_at_window, "seats", seats_text),
-                    _arith(f"window at {_seats(seqs)}", price.window_at_seats, "tokens", window_text),
-                ],
-                takes=[
-                    _arith("slab slots forgone", price.slab_slots_forgone, "slots",
-                           f"{usable:,} MiB kept out of the slab x {slope_text}"),
-                    _arith("mover slots now, seats full", slope.slots_for(
-                        price.idle_now_mib), "slots", f"pool {fmt_mib(pool)} - contract at {seqs} x {window:,} = "
-                        f"{fmt_mib(price.idle_now_mib, 2)} MiB idle x {slope_text}"),
-                    _arith(f"mover slots, {_seats(price.seats_at_window)} full",
-                           slope.slots_for(price.idle_seats_mib), "slots",
-                           f"pool {price.pool_mib:,} - contract at {price.seats_at_window} x {window:,} = "
-                           f"{fmt_mib(price.idle_seats_mib, 2)} MiB idle x {slope_text}"),
-                    _arith(f"mover slots, {_seats(seqs)} full at {price.window_at_seats:,}",
-                           slope.slots_for(price.idle_window_mib), "slots",
-                           f"pool {price.pool_mib:,} - contract at {seqs} x {price.window_at_seats:,} = "
-                           f"{fmt_mib(price.idle_window_mib, 2)} MiB idle x {slope_text}"),
-                ],
-                notes=[f"a bigger pool takes residency twice: the {usable:,} MiB never reach the slab, and once the "
-                       "new seats or window fill, the idle KV the mover lends to the experts is taken back (the "
-                       "mover slots: idle KV when every seat is full, now and with this option)",
-                       f"the mover lends {fmt_mib(slope.slots)} slots at boot (line {slope.line.number})"
-                       if slope.line else "the boot prints no ledger mover line: the slope is the model's constant"]
-                + (["a window past the model's own context length buys nothing; that length is not in the ledger"]
-                   if price.window_at_seats > window else []),
-            ))
-    else:
-        missing = [f for f, h in (("--max-num-seqs", seqs_hit), ("--max-model-len", window_hit)) if h is None]
-        notes.append(f"the boot does not echo {' and '.join(missing)}: the KV options cannot be priced")
-    weights = Decimal(str(card.vram_weights.value))
+def _kv_option(pool: Decimal, usable: int, seqs: int, window: int, dtype: KVDtype, current: str | None,
+               model: ModelConstants, slope: planning.Slope, slope_text: str) -> PlanOption:
+    """The pool grown by the headroom at one dtype: seats and window the contract allows, and the slots it takes."""
+    price = planning.price_kv(pool, usable, seqs, window, dtype, model, slope)
+    now = capacity.pool_contract(pool, seqs, window, dtype, model)
+    rate = model.rate_bytes_per_token[dtype]
+    per_seq = Decimal(window * rate) / MIB + model.per_seq_mib
+    seats_text = (f"({price.pool_mib:,} - {model.fixed_mib}) MiB / ({window:,} x {rate:,} B + {model.per_seq_mib} "
+                  f"MiB) = {price.pool_mib - model.fixed_mib:,} / {fmt_mib(per_seq, 2)} -> {price.seats_at_window}; "
+                  f"now {now.max_seqs_at_window}")
+    window_text = (f"({price.pool_mib:,} - {model.fixed_mib} - {model.per_seq_mib} x {seqs}) MiB / ({seqs} x "
+                   f"{rate:,} B) -> {price.window_at_seats:,} tokens; now {now.max_window_at_seqs:,}")
+
+    def mover(name: str, pool_text: str, shape: str, idle_mib: Decimal) -> Traced:
+        return _arith(name, slope.slots_for(idle_mib), "slots", f"pool {pool_text} - contract at {shape} = "
+                      f"{fmt_mib(idle_mib, 2)} MiB idle x {slope_text}")
+
+    flags = [f"--vram-kv-mib {fmt_mib(pool)} -> {price.pool_mib:,}"]
+    if current != dtype:
+        flags.append(f"--kv-cache-dtype {current or '(not echoed)'} -> {dtype}")
+    new_pool = f"{price.pool_mib:,}"
+    return PlanOption(
+        name=f"more KV, {dtype}",
+        axis="capacity: seats at the window, or the window at the seats",
+        adds_mib=usable,
+        flags=flags,
+        gains=[
+            _arith(f"seats at {window:,} tokens", price.seats_at_window, "seats", seats_text),
+            _arith(f"window at {_seats(seqs)}", price.window_at_seats, "tokens", window_text),
+        ],
+        takes=[
+            _arith("slab slots forgone", price.slab_slots_forgone, "slots",
+                   f"{usable:,} MiB kept out of the slab x {slope_text}"),
+            mover("mover slots now, seats full", fmt_mib(pool), f"{seqs} x {window:,}", price.idle_now_mib),
+            mover(f"mover slots, {_seats(price.seats_at_window)} full", new_pool,
+                  f"{price.seats_at_window} x {window:,}", price.idle_seats_mib),
+            mover(f"mover slots, {_seats(seqs)} full at {price.window_at_seats:,}", new_pool,
+                  f"{seqs} x {price.window_at_seats:,}", price.idle_window_mib),
+        ],
+        notes=[f"a bigger pool takes residency twice: the {usable:,} MiB never reach the slab, and once the new "
+               "seats or window fill, the idle KV the mover lends to the experts is taken back (the mover slots: "
+               "idle KV when every seat is full, now and with this option)",
+               f"the mover lends {fmt_mib(slope.slots)} slots at boot (line {slope.line.number})"
+               if slope.line else "the boot prints no ledger mover line: the slope is the model's constant"]
+        + (["a window past the model's own context length buys nothing; that length is not in the ledger"]
+           if price.window_at_seats > window else []),
+    )
+
+
+def _slab_option(weights: Decimal, usable: int, slope: planning.Slope, slope_text: str,
+                 slab: planning.SlabLine | None) -> PlanOption:
+    """The headroom into the weights: resident expert slots gained (prefill), the KV option forgone."""
     grow = planning.price_slab(weights, usable, slope, slab)
-    gains = [_arith("resident expert slots gained", grow.slots_gained, "slots",
-                    f"{usable:,} MiB x {slope_text}" + (f", capped at the host pool's {slab.host_pool_slots:,} slots "
-                                                        f"(line {slab.line.number})"
-                                                        if grow.capped_by_host_pool and slab and slab.host_pool_slots
-                                                        is not None else ""))]
+    cap = (f", capped at the host pool's {slab.host_pool_slots:,} slots (line {slab.line.number})"
+           if grow.capped_by_host_pool and slab is not None else "")
+    gains = [_arith("resident expert slots gained", grow.slots_gained, "slots", f"{usable:,} MiB x {slope_text}{cap}")]
     if slab is not None:
         gains.append(_arith("resident slots after", slab.resident_slots + grow.slots_gained, "slots",
                             f"{slab.resident_slots:,} (line {slab.line.number}) + {grow.slots_gained:,}"))
-    options.append(PlanOption(
+    return PlanOption(
         name="more slab",
         axis="prefill throughput: resident experts leave the pinned host pool, the slow path",
         adds_mib=usable,
@@ -450,7 +432,32 @@ def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> 
         takes=[_arith("KV MiB forgone", usable, "MiB",
                       "the same headroom the KV options would spend; the pool, its seats and window stay as they are")],
         notes=["slab MiB is throughput, but the law is not linear: measure arms (compare_arms) before predicting t/s"],
-    ))
+    )
+
+
+def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> tuple[list[PlanOption], list[str]]:
+    """More KV (per dtype) and more slab, each priced, with what it takes from the other."""
+    notes: list[str] = []
+    slope = planning.slab_slope(boot)
+    slope_text = (f"{fmt_mib(slope.slots)} slots / {fmt_mib(slope.mib, 2)} MiB (ledger line {slope.line.number})"
+                  if slope.line else f"{SLAB_SLOTS_PER_STEP:,} slots / {SLAB_MIB_PER_STEP:,} MiB (model constant)")
+    src = boot.where()
+    seqs_hit, window_hit, dtype_hit = (boot_flag(boot, f) for f in ("max-num-seqs", "max-model-len", "kv-cache-dtype"))
+    pool = Decimal(str(card.vram_kv.value))
+    options = []
+    if pool + usable > MAX_POOL_MIB:
+        notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
+                     f"(line {card.settled_free.line}) again; the KV options are not priced")
+    elif seqs_hit and window_hit:
+        seqs, window = int(seqs_hit.number("value", src)), int(window_hit.number("value", src))
+        current = dtype_hit.raw("value", src) if dtype_hit else None
+        dtypes: tuple[KVDtype, ...] = ("fp8", "bf16")
+        options = [_kv_option(pool, usable, seqs, window, d, current, model, slope, slope_text) for d in dtypes]
+    else:
+        missing = [f for f, h in (("--max-num-seqs", seqs_hit), ("--max-model-len", window_hit)) if h is None]
+        notes.append(f"the boot does not echo {' and '.join(missing)}: the KV options cannot be priced")
+    weights = Decimal(str(card.vram_weights.value))
+    options.append(_slab_option(weights, usable, slope, slope_text, planning.slab_slots(boot)))
     return options, notes
 
 
