@@ -465,6 +465,41 @@ async def _read(runtime: Runtime, **source: Any) -> Boot:
     return await read_boot(runtime, LedgerArgs.model_validate(source))
 
 
+async def _read_boots(runtime: Runtime, args: PlanFreeVramInput,
+                      single: bool) -> tuple[list[str], dict[str, Boot], list[Unreadable]]:
+    """The boots to plan, read concurrently: the one asked for (and its card's co-tenants), or the fleet's.
+
+    The asked ledger's failure is the call's; another service's goes to unreadable with its reason.
+    """
+    fleet = runtime.fleet
+    names: list[str] = sorted(fleet.services) if not single else []
+    if args.service is not None:
+        mine = set(fleet.service(args.service).cards)
+        names = [args.service] + sorted(n for n, s in fleet.services.items()
+                                        if n != args.service and mine & set(s.cards))
+    if not single and not names:
+        raise InputError("the fleet config names no services: name a ledger (service, log or log_text) to plan")
+    reads: list[Any]
+    if single and args.service is None:
+        given = {n: getattr(args, n) for n in ("log", "log_text", "host", "container") if getattr(args, n) is not None}
+        reads, names = [await _read(runtime, boot=args.boot, **given)], [""]
+    else:
+        # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
+        wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
+        reads = await asyncio.gather(*(_read(runtime, service=n, boot=b) for n, b in zip(names, wanted, strict=True)),
+                                     return_exceptions=True)
+    boots: dict[str, Boot] = {}
+    unreadable: list[Unreadable] = []
+    for name, result in zip(names, reads, strict=True):
+        if isinstance(result, RadianceMCPError) and not (single and name == names[0]):
+            unreadable.append(Unreadable(service=name, error=str(result)))
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            boots[name] = result
+    return names, boots, unreadable
+
+
 async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeVramOutput:
     """What the free VRAM can buy, per card: headroom from the ledger, then each option priced and traced.
 
@@ -480,37 +515,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     sharing is unknown and the fleet total is an upper bound. Every figure names its ledger
     line, a model constant or the arithmetic. Next: render_gates for the chosen pair.
     """
-    fleet = runtime.fleet
     single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
-    names: list[str] = sorted(fleet.services) if not single else []
-    if args.service is not None:
-        mine = set(fleet.service(args.service).cards)
-        names = [args.service] + sorted(n for n, s in fleet.services.items()
-                                        if n != args.service and mine & set(s.cards))
-    if not single and not names:
-        raise InputError("the fleet config names no services: name a ledger (service, log or log_text) to plan")
-    reads: list[Any]
-    if single and args.service is None:
-        given = {n: getattr(args, n) for n in ("log", "log_text", "host", "container") if getattr(args, n) is not None}
-        reads = [await _read(runtime, boot=args.boot, **given)]
-        names = [""]
-    else:
-        # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
-        boots_wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
-        reads = await asyncio.gather(*(_read(runtime, service=n, boot=b) for n, b in zip(names, boots_wanted,
-                                                                                         strict=True)),
-                                     return_exceptions=True)
-    boots: dict[str, Boot] = {}
-    unreadable: list[Unreadable] = []
-    for name, result in zip(names, reads, strict=True):
-        if isinstance(result, RadianceMCPError):
-            if single and name == names[0]:
-                raise result
-            unreadable.append(Unreadable(service=name, error=str(result)))
-        elif isinstance(result, BaseException):
-            raise result
-        else:
-            boots[name] = result
+    names, boots, unreadable = await _read_boots(runtime, args, single)
     plans: dict[str, tuple[Boot, capacity.BudgetReading, list[CardPlan]]] = {}
     notes: list[str] = []
     for name, boot in boots.items():
@@ -521,7 +527,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                 raise
             unreadable.append(Unreadable(service=name, error=str(exc)))
             continue
-        cards_of = fleet.services[name].cards if name else ()
+        cards_of = runtime.fleet.services[name].cards if name else ()
         if cards_of and len(cards_of) != len(reading.cards):
             notes.append(f"{name}: the config names {len(cards_of)} card(s) but its boot has {len(reading.cards)}; "
                          "its sharing is unknown until cards lists one physical card per engine card")
