@@ -9,6 +9,7 @@ writes to a host. GATE_TOOLS joins tools.TOOLS.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from radiance_mcp import capacity, gates, planning
-from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, MAX_POOL_MIB, SAMPLER_ROW_BOUND, KVDtype
+from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, MAX_POOL_MIB, SAMPLER_ROW_BOUND, KVDtype, ModelConstants
 from radiance_mcp.errors import GuardRailError, InputError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import BootRef, LedgerArgs, LineRef, MaxChars, PathArg, ReserveInput, Seqs, mib
@@ -305,6 +306,112 @@ def _check(name: str, ok: bool | None, expected: str, found: str, line: Line | N
     return DeployCheck(check=name, ok=ok, expected=expected, found=found, line=line_ref(line) if line else None)
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """The shape the env file asks for."""
+
+    prefix: str
+    seqs: int
+    window: int
+    weights_mib: int
+    pool_mib: int
+    dtype: KVDtype
+
+
+def _planned(text: str) -> _Planned:
+    prefix, values = gates.read_env(text)
+    numbers: dict[str, int] = {}
+    for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
+        raw = values[key]
+        if not raw.isdigit() or not low <= int(raw) <= MAX_POOL_MIB:
+            raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
+                             f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
+        numbers[key] = int(raw)
+    dtype = values["KV_CACHE_DTYPE"]
+    if dtype not in ("fp8", "bf16"):
+        raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")
+    return _Planned(prefix, numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"], numbers["VRAM_WEIGHTS_MIB"],
+                    numbers["VRAM_KV_MIB"], dtype)  # type: ignore[arg-type]
+
+
+Found = dict[str, tuple[str, bool | None, Line | None]]
+"""Per prediction key: the figure the boot shows, its verdict where the check decides it, and its line."""
+
+
+def _shape_checks(boot: Boot, plan: _Planned, found: Found) -> list[DeployCheck]:
+    """The referee line and the sampler rows against the shape asked."""
+    src, seqs, window = boot.where(), plan.seqs, plan.window
+    checks = []
+    backs = boot.first("backs")
+    if backs is None:
+        checks.append(_check("referee", None, f"backs {seqs} sequences all at {window} tokens at once",
+                             "no 'backs ... sequences all at ... tokens at once' line", None))
+    else:
+        n, m = int(backs.number("seqs", src)), int(backs.number("tokens", src))
+        checks.append(_check("referee", (n, m) == (seqs, window), f"{seqs} sequences at {window:,} tokens",
+                             f"{n} sequences at {m:,} tokens", backs.line))
+        found["referee"] = (f"{n}x{m}", None, backs.line)
+    sampler = boot.first("sampler")
+    if sampler is None:
+        checks.append(_check("sampler", None, f"rows = {seqs} x (1 + spec) <= {SAMPLER_ROW_BOUND}",
+                             "no 'sampler:' line", None))
+    else:
+        rows = int(sampler.number("rows", src))
+        spec = int(sampler.number("spec", src)) if sampler.fields.get("spec") else None
+        want = seqs * (1 + spec) if spec is not None else None
+        expected = f"{seqs} x (1 + {spec}) = {want} rows" if want is not None else f"{seqs} x (1 + spec) rows"
+        checks.append(_check("sampler", rows <= SAMPLER_ROW_BOUND and want in (None, rows),
+                             f"{expected}, <= {SAMPLER_ROW_BOUND}", f"{rows} rows", sampler.line))
+        found["sampler"] = (str(rows), None, sampler.line)
+    return checks
+
+
+def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Found) -> tuple[list[DeployCheck], bool]:
+    """Settled free per card, the pair under the ceiling, the pool against its contract, unclaimed printed;
+    and whether the boot's echoed flags differ from the env file."""
+    src, pair = boot.where(), plan.weights_mib + plan.pool_mib
+    reading = capacity.read_budget(boot)
+    ceiling = capacity.compute_ceiling(reading)
+    checks = []
+    for card in reading.cards:
+        free, floor = card.free.size.mib, card.floor.size.mib
+        checks.append(_check(
+            f"settled, card {card.card}", free >= floor,
+            f"free >= floor {fmt_mib(floor, 2)} MiB (about {AT_CEILING_WORST_FREE_MIB} MiB at worst at the ceiling)",
+            f"{card.free.size.text} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
+            card.free.line))
+    worst = min(reading.cards, key=lambda c: (c.free.size.mib - c.floor.size.mib, c.card))
+    found["settled"] = (fmt_mib(worst.free.size.mib, 2), worst.free.size.mib >= worst.floor.size.mib, worst.free.line)
+    first = reading.cards[0]
+    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and first.pair_mib == pair,
+                         f"pair {plan.weights_mib:,} + {plan.pool_mib:,} = {pair:,} MiB (the env file) <= the ceiling",
+                         f"boot pair {fmt_mib(first.pair_mib, 2)} MiB ({first.pair_source}); ceiling "
+                         f"{binding.derivation}", first.free.line))
+    found["ceiling"] = (str(ceiling.ceiling_mib), ceiling.ceiling_mib >= pair, first.free.line)
+
+    flags = boot.flags
+    asked = {"max-num-seqs": plan.seqs, "max-model-len": plan.window, "vram-kv-mib": plan.pool_mib}
+    echoed = {f: int(flags[f].number("value", src)) for f in asked if f in flags}
+    boot_dtype = flags["kv-cache-dtype"].raw("value", src) if "kv-cache-dtype" in flags else plan.dtype
+    dtype: KVDtype = boot_dtype if boot_dtype in ("fp8", "bf16") else plan.dtype  # type: ignore[assignment]
+    contract = capacity.pool_contract(Decimal(echoed.get("vram-kv-mib", plan.pool_mib)),
+                                      echoed.get("max-num-seqs", plan.seqs), echoed.get("max-model-len", plan.window),
+                                      dtype, model)
+    contract_line = flags["vram-kv-mib"].line if "vram-kv-mib" in flags else None
+    checks.append(_check("pool >= contract", contract.ok,
+                         f"pool >= {fmt_mib(contract.required_mib, 2)} MiB ({contract.seqs} x "
+                         f"{contract.max_model_len:,} {contract.dtype})",
+                         f"pool {fmt_mib(contract.pool_mib)} MiB, margin {fmt_mib(contract.margin_mib, 2)} MiB",
+                         contract_line))
+    found["contract"] = (fmt_mib(contract.margin_mib, 2).replace(",", ""), contract.ok, contract_line)
+    unclaimed = [c.unclaimed for c in reading.cards if c.unclaimed is not None]
+    checks.append(_check("unclaimed", bool(unclaimed) or None, "the table's unclaimed row, printed",
+                         ", ".join(u.size.text for u in unclaimed) or "no unclaimed row",
+                         unclaimed[0].line if unclaimed else None))
+    return checks, any(echoed[f] != v for f, v in asked.items() if f in echoed)
+
+
 async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
     """Verify a deploy from its new boot ledger, then mark each prediction of its env file kept or killed.
 
@@ -318,105 +425,29 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
     a host: a killed prediction is recorded too.
     """
     text = await _env_text(runtime, args)
-    prefix, values = gates.read_env(text)
+    plan = _planned(text)
     predictions = gates.read_predictions(text)
     if not predictions:
         raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
                          "render_gates returned, with its predictions")
     boot = await read_boot(runtime, args)
-    src = boot.where()
-    model = runtime.fleet.model_constants(args.service)
-    numbers: dict[str, int] = {}
-    for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
-        raw = values[key]
-        if not raw.isdigit() or not low <= int(raw) <= MAX_POOL_MIB:
-            raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
-                             f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
-        numbers[key] = int(raw)
-    seqs, window = numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"]
-    weights, pool = numbers["VRAM_WEIGHTS_MIB"], numbers["VRAM_KV_MIB"]
-    dtype = values["KV_CACHE_DTYPE"]
-    if dtype not in ("fp8", "bf16"):
-        raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")
-    checks: list[DeployCheck] = []
-    found: dict[str, tuple[str, bool | None, Line | None]] = {}
-
-    backs = boot.first("backs")
-    if backs is None:
-        checks.append(_check("referee", None, f"backs {seqs} sequences all at {window} tokens at once",
-                             "no 'backs ... sequences all at ... tokens at once' line", None))
-    else:
-        n, m = int(backs.number("seqs", src)), int(backs.number("tokens", src))
-        checks.append(_check("referee", (n, m) == (seqs, window), f"{seqs} sequences at {window:,} tokens",
-                             f"{n} sequences at {m:,} tokens", backs.line))
-        found["referee"] = (f"{n}x{m}", None, backs.line)
-
-    sampler = boot.first("sampler")
-    if sampler is None:
-        checks.append(_check("sampler", None, f"rows = {seqs} x (1 + spec) <= {SAMPLER_ROW_BOUND}",
-                             "no 'sampler:' line", None))
-    else:
-        rows = int(sampler.number("rows", src))
-        spec = int(sampler.number("spec", src)) if sampler.fields.get("spec") else None
-        want = seqs * (1 + spec) if spec is not None else None
-        ok = rows <= SAMPLER_ROW_BOUND and (want is None or rows == want)
-        expected = (f"{seqs} x (1 + {spec}) = {want} rows" if want is not None else f"{seqs} x (1 + spec) rows") + \
-            f", <= {SAMPLER_ROW_BOUND}"
-        checks.append(_check("sampler", ok, expected, f"{rows} rows", sampler.line))
-        found["sampler"] = (str(rows), None, sampler.line)
-
-    reading = capacity.read_budget(boot)
-    ceiling = capacity.compute_ceiling(reading)
-    for card in reading.cards:
-        free, floor = card.free.size.mib, card.floor.size.mib
-        checks.append(_check(
-            f"settled, card {card.card}", free >= floor,
-            f"free >= floor {fmt_mib(floor, 2)} MiB (about {AT_CEILING_WORST_FREE_MIB} MiB at worst at the ceiling)",
-            f"{card.free.size.text} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
-            card.free.line))
-    worst = min(reading.cards, key=lambda c: (c.free.size.mib - c.floor.size.mib, c.card))
-    found["settled"] = (fmt_mib(worst.free.size.mib, 2), worst.free.size.mib >= worst.floor.size.mib, worst.free.line)
-    boot_pair = reading.cards[0].pair_mib
-    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
-    checks.append(_check("pair <= ceiling", weights + pool <= ceiling.ceiling_mib and boot_pair == weights + pool,
-                         f"pair {weights:,} + {pool:,} = {weights + pool:,} MiB (the env file) <= the ceiling",
-                         f"boot pair {fmt_mib(boot_pair, 2)} MiB ({reading.cards[0].pair_source}); ceiling "
-                         f"{binding.derivation}", reading.cards[0].free.line))
-    found["ceiling"] = (str(ceiling.ceiling_mib), ceiling.ceiling_mib >= weights + pool, reading.cards[0].free.line)
-
-    flags = boot.flags
-    shape_flags = {"max-num-seqs": seqs, "max-model-len": window, "vram-kv-mib": pool}
-    echoed = {f: int(flags[f].number("value", src)) for f in shape_flags if f in flags}
-    boot_dtype = flags["kv-cache-dtype"].raw("value", src) if "kv-cache-dtype" in flags else dtype
-    contract = capacity.pool_contract(Decimal(echoed.get("vram-kv-mib", pool)), echoed.get("max-num-seqs", seqs),
-                                      echoed.get("max-model-len", window),
-                                      boot_dtype if boot_dtype in ("fp8", "bf16") else dtype,  # type: ignore[arg-type]
-                                      model)
-    contract_line = flags["vram-kv-mib"].line if "vram-kv-mib" in flags else None
-    checks.append(_check("pool >= contract", contract.ok,
-                         f"pool >= {fmt_mib(contract.required_mib, 2)} MiB ({contract.seqs} x "
-                         f"{contract.max_model_len:,} {contract.dtype})",
-                         f"pool {fmt_mib(contract.pool_mib)} MiB, margin {fmt_mib(contract.margin_mib, 2)} MiB",
-                         contract_line))
-    found["contract"] = (fmt_mib(contract.margin_mib, 2).replace(",", ""), contract.ok, contract_line)
-
-    unclaimed = [c.unclaimed for c in reading.cards if c.unclaimed is not None]
-    checks.append(_check("unclaimed", bool(unclaimed) or None, "the table's unclaimed row, printed",
-                         ", ".join(f"{u.size.text}" for u in unclaimed) or "no unclaimed row",
-                         unclaimed[0].line if unclaimed else None))
+    found: Found = {}
+    checks = _shape_checks(boot, plan, found)
+    budget, differs = _budget_checks(boot, plan, runtime.fleet.model_constants(args.service), found)
+    checks += budget
     slab = planning.slab_slots(boot)
     planned = next((p for p in predictions if p.key == "slab"), None)
     if slab is not None:
         found["slab"] = (str(slab.resident_slots), None, slab.line)
     if planned is not None:
-        ok_slab = None if slab is None else _slab_kept(planned.value, slab.resident_slots)
-        checks.append(_check("slab slots", ok_slab, f"about {planned.value} resident (within {SLAB_TOLERANCE_PCT:g} %)",
+        checks.append(_check("slab slots", None if slab is None else _slab_kept(planned.value, slab.resident_slots),
+                             f"about {planned.value} resident (within {SLAB_TOLERANCE_PCT:g} %)",
                              f"{slab.resident_slots:,} resident" if slab else "no 'slab slots' line",
                              slab.line if slab else None))
-
     verdicts = [_verdict(p, found, boot, args.boundary_found) for p in predictions]
-    notes = [f"checked against {prefix}_* of the env file: {seqs} x {window:,} {dtype}, pair {weights:,} + {pool:,}"]
-    if echoed and any(echoed[f] != v for f, v in shape_flags.items() if f in echoed):
+    notes = [f"checked against {plan.prefix}_* of the env file: {plan.seqs} x {plan.window:,} {plan.dtype}, pair "
+             f"{plan.weights_mib:,} + {plan.pool_mib:,}"]
+    if differs:
         notes.append("the boot's echoed flags differ from the env file: the deploy did not take the planned shape "
                      "(a serve-script mode carrying its own flags? check_serve_script finds it)")
     killed = [v.key for v in verdicts if v.verdict == "killed"]
@@ -440,7 +471,7 @@ def _slab_kept(predicted: str, resident: int) -> bool:
     return abs(resident - want) <= want * SLAB_TOLERANCE_PCT / 100
 
 
-def _verdict(p: gates.Prediction, found: dict[str, tuple[str, bool | None, Line | None]], boot: Boot,
+def _verdict(p: gates.Prediction, found: Found, boot: Boot,
              boundary_found: int | None) -> Verdict:
     where = f"boot {boot.index}"
     if p.key == "boundary":
