@@ -108,6 +108,39 @@ def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
     return int(hit.number("value", boot.where()))
 
 
+def _sampler_rows(boot: Boot, seqs: int, spec: int | None) -> tuple[int | None, int | None]:
+    """Draft tokens (given, else the boot's sampler line) and the rows seqs x (1 + spec), refused past the bound."""
+    sampler = boot.first("sampler")
+    if spec is None and sampler is not None and sampler.fields.get("spec"):
+        spec = int(sampler.number("spec", boot.where()))
+    if spec is None:
+        return None, None
+    rows = seqs * (1 + spec)
+    if rows > SAMPLER_ROW_BOUND:
+        raise GuardRailError(
+            f"sampler rows {seqs} x (1 + {spec}) = {rows} exceed the {SAMPLER_ROW_BOUND}-row wht6 exactness bound: "
+            f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec"
+        )
+    return spec, rows
+
+
+def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
+    """Resident slots after the weights change, by the slope (the boot's mover ratio, else the constant)."""
+    slab = planning.slab_slots(boot)
+    current = boot_flag(boot, "vram-weights-mib")
+    if slab is None or current is None:
+        return None
+    delta = Decimal(weights) - current.number("value", boot.where())
+    moved = planning.slab_slope(boot).slots_for(abs(delta)) * (1 if delta >= 0 else -1)
+    if slab.host_pool_slots is not None:
+        moved = min(moved, slab.host_pool_slots)  # past the host pool's slots every expert is resident
+    return gates.Prediction(
+        "slab", str(slab.resident_slots + moved),
+        f"slab slots about {slab.resident_slots + moved:,} resident ({slab.resident_slots:,} now, line "
+        f"{slab.line.number}, {'+' if moved >= 0 else ''}{moved:,} for {fmt_mib(delta)} MiB of weights), "
+        f"within {SLAB_TOLERANCE_PCT:g} %")
+
+
 async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
     """Render the env file (pair, header, falsifiable predictions) and the bats gates for a planned resize.
 
@@ -156,16 +189,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
             f"('{contract.refusal}'). At {args.vram_kv_mib:,} MiB the contract allows {contract.max_seqs_at_window} "
             f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats"
         )
-    sampler = boot.first("sampler")
-    spec = args.spec
-    if spec is None and sampler is not None and sampler.fields.get("spec"):
-        spec = int(sampler.number("spec", boot.where()))
-    rows = seqs * (1 + spec) if spec is not None else None
-    if spec is not None and rows is not None and rows > SAMPLER_ROW_BOUND:
-        raise GuardRailError(
-            f"sampler rows {seqs} x (1 + {spec}) = {rows} exceed the {SAMPLER_ROW_BOUND}-row wht6 exactness bound: "
-            f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec"
-        )
+    spec, rows = _sampler_rows(boot, seqs, args.spec)
     floor = settled.floor.size.mib
     headroom_left = binding.ceiling_mib - pair
     predictions = [
@@ -185,19 +209,9 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     if rows is not None:
         predictions.append(gates.Prediction("sampler", str(rows), f"sampler: {seqs} x (1 + {spec}) = {rows} rows, "
                                             f"inside the {SAMPLER_ROW_BOUND}-row bound"))
-    slab = planning.slab_slots(boot)
-    current_weights = boot_flag(boot, "vram-weights-mib")
-    if slab is not None and current_weights is not None:
-        slope = planning.slab_slope(boot)
-        delta = Decimal(weights) - current_weights.number("value", boot.where())
-        moved = slope.slots_for(abs(delta)) * (1 if delta >= 0 else -1)
-        cap = slab.host_pool_slots
-        moved = min(moved, cap) if cap is not None else moved
-        predictions.append(gates.Prediction(
-            "slab", str(slab.resident_slots + moved),
-            f"slab slots about {slab.resident_slots + moved:,} resident ({slab.resident_slots:,} now, line "
-            f"{slab.line.number}, {'+' if moved >= 0 else ''}{moved:,} for {fmt_mib(delta)} MiB of weights), "
-            f"within {SLAB_TOLERANCE_PCT:g} %"))
+    slab = _slab_prediction(boot, weights)
+    if slab is not None:
+        predictions.append(slab)
     predictions.append(gates.Prediction(
         "boundary", f"{seqs}/{seqs}", f"the boundary probe retrieves {seqs}/{seqs} markers: {seqs} concurrent "
         f"prompts of max_model_len - gen tokens, a unique marker at each head"))

@@ -234,3 +234,24 @@ async def test_verify_deploy_says_what_it_needs(tmp_path: Path, arguments: dict[
         async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
             result = await client.call_tool("verify_deploy", arguments)
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_more_slab_predicts_the_resident_slots_and_the_new_boot_keeps_it(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
+            before = fleet.services["frank-archon"].shape
+            planned = await client.call_tool("render_gates", {"service": "frank-archon", "vram_weights_mib": 25_000,
+                                                              "vram_kv_mib": 5_120})
+            plan = planned.structured_content
+            assert plan is not None
+            await fleet.redeploy("frank-archon", replace(before, vram_weights_mib=25_000))
+            result = await client.call_tool("verify_deploy", {"service": "frank-archon", "env_text": plan["env_text"]})
+    slab = next(p for p in plan["predictions"] if p["key"] == "slab")
+    now = int(slab["text"].split("(")[1].split(" now")[0].replace(",", ""))
+    # +1,000 MiB of weights at the boot's own mover ratio (about 1,300 slots per 1,792 MiB): about +725 slots
+    assert 715 <= int(slab["value"]) - now <= 735 and "+1,000 MiB" not in slab["text"]
+    assert "for 1,000 MiB of weights" in slab["text"]
+    out = result.structured_content
+    assert out is not None
+    verdicts = {v["key"]: v["verdict"] for v in out["verdicts"]}
+    assert verdicts["slab"] == "kept" and verdicts["referee"] == "kept"
