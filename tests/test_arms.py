@@ -8,6 +8,7 @@ import json
 import pytest
 from mcp import Client
 
+from radiance_mcp.cli import main
 from radiance_mcp.config import load
 from radiance_mcp.constants import MIN_ARMS_FOR_THRESHOLD, NOISE_BAND
 from radiance_mcp.errors import InputError
@@ -172,3 +173,11 @@ async def test_careless_arguments_get_a_clear_error(arguments: dict[str, object]
     async with Client(build_server(Runtime(load(None)))) as client:
         result = await client.call_tool("compare_arms", arguments)
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
+
+
+def test_the_cli_exits_3_on_a_refused_claim(capsys: pytest.CaptureFixture[str]) -> None:
+    arms = json.dumps(_law())
+    assert main(["compare-arms", "--arms", arms, "--claim", "plateau", "--claim-arms", "[22208, 24000]"]) == 3
+    table = capsys.readouterr().out
+    assert "refused" in table and "already measured at 25,600" in table and "third arm at 23,104" in table
+    assert main(["compare-arms", "--arms", arms]) == 0  # a comparison without a claim is not a failed check
