@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import ipaddress
 import json
 import os
+import signal
+import socket
 import sys
 import typing
 from collections.abc import Sequence
@@ -27,7 +30,7 @@ from pydantic import BaseModel
 
 from radiance_mcp import __version__
 from radiance_mcp.arguments import parse_arguments, unknown_names, unwrap
-from radiance_mcp.config import load
+from radiance_mcp.config import load, split_allowed_host
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models import LineRef
 from radiance_mcp.sources import close_remote
@@ -51,6 +54,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except (_Terminated, BaseExceptionGroup) as exc:
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(_Terminated) is None:
+            raise
+        # Cleaned up; over stdio the SDK's reader thread still blocks on stdin, and a normal
+        # exit would wait for it until the client closes the pipe.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signal.SIGTERM)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,7 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(serve)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument("--port", type=_port, default=8000, help="HTTP port, 1 to 65535 (default 8000)")
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+        help="a name HTTP clients reach the server by (its Host header), beyond the bind address; repeatable, "
+        "added to [server] allowed_hosts of the config"
+    )
     serve.add_argument(
         "--token", default=None, help=f"bearer token HTTP clients must send (or set {TOKEN_ENV}); "
         "required to bind anything but loopback"
@@ -103,6 +119,16 @@ def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     )
     print(f"radiance-mcp: {message}", file=sys.stderr)
     return 2
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give a whole number from 1 to 65535")
+    return port
 
 
 def _first_paragraph(spec: ToolSpec) -> str:
@@ -236,6 +262,23 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+class _Terminated(SystemExit):
+    """SIGTERM, raised where the main thread stands so every with-block unwinds."""
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C (exit 143), so the served demo's temporary directory is removed.
+
+    By default SIGTERM ends the process where it stands, leaving the simulated fleet's
+    directory (its config and ledgers) behind.
+    """
+
+    def handler(signum: int, frame: object) -> None:
+        raise _Terminated(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from radiance_mcp.sim.demo import run_demo
 
@@ -243,22 +286,28 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from radiance_mcp.server import build_server
+    from radiance_mcp.server import build_server, run_stdio
 
     if args.demo:
         from radiance_mcp.sim.demo import background_fleet
 
         if args.config:
             raise InputError("--demo serves a simulated fleet with a config of its own: drop --config")
-        with background_fleet() as fleet:
-            print(f"radiance-mcp: serving the simulated fleet of {fleet.config_path}", file=sys.stderr)
-            args.config, args.demo = str(fleet.config_path), False
+        _exit_on_sigterm()
+        with background_fleet() as sim:
+            print(f"radiance-mcp: serving the simulated fleet of {sim.config_path}", file=sys.stderr)
+            args.config, args.demo = str(sim.config_path), False
             return _serve(args)
-    runtime = Runtime(load(args.config))
-    server = build_server(runtime)
+    fleet = load(args.config)
+    for name in args.allowed_host:
+        try:
+            split_allowed_host(name)
+        except ValueError as exc:
+            raise InputError(f"--allowed-host {exc}") from None
+    server = build_server(Runtime(fleet))
     if not args.http:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.
-        server.run("stdio")
+        run_stdio(server)
         return 0
     token = args.token or os.environ.get(TOKEN_ENV)
     if not _is_loopback(args.host) and not token:
@@ -266,25 +315,42 @@ def _serve(args: argparse.Namespace) -> int:
             f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
             f"set a bearer token with --token or {TOKEN_ENV}, or bind 127.0.0.1"
         )
-    _serve_http(server, args.host, args.port, token)
+    sock = _bind(args.host, args.port)  # before the app: a port in use is a plain error, not uvicorn's exit 3
+    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token)
     return 0
 
 
-def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or an InputError that says why not and what to do."""
+    where = f"--host {host} --port {port}"
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                     flags=socket.AI_PASSIVE)[0]
+        return socket.create_server(address, family=family)
+    except socket.gaierror as exc:
+        raise InputError(f"{where}: {host!r} does not resolve ({exc.strerror}); bind an address of this "
+                         "machine, e.g. 127.0.0.1") from None
+    except OSError as exc:
+        remedy = {
+            errno.EADDRINUSE: "another server (or an earlier radiance-mcp) holds it; stop it or pass another --port",
+            errno.EACCES: "ports below 1024 need privileges; pass --port 1024 or above",
+            errno.EADDRNOTAVAIL: "that is not an address of this machine; bind one of its addresses, e.g. 127.0.0.1",
+        }.get(exc.errno or 0, "check the address and port")
+        raise InputError(f"{where}: cannot listen ({exc.strerror}): {remedy}") from None
+
+
+def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None) -> None:
     import hmac
 
     import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
 
-    # With a bearer token, a browser page cannot forge requests, so any Host header may reach us;
-    # without one (loopback only), the SDK's DNS-rebinding protection stays on.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if token else None
-    from radiance_mcp.server import request_body_limit_bytes
+    from radiance_mcp.server import allowed_hosts, http_app
 
-    # The body limit follows the schemas: a call they allow never meets a plain-text 413.
-    app = server.streamable_http_app(
-        host=host, transport_security=security, max_request_body_size=request_body_limit_bytes()
-    )
+    app = http_app(server, bind=host, extra_hosts=extra_hosts)
+    shown = ", ".join(h for h in allowed_hosts(host, extra_hosts) if not h.endswith(":*"))
+    address, port = sock.getsockname()[:2]
+    print(f"radiance-mcp: serving http://{f'[{address}]' if ':' in address else address}:{port}/mcp to clients "
+          f"that name it {shown} (others get 421: add names with --allowed-host)", file=sys.stderr)
     if token:
         expected = f"Bearer {token}".encode()
         inner = app
@@ -299,4 +365,4 @@ def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
                     return
             await inner(scope, receive, send)
 
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
