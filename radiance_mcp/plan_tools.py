@@ -571,6 +571,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
 
 
 def _value(figure: Traced) -> str:
+    if figure.unit == "seats":
+        return _seats(int(figure.value))
     return f"{figure.value:,.0f} {figure.unit}" if figure.value == int(figure.value) else \
         f"{figure.value:,.2f} {figure.unit}"
 
@@ -694,6 +696,9 @@ def picture(out: PlanFreeVramOutput) -> str:
             )
             who = plan.service or Path(plan.ledger.source).name
             where = f" ({card.physical})" if card.physical else ""
+            if card.shared_with:
+                where = (f" ({card.physical}, shared with {', '.join(card.shared_with)}: "
+                         f"{card.headroom_once_mib:,} MiB of headroom counted once)")
             bars.append(svg.Bar(f"{who} card {card.card}{where}", total, segments, free, ghosts))
     return svg.render(bars)
 
