@@ -19,6 +19,7 @@ from radiance_mcp import svg
 from radiance_mcp.cli import main
 from radiance_mcp.config import load
 from radiance_mcp.server import build_server
+from radiance_mcp.sim import SimFleet
 from radiance_mcp.tools import Runtime
 
 RSVG = shutil.which("rsvg-convert")
@@ -158,3 +159,18 @@ def test_the_cli_writes_the_picture(example_path: Path, tmp_path: Path, capsys: 
     assert f"headroom to spend: {1_849.05:,.2f} MiB" in picture and out["services"][0]["usable_mib"] == 1_849
     width, _, _ = png_pixels(render_png(picture, tmp_path))
     assert width == svg.WIDTH
+
+
+@needs_rsvg
+async def test_the_fleets_picture_has_a_bar_per_card_and_names_a_shared_one(tmp_path: Path) -> None:
+    async with SimFleet.start(tmp_path / "fleet", time_scale=0.0001) as fleet:
+        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
+            result = await client.call_tool("plan_free_vram", {})
+    images = [c for c in result.content if isinstance(c, ImageContent)]
+    picture = base64.b64decode(images[0].data).decode()
+    # frank-archon, lowpool, qwen38-proven, and twin's two cards: five bars; qwen38-wide refused to boot
+    assert picture.count(" MiB card</text>") == 5
+    # lowpool reads 3,968 MiB of its own, but gpubox:1's headroom is twin's 1,787 less lowpool's floor (210)
+    assert "lowpool card 0 (gpubox:1, shared with twin: 1,577 MiB of headroom counted once)" in picture
+    width, height, _ = png_pixels(render_png(picture, tmp_path))
+    assert width == svg.WIDTH and height > 5 * (svg.BAR_HEIGHT + 3 * svg.GHOST_HEIGHT)
