@@ -398,7 +398,10 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
     found["settled"] = (fmt_mib(worst.free.size.mib, 2), worst.free.size.mib >= worst.floor.size.mib, worst.free.line)
     first = reading.cards[0]
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
-    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and first.pair_mib == pair,
+    # Table rows print 0.01 GiB: the pair they give is the env file's within the two rows' rounding.
+    rounding = sum((r.size.resolution_mib for r in (first.weights, first.kv) if r is not None), Decimal(0)) / 2 \
+        if first.pair_source == "table rows" else Decimal(0)
+    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and abs(first.pair_mib - pair) <= rounding,
                          f"pair {plan.weights_mib:,} + {plan.pool_mib:,} = {pair:,} MiB (the env file) <= the ceiling",
                          f"boot pair {fmt_mib(first.pair_mib, 2)} MiB ({first.pair_source}); ceiling "
                          f"{binding.derivation}", first.free.line))

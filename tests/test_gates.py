@@ -255,3 +255,20 @@ async def test_more_slab_predicts_the_resident_slots_and_the_new_boot_keeps_it(t
     assert out is not None
     verdicts = {v["key"]: v["verdict"] for v in out["verdicts"]}
     assert verdicts["slab"] == "kept" and verdicts["referee"] == "kept"
+
+
+async def test_verify_reads_the_pair_from_table_rows_within_their_rounding(example_text: str) -> None:
+    # the boot echoes no --vram-*-mib flags: the table's 23.44 + 5.00 GiB = 24,002.56 + 5,120 = 29,122.56 MiB
+    # stands for the env file's 24,000 + 5,120 = 29,120 within the rows' rounding (+-5.12 MiB each): 2.56 apart
+    text = "\n".join(x for x in example_text.splitlines() if not x.startswith("I   --vram-"))
+    env = ("R_VRAM_WEIGHTS_MIB=24000\nR_VRAM_KV_MIB=5120\nR_MAX_SEQS=2\nR_MAX_MODEL_LEN=200000\nR_KV_CACHE_DTYPE=fp8\n"
+           "# prediction referee = 2x200000: the boot prints it\n# verdict referee:\n")
+    async with Client(build_server(Runtime(load(None)))) as client:
+        kept = await client.call_tool("verify_deploy", {"log_text": text, "env_text": env})
+        moved = await client.call_tool("verify_deploy", {"log_text": text,
+                                                         "env_text": env.replace("KV_MIB=5120", "KV_MIB=5100")})
+    checks = {c["check"]: c for c in (kept.structured_content or {})["checks"]}
+    assert checks["pair <= ceiling"]["ok"] is True and "(table rows)" in checks["pair <= ceiling"]["found"]
+    # 29,100 against 29,122.56: 22.56 MiB apart, past the rows' rounding
+    moved_checks = {c["check"]: c for c in (moved.structured_content or {})["checks"]}
+    assert moved_checks["pair <= ceiling"]["ok"] is False
