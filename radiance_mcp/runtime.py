@@ -103,3 +103,5 @@ class ToolSpec:
     read_only: bool = True
     open_world: bool = False
     idempotent: bool = True
+    picture: Callable[[Any], str] | None = None
+    """The output as an SVG picture: MCP image content beside the structured output, the CLI's --svg FILE."""

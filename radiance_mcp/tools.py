@@ -19,6 +19,7 @@ from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES
 from radiance_mcp.errors import InputError
 from radiance_mcp.fleet_tools import FLEET_TOOLS
+from radiance_mcp.gate_tools import GATE_TOOLS
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import (
     BudgetCard,
@@ -38,6 +39,7 @@ from radiance_mcp.models import (
     SourcedFigure,
     mib,
 )
+from radiance_mcp.plan_tools import PLAN_TOOLS
 from radiance_mcp.probes.tools import PROBE_TOOLS
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, read_boot
 from radiance_mcp.units import fmt_mib
@@ -431,6 +433,8 @@ TOOLS: list[ToolSpec] = [
     *AUDIT_TOOLS,
     *PROBE_TOOLS,
     *FLEET_TOOLS,
+    *PLAN_TOOLS,
+    *GATE_TOOLS,
 ]
 
 __all__ = ["TOOLS", "Runtime", "ToolSpec", "ledger_source", "read_boot"]
