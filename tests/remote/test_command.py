@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -191,6 +193,17 @@ def test_no_code_turns_host_key_checking_off() -> None:
         assert "known_hosts=None" not in text.replace(" ", ""), source
         assert "import asyncssh" not in text or source.parent == remote_package, \
             f"asyncssh used outside the remote package: {source}"
+
+
+def test_every_host_program_ships_with_the_package() -> None:
+    """A non-editable install has each file of remote/programs: pyproject's package data names it."""
+    source = Path(remote.__file__).parent.parent
+    pyproject = tomllib.loads((source.parent / "pyproject.toml").read_text())
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["radiance_mcp"]
+    programs = sorted((source / "remote" / "programs").iterdir())
+    assert {p.suffix for p in programs} == {".sh", ".awk"}
+    for program in programs:
+        assert any(fnmatch(program.relative_to(source).as_posix(), glob) for glob in shipped), program
 
 
 def test_the_server_starts_without_loading_asyncssh() -> None:
