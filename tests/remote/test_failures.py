@@ -8,7 +8,8 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from remote_hosts import LoopbackHost, ledger
+from remote_hosts import ledger
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.errors import LedgerError, RemoteError, SourceError
 from radiance_mcp.remote import Limits, SSHPool

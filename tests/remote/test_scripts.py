@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from remote_hosts import LoopbackHost, payloads
+from remote_hosts import payloads
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.audit_tools import (
     DRY_RUN_OUTPUT_CAP_BYTES,
