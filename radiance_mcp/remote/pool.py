@@ -364,10 +364,17 @@ class SSHPool:
             async with asyncio.timeout(doing.timeout_s):
                 try:
                     process = await conn.create_process(REMOTE_COMMAND, encoding=None)
-                    process.stdin.write(script.encode())
-                    process.stdin.write_eof()
                 except (asyncssh.ChannelOpenError, asyncssh.DisconnectError, BrokenPipeError,
                         ConnectionResetError) as exc:
+                    raise _ChannelRefused(str(exc)) from exc
+                try:
+                    process.stdin.write(script.encode())
+                    process.stdin.write_eof()
+                except BrokenPipeError:
+                    # The session ended before its program arrived (a forced command such as
+                    # `true` can end that fast): its exit status and empty answer say so below.
+                    pass
+                except (asyncssh.DisconnectError, ConnectionResetError) as exc:
                     raise _ChannelRefused(str(exc)) from exc
                 await asyncio.gather(pump(process.stdout, out), pump(process.stderr, err))
                 completed = await process.wait()
