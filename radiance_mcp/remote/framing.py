@@ -61,10 +61,12 @@ _NONCE = re.compile(r"[0-9a-f]{16,64}")
 
 
 def new_nonce() -> str:
+    """A fresh nonce for one command: 32 hex digits no log line can guess."""
     return secrets.token_hex(16)
 
 
 def check_nonce(nonce: str) -> str:
+    """The nonce, if it is hex: it enters the command as a bare word."""
     if not _NONCE.fullmatch(nonce):
         raise ValueError("the nonce is hex")
     return nonce
@@ -98,6 +100,19 @@ def check_finished(output: bytes, finished: bool, target: SSHTarget, what: str) 
         "try again; if it repeats, run the read by hand over ssh to see what stops it"
     )
 
+
+def _control(body: str, count: int) -> tuple[str, int, str] | None:
+    """A control line after its '#<nonce> ': its kind, section (-1 for the end marker Z) and the rest.
+
+    None for a section number out of range: the line is ignored.
+    """
+    kind, _, rest = body.partition(" ")
+    if kind == "Z":
+        return kind, -1, ""
+    number, _, rest = rest.partition(" ")
+    if not number.isdigit() or int(number) >= count:
+        return None
+    return kind, int(number), rest
 
 
 # ---------------------------------------------------------------------------------------
@@ -135,14 +150,14 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], 
     finished = False
     for text in raw.decode("utf-8", "replace").split("\n"):
         if text.startswith(prefix):
-            kind, _, rest = text[len(prefix):].partition(" ")
+            control = _control(text[len(prefix):], count)
+            if control is None:
+                continue
+            kind, number, rest = control
             if kind == "Z":
                 finished = True
                 continue
-            number, _, rest = rest.partition(" ")
-            if not number.isdigit() or int(number) >= count:
-                continue
-            section = sections[int(number)]
+            section = sections[number]
             if kind == "S":
                 current = section
             elif kind == "B":
@@ -180,12 +195,10 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], 
                         section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), marker,
                                                         base=None if base == "-" else int(base))
         elif current is not None:
-            number, sep, body = text.partition(":")
-            if sep and number.isdigit():
-                current.lines.append(Line(int(number), clean(body)))
+            line_number, sep, body = text.partition(":")
+            if sep and line_number.isdigit():
+                current.lines.append(Line(int(line_number), clean(body)))
     return sections, finished
-
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -210,14 +223,14 @@ def parse_frames(raw: bytes, *, nonce: str, count: int) -> tuple[list[Frame], bo
         line, position = raw[position:end], end + 1
         if not line.startswith(prefix):
             continue
-        kind, _, rest = line[len(prefix):].decode("ascii", "replace").partition(" ")
+        control = _control(line[len(prefix):].decode("ascii", "replace"), count)
+        if control is None:
+            continue
+        kind, number, rest = control
         if kind == "Z":
             finished = True
             continue
-        number, _, rest = rest.partition(" ")
-        if not number.isdigit() or int(number) >= count:
-            continue
-        frame = frames[int(number)]
+        frame = frames[number]
         frame.fields[kind] = rest.split()
         if kind in ("D", "W"):
             closing = b"\n" + prefix + f"Y {number}\n".encode()
