@@ -774,7 +774,7 @@ class CompareDryRunInput(_Input):
             value = getattr(self, name)
             # Security: the mode is passed as one argv word; a leading '-' would make it an option of the
             # script (e.g. '--help' or '-x') and anything beyond a plain name has no business there.
-            from radiance_mcp.remote import MODE_PATTERN  # remote.py loads on first use
+            from radiance_mcp.remote import MODE_PATTERN  # the remote package loads on first use
 
             if not MODE_PATTERN.fullmatch(value):
                 raise ValueError(

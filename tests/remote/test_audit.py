@@ -7,7 +7,7 @@ boots, 65,536 refuses with out of memory.
 from __future__ import annotations
 
 import pytest
-from remote_hosts import LoopbackHost
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.audit_tools import AuditStepShapeInput, audit_step_shape
 from radiance_mcp.errors import InputError

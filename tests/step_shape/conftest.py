@@ -3,6 +3,10 @@
 The seed's pair at one window (8 x 32,768, fp8): MNBT 1,024 boots (arena 504 MiB, claimable
 30.87 GiB); MNBT 65,536 refuses (arena 10.65 GiB, claimable 16.85 GiB, experts squeezed to
 10.98 GiB, 56 GiB of weights on the disk tier, kv cache 271.25 MiB: 0.0 full-length sessions).
+
+A test here that reaches a host takes ssh_host (or asyncssh_host, sshd_host): the SSH servers on
+loopback that tests/remote uses too, one of each per session (tests/ssh_hosts.py, imported by
+tests/conftest.py).
 """
 
 from __future__ import annotations
