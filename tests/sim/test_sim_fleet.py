@@ -13,7 +13,7 @@ import httpx
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from radiance_mcp import capacity, config, ledger
+from radiance_mcp import capacity, config, ledger_file
 from radiance_mcp.constants import WORKED_CEILING_MIB
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import DEFAULT_SERVICES, Shape, SimFleet
@@ -30,11 +30,11 @@ async def test_fleet_boots_every_service_and_writes_a_config_the_server_reads(tm
             entry = fleet_config.service(name)
             assert entry.host is None and entry.log == str(service.log_path)  # host-less local files for now
             assert entry.endpoint == service.url
-            boot = ledger.read_file(service.log_path, source=name)
+            boot = ledger_file.read_file(service.log_path, source=name)
             assert boot.require("boot_start").fields["name"] == service.shape.name
             assert service.endpoint.serving is (boot.first("startup_stopped") is None)
         assert not fleet.endpoints["qwen38-wide"].serving
-        reading = capacity.read_budget(ledger.read_file(fleet.services["frank-archon"].log_path, source="f"))
+        reading = capacity.read_budget(ledger_file.read_file(fleet.services["frank-archon"].log_path, source="f"))
         assert capacity.compute_ceiling(reading).ceiling_mib == WORKED_CEILING_MIB
         async with httpx.AsyncClient() as c:
             for name in ("frank-archon", "twin", "lowpool", "qwen38-proven"):
@@ -47,7 +47,7 @@ async def test_fleet_boots_every_service_and_writes_a_config_the_server_reads(tm
 async def test_redeploy_appends_a_boot_and_rewrites_the_env_file(tmp_path: Path) -> None:
     async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
         service = await fleet.redeploy("frank-archon", replace(Shape(), vram_kv_mib=6_969, seqs=4))
-        boot = ledger.read_file(service.log_path, source="f")
+        boot = ledger_file.read_file(service.log_path, source="f")
         assert boot.boots_seen == 2 and boot.require("backs").fields["seqs"] == "4"
         assert service.env_path is not None and "FRANK_ARCHON_VRAM_KV_MIB=6969" in service.env_path.read_text()
 
