@@ -4,7 +4,7 @@ A serve script's ``--dry-run`` prints the argv it would exec; two modes are the 
 serving shape only when those outputs are identical byte for byte. ``compare_argv`` reads
 both in one format (NUL-separated, one argument per line, or a shell line), names the first
 differing argument and character, the edits between them and the flags whose values
-differ. Nothing here reads a file or a network; the runners live with the sources.
+differ. Nothing here reads a file, runs a script or touches a network.
 """
 
 from __future__ import annotations

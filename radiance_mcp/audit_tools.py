@@ -1071,7 +1071,7 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
 
     result = await run(
         lambda *, checkpoint: compare_argv(raw_proven, raw_candidate, args.argv_format,
-                                              proven_label=labels["proven"], candidate_label=labels["candidate"]),
+                                           proven_label=labels["proven"], candidate_label=labels["candidate"]),
         label="the dry runs' argv", remedy="pass the dry runs' output itself")
     for side, raw, argv in (("proven", raw_proven, result.proven_argv),
                             ("candidate", raw_candidate, result.candidate_argv)):
