@@ -36,7 +36,7 @@ READ = IDLE + """
 import sys, time
 from pathlib import Path
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import read_file
+from radiance_mcp.ledger_file import read_file
 start = time.perf_counter()
 try:
     boot = read_file(Path(sys.argv[1]), source=sys.argv[1])

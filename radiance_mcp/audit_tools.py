@@ -1068,11 +1068,11 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
             )
         raw_proven, raw_candidate = outputs["proven"], outputs["candidate"]
     labels = {"proven": args.proven_mode or "proven", "candidate": args.candidate_mode or "candidate"}
-    from radiance_mcp import step_shape as sh
+    from radiance_mcp.argv import compare_argv
 
     result = await run(
-        lambda *, checkpoint: sh.compare_argv(raw_proven, raw_candidate, args.argv_format,
-                                              proven_label=labels["proven"], candidate_label=labels["candidate"]),
+        lambda *, checkpoint: compare_argv(raw_proven, raw_candidate, args.argv_format,
+                                           proven_label=labels["proven"], candidate_label=labels["candidate"]),
         label="the dry runs' argv", remedy="pass the dry runs' output itself")
     for side, raw, argv in (("proven", raw_proven, result.proven_argv),
                             ("candidate", raw_candidate, result.candidate_argv)):

@@ -51,10 +51,6 @@ SAMPLER_ROW_BOUND = 25
 SLAB_SLOTS_PER_STEP = 1_300
 SLAB_MIB_PER_STEP = 1_792
 
-# Throughput measurements are compared inside this band; two arms inside it are not a plateau.
-NOISE_BAND = 0.03
-MIN_ARMS_FOR_THRESHOLD = 3
-
 # Decode probes: fewer generated tokens than this measure first-token noise.
 MIN_DECODE_TOKENS = 128
 PREFERRED_DECODE_TOKENS = 512
@@ -98,10 +94,6 @@ CLAIMABLE_POINTS_MIB: tuple[tuple[int, Decimal], ...] = (
     (65_536, Decimal("16.85") * GIB_MIB),
 )
 """Measured on the 31.86 GiB card: `claimable 30.87 GiB` at MNBT 1,024, `16.85 GiB` at 65,536."""
-SEED_REFUSED_KV_MIB = Decimal("271.25")
-SEED_REFUSED_SEQS = 8
-SEED_REFUSED_MAX_MODEL_LEN = 32_768
-"""`kv cache 271.25 MiB ... 0% backing of the 8 x 32768 worst case: 0.0 full-length sessions`."""
 
 # --- Slab and host pool (PHRASEBOOK section 4) ---
 SEED_SLAB_SLOTS = (16_235, 17_548)

@@ -15,26 +15,24 @@ journald prefixes, ANSI colour codes, CRLF line ends, runs of spaces, thousands
 separators, any of B/KiB/MiB/GiB. A log can hold many boots; one is read (the newest by
 default), its figures keep their line number and text, and a missing phrase is an error
 that names it. Nothing is ever guessed.
+
+This module reads text only; radiance_mcp.ledger_file streams a boot out of a file into the
+same reader.
 """
 
 from __future__ import annotations
 
-import io
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Literal
 
 from radiance_mcp.errors import LedgerError, PhraseNotFound
 from radiance_mcp.units import NUMBER, SIZE, Size, parse_number, parse_size
 
 MAX_LINE_BYTES = 64 * 1024
 """A longer line cannot be a ledger line; it is skipped (and counted), never buffered whole."""
-CHUNK_BYTES = 1024 * 1024
-"""A file is read in chunks of this size; the reader's checkpoint (a cancel, a time limit, a turn
-for other calls) runs per chunk, so a chunk is small enough to read in a few ms."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -60,7 +58,7 @@ class ReserveMark:
 
 
 _mark = ReserveMark  # short, for the table's rows
-def _no_checkpoint() -> None:
+def no_checkpoint() -> None:
     """The default checkpoint: a reader's caller may pass one that stops it (a cancel, a time limit)."""
 
 
@@ -388,7 +386,7 @@ MAX_NEAR_MISSES = 16
 
 def parse_boot(
     lines: Iterable[Line], *, source: str, index: int, boots_seen: int | None, skipped_long_lines: int = 0,
-    checkpoint: Checkpoint = _no_checkpoint,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> Boot:
     """Match the lines of one boot (already cut out of its log) against the phrase table."""
     hits: list[Hit] = []
@@ -446,7 +444,7 @@ def select_boot(boot: int, count: int, source: str) -> int:
     return boot - 1 if boot > 0 else count + boot
 
 
-def read_text(text: str, *, source: str, boot: int = -1, checkpoint: Checkpoint = _no_checkpoint) -> Boot:
+def read_text(text: str, *, source: str, boot: int = -1, checkpoint: Checkpoint = no_checkpoint) -> Boot:
     """Read one boot (the newest by default) of a ledger given as text."""
     # Lines end at '\n' only, as in read_file: str.splitlines() would also break at '\x85', '\x0c',
     # '\u2028' and a lone '\r', so the same ledger pasted inline would get other line numbers.
@@ -458,7 +456,7 @@ def read_text(text: str, *, source: str, boot: int = -1, checkpoint: Checkpoint 
         checkpoint()
         if not _overlong(raw):
             lines.append(Line(number, clean(raw)))
-    return _split_and_parse(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines),
+    return parse_lines(lines, source=source, boot=boot, skipped=len(raw_lines) - len(lines),
                             checkpoint=checkpoint)
 
 
@@ -469,7 +467,7 @@ def _overlong(raw: str) -> bool:
     return len(raw) > MAX_LINE_BYTES or len(raw.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES
 
 
-def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int, checkpoint: Checkpoint) -> Boot:
+def parse_lines(lines: list[Line], *, source: str, boot: int, skipped: int, checkpoint: Checkpoint) -> Boot:
     if not any(line.text.strip() for line in lines):
         note = f" ({skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if skipped else ""
         raise LedgerError(f"{source}: the log is empty{note}; pass the radiance service's boot log")
@@ -484,167 +482,3 @@ def _split_and_parse(lines: list[Line], *, source: str, boot: int, skipped: int,
         skipped_long_lines=skipped,
         checkpoint=checkpoint,
     )
-
-
-@dataclass(frozen=True)
-class _BootIndex:
-    offsets: list[tuple[int, int]]
-    """(byte offset, line number) of each 'radiance boot' line."""
-    size_bytes: int
-
-
-def _index_boots(stream: io.BufferedIOBase, checkpoint: Checkpoint) -> _BootIndex:
-    """One forward pass in fixed chunks: where each boot marker line starts, and its line number.
-
-    Works in bytes with find/count on one reused buffer (C speed, no copy of the data, constant
-    memory), so a 1 GiB log of many boots is indexed in under twice the time grep takes to
-    count it. A line holding the marker twice starts one boot, as read_text counts it.
-    """
-    marker = BOOT_MARKER.encode()
-    overlap = len(marker) - 1
-    offsets: list[tuple[int, int]] = []
-    buffer = bytearray(CHUNK_BYTES)
-    base = 0  # file offset of buffer[0]
-    line_no = 1  # number of the line in progress at buffer[0]
-    line_start = 0  # file offset where that line starts
-    marked = False  # that line already holds a marker
-    tail = b""  # the last bytes before buffer[0], for a marker split across two reads
-    while size := stream.readinto(buffer):
-        checkpoint()
-        if not marked and tail:
-            at = (tail + bytes(buffer[: min(overlap, size)])).find(marker)
-            if 0 <= at < len(tail):  # starts before this block and ends in it (earlier ones were found)
-                offsets.append((line_start, line_no))
-                marked = True
-        search_from, last_hit = 0, -1
-        if marked:
-            first_nl = buffer.find(b"\n", 0, size)
-            search_from = size if first_nl < 0 else first_nl + 1
-        counted_to, number = 0, line_no
-        while (hit := buffer.find(marker, search_from, size)) >= 0:
-            number += buffer.count(b"\n", counted_to, hit)
-            counted_to = last_hit = hit
-            nl_before = buffer.rfind(b"\n", 0, hit)
-            offsets.append((base + nl_before + 1 if nl_before >= 0 else line_start, number))
-            nl_after = buffer.find(b"\n", hit, size)
-            search_from = size if nl_after < 0 else nl_after + 1
-        line_no = number + buffer.count(b"\n", counted_to, size)
-        last_nl = buffer.rfind(b"\n", 0, size)
-        if last_nl >= 0:
-            line_start = base + last_nl + 1
-            marked = last_hit > last_nl
-        else:
-            marked = marked or last_hit >= 0
-        tail = bytes(buffer[size - overlap : size]) if size >= overlap else (tail + bytes(buffer[:size]))[-overlap:]
-        base += size
-    return _BootIndex(offsets, base)
-
-
-_NEEDLES: tuple[bytes, ...] = tuple(dict.fromkeys([*(k.encode() for k in KEYWORDS), b"\x1b"]))
-"""A line can hold a phrase only if it holds a keyword, or an ANSI escape (which may split one)."""
-
-
-@dataclass
-class _Scan:
-    skipped: int = 0
-    """Lines over MAX_LINE_BYTES."""
-    last_number: int = 0
-    """Number of the last line read."""
-
-
-def _count_overlong(data: bytes, end: int) -> int:
-    """Lines over MAX_LINE_BYTES in data[:end] (which ends with a newline), in about end / MAX_LINE_BYTES steps."""
-    count, start = 0, 0
-    while end - start > MAX_LINE_BYTES:
-        newline = data.rfind(b"\n", start, start + MAX_LINE_BYTES + 1)
-        if newline >= 0:  # every line starting before it is short; the next may not be
-            start = newline + 1
-            continue
-        count += 1
-        start = data.find(b"\n", start + MAX_LINE_BYTES + 1, end) + 1
-    return count
-
-
-def _phrase_lines_of(data: bytes, end: int, number: int, scan: _Scan) -> Iterator[Line]:
-    """The lines of data[:end] (complete lines; the first is line `number`) that can hold a phrase."""
-    starts: set[int] = set()
-    for needle in _NEEDLES:
-        at = data.find(needle, 0, end)
-        while at >= 0:
-            starts.add(data.rfind(b"\n", 0, at) + 1)
-            at = data.find(needle, data.find(b"\n", at, end) + 1, end)
-    scan.skipped += _count_overlong(data, end)
-    counted_to = 0
-    for start in sorted(starts):
-        number += data.count(b"\n", counted_to, start)
-        counted_to = start
-        stop = data.find(b"\n", start, end)
-        if stop - start <= MAX_LINE_BYTES:
-            yield Line(number, clean(data[start:stop].decode("utf-8", "replace")))
-
-
-def _phrase_lines(
-    stream: BinaryIO, first_number: int, end_offset: int | None, scan: _Scan, checkpoint: Checkpoint
-) -> Iterator[Line]:
-    """Numbered, cleaned lines that can hold a phrase, from the stream's position to end_offset.
-
-    Lines with no keyword are counted, never decoded: a boot's request-log filler costs a few
-    C-speed scans per chunk, not a Python step per line. Holds one chunk and at most
-    MAX_LINE_BYTES of a partial line, so a 1 GiB line without a newline costs no more.
-    """
-    number = first_number  # the number of the line starting at data[0]
-    position = stream.tell()
-    pending = b""
-    overlong = False  # inside a line already over MAX_LINE_BYTES: dropped up to its newline
-    while end_offset is None or position < end_offset:
-        block = stream.read(CHUNK_BYTES if end_offset is None else min(CHUNK_BYTES, end_offset - position))
-        if not block:
-            break
-        checkpoint()
-        position += len(block)
-        if overlong:
-            newline = block.find(b"\n")
-            if newline < 0:
-                continue
-            scan.skipped += 1
-            number += 1
-            overlong, block = False, block[newline + 1 :]
-        data = pending + block
-        end = data.rfind(b"\n") + 1
-        if end:
-            yield from _phrase_lines_of(data, end, number, scan)
-            number += data.count(b"\n", 0, end)
-        pending = data[end:]
-        if len(pending) > MAX_LINE_BYTES:
-            overlong, pending = True, b""
-    if overlong:
-        scan.skipped += 1
-    elif pending and any(needle in pending for needle in _NEEDLES):
-        yield Line(number, clean(pending.decode("utf-8", "replace")))
-    scan.last_number = number if overlong or pending else number - 1
-
-
-def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: Checkpoint = _no_checkpoint) -> Boot:
-    """Read one boot of a ledger file, streaming: constant memory whatever the file's size."""
-    with path.open("rb") as stream:
-        index = _index_boots(stream, checkpoint)
-        if index.size_bytes == 0:
-            raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
-        scan = _Scan()
-        if not index.offsets:
-            # No boot marker: split the phrase lines of the whole file at runs of echoed flags.
-            stream.seek(0)
-            kept = list(_phrase_lines(stream, 1, None, scan, checkpoint))
-            if not kept:
-                note = f" ({scan.skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if scan.skipped else ""
-                raise LedgerError(
-                    f"{source}: no radiance ledger phrase in the file{note}; point the tool at the boot log"
-                )
-            return _split_and_parse(kept, source=source, boot=boot, skipped=scan.skipped, checkpoint=checkpoint)
-        position = select_boot(boot, len(index.offsets), source)
-        start, number = index.offsets[position]
-        end = index.offsets[position + 1][0] if position + 1 < len(index.offsets) else None
-        stream.seek(start)
-        parsed = parse_boot(_phrase_lines(stream, number, end, scan, checkpoint), source=source, index=position + 1,
-                            boots_seen=len(index.offsets), checkpoint=checkpoint)
-        return replace(parsed, last_line=scan.last_number, skipped_long_lines=scan.skipped)

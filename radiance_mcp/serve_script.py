@@ -345,214 +345,256 @@ def _is_function_name(word: str) -> bool:
 
 
 def parse_script(text: str) -> ScriptModel:
-    """Scopes (case arms and functions), assignments, shaped-flag uses and references of a bash script."""
-    tokens = tokenize(text)
-    top = Scope("(top level)", "top level", 1, text.count("\n") + 1)
-    scopes: list[Scope] = []
-    stack: list[_Frame] = []
-    assignments: list[Assignment] = []
-    uses: list[Use] = []
-    references: list[tuple[str, int, Scope]] = []
-    words: list[tuple[str, int, Scope]] = []
-    sources: list[tuple[str, int]] = []
-    brace_depth = 0
-    command_start = True
-    declaring = False
-    pending_array: tuple[str, int, Scope, list[str]] | None = None
-    paren_depth_in_array = 0
+    """Scopes (case arms, if branches, functions), assignments, shaped-flag uses and references of a bash script."""
+    return _ScriptParser(text).parse()
 
-    def current() -> Scope:
-        for frame in reversed(stack):
+
+class _ScriptParser:
+    """One pass over the tokens; each step reads the token at ``i`` in one context and advances.
+
+    The contexts, tried in order: inside a compound array ``NAME=( ... )``; a case statement's
+    subject and arm patterns; newlines and operators (an arm's ``;;`` closes it); a function
+    definition; braces; ``if`` / ``elif`` / ``else`` / ``fi``; ``case`` / ``esac``; an
+    assignment; ``local`` / ``export`` / ...; any other word (a flag use, a reference).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.top = Scope("(top level)", "top level", 1, text.count("\n") + 1)
+        self.scopes: list[Scope] = []
+        self.stack: list[_Frame] = []
+        self.assignments: list[Assignment] = []
+        self.uses: list[Use] = []
+        self.references: list[tuple[str, int, Scope]] = []
+        self.words: list[tuple[str, int, Scope]] = []
+        self.sources: list[tuple[str, int]] = []
+        self.brace_depth = 0
+        self.command_start = True
+        self.declaring = False
+        self.pending_array: tuple[str, int, Scope, list[str]] | None = None
+        self.paren_depth_in_array = 0
+        self.i = 0
+
+    def parse(self) -> ScriptModel:
+        steps = (self._array_item, self._case_head, self._separator, self._function, self._brace,
+                 self._if_branch, self._case_keyword, self._assignment)
+        while self.i < len(self.tokens):
+            if not any(step(self.tokens[self.i]) for step in steps):
+                self._word(self.tokens[self.i])
+        last = self.text.count("\n") + 1
+        for frame in self.stack:
+            if frame.scope is not None and not frame.scope.last_line:
+                frame.scope.last_line = last
+        return ScriptModel(self.scopes, self.assignments, self.uses, self.references, self.words, self.sources,
+                           self.top)
+
+    def _current(self) -> Scope:
+        for frame in reversed(self.stack):
             if frame.scope is not None and frame.kind in ("function", "arm", "if"):
                 return frame.scope
-        return top
+        return self.top
 
-    def open_scope(name: str, kind: ScopeKind, line_no: int) -> Scope:
-        if len(stack) > MAX_NESTING:
+    def _open_scope(self, name: str, kind: ScopeKind, line_no: int) -> Scope:
+        if len(self.stack) > MAX_NESTING:
             raise _nested_too_deep(line_no)
-        scope = Scope(name, kind, line_no, parent=current())
-        scopes.append(scope)
+        scope = Scope(name, kind, line_no, parent=self._current())
+        self.scopes.append(scope)
         return scope
 
-    i = 0
-    n = len(tokens)
-    while i < n:
-        tok = tokens[i]
-        frame = stack[-1] if stack else None
+    def _record(self, tok: Token) -> None:
+        _record_word(tok, self._current(), self.tokens, self.i, self.uses, self.references, self.words)
 
-        # Inside a compound array assignment: collect words up to ')'.
-        if pending_array is not None:
-            if tok.kind == "op" and tok.text == ")" and paren_depth_in_array == 0:
-                name, line_no, scope, items = pending_array
-                assignments.append(Assignment(name, " ".join(items), line_no, scope))
-                pending_array = None
-                i += 1
-                continue
-            if tok.kind == "op" and tok.text == "(":
-                paren_depth_in_array += 1
-            elif tok.kind == "op" and tok.text == ")":
-                paren_depth_in_array -= 1
-            if tok.kind == "word":
-                pending_array[3].append(unquote(tok.text))
-                _record_word(tok, current(), tokens, i, uses, references, words)
-            i += 1
-            continue
+    def _next_is(self, offset: int, text: str) -> bool:
+        return self.i + offset < len(self.tokens) and self.tokens[self.i + offset].text == text
 
-        # A case statement waiting for its arms' patterns.
-        if frame is not None and frame.kind == "case" and frame.state != "body":
-            if frame.state == "subject":
-                if tok.kind == "word" and tok.text == "in":
-                    frame.state = "pattern"
-                elif tok.kind == "word":
-                    _record_word(tok, current(), tokens, i, uses, references, words)
-                i += 1
-                continue
-            # state == pattern
-            if tok.kind == "newline" or (tok.kind == "op" and tok.text == "("):
-                i += 1
-                continue
-            if tok.kind == "word" and tok.text == "esac":
-                stack.pop()
-                command_start = False
-                i += 1
-                continue
-            pattern: list[str] = []
-            while i < n and not (tokens[i].kind == "op" and tokens[i].text == ")"):
-                if tokens[i].kind == "word":
-                    pattern.append(unquote(tokens[i].text))
-                    words.append((pattern[-1], tokens[i].line, current()))
-                i += 1
-            label = "|".join(pattern)
-            stack.append(_Frame("arm", open_scope(label, "case arm", tok.line)))
-            frame.state = "body"
-            command_start = True
-            i += 1
-            continue
+    def _array_item(self, tok: Token) -> bool:
+        """Inside a compound array assignment: collect words up to its ')'."""
+        if self.pending_array is None:
+            return False
+        if tok.kind == "op" and tok.text == ")" and self.paren_depth_in_array == 0:
+            name, line_no, scope, items = self.pending_array
+            self.assignments.append(Assignment(name, " ".join(items), line_no, scope))
+            self.pending_array = None
+            self.i += 1
+            return True
+        if tok.kind == "op" and tok.text == "(":
+            self.paren_depth_in_array += 1
+        elif tok.kind == "op" and tok.text == ")":
+            self.paren_depth_in_array -= 1
+        if tok.kind == "word":
+            self.pending_array[3].append(unquote(tok.text))
+            self._record(tok)
+        self.i += 1
+        return True
 
+    def _case_head(self, tok: Token) -> bool:
+        """A case statement waiting for 'in', or for an arm's pattern (which opens the arm's scope)."""
+        frame = self.stack[-1] if self.stack else None
+        if frame is None or frame.kind != "case" or frame.state == "body":
+            return False
+        if frame.state == "subject":
+            if tok.kind == "word" and tok.text == "in":
+                frame.state = "pattern"
+            elif tok.kind == "word":
+                self._record(tok)
+            self.i += 1
+            return True
+        if tok.kind == "newline" or (tok.kind == "op" and tok.text == "("):
+            self.i += 1
+            return True
+        if tok.kind == "word" and tok.text == "esac":
+            self.stack.pop()
+            self.command_start = False
+            self.i += 1
+            return True
+        pattern: list[str] = []
+        tokens = self.tokens
+        while self.i < len(tokens) and not (tokens[self.i].kind == "op" and tokens[self.i].text == ")"):
+            if tokens[self.i].kind == "word":
+                pattern.append(unquote(tokens[self.i].text))
+                self.words.append((pattern[-1], tokens[self.i].line, self._current()))
+            self.i += 1
+        self.stack.append(_Frame("arm", self._open_scope("|".join(pattern), "case arm", tok.line)))
+        frame.state = "body"
+        self.command_start = True
+        self.i += 1
+        return True
+
+    def _separator(self, tok: Token) -> bool:
+        """A newline or an operator: the next word starts a command (except after a redirection)."""
         if tok.kind == "newline":
-            command_start, declaring = True, False
-            i += 1
-            continue
-        if tok.kind == "op":
-            if tok.text in (";;", ";&", ";;&") and frame is not None and frame.kind == "arm":
-                assert frame.scope is not None
-                frame.scope.last_line = tok.line
-                stack.pop()
-                stack[-1].state = "pattern"
-            command_start = tok.text not in ("<", ">", ">>", "<<", "<<-", "<<<", "&>", ">&", "<&")
-            declaring = False
-            i += 1
-            continue
+            self.command_start, self.declaring = True, False
+            self.i += 1
+            return True
+        if tok.kind != "op":
+            return False
+        frame = self.stack[-1] if self.stack else None
+        if tok.text in (";;", ";&", ";;&") and frame is not None and frame.kind == "arm":
+            assert frame.scope is not None
+            frame.scope.last_line = tok.line
+            self.stack.pop()
+            self.stack[-1].state = "pattern"
+        self.command_start = tok.text not in ("<", ">", ">>", "<<", "<<-", "<<<", "&>", ">&", "<&")
+        self.declaring = False
+        self.i += 1
+        return True
 
-        word = tok.text
-        # Functions: 'name () {' or 'function name [()] {'.
-        if command_start and word == "function" and i + 1 < n and tokens[i + 1].kind == "word":
-            name = tokens[i + 1].text
-            j = i + 2
+    def _function(self, tok: Token) -> bool:
+        """A function definition, 'name () {' or 'function name [()] {': opens the function's scope."""
+        if not self.command_start:
+            return False
+        tokens, n, word = self.tokens, len(self.tokens), tok.text
+        if word == "function" and self.i + 1 < n and tokens[self.i + 1].kind == "word":
+            name, j = tokens[self.i + 1].text, self.i + 2
             if j + 1 < n and tokens[j].text == "(" and tokens[j + 1].text == ")":
                 j += 2
-            while j < n and tokens[j].kind == "newline":
-                j += 1
-            if j < n and tokens[j].text == "{":
-                brace_depth += 1
-                stack.append(_Frame("function", open_scope(name, "function", tok.line), brace_depth))
-                i, command_start = j + 1, True
-                continue
-        if (
-            command_start
-            and _is_function_name(word)
-            and i + 2 < n
-            and tokens[i + 1].text == "("
-            and tokens[i + 2].text == ")"
-        ):
-            j = i + 3
-            while j < n and tokens[j].kind == "newline":
-                j += 1
-            if j < n and tokens[j].text == "{":
-                brace_depth += 1
-                stack.append(_Frame("function", open_scope(word, "function", tok.line), brace_depth))
-                i, command_start = j + 1, True
-                continue
-        if command_start and word == "{":
-            brace_depth += 1
-            i += 1
-            continue
-        if command_start and word == "}":
-            if frame is not None and frame.kind == "function" and frame.brace_depth == brace_depth:
+        elif _is_function_name(word) and self.i + 2 < n and self._next_is(1, "(") and self._next_is(2, ")"):
+            name, j = word, self.i + 3
+        else:
+            return False
+        while j < n and tokens[j].kind == "newline":
+            j += 1
+        if j >= n or tokens[j].text != "{":
+            return False
+        self.brace_depth += 1
+        self.stack.append(_Frame("function", self._open_scope(name, "function", tok.line), self.brace_depth))
+        self.i, self.command_start = j + 1, True
+        return True
+
+    def _brace(self, tok: Token) -> bool:
+        """A '{' or '}' at a command's start; the '}' matching a function's closes its scope."""
+        if not self.command_start or tok.text not in ("{", "}"):
+            return False
+        if tok.text == "}":
+            frame = self.stack[-1] if self.stack else None
+            if frame is not None and frame.kind == "function" and frame.brace_depth == self.brace_depth:
                 assert frame.scope is not None
                 frame.scope.last_line = tok.line
-                stack.pop()
-            brace_depth = max(0, brace_depth - 1)
-            i += 1
-            continue
-        # if / elif / else / fi: each branch is a scope named by its condition.
-        if command_start and word in ("if", "elif", "else", "fi"):
-            if word != "if" and frame is not None and frame.kind == "if":
-                assert frame.scope is not None
-                frame.scope.last_line = tok.line - (word != "fi")
-                stack.pop()
-            if word == "fi":
-                command_start = False
-                i += 1
-                continue
-            if word == "else":
-                label = "else"
-            else:
-                j, condition = i + 1, []
-                while j < n and not (tokens[j].kind == "word" and tokens[j].text == "then"):
-                    if tokens[j].kind == "word":
-                        condition.append(unquote(tokens[j].text))
-                    j += 1
-                label = f"{word} {' '.join(condition)}"[:80]
-            stack.append(_Frame("if", open_scope(label, "if branch", tok.line)))
-            command_start = True
-            i += 1
-            continue
-        if command_start and word == "case":
-            stack.append(_Frame("case"))
-            i += 1
-            continue
-        if command_start and word == "esac":
-            while stack and stack[-1].kind == "arm":
-                arm = stack.pop()
+                self.stack.pop()
+            self.brace_depth = max(0, self.brace_depth - 1)
+        else:
+            self.brace_depth += 1
+        self.i += 1
+        return True
+
+    def _if_branch(self, tok: Token) -> bool:
+        """if / elif / else / fi: each branch is a scope named by its condition."""
+        word = tok.text
+        if not self.command_start or word not in ("if", "elif", "else", "fi"):
+            return False
+        frame = self.stack[-1] if self.stack else None
+        if word != "if" and frame is not None and frame.kind == "if":
+            assert frame.scope is not None
+            frame.scope.last_line = tok.line - (word != "fi")
+            self.stack.pop()
+        if word == "fi":
+            self.command_start = False
+            self.i += 1
+            return True
+        if word == "else":
+            label = "else"
+        else:
+            tokens, j, condition = self.tokens, self.i + 1, []
+            while j < len(tokens) and not (tokens[j].kind == "word" and tokens[j].text == "then"):
+                if tokens[j].kind == "word":
+                    condition.append(unquote(tokens[j].text))
+                j += 1
+            label = f"{word} {' '.join(condition)}"[:80]
+        self.stack.append(_Frame("if", self._open_scope(label, "if branch", tok.line)))
+        self.command_start = True
+        self.i += 1
+        return True
+
+    def _case_keyword(self, tok: Token) -> bool:
+        """'case' opens a case statement; 'esac' closes its open arm and the statement."""
+        if not self.command_start or tok.text not in ("case", "esac"):
+            return False
+        if tok.text == "case":
+            self.stack.append(_Frame("case"))
+        else:
+            while self.stack and self.stack[-1].kind == "arm":
+                arm = self.stack.pop()
                 assert arm.scope is not None
                 arm.scope.last_line = tok.line
-            if stack and stack[-1].kind == "case":
-                stack.pop()
-            command_start = False
-            i += 1
-            continue
+            if self.stack and self.stack[-1].kind == "case":
+                self.stack.pop()
+            self.command_start = False
+        self.i += 1
+        return True
 
-        # Assignments: at a command's start (prefix assignments too) or after local/export/...
-        match = _ASSIGNMENT.match(word)
-        if match and (command_start or declaring):
-            name = match["name"]
-            if match["value"] == "" and i + 1 < n and tokens[i + 1].text == "(" and tokens[i + 1].kind == "op":
-                pending_array = (name, tok.line, current(), [])
-                paren_depth_in_array = 0
-                i += 2
-                continue
-            assignments.append(Assignment(name, unquote(match["value"]), tok.line, current()))
-            _record_word(tok, current(), tokens, i, uses, references, words)
-            i += 1
-            continue
-        if command_start and word in _DECLARE:
-            declaring = True
-            command_start = False
-            i += 1
-            continue
-        if command_start and word in ("source", ".") and i + 1 < n and tokens[i + 1].kind == "word":
-            sources.append((unquote(tokens[i + 1].text), tok.line))
-        _record_word(tok, current(), tokens, i, uses, references, words)
-        if not (declaring and word.startswith("-")):
-            command_start = word in _COMMAND_START_WORDS
-        i += 1
+    def _assignment(self, tok: Token) -> bool:
+        """NAME=value at a command's start (prefix assignments too) or after local/export/...;
+        NAME=( starts a compound array."""
+        match = _ASSIGNMENT.match(tok.text)
+        if not match or not (self.command_start or self.declaring):
+            return False
+        name = match["name"]
+        if match["value"] == "" and self._next_is(1, "(") and self.tokens[self.i + 1].kind == "op":
+            self.pending_array = (name, tok.line, self._current(), [])
+            self.paren_depth_in_array = 0
+            self.i += 2
+            return True
+        self.assignments.append(Assignment(name, unquote(match["value"]), tok.line, self._current()))
+        self._record(tok)
+        self.i += 1
+        return True
 
-    last = text.count("\n") + 1
-    for frame in stack:
-        if frame.scope is not None and not frame.scope.last_line:
-            frame.scope.last_line = last
-    return ScriptModel(scopes, assignments, uses, references, words, sources, top)
+    def _word(self, tok: Token) -> None:
+        """Any other word: a declaring keyword, a 'source FILE', or a word of a command (flags, references)."""
+        word = tok.text
+        if self.command_start and word in _DECLARE:
+            self.declaring = True
+            self.command_start = False
+            self.i += 1
+            return
+        if (self.command_start and word in ("source", ".") and self.i + 1 < len(self.tokens)
+                and self.tokens[self.i + 1].kind == "word"):
+            self.sources.append((unquote(self.tokens[self.i + 1].text), tok.line))
+        self._record(tok)
+        if not (self.declaring and word.startswith("-")):
+            self.command_start = word in _COMMAND_START_WORDS
+        self.i += 1
 
 
 def _record_word(
@@ -854,124 +896,153 @@ def check_script(
 
     env_files: the files that define the shape (the ones the script sources, or the one named);
     none: only literal numbers and numeric fallbacks are reported. script_path: where the
-    script lives, to tell whether it sources the env file. (One function, past the usual length:
-    its three passes share one findings table and the owners the first pass finds.)
+    script lives, to tell whether it sources the env file. Three passes share one findings
+    table: each shaped flag's value traced to its origin, second variables for an owned flag,
+    and numeric fallbacks of an owning variable.
     """
-    env_vars = [v for f in env_files for v in parse_env(f.text, f.label)]
-    env_by_name = {v.name: v for v in env_vars}  # a later file overrides, as bash would
-    order = {name: i for i, name in enumerate(env_by_name)}
-    have_env = bool(env_files)
     model = parse_script(script_text)
-    lines = script_text.splitlines()
-    file_lines = {f.label: f.text.splitlines() for f in env_files}
-    findings: dict[tuple[str, int, str, str], Finding] = {}
-
-    def add(kind: FindingKind, line: int, scope: Scope | None, flag: str | None, variable: str | None,
-            value: str, message: str, file: str = script_name) -> None:
-        source_lines_ = file_lines.get(file, lines) if file != script_name else lines
-        text = source_lines_[line - 1].strip() if 0 < line <= len(source_lines_) else ""
-        mode = None if scope is None or scope.kind == "top level" else scope.path()
-        scope_kind: ScopeKind = "env file" if scope is None else scope.kind
-        key = (file, line, kind, variable or flag or value)
-        findings.setdefault(key, Finding(kind, file, line, mode, scope_kind, flag, variable, value, text, message))
-
-    def where(scope: Scope) -> str:
-        return "the shared part of the script" if scope.kind == "top level" else f"mode {scope.path()!r}"
-
-    tracer = _Tracer(model.assignments, set(env_by_name))
-    traced = [(use, tracer.trace(use.value, use.line, use.scope)) for use in model.uses]
-    reach_by_flag: dict[str, list[_Reach]] = {}
-    for use, reaches in traced:
-        reach_by_flag.setdefault(use.flag, []).extend(r for r in reaches if r.kind == "env")
-    owners = {flag: _owner(reaches, order) for flag, reaches in reach_by_flag.items() if reaches}
-
-    def take(flag: str) -> str:
-        if owner := owners.get(flag):
-            var = env_by_name[owner]
-            return f"pass \"${owner}\" ({var.file} line {var.line}) as the other modes do"
-        if have_env:
-            return (f"no variable of the env file reaches --{flag}: define the number there once and pass that "
-                    "variable in every mode")
-        return "take it from the env file that owns the shape, as every other mode must"
-
-    # 1. Every shaped flag's value, traced to where it comes from.
-    for use, reaches in traced:
-        flag = use.flag
-        for r in reaches:
-            if r.kind == "literal":
-                said = (f"passes --{flag} {r.value} itself" if r.name is None else
-                        f"sets {r.name}={r.value}, which reaches --{flag} (line {use.line})")
-                add("literal", r.line, r.scope, flag, r.name, r.value, f"{where(r.scope)} {said}; {take(flag)}")
-            elif r.kind == "default":
-                add("default", r.line, r.scope, flag, r.name, r.value,
-                    f"{where(r.scope)} falls back to --{flag} {r.value} when {r.name} is unset; the env file owns "
-                    f"the number: drop the fallback (${{{r.name}:?}} fails loudly instead)")
-            elif r.kind == "override" and r.name is not None:
-                var = env_by_name[r.name]
-                add("override", r.line, r.scope, flag, r.name, r.value,
-                    f"{where(r.scope)} sets {r.name}={r.value}, which the env file defines ({var.file} line "
-                    f"{var.line}) for --{flag}: delete the assignment")
-            elif r.kind in ("computed", "unset") and have_env:
-                said = (f"computes --{flag} as {r.value!r}" if r.kind == "computed" else
-                        f"passes --{flag} from {r.name}, which neither the script nor the env file sets")
-                add("unowned", r.line, r.scope, flag, r.name, r.value, f"{where(r.scope)} {said}; {take(flag)}")
-
-    # 2. A second env variable for a flag another variable owns: a per-mode alias.
-    for flag, owner in owners.items():
-        for r in reach_by_flag[flag]:
-            if r.name is None or r.name == owner:
-                continue
-            var = env_by_name[r.name]
-            add("alias", r.line, r.scope, flag, r.name, r.value,
-                f"{where(r.scope)} passes --{flag} from {r.name}, while the other modes pass {owner}: two "
-                f"variables for one number; pass \"${owner}\" and delete {r.name} (no shim, no alias)")
-            add("alias", var.line, None, flag, var.name, var.value,
-                f"the env file defines {var.name}={var.value}, a second variable for --{flag} besides {owner} "
-                f"(line {env_by_name[owner].line}): one variable per number, delete it", file=var.file)
-
-    # 3. A numeric fallback of an owning variable anywhere (': "${SEATS:-8}"').
-    owning = {name: flag for flag, name in owners.items()}
-    for word, line_no, scope in model.words:
-        for found, fallback in _braced(_DEFAULT, word):
-            owned_flag = owning.get(found["name"])
-            if owned_flag is not None and _NUMBER.match(fallback):
-                add("default", line_no, scope, owned_flag, found["name"], fallback,
-                    f"{where(scope)} gives {found['name']} a fallback of {fallback}; the env file owns the "
-                    "number: drop the fallback (use ${" + found["name"] + ":?} to fail loudly)")
-
-    notes: list[str] = []
-    if not have_env:
-        notes.append("no env file: only the numbers the script itself passes to a shaped flag are reported; which "
-                     "variable owns each flag cannot be known without the env file")
-    else:
-        undefined = sorted({(r.name, use.flag) for use, reaches in traced for r in reaches
-                            if r.kind == "unset" and r.name is not None})
-        notes += [f"the env file does not define {name}, which the script passes to --{flag}"
-                  for name, flag in undefined]
-    sources_env = None
-    named = [f.path for f in env_files if f.path is not None]
-    if named:
-        sourced = source_lines(script_text, script_path)
-        resolved = {s.path for s in sourced if s.path is not None}
-        unresolved = {posixpath.basename(s.word) for s in sourced if s.path is None}
-        sources_env = any(p in resolved or posixpath.basename(p) in unresolved for p in named)
-        if not sources_env:
-            names = ", ".join(f"{posixpath.basename(p)} ({p})" for p in named)
-            notes.append(f"the script never names {names} in a source line: check that every mode sources the "
-                         "env file")
+    check = _Check(script_text, env_files, script_name, model)
+    check.trace_values()
+    check.aliases()
+    check.fallbacks()
     owned = tuple(
-        OwnedVar(flag, name, env_by_name[name].value, env_by_name[name].line, env_by_name[name].file)
-        for flag, name in owners.items()
+        OwnedVar(flag, name, check.env_by_name[name].value, check.env_by_name[name].line, check.env_by_name[name].file)
+        for flag, name in check.owners.items()
     )
-    modes = tuple(Mode(s.name, s.kind, s.first_line, s.last_line, s.path()) for s in model.scopes)
-    ordered = sorted(findings.values(), key=lambda f: (f.file != script_name, f.line, f.kind))
+    sources_env, notes = _notes(check, env_files, script_text, script_path)
+    ordered = sorted(check.findings.values(), key=lambda f: (f.file != script_name, f.line, f.kind))
     return ScriptCheck(
         script=script_name,
         env_files=tuple(f.label for f in env_files),
         owned=owned,
-        modes=modes,
+        modes=tuple(Mode(s.name, s.kind, s.first_line, s.last_line, s.path()) for s in model.scopes),
         findings=tuple(ordered),
         handles_dry_run=any("--dry-run" in w for w, _, _ in model.words),
         sources_env_file=sources_env,
         notes=tuple(notes),
     )
+
+
+class _Check:
+    """The findings table of one check_script call, and what its passes share: the env file's
+    variables, each use's traced origins and the variable that owns each flag."""
+
+    def __init__(self, script_text: str, env_files: Sequence[EnvFile], script_name: str, model: ScriptModel) -> None:
+        env_vars = [v for f in env_files for v in parse_env(f.text, f.label)]
+        self.env_by_name = {v.name: v for v in env_vars}  # a later file overrides, as bash would
+        order = {name: i for i, name in enumerate(self.env_by_name)}
+        self.have_env = bool(env_files)
+        self.model = model
+        self.script_name = script_name
+        self.lines = script_text.splitlines()
+        self.file_lines = {f.label: f.text.splitlines() for f in env_files}
+        self.findings: dict[tuple[str, int, str, str], Finding] = {}
+        tracer = _Tracer(model.assignments, set(self.env_by_name))
+        self.traced = [(use, tracer.trace(use.value, use.line, use.scope)) for use in model.uses]
+        self.reach_by_flag: dict[str, list[_Reach]] = {}
+        for use, reaches in self.traced:
+            self.reach_by_flag.setdefault(use.flag, []).extend(r for r in reaches if r.kind == "env")
+        self.owners = {flag: _owner(reaches, order) for flag, reaches in self.reach_by_flag.items() if reaches}
+
+    def add(self, kind: FindingKind, line: int, scope: Scope | None, flag: str | None, variable: str | None,
+            value: str, message: str, file: str | None = None) -> None:
+        file = file or self.script_name
+        source_lines_ = self.file_lines.get(file, self.lines) if file != self.script_name else self.lines
+        text = source_lines_[line - 1].strip() if 0 < line <= len(source_lines_) else ""
+        mode = None if scope is None or scope.kind == "top level" else scope.path()
+        scope_kind: ScopeKind = "env file" if scope is None else scope.kind
+        key = (file, line, kind, variable or flag or value)
+        self.findings.setdefault(key, Finding(kind, file, line, mode, scope_kind, flag, variable, value, text,
+                                              message))
+
+    @staticmethod
+    def where(scope: Scope) -> str:
+        return "the shared part of the script" if scope.kind == "top level" else f"mode {scope.path()!r}"
+
+    def take(self, flag: str) -> str:
+        if owner := self.owners.get(flag):
+            var = self.env_by_name[owner]
+            return f"pass \"${owner}\" ({var.file} line {var.line}) as the other modes do"
+        if self.have_env:
+            return (f"no variable of the env file reaches --{flag}: define the number there once and pass that "
+                    "variable in every mode")
+        return "take it from the env file that owns the shape, as every other mode must"
+
+    def trace_values(self) -> None:
+        """Pass 1: every shaped flag's value, traced to where it comes from."""
+        where = self.where
+        for use, reaches in self.traced:
+            flag = use.flag
+            for r in reaches:
+                if r.kind == "literal":
+                    said = (f"passes --{flag} {r.value} itself" if r.name is None else
+                            f"sets {r.name}={r.value}, which reaches --{flag} (line {use.line})")
+                    self.add("literal", r.line, r.scope, flag, r.name, r.value,
+                             f"{where(r.scope)} {said}; {self.take(flag)}")
+                elif r.kind == "default":
+                    self.add("default", r.line, r.scope, flag, r.name, r.value,
+                             f"{where(r.scope)} falls back to --{flag} {r.value} when {r.name} is unset; the env "
+                             f"file owns the number: drop the fallback (${{{r.name}:?}} fails loudly instead)")
+                elif r.kind == "override" and r.name is not None:
+                    var = self.env_by_name[r.name]
+                    self.add("override", r.line, r.scope, flag, r.name, r.value,
+                             f"{where(r.scope)} sets {r.name}={r.value}, which the env file defines ({var.file} "
+                             f"line {var.line}) for --{flag}: delete the assignment")
+                elif r.kind in ("computed", "unset") and self.have_env:
+                    said = (f"computes --{flag} as {r.value!r}" if r.kind == "computed" else
+                            f"passes --{flag} from {r.name}, which neither the script nor the env file sets")
+                    self.add("unowned", r.line, r.scope, flag, r.name, r.value,
+                             f"{where(r.scope)} {said}; {self.take(flag)}")
+
+    def aliases(self) -> None:
+        """Pass 2: a second env variable for a flag another variable owns, a per-mode alias."""
+        for flag, owner in self.owners.items():
+            for r in self.reach_by_flag[flag]:
+                if r.name is None or r.name == owner:
+                    continue
+                var = self.env_by_name[r.name]
+                self.add("alias", r.line, r.scope, flag, r.name, r.value,
+                         f"{self.where(r.scope)} passes --{flag} from {r.name}, while the other modes pass {owner}: "
+                         f"two variables for one number; pass \"${owner}\" and delete {r.name} (no shim, no alias)")
+                self.add("alias", var.line, None, flag, var.name, var.value,
+                         f"the env file defines {var.name}={var.value}, a second variable for --{flag} besides "
+                         f"{owner} (line {self.env_by_name[owner].line}): one variable per number, delete it",
+                         file=var.file)
+
+    def fallbacks(self) -> None:
+        """Pass 3: a numeric fallback of an owning variable anywhere (': "${SEATS:-8}"')."""
+        owning = {name: flag for flag, name in self.owners.items()}
+        for word, line_no, scope in self.model.words:
+            for found, fallback in _braced(_DEFAULT, word):
+                owned_flag = owning.get(found["name"])
+                if owned_flag is not None and _NUMBER.match(fallback):
+                    self.add("default", line_no, scope, owned_flag, found["name"], fallback,
+                             f"{self.where(scope)} gives {found['name']} a fallback of {fallback}; the env file owns "
+                             "the number: drop the fallback (use ${" + found["name"] + ":?} to fail loudly)")
+
+
+def _notes(
+    check: _Check, env_files: Sequence[EnvFile], script_text: str, script_path: str | None
+) -> tuple[bool | None, list[str]]:
+    """(whether the script sources a named env file, or None; the notes on what could not be known)."""
+    notes: list[str] = []
+    if not check.have_env:
+        notes.append("no env file: only the numbers the script itself passes to a shaped flag are reported; which "
+                     "variable owns each flag cannot be known without the env file")
+    else:
+        undefined = sorted({(r.name, use.flag) for use, reaches in check.traced for r in reaches
+                            if r.kind == "unset" and r.name is not None})
+        notes += [f"the env file does not define {name}, which the script passes to --{flag}"
+                  for name, flag in undefined]
+    named = [f.path for f in env_files if f.path is not None]
+    if not named:
+        return None, notes
+    sourced = source_lines(script_text, script_path)
+    resolved = {s.path for s in sourced if s.path is not None}
+    unresolved = {posixpath.basename(s.word) for s in sourced if s.path is None}
+    sources_env = any(p in resolved or posixpath.basename(p) in unresolved for p in named)
+    if not sources_env:
+        names = ", ".join(f"{posixpath.basename(p)} ({p})" for p in named)
+        notes.append(f"the script never names {names} in a source line: check that every mode sources the "
+                     "env file")
+    return sources_env, notes

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, SourceError
-from radiance_mcp.ledger import Boot, parse_boot, read_file, read_text
+from radiance_mcp.ledger import Boot, parse_boot, read_text
+from radiance_mcp.ledger_file import read_file
 from radiance_mcp.offload import run
 
 if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read

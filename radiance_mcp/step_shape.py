@@ -10,14 +10,12 @@ is an out-of-memory refusal, even where a narrower shape at the same window boot
 
 ``read_shape`` takes the figures the audit compares off one parsed boot, each with its
 ledger line; ``audit`` lines two of them up (proven, candidate) and writes the diagnosis.
-The dry-run argv comparison lives here too (``compare_argv``): two texts in, the first
-differing argument out. Nothing here reads a file or a network.
+The dry-run argv comparison lives in radiance_mcp.argv. Nothing here reads a file or a
+network.
 """
 
 from __future__ import annotations
 
-import difflib
-import shlex
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
@@ -364,136 +362,35 @@ def _flag_text(row: Row) -> str:
 
 
 def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> StepShapeAudit:
-    """Line the two boots up row by row and say, in the seed's terms, what the change cost."""
+    """Line the two boots up row by row and say, in the seed's terms, what the change cost.
+
+    The diagnosis reads in this order: which flags differ, what the arena took, the seats
+    the KV cache backs, the engine's own refusal and fix text, then the arena's slope.
+    """
     proven, candidate = read_shape(proven_boot), read_shape(candidate_boot)
     rows = diff_rows(proven, candidate)
     flag_changes = tuple(r for r in rows if r.spec.unit == "flag" and r.differs)
-    by_key = {r.spec.key: r for r in rows}
     slope = arena_slope(proven, candidate)
     proven_seats, candidate_seats = seat_check(proven, model), seat_check(candidate, model)
     fix = candidate.fix_text or proven.fix_text
-    diagnosis: list[str] = []
+    diagnosis: list[str] = [_flags_finding(rows, flag_changes)]
     notes: list[str] = []
-
-    # Which flags differ.
-    if flag_changes:
-        same = [r.spec.label for r in rows if r.spec.unit == "flag" and not r.differs and r.proven]
-        text = "the echoed step flags differ: " + "; ".join(_flag_text(r) for r in flag_changes)
-        if same:
-            text += f". The same in both: {', '.join(same)}"
-        diagnosis.append(text)
-    else:
-        diagnosis.append(
-            "no echoed step flag differs (" + ", ".join(f"--{f}" for f in STEP_FLAGS) + "): the step shape is "
-            "not what changed; compare the image, the env file and the card instead"
-        )
-
-    # The arena against what claimable, the experts and the KV cache lost.
-    arena_row = by_key["arena"]
-    if arena_row.delta is not None and arena_row.proven and arena_row.candidate and arena_row.delta != 0:
-        grew = arena_row.delta > 0
-        parts = [
-            f"the activation arena {'grew' if grew else 'shrank'} by {fmt_gib(abs(arena_row.delta))} "
-            f"({arena_row.proven.printed} -> {arena_row.candidate.printed}, lines {arena_row.proven.line.number} / "
-            f"{arena_row.candidate.line.number}); it is charged to the card before weights and KV cache are funded"
-        ]
-        for key, label in (
-            ("claimable", "claimable"),
-            ("weights_vram", "the experts' VRAM tier"),
-            ("weights_disk", "the weights on the disk tier (container-on-disk)"),
-            ("vram_kv", "vram_kv"),
-            ("kv_cache", "the KV cache"),
-        ):
-            row = by_key[key]
-            moved = _moved(label, row.proven, row.candidate)
-            if moved:
-                parts.append(moved)
-        disk = candidate.get("weights_disk")
-        if grew and disk is not None and disk.quantity:
-            parts.append(f"{disk.printed} of weights stranded on the disk tier (line {disk.line.number})")
-        diagnosis.append("; ".join(parts))
-    elif arena_row.proven is None or arena_row.candidate is None:
+    by_key = {r.spec.key: r for r in rows}
+    if by_key["arena"].proven is None or by_key["arena"].candidate is None:
         notes.append("one boot does not print 'activation arena': the arena's cost cannot be read from both")
-
-    # vram_kv below one full-length sequence for the seats asked.
-    for name, check, shape in (("candidate", candidate_seats, candidate), ("proven", proven_seats, proven)):
-        if check is None:
-            notes.append(
-                f"the {name} boot's KV cache cannot be checked against its seats: it needs a vram_kv or kv cache "
-                "line, --max-num-seqs and --max-model-len (or the kv cache line's worst case) and "
-                "--kv-cache-dtype bf16 or fp8"
-            )
-            continue
-        if check.below_seats:
-            other = proven if name == "candidate" else candidate
-            narrower = ""
-            if name == "candidate" and other.status == "booted":
-                narrower = ", even though the proven shape booted"
-                if proven_seats and proven_seats.window_tokens == check.window_tokens:
-                    narrower += " at the same window"
-            scope = "below one full-length sequence" if check.below_one_sequence else "below the seats asked"
-            cause = "the out-of-memory cause" if shape.status == "refused" else "a refusal waiting for load"
-            diagnosis.append(
-                f"the {name} boot's KV cache is {scope}: {check.kv.printed} funded against "
-                f"{fmt_mib(check.one_sequence_mib, 2)} MiB for one sequence of {check.window_tokens:,} tokens and "
-                f"{fmt_mib(check.seats_mib, 2)} MiB for the {check.seats} seats asked ({check.dtype}); "
-                f"{cause}{narrower}"
-            )
-
-    # The engine's own refusal and fix text.
-    if candidate.status == "refused":
-        refusal = candidate.get("refusal")
-        backing = candidate.get("kv_cache")
-        if refusal is not None:
-            text = f"the candidate refused to start: 'startup stopped: {refusal.printed}' (line {refusal.line.number})"
-        else:
-            text = "the candidate refused to start: its KV cache backs no full-length session (no 'startup stopped')"
-        if backing is not None:
-            text += f"; the kv cache line reads {backing.line.text.strip()!r} (line {backing.line.number})"
-        diagnosis.append(text)
-    if proven.status == "refused":
-        notes.append("the proven boot did not start either: pick a boot that served as the proven one")
-    lender = candidate.get("lender")
-    no_lender = lender if lender is not None and lender.printed == "no lender" else None
-    prefetch = candidate.get("expert_prefetch")
-    if no_lender is not None or (prefetch is not None and prefetch.quantity == 0):
-        line = (no_lender or prefetch).line.number  # type: ignore[union-attr]
-        diagnosis.append(
-            f"expert prefetch {prefetch.printed if prefetch else '0 B'} / no lender (line {line}): the engine had "
-            "already given the expert slab everything the arena left"
-        )
+    elif (arena := _arena_finding(by_key, candidate)) is not None:
+        diagnosis.append(arena)
+    _seat_findings(proven, candidate, proven_seats, candidate_seats, diagnosis, notes)
+    diagnosis.extend(_engine_findings(proven, candidate, notes))
     if fix is not None:
         diagnosis.append(f"the engine's own fix text ({FIX_TEXT_SOURCE}, line {fix.line.number}): {fix.printed!r}")
     if slope is not None:
         diagnosis.append(f"the arena's cost per batched token: {slope.derivation}")
-
     inherit = {r.spec.label: r.proven.printed for r in flag_changes if r.proven is not None}
-    remedy: list[str] = []
-    if flag_changes:
-        numbers = ", ".join(f"{flag} {value}" for flag, value in inherit.items())
-        remedy.append(
-            f"inherit the proven numbers ({numbers}) from the env file that owns the shape, not from the mode"
-        )
-        remedy.append(
-            "delete the mode's private literals (no shim, no second env variable for the mode's own number) "
-            "and rewrite the mode's comment so the premise that a wide step is free throughput is gone"
-        )
-        remedy.append(
-            "prove it: '<script> <mode> --dry-run' must print an argv identical, byte for byte, to the proven "
-            "mode's (compare_dry_run)"
-        )
-    elif candidate.status == "refused":
-        remedy.append("the step flags match the proven boot: look for what else changed (image, env file, card)")
-
-    if candidate.status == "refused":
-        verdict: Verdict = "refused"
-    elif flag_changes:
-        verdict = "shape differs"
-    else:
-        verdict = "same shape"
     for name, shape in (("proven", proven), ("candidate", candidate)):
         if shape.missing:
             notes.append(f"the {name} boot does not print: {', '.join(repr(m) for m in shape.missing)}")
+    verdict: Verdict = "refused" if candidate.status == "refused" else "shape differs" if flag_changes else "same shape"
     return StepShapeAudit(
         proven=proven,
         candidate=candidate,
@@ -505,197 +402,127 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
         fix_text=fix,
         verdict=verdict,
         diagnosis=tuple(diagnosis),
-        remedy=tuple(remedy),
+        remedy=_remedy(flag_changes, inherit, candidate),
         inherit=inherit,
         notes=tuple(notes),
     )
 
 
-# ---------------------------------------------------------------------------------------
-# The dry-run proof: two argv, byte for byte
-
-ArgvFormat = Literal["auto", "lines", "shell", "nul"]
-ArgvLayout = Literal["lines", "shell", "nul"]
-
-
-@dataclass(frozen=True)
-class ArgvDifference:
-    index: int
-    """0-based position in the argv."""
-    proven: str | None
-    """None: the proven argv has no argument at this index."""
-    candidate: str | None
-    char_offset: int | None
-    """First differing character within the argument, where both exist."""
-    detail: str
-
-
-@dataclass(frozen=True)
-class ArgvComparison:
-    identical_bytes: bool
-    identical_argv: bool
-    format: ArgvLayout
-    proven_argv: tuple[str, ...]
-    candidate_argv: tuple[str, ...]
-    first_byte_offset: int | None
-    first_difference: ArgvDifference | None
-    edits: tuple[str, ...]
-    """difflib's view of the change (replace / insert / delete), a few at most."""
-    flag_changes: tuple[tuple[str, str | None, str | None], ...]
-    """(--flag, proven value, candidate value) for flags whose value differs or that one side lacks."""
-    summary: str
-
-
-MAX_EDITS = 10
-
-
-def split_argv(text: str, fmt: ArgvFormat = "auto", *, label: str = "argv") -> tuple[list[str], ArgvLayout]:
-    """The argv a dry run printed, and the format read: NUL-separated, one per line, or a shell line.
-
-    auto: NUL bytes -> nul; several lines with no blank inside any -> one argument per line;
-    otherwise a shell command line (backslash-newline continuations joined; quotes honoured).
-    """
-    chosen: ArgvFormat = fmt
-    if chosen == "auto":
-        if "\x00" in text:
-            chosen = "nul"
-        else:
-            lines = [line for line in text.replace("\\\n", " ").splitlines() if line.strip()]
-            one_per_line = len(lines) > 1 and not any(len(line.strip().split()) > 1 for line in lines)
-            chosen = "lines" if one_per_line else "shell"
-    if chosen == "nul":
-        parts = text.split("\x00")
-        if parts and parts[-1] in ("", "\n"):
-            parts.pop()
-        return parts, "nul"
-    if chosen == "lines":
-        return text.rstrip("\n").split("\n") if text.strip("\n") else [], "lines"
-    try:
-        return shlex.split(text.replace("\\\n", " "), comments=False, posix=True), "shell"
-    except ValueError as exc:
-        raise InputError(
-            f"{label}: cannot be read as a shell command line ({exc}); pass argv_format='lines' if the dry run "
-            "prints one argument per line, or 'nul' for NUL-separated output"
-        ) from exc
-
-
-def _first_char_difference(a: str, b: str) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
-def _describe_char(text: str, offset: int) -> str:
-    if offset >= len(text):
-        return "end of argument"
-    char = text[offset]
-    return f"{char!r} U+{ord(char):04X}"
-
-
-def _flag_values(argv: list[str]) -> dict[str, str | None]:
-    values: dict[str, str | None] = {}
-    for i, arg in enumerate(argv):
-        if not arg.startswith("--") or arg == "--":
-            continue
-        if "=" in arg:
-            flag, value = arg.split("=", 1)
-            values.setdefault(flag, value)
-        else:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            values.setdefault(arg, None if nxt is None or nxt.startswith("--") else nxt)
-    return values
-
-
-def compare_argv(
-    proven: str | bytes,
-    candidate: str | bytes,
-    fmt: ArgvFormat = "auto",
-    *,
-    proven_label: str = "proven",
-    candidate_label: str = "candidate",
-) -> ArgvComparison:
-    """Compare two dry-run outputs byte for byte; on a difference, name the first differing argument.
-
-    Both outputs are read in the same format (auto-detected on the proven output), so a
-    difference in layout alone shows as a byte difference with identical argv.
-    """
-    raw_a = proven if isinstance(proven, bytes) else proven.encode("utf-8", "surrogateescape")
-    raw_b = candidate if isinstance(candidate, bytes) else candidate.encode("utf-8", "surrogateescape")
-    text_a = raw_a.decode("utf-8", "surrogateescape")
-    text_b = raw_b.decode("utf-8", "surrogateescape")
-    argv_a, used = split_argv(text_a, fmt, label=proven_label)
-    argv_b, _ = split_argv(text_b, used, label=candidate_label)
-    identical_bytes = raw_a == raw_b
-    byte_offset = None
-    if not identical_bytes:
-        byte_offset = next(
-            (i for i, (x, y) in enumerate(zip(raw_a, raw_b, strict=False)) if x != y), min(len(raw_a), len(raw_b))
+def _flags_finding(rows: tuple[Row, ...], flag_changes: tuple[Row, ...]) -> str:
+    """Which echoed step flags differ, and which are the same in both."""
+    if not flag_changes:
+        return (
+            "no echoed step flag differs (" + ", ".join(f"--{f}" for f in STEP_FLAGS) + "): the step shape is "
+            "not what changed; compare the image, the env file and the card instead"
         )
-    first: ArgvDifference | None = None
-    for i in range(max(len(argv_a), len(argv_b))):
-        a = argv_a[i] if i < len(argv_a) else None
-        b = argv_b[i] if i < len(argv_b) else None
-        if a == b:
+    same = [r.spec.label for r in rows if r.spec.unit == "flag" and not r.differs and r.proven]
+    text = "the echoed step flags differ: " + "; ".join(_flag_text(r) for r in flag_changes)
+    if same:
+        text += f". The same in both: {', '.join(same)}"
+    return text
+
+
+def _arena_finding(by_key: dict[str, Row], candidate: ShapeLedger) -> str | None:
+    """The arena's change against what claimable, the experts and the KV cache lost; None if it did not move."""
+    arena_row = by_key["arena"]
+    if arena_row.delta is None or arena_row.proven is None or arena_row.candidate is None or arena_row.delta == 0:
+        return None  # the caller notes a missing arena line
+    grew = arena_row.delta > 0
+    parts = [
+        f"the activation arena {'grew' if grew else 'shrank'} by {fmt_gib(abs(arena_row.delta))} "
+        f"({arena_row.proven.printed} -> {arena_row.candidate.printed}, lines {arena_row.proven.line.number} / "
+        f"{arena_row.candidate.line.number}); it is charged to the card before weights and KV cache are funded"
+    ]
+    for key, label in (
+        ("claimable", "claimable"),
+        ("weights_vram", "the experts' VRAM tier"),
+        ("weights_disk", "the weights on the disk tier (container-on-disk)"),
+        ("vram_kv", "vram_kv"),
+        ("kv_cache", "the KV cache"),
+    ):
+        row = by_key[key]
+        moved = _moved(label, row.proven, row.candidate)
+        if moved:
+            parts.append(moved)
+    disk = candidate.get("weights_disk")
+    if grew and disk is not None and disk.quantity:
+        parts.append(f"{disk.printed} of weights stranded on the disk tier (line {disk.line.number})")
+    return "; ".join(parts)
+
+
+def _seat_findings(
+    proven: ShapeLedger,
+    candidate: ShapeLedger,
+    proven_seats: SeatCheck | None,
+    candidate_seats: SeatCheck | None,
+    diagnosis: list[str],
+    notes: list[str],
+) -> None:
+    """Each boot's KV cache against one full-length sequence and the seats asked (appended in place)."""
+    for name, check, shape in (("candidate", candidate_seats, candidate), ("proven", proven_seats, proven)):
+        if check is None:
+            notes.append(
+                f"the {name} boot's KV cache cannot be checked against its seats: it needs a vram_kv or kv cache "
+                "line, --max-num-seqs and --max-model-len (or the kv cache line's worst case) and "
+                "--kv-cache-dtype bf16 or fp8"
+            )
             continue
-        if a is not None and b is not None:
-            offset: int | None = _first_char_difference(a, b)
-            assert offset is not None
-            detail = (
-                f"argument {i}: {proven_label} {a!r}, {candidate_label} {b!r} (first difference at character "
-                f"{offset}: {_describe_char(a, offset)} vs {_describe_char(b, offset)})"
-            )
-        else:
-            offset = None
-            if b is None:
-                present, value, absent = proven_label, a, candidate_label
-            else:
-                present, value, absent = candidate_label, b, proven_label
-            detail = (
-                f"argument {i}: {present} has {value!r}, {absent} has no argument {i} "
-                f"({proven_label} {len(argv_a)} arguments, {candidate_label} {len(argv_b)})"
-            )
-        first = ArgvDifference(i, a, b, offset, detail)
-        break
-    edits: list[str] = []
-    if first is not None:
-        matcher = difflib.SequenceMatcher(a=argv_a, b=argv_b, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                continue
-            if len(edits) == MAX_EDITS:
-                edits.append("... more edits left off")
-                break
-            if tag == "replace":
-                edits.append(f"replace {argv_a[i1:i2]!r} at {i1} with {argv_b[j1:j2]!r}")
-            elif tag == "delete":
-                edits.append(f"{candidate_label} lacks {argv_a[i1:i2]!r} ({proven_label} index {i1})")
-            else:
-                edits.append(f"{candidate_label} adds {argv_b[j1:j2]!r} at index {j1}")
-    flags_a, flags_b = _flag_values(argv_a), _flag_values(argv_b)
-    flag_changes = tuple(
-        (flag, flags_a.get(flag), flags_b.get(flag))
-        for flag in dict.fromkeys([*flags_a, *flags_b])
-        if flags_a.get(flag) != flags_b.get(flag) or (flag in flags_a) != (flag in flags_b)
-    )
-    if identical_bytes:
-        summary = f"identical, byte for byte ({len(raw_a):,} bytes, {len(argv_a)} arguments)"
-    elif first is None:
-        summary = (
-            f"the same {len(argv_a)} arguments, but the bytes differ at offset {byte_offset} "
-            "(layout, quoting or a trailing newline): not identical byte for byte"
+        if not check.below_seats:
+            continue
+        other = proven if name == "candidate" else candidate
+        narrower = ""
+        if name == "candidate" and other.status == "booted":
+            narrower = ", even though the proven shape booted"
+            if proven_seats and proven_seats.window_tokens == check.window_tokens:
+                narrower += " at the same window"
+        scope = "below one full-length sequence" if check.below_one_sequence else "below the seats asked"
+        cause = "the out-of-memory cause" if shape.status == "refused" else "a refusal waiting for load"
+        diagnosis.append(
+            f"the {name} boot's KV cache is {scope}: {check.kv.printed} funded against "
+            f"{fmt_mib(check.one_sequence_mib, 2)} MiB for one sequence of {check.window_tokens:,} tokens and "
+            f"{fmt_mib(check.seats_mib, 2)} MiB for the {check.seats} seats asked ({check.dtype}); "
+            f"{cause}{narrower}"
         )
-    else:
-        summary = f"differs: {first.detail}"
-    return ArgvComparison(
-        identical_bytes=identical_bytes,
-        identical_argv=argv_a == argv_b,
-        format=used,
-        proven_argv=tuple(argv_a),
-        candidate_argv=tuple(argv_b),
-        first_byte_offset=byte_offset,
-        first_difference=first,
-        edits=tuple(edits),
-        flag_changes=flag_changes,
-        summary=summary,
+
+
+def _engine_findings(proven: ShapeLedger, candidate: ShapeLedger, notes: list[str]) -> list[str]:
+    """The engine's own words: the candidate's refusal, and an expert prefetch left with nothing."""
+    found: list[str] = []
+    if candidate.status == "refused":
+        refusal = candidate.get("refusal")
+        backing = candidate.get("kv_cache")
+        if refusal is not None:
+            text = f"the candidate refused to start: 'startup stopped: {refusal.printed}' (line {refusal.line.number})"
+        else:
+            text = "the candidate refused to start: its KV cache backs no full-length session (no 'startup stopped')"
+        if backing is not None:
+            text += f"; the kv cache line reads {backing.line.text.strip()!r} (line {backing.line.number})"
+        found.append(text)
+    if proven.status == "refused":
+        notes.append("the proven boot did not start either: pick a boot that served as the proven one")
+    lender = candidate.get("lender")
+    no_lender = lender if lender is not None and lender.printed == "no lender" else None
+    prefetch = candidate.get("expert_prefetch")
+    if no_lender is not None or (prefetch is not None and prefetch.quantity == 0):
+        line = (no_lender or prefetch).line.number  # type: ignore[union-attr]
+        found.append(
+            f"expert prefetch {prefetch.printed if prefetch else '0 B'} / no lender (line {line}): the engine had "
+            "already given the expert slab everything the arena left"
+        )
+    return found
+
+
+def _remedy(flag_changes: tuple[Row, ...], inherit: dict[str, str], candidate: ShapeLedger) -> tuple[str, ...]:
+    """What to do: inherit the proven numbers and prove it by dry run; or, flags equal, look elsewhere."""
+    if not flag_changes:
+        if candidate.status == "refused":
+            return ("the step flags match the proven boot: look for what else changed (image, env file, card)",)
+        return ()
+    numbers = ", ".join(f"{flag} {value}" for flag, value in inherit.items())
+    return (
+        f"inherit the proven numbers ({numbers}) from the env file that owns the shape, not from the mode",
+        "delete the mode's private literals (no shim, no second env variable for the mode's own number) "
+        "and rewrite the mode's comment so the premise that a wide step is free throughput is gone",
+        "prove it: '<script> <mode> --dry-run' must print an argv identical, byte for byte, to the proven "
+        "mode's (compare_dry_run)",
     )

@@ -7,23 +7,23 @@ import re
 
 import pytest
 
-from radiance_mcp import constants as c
+from radiance_mcp import constants
 from radiance_mcp.capacity import REFUSAL
 from radiance_mcp.tools import TOOLS
 
 DOCS = {spec.name: inspect.getdoc(spec.run) or "" for spec in TOOLS}
-RATE = c.DEFAULT_MODEL.rate_bytes_per_token
+RATE = constants.DEFAULT_MODEL.rate_bytes_per_token
 
 # (tool, text the docstring must hold, built from the constant it states)
 QUOTED = [
-    ("compute_ceiling", f"{c.WORKED_PAIR_MIB:,} + (2,058 - 209) = {c.WORKED_CEILING_MIB:,} MiB/card"),
-    ("compute_ceiling", f"about {c.AT_CEILING_WORST_FREE_MIB} MiB free"),
-    ("check_pool_contract", f"{c.DEFAULT_MODEL.per_seq_mib} * seqs + {c.DEFAULT_MODEL.fixed_mib}"),
+    ("compute_ceiling", f"{constants.WORKED_PAIR_MIB:,} + (2,058 - 209) = {constants.WORKED_CEILING_MIB:,} MiB/card"),
+    ("compute_ceiling", f"about {constants.AT_CEILING_WORST_FREE_MIB} MiB free"),
+    ("check_pool_contract", f"{constants.DEFAULT_MODEL.per_seq_mib} * seqs + {constants.DEFAULT_MODEL.fixed_mib}"),
     ("check_pool_contract", f"{RATE['fp8']:,} B per token"),
     ("check_pool_contract", f"{RATE['bf16']:,} B for bf16"),
     ("check_pool_contract", f"({RATE['bf16'] / RATE['fp8']:.2f}x, not 2x"),
-    ("check_pool_contract", f"{c.DEFAULT_MODEL.per_seq_mib} MiB of recurrent state"),
-    ("check_pool_contract", f"{c.DEFAULT_MODEL.fixed_mib} MiB of prefix checkpoints"),
+    ("check_pool_contract", f"{constants.DEFAULT_MODEL.per_seq_mib} MiB of recurrent state"),
+    ("check_pool_contract", f"{constants.DEFAULT_MODEL.fixed_mib} MiB of prefix checkpoints"),
     ("check_pool_contract", REFUSAL.format(window="N").split(",")[0]),
 ]
 
@@ -43,8 +43,9 @@ def test_docstring_numbers_are_known_figures() -> None:
     known = {
         f"{n:,}"
         for n in (
-            c.WORKED_PAIR_MIB, c.WORKED_CEILING_MIB, c.AT_CEILING_WORST_FREE_MIB, RATE["fp8"], RATE["bf16"],
-            c.DEFAULT_MODEL.per_seq_mib, c.DEFAULT_MODEL.fixed_mib, 2_058, 209,
+            constants.WORKED_PAIR_MIB, constants.WORKED_CEILING_MIB, constants.AT_CEILING_WORST_FREE_MIB,
+            RATE["fp8"], RATE["bf16"],
+            constants.DEFAULT_MODEL.per_seq_mib, constants.DEFAULT_MODEL.fixed_mib, 2_058, 209,
         )
     } | {f"{RATE['bf16'] / RATE['fp8']:.2f}", "0.01", "3.25", "2026-10-13", "2", "1", "400"}  # 400: the HTTP status
     for name in ("compute_ceiling", "check_pool_contract", "read_budget_table"):

@@ -1,4 +1,9 @@
-"""The server as MCP clients see it: the SDK's client over stdio, raw stdio, and streamable HTTP."""
+"""The server as MCP clients see it: the SDK's client in memory, over stdio, raw stdio, and streamable HTTP.
+
+Tool behaviour is checked over the SDK's in-memory client on the server `radiance-mcp serve`
+builds (no fleet file: an empty fleet); a few tests keep the real transports (a server process
+over stdio and streamable HTTP), since their framing and logging are what they check.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,10 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.config import EXAMPLES_DIR, Fleet
 from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server
 from radiance_mcp.tools import TOOLS
 
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
@@ -25,8 +32,13 @@ def _server(*extra: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "radiance_mcp", "serve", *extra])
 
 
-async def test_stdio_tools_list_has_schemas_and_annotations() -> None:
-    async with Client(_server()) as client:
+def _in_memory() -> Client:
+    """The server `radiance-mcp serve` builds without a fleet file, on the SDK's in-memory transport."""
+    return Client(build_server(Runtime(Fleet())))
+
+
+async def test_tools_list_has_schemas_and_annotations() -> None:
+    async with _in_memory() as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert LEDGER_TOOLS <= set(listed)
     for name in LEDGER_TOOLS:
@@ -67,8 +79,8 @@ async def test_stdio_compute_ceiling_reproduces_the_worked_example() -> None:
         ({"pool_mib": 5120, "seqs": 8, "max_model_len": 32_768, "kv_cache_dtype": "fp8"}, 3_200.00),
     ],
 )
-async def test_stdio_pool_contract(arguments: dict[str, object], expected: float) -> None:
-    async with Client(_server()) as client:
+async def test_pool_contract(arguments: dict[str, object], expected: float) -> None:
+    async with _in_memory() as client:
         result = await client.call_tool("check_pool_contract", arguments)
     out = result.structured_content
     assert out is not None and out["required_mib"] == expected
@@ -93,8 +105,8 @@ async def test_stdio_pool_contract(arguments: dict[str, object], expected: float
         ({"log": EXAMPLE_LOG, "boot": 10**100}, "boot=(a 101-digit number) is out of range"),
     ],
 )
-async def test_stdio_errors_are_tool_errors_with_remedies(arguments: dict[str, object], says: str) -> None:
-    async with Client(_server()) as client:
+async def test_errors_are_tool_errors_with_remedies(arguments: dict[str, object], says: str) -> None:
+    async with _in_memory() as client:
         result = await client.call_tool("compute_ceiling", arguments)
     assert result.is_error
     text = result.content[0].text  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from guard_ledgers import REFUSED, REFUSED_LINES, TP2, TP2_LINE, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES, prefixed
 
-from radiance_mcp import ledger
+from radiance_mcp import ledger, ledger_file
 from radiance_mcp.capacity import (
     REFUSALS,
     Reserve,
@@ -304,4 +304,4 @@ def test_a_malformed_settled_line_is_named_from_a_file_too(example_text: str, tm
     path = tmp_path / "neg.log"
     path.write_text(example_text.replace("settled at 2.01 GiB free", "settled at -2.01 GiB free"), encoding="utf-8")
     with pytest.raises(BootNotSettled, match=r"line 26 holds 'settled at' but not as .*-2\.01 GiB free"):
-        read_budget(ledger.read_file(path, source=str(path)))
+        read_budget(ledger_file.read_file(path, source=str(path)))

@@ -6,7 +6,11 @@ bytes per token (the engine's own pair), activation and graph memory, the free m
 engine left, the window and the full-length sequences at the window, each with its line;
 the figures the engine did not print, named with how to get them; and refused boots with
 their lines. `detect(text)` tells which engine printed a log. Each dialect lives in its own
-module with its phrase table: vllm.py, sglang.py, llamacpp.py.
+module with its phrase table: vllm.py, sglang.py, llamacpp.py; common.py holds the reader they
+share.
+
+This package is part of the pure core: it imports only constants, errors and units (never a
+file, network, MCP or CLI module); the tools that read a file or a host hand it the text.
 """
 
 from __future__ import annotations

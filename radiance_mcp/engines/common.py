@@ -128,13 +128,6 @@ class Refusal:
     """False where the engine recovered (llama.cpp retrying without pipeline parallelism)."""
 
 
-FIGURES = (
-    "weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "activation_mib", "graph_mib",
-    "free_mib", "window_tokens", "full_length_sequences",
-)
-"""The view's figures, in the order the procedures read them."""
-
-
 @dataclass(frozen=True)
 class RankView:
     """The ledger of one card or rank, in the procedures' terms."""

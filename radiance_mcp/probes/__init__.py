@@ -5,6 +5,11 @@ markers, nonces, pure), ``payloads`` (request bodies and null-safe answer reader
 ``verdicts`` (judgements, pure), ``client`` (the only network code), ``engine`` (counting
 without prefill), one module per tool, ``models`` (inputs and outputs) and ``tools`` (the MCP
 registrations).
+
+Imports point one way: the pure parts (dialects, prompts, payloads, verdicts) import only the
+core and each other; client is the I/O edge; the tool modules use both; tools registers them
+with the server. The simulator may import dialects and payloads (the engines' wording, one home)
+and nothing else here.
 """
 
 from importlib import import_module

@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from radiance_mcp.capacity import REFUSAL as POOL_CONTRACT_REFUSAL
 from radiance_mcp.probes.payloads import chat_tokenize
 
 DialectName = Literal["radiance", "llama.cpp", "llama-cpp-python", "vllm", "sglang", "tgi"]
@@ -45,8 +44,6 @@ BODY_QUOTE_CHARS = 300
 
 RADIANCE_PROMPT_REFUSAL = "prompt: {prompt_tokens:,} prompt tokens does not fit the {window} token context"
 """radiance's words when the prompt alone exceeds the window (seed); the simulator writes it from here."""
-RADIANCE_POOL_REFUSAL = POOL_CONTRACT_REFUSAL
-"""radiance's words when the pool fails its contract (seed); one home: radiance_mcp.capacity."""
 
 _NUM = r"\d{1,3}(?:,\d{3})+|\d+"
 
@@ -429,31 +426,37 @@ DIALECTS: dict[DialectName, Dialect] = {
     d.name: d  # type: ignore[misc]  # every entry below is named by a DialectName
     for d in (
         Dialect(
-            "radiance", ">", False, 0, False, None, _parse_radiance,
-            "seed (PHRASEBOOK section 7): /v1/completions refuses when the prompt alone exceeds the window",
+            name="radiance", refuses_at=">", checks_total=False, edge_reserve_tokens=0, shrinks_max_tokens=False,
+            tokenize=None, parse=_parse_radiance,
+            source="seed (PHRASEBOOK section 7): /v1/completions refuses when the prompt alone exceeds the window",
         ),
         Dialect(
-            "llama.cpp", ">=", False, 1, False, _TOKENIZE["llama.cpp"], _parse_llamacpp,
-            "ggml-org/llama.cpp tools/server/server-context.cpp: n_tokens >= slot.n_ctx is refused; "
+            name="llama.cpp", refuses_at=">=", checks_total=False, edge_reserve_tokens=1, shrinks_max_tokens=False,
+            tokenize=_TOKENIZE["llama.cpp"], parse=_parse_llamacpp,
+            source="ggml-org/llama.cpp tools/server/server-context.cpp: n_tokens >= slot.n_ctx is refused; "
             "generation stops when n_tokens + 1 >= n_ctx",
         ),
         Dialect(
-            "llama-cpp-python", ">=", False, 0, True, _TOKENIZE["llama-cpp-python"], _parse_llama_cpp_python,
-            "abetlen/llama-cpp-python llama_cpp/llama.py (len(prompt_tokens) >= n_ctx raises; max_tokens is "
-            "lowered to n_ctx - prompt) and llama_cpp/server/errors.py (the two wordings)",
+            name="llama-cpp-python", refuses_at=">=", checks_total=False, edge_reserve_tokens=0,
+            shrinks_max_tokens=True, tokenize=_TOKENIZE["llama-cpp-python"], parse=_parse_llama_cpp_python,
+            source="abetlen/llama-cpp-python llama_cpp/llama.py (len(prompt_tokens) >= n_ctx raises; "
+            "max_tokens is lowered to n_ctx - prompt) and llama_cpp/server/errors.py (the two wordings)",
         ),
         Dialect(
-            "vllm", ">=", True, 0, False, _TOKENIZE["vllm"], _parse_vllm,
-            "vllm-project/vllm serving_engine.py (older) and vllm/renderers/params.py (current)",
+            name="vllm", refuses_at=">=", checks_total=True, edge_reserve_tokens=0, shrinks_max_tokens=False,
+            tokenize=_TOKENIZE["vllm"], parse=_parse_vllm,
+            source="vllm-project/vllm serving_engine.py (older) and vllm/renderers/params.py (current)",
         ),
         Dialect(
-            "sglang", ">=", True, 0, False, None, _parse_sglang,
-            "sgl-project/sglang TokenizerManager._validate_one_request: input >= context_len is refused",
+            name="sglang", refuses_at=">=", checks_total=True, edge_reserve_tokens=0, shrinks_max_tokens=False,
+            tokenize=None, parse=_parse_sglang,
+            source="sgl-project/sglang TokenizerManager._validate_one_request: input >= context_len is refused",
         ),
         Dialect(
-            "tgi", ">=", True, 0, False, _TOKENIZE["tgi"], _parse_tgi,
-            "huggingface/text-generation-inference router/src/validation.rs (HTTP 422): input + max_new_tokens "
-            "> max_total_tokens, or input > max_input_tokens (max_total_tokens - 1 by default)",
+            name="tgi", refuses_at=">=", checks_total=True, edge_reserve_tokens=0, shrinks_max_tokens=False,
+            tokenize=_TOKENIZE["tgi"], parse=_parse_tgi,
+            source="huggingface/text-generation-inference router/src/validation.rs (HTTP 422): input + "
+            "max_new_tokens > max_total_tokens, or input > max_input_tokens (max_total_tokens - 1 by default)",
         ),
     )
 }
@@ -462,8 +465,9 @@ DETECTION_ORDER: tuple[DialectName, ...] = ("radiance", "llama.cpp", "llama-cpp-
 """llama-cpp-python before vLLM: its chat wording is vLLM's old one, told apart by code=context_length_exceeded."""
 
 CONSERVATIVE = Dialect(
-    "unknown", ">", False, 1, True, None, lambda status, body, data: None,
-    "the strictest of every dialect, used while the engine is unknown",
+    name="unknown", refuses_at=">", checks_total=False, edge_reserve_tokens=1, shrinks_max_tokens=True,
+    tokenize=None, parse=lambda status, body, data: None,
+    source="the strictest of every dialect, used while the engine is unknown",
 )
 """Edge rules while the dialect is unknown, strictest on every axis: a prompt is taken as refused
 only above the window by its own tokens (radiance's rule), and the boundary keeps llama.cpp's

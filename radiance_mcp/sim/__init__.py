@@ -38,7 +38,13 @@ same phrase table the reader parses (radiance_mcp.ledger.PHRASES). The interface
 
 Timings in responses are the simulated engine's clock; wall time is that times time_scale.
 Modules: engine (the pure boot model), tokenizer, serving (pure request decisions),
-endpoint (HTTP), fleet, demo (``radiance-mcp demo``), calibration (the figures it is tuned on).
+endpoint (HTTP), fleet, demo (``radiance-mcp demo``), calibration (the simulator's own
+assumptions; the seed's measured figures live in radiance_mcp.constants).
+
+Imports: the simulator sits beside the server and imports only the core (ledger, capacity,
+units, constants, errors) and the engines' refusal wording (probes.dialects); never I/O,
+tools, MCP or CLI code. demo alone is a client: it starts the server over stdio and reads the
+fleet's ledgers through ledger_file (tests/test_layers.py holds both rules).
 """
 
 from radiance_mcp.sim.endpoint import RequestRecord, SimEndpoint

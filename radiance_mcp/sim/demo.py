@@ -32,7 +32,7 @@ import httpx
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from radiance_mcp import ledger
+from radiance_mcp import ledger_file
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, SAMPLER_ROW_BOUND, WORKED_CEILING_MIB
 from radiance_mcp.errors import RadianceMCPError
 from radiance_mcp.sim.fleet import SimFleet
@@ -95,7 +95,7 @@ def _short(value: object, limit: int = 60) -> str:
 
 
 def _newest_line(path: Path, key: str) -> str:
-    hit = ledger.read_file(path, source=str(path)).first(key)
+    hit = ledger_file.read_file(path, source=str(path)).first(key)
     return hit.line.text.strip() if hit else f"(no {key!r} line)"
 
 

@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 
-from radiance_mcp.capacity import REFUSAL
 from radiance_mcp.probes.dialects import (
     CONSERVATIVE,
     DIALECTS,
-    RADIANCE_POOL_REFUSAL,
     RADIANCE_PROMPT_REFUSAL,
     parse_refusal,
 )
@@ -87,7 +85,6 @@ def test_answers_that_are_no_refusal_are_not_read_as_one(body: str) -> None:
 def test_the_simulator_writes_the_words_the_parser_reads() -> None:
     # One home for radiance's words: the simulator's template and ours agree, and round-trip.
     assert OVER_WINDOW == RADIANCE_PROMPT_REFUSAL
-    assert RADIANCE_POOL_REFUSAL == REFUSAL
     refusal, _ = parse_refusal(400, RADIANCE_PROMPT_REFUSAL.format(prompt_tokens=1_234_567, window=200000))
     assert refusal is not None and (refusal.prompt_tokens, refusal.window_tokens) == (1_234_567, 200000)
 

@@ -189,17 +189,36 @@ async def test_a_500_while_counting_is_an_error_quoting_the_answer() -> None:
             await boundary_probe(fleet(endpoint), boundary(execute=True))
 
 
-async def test_a_hang_times_out_per_request(ep: SimEndpoint) -> None:
-    flip = Flip(ep, "hang", True)
-    result = await boundary_probe(fleet(ep), boundary(execute=True, timeout_s=0.3), transport=flip)
+# The hang tests run on a small window. The timeouts also bound the probe's counting requests,
+# which go out before the flip makes the engine hang: at 200,000 tokens each count carries
+# ~550 KB the simulator tokenizes, and on a loaded 2-core machine that alone ran past 0.3 s.
+# At 8,192 tokens a count takes milliseconds, so the budgets below (10x and more what the
+# counting needs under load) are spent on the hang alone; the size of the window is not the point.
+HANG_WINDOW = 8_192
+
+
+@pytest.fixture
+async def small_ep() -> AsyncIterator[SimEndpoint]:
+    async with SimEndpoint(Shape(max_model_len=HANG_WINDOW), behaviour=Behaviour(), time_scale=0.001) as endpoint:
+        yield endpoint
+
+
+async def test_a_hang_times_out_per_request(small_ep: SimEndpoint) -> None:
+    flip = Flip(small_ep, "hang", True)
+    result = await boundary_probe(
+        fleet(small_ep), boundary(execute=True, max_model_len=HANG_WINDOW, timeout_s=0.5), transport=flip
+    )
+    assert flip.in_flight == 2  # both real requests went out, and hung
     assert {r.verdict for r in result.requests} == {"timeout"} and not result.passed
-    assert "no answer within timeout_s=0.3 s" in (result.requests[0].note or "")
+    assert "no answer within timeout_s=0.5 s" in (result.requests[0].note or "")
 
 
-async def test_a_hang_past_the_total_timeout_cancels_everything(ep: SimEndpoint) -> None:
-    flip = Flip(ep, "hang", True)
-    with pytest.raises(ProbeError, match="total_timeout_s=0.5 s.*cancelled"):
-        await boundary_probe(fleet(ep), boundary(execute=True, total_timeout_s=0.5), transport=flip)
+async def test_a_hang_past_the_total_timeout_cancels_everything(small_ep: SimEndpoint) -> None:
+    flip = Flip(small_ep, "hang", True)
+    with pytest.raises(ProbeError, match="total_timeout_s=1 s.*cancelled"):
+        await boundary_probe(
+            fleet(small_ep), boundary(execute=True, max_model_len=HANG_WINDOW, total_timeout_s=1), transport=flip
+        )
     assert flip.cancelled == 2
 
 

@@ -313,22 +313,27 @@ async def test_a_script_without_dry_run_is_read_but_never_run(ssh_host: Loopback
     assert pool.transfer.commands == 1 and not (directory / "ENGINE-STARTED").exists()
 
 
+# slow is the proven side: its failure is the one reported whatever the other run does, so the
+# 1 s budget (which each mode gets on the host) decides only the hang, never whether fp8, run
+# under load beside it, finishes in time. (With fp8 as the proven side, a loaded host that took
+# over 1 s to start bash for fp8 reported fp8 killed, and the test failed for the wrong run.)
 @pytest.mark.parametrize(
-    ("mode", "timeout_s", "message"),
+    ("proven", "mode", "timeout_s", "message"),
     [
-        ("nope", 20.0, r"testhost: .*frank-archon\.sh nope --dry-run: exited 2; stderr ends: 'unknown mode nope'"),
-        ("slow", 1.0, r"slow --dry-run \(killed on the host\): no result within 1 s"),
-        ("loud", 20.0, f"printed more than {DRY_RUN_OUTPUT_CAP_BYTES // 1024:,} KiB"),
+        ("fp8", "nope", 20.0,
+         r"testhost: .*frank-archon\.sh nope --dry-run: exited 2; stderr ends: 'unknown mode nope'"),
+        ("slow", "fp8", 1.0, r"slow --dry-run \(killed on the host\): no result within 1 s"),
+        ("fp8", "loud", 20.0, f"printed more than {DRY_RUN_OUTPUT_CAP_BYTES // 1024:,} KiB"),
     ],
 )
-async def test_dry_run_failures_on_the_host(ssh_host: LoopbackHost, pool: SSHPool, mode: str, timeout_s: float,
-                                            message: str) -> None:
+async def test_dry_run_failures_on_the_host(ssh_host: LoopbackHost, pool: SSHPool, proven: str, mode: str,
+                                            timeout_s: float, message: str) -> None:
     directory = script_dir(ssh_host)
     runtime = runtime_for(ssh_host, pool, {"frank-archon": service(directory)})
     with pytest.raises(SourceError, match=message):
-        await compare_dry_run(runtime, CompareDryRunInput(service="frank-archon", proven_mode="fp8",
+        await compare_dry_run(runtime, CompareDryRunInput(service="frank-archon", proven_mode=proven,
                                                           candidate_mode=mode, timeout_s=timeout_s))
-    if mode == "slow":
+    if proven == "slow":
         # The host's time limit killed the run: the process the mode started is gone (or dead, not yet reaped).
         pid = int((directory / "slow.pid").read_text())
         try:

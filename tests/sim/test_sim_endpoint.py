@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radiance_mcp import ledger
+from radiance_mcp import ledger_file
 from radiance_mcp.capacity import REFUSAL, pool_contract
 from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX, DEFAULT_MODEL
 from radiance_mcp.sim import Behaviour, Shape, SimEndpoint, count_tokens, fox_filler
@@ -315,7 +315,7 @@ async def test_restart_with_a_new_shape_appends_a_boot(tmp_path: Path) -> None:
         assert ep.port == port and ep.serving
         async with httpx.AsyncClient(base_url=ep.url) as c:
             assert (await c.get("/health")).status_code == 200
-    newest = ledger.read_file(log, source=str(log))
+    newest = ledger_file.read_file(log, source=str(log))
     assert newest.boots_seen == 2
     assert newest.flags["vram-kv-mib"].fields["value"] == "6969"
     assert f"serving on 127.0.0.1:{port}" in log.read_text()

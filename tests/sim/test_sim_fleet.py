@@ -13,11 +13,11 @@ import httpx
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from radiance_mcp import capacity, config, ledger
+from radiance_mcp import capacity, config, ledger_file
 from radiance_mcp.constants import WORKED_CEILING_MIB
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import DEFAULT_SERVICES, Shape, SimFleet
-from radiance_mcp.sim.demo import background_fleet, demo
+from radiance_mcp.sim.demo import background_fleet
 from radiance_mcp.tools import TOOLS, Runtime
 
 
@@ -30,11 +30,11 @@ async def test_fleet_boots_every_service_and_writes_a_config_the_server_reads(tm
             entry = fleet_config.service(name)
             assert entry.host is None and entry.log == str(service.log_path)  # host-less local files for now
             assert entry.endpoint == service.url
-            boot = ledger.read_file(service.log_path, source=name)
+            boot = ledger_file.read_file(service.log_path, source=name)
             assert boot.require("boot_start").fields["name"] == service.shape.name
             assert service.endpoint.serving is (boot.first("startup_stopped") is None)
         assert not fleet.endpoints["qwen38-wide"].serving
-        reading = capacity.read_budget(ledger.read_file(fleet.services["frank-archon"].log_path, source="f"))
+        reading = capacity.read_budget(ledger_file.read_file(fleet.services["frank-archon"].log_path, source="f"))
         assert capacity.compute_ceiling(reading).ceiling_mib == WORKED_CEILING_MIB
         async with httpx.AsyncClient() as c:
             for name in ("frank-archon", "twin", "lowpool", "qwen38-proven"):
@@ -47,7 +47,7 @@ async def test_fleet_boots_every_service_and_writes_a_config_the_server_reads(tm
 async def test_redeploy_appends_a_boot_and_rewrites_the_env_file(tmp_path: Path) -> None:
     async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
         service = await fleet.redeploy("frank-archon", replace(Shape(), vram_kv_mib=6_969, seqs=4))
-        boot = ledger.read_file(service.log_path, source="f")
+        boot = ledger_file.read_file(service.log_path, source="f")
         assert boot.boots_seen == 2 and boot.require("backs").fields["seqs"] == "4"
         assert service.env_path is not None and "FRANK_ARCHON_VRAM_KV_MIB=6969" in service.env_path.read_text()
 
@@ -66,12 +66,17 @@ async def test_the_ssh_seam_writes_hosts_and_remote_paths(tmp_path: Path) -> Non
         assert host.local("/home/dank/logs/frank_archon.log") == fleet.services["frank-archon"].log_path
 
 
-async def test_demo_walks_every_step(tmp_path: Path) -> None:
-    out = tmp_path / "demo.txt"
-    with out.open("w") as stream:
-        status = await demo(stream, tmp_path / "fleet", time_scale=0.001)
-    text = out.read_text()
-    assert status == 0, text
+def test_radiance_mcp_demo_walks_every_step_as_a_newcomer_runs_it(tmp_path: Path) -> None:
+    """`radiance-mcp demo` in a bare environment: one run, every step checked (a run takes seconds)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "radiance_mcp", "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    text = done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Every step came out as the procedures say." in text
+    # No words a newcomer cannot look up:
+    assert "seed" not in text.lower() and "phrasebook" not in text.lower()
     assert "29,120 + (2,058 - 209) = 30,969 MiB/card" in text
     assert "UNEXPECTED" not in text
     assert "I backs 4 sequences all at 200000 tokens at once" in text
@@ -82,26 +87,6 @@ async def test_demo_walks_every_step(tmp_path: Path) -> None:
     assert called == {spec.name for spec in TOOLS}
     assert "differs: argument 7: proven '1024', wide '65536'" in text
     assert "identical, byte for byte" in text
-
-
-def test_radiance_mcp_demo_exits_0_as_a_newcomer_runs_it(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "radiance_mcp", "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Every step came out as the procedures say." in done.stdout
-    # No words a newcomer cannot look up:
-    assert "seed" not in done.stdout.lower() and "phrasebook" not in done.stdout.lower()
-
-
-async def test_serve_demo_serves_the_fleet_to_any_mcp_client() -> None:
-    server = StdioServerParameters(command=sys.executable, args=["-m", "radiance_mcp", "serve", "--demo"])
-    async with Client(server) as client:
-        result = await client.call_tool("compute_ceiling", {"service": "frank-archon"})
-        twin = await client.call_tool("read_budget_table", {"service": "twin"})
-    assert result.structured_content is not None and result.structured_content["ceiling_mib"] == WORKED_CEILING_MIB
-    assert twin.structured_content is not None and len(twin.structured_content["cards"]) == 2
 
 
 async def test_the_campaign_rigs_serve_script_is_checked_and_dry_run_by_service(tmp_path: Path) -> None:
@@ -130,12 +115,17 @@ async def test_the_campaign_rigs_serve_script_is_checked_and_dry_run_by_service(
     assert dry["proven"]["argv"][:2] == ["radiance", "serve"] and dry["proven"]["exit_status"] == 0
 
 
-async def test_serve_demo_lists_the_fleet_and_dry_runs_the_rig_over_stdio() -> None:
+async def test_serve_demo_serves_the_fleet_to_any_mcp_client_over_stdio() -> None:
+    """`radiance-mcp serve --demo`, one server process: ledgers by service, the fleet, the rig's dry runs."""
     server = StdioServerParameters(command=sys.executable, args=["-m", "radiance_mcp", "serve", "--demo"])
     async with Client(server) as client:
+        result = await client.call_tool("compute_ceiling", {"service": "frank-archon"})
+        twin = await client.call_tool("read_budget_table", {"service": "twin"})
         listed = (await client.call_tool("list_fleet", {})).structured_content
         dry = await client.call_tool("compare_dry_run", {"service": "qwen38-proven", "proven_mode": "proven",
                                                          "candidate_mode": "wide"})
+    assert result.structured_content is not None and result.structured_content["ceiling_mib"] == WORKED_CEILING_MIB
+    assert twin.structured_content is not None and len(twin.structured_content["cards"]) == 2
     assert listed is not None and dry.structured_content is not None
     rig = {s["name"]: s for s in listed["services"] if s["name"].startswith("qwen38")}
     assert set(rig) == {"qwen38-proven", "qwen38-wide"}

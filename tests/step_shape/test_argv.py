@@ -1,11 +1,11 @@
-"""step_shape.compare_argv: two dry-run outputs, byte for byte; the first differing argument."""
+"""argv.compare_argv: two dry-run outputs, byte for byte; the first differing argument."""
 
 from __future__ import annotations
 
 import pytest
 
+from radiance_mcp.argv import compare_argv, split_argv
 from radiance_mcp.errors import InputError
-from radiance_mcp.step_shape import compare_argv, split_argv
 
 PROVEN = [
     "radiance", "--model", "/models/qwen38", "--max-model-len", "32768", "--max-num-seqs", "8",
