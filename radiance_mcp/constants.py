@@ -51,6 +51,11 @@ SAMPLER_ROW_BOUND = 25
 SLAB_SLOTS_PER_STEP = 1_300
 SLAB_MIB_PER_STEP = 1_792
 
+# Throughput measurements are compared inside this band; two arms inside it are not a plateau,
+# and no plateau or threshold is read off fewer arms than this (compare_arms).
+NOISE_BAND = 0.03
+MIN_ARMS_FOR_THRESHOLD = 3
+
 # Decode probes: fewer generated tokens than this measure first-token noise.
 MIN_DECODE_TOKENS = 128
 PREFERRED_DECODE_TOKENS = 512
