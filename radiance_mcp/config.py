@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from radiance_mcp.constants import DEFAULT_MODEL, ModelConstants
 from radiance_mcp.errors import ConfigError
+from radiance_mcp.models.ledger_ref import source_problem
 
 CONFIG_ENV = "RADIANCE_MCP_CONFIG"
 EXAMPLES_DIR = Path(__file__).parent / "examples"
@@ -105,10 +106,12 @@ class Service(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> Service:
-        if self.log and self.container:
-            raise ValueError("give either log (a file) or container (podman logs), not both")
-        if self.container and not self.host:
-            raise ValueError("container needs host: podman logs is read over SSH")
+        # The ledger reference's rule; a service on a host may name no ledger (an endpoint only).
+        given = [name for name in ("log", "container") if getattr(self, name)]
+        problem = source_problem(given, bool(self.host), required=False, host_alone=True,
+                                 count="give either log (a file) or container (podman logs), not both")
+        if problem:
+            raise ValueError(problem)
         return self
 
 

@@ -12,9 +12,9 @@ import pytest
 from radiance_mcp import constants
 from radiance_mcp.config import Fleet, Service
 from radiance_mcp.errors import ProbeError
+from radiance_mcp.models.probes import DecodeProbeInput
 from radiance_mcp.probes import decode_probe
-from radiance_mcp.probes.models import DecodeProbeInput
-from radiance_mcp.probes.tools import PROBE_TOOLS
+from radiance_mcp.tools.probes import FAMILY as PROBE_TOOLS
 
 FLEET = Fleet(services={"svc": Service(endpoint="http://engine.test:8080")})
 
