@@ -76,6 +76,43 @@ def _delta_text(row: step_shape.Row) -> str | None:
     return f"{sign}{fmt_mib(abs(row.delta), places)}"
 
 
+def _printed(value: step_shape.Value | None) -> str | None:
+    return value.printed if value else None
+
+
+def _line_number(value: step_shape.Value | None) -> int | None:
+    return value.line.number if value else None
+
+
+def _row_out(row: step_shape.Row) -> ShapeRow:
+    return ShapeRow(
+        row=row.spec.label,
+        unit=row.spec.unit,
+        proven=_printed(row.proven),
+        candidate=_printed(row.candidate),
+        delta=mib(row.delta) if row.delta is not None else None,
+        delta_text=_delta_text(row),
+        differs=row.differs,
+        proven_line=_line_number(row.proven),
+        candidate_line=_line_number(row.candidate),
+    )
+
+
+def _slope_out(slope: step_shape.ArenaSlope | None) -> ArenaSlopeOut | None:
+    if slope is None:
+        return None
+    return ArenaSlopeOut(
+        proven_mnbt=slope.proven_mnbt,
+        candidate_mnbt=slope.candidate_mnbt,
+        proven_arena_mib=mib(slope.proven_arena_mib),
+        candidate_arena_mib=mib(slope.candidate_arena_mib),
+        mib_per_batched_token=float(round(slope.mib_per_token, 4)),
+        kib_per_batched_token=float(round(slope.mib_per_token * 1024, 1)),
+        intercept_mib=float(round(slope.intercept_mib, 1)),
+        derivation=slope.derivation,
+    )
+
+
 def _seats_out(check: step_shape.SeatCheck | None) -> SeatCheckOut | None:
     if check is None:
         return None
@@ -148,45 +185,14 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
                          not_printed=list(result.proven.missing)),
         candidate=ShapeBoot(ledger=boot_ref(candidate_boot), status=result.candidate.status,
                             not_printed=list(result.candidate.missing)),
-        rows=[
-            ShapeRow(
-                row=r.spec.label,
-                unit=r.spec.unit,
-                proven=r.proven.printed if r.proven else None,
-                candidate=r.candidate.printed if r.candidate else None,
-                delta=mib(r.delta) if r.delta is not None else None,
-                delta_text=_delta_text(r),
-                differs=r.differs,
-                proven_line=r.proven.line.number if r.proven else None,
-                candidate_line=r.candidate.line.number if r.candidate else None,
-            )
-            for r in result.rows
-        ],
+        rows=[_row_out(r) for r in result.rows],
         flag_changes=[
-            FlagChange(
-                flag=r.spec.label,
-                proven=r.proven.printed if r.proven else None,
-                candidate=r.candidate.printed if r.candidate else None,
-                proven_line=r.proven.line.number if r.proven else None,
-                candidate_line=r.candidate.line.number if r.candidate else None,
-            )
+            FlagChange(flag=r.spec.label, proven=_printed(r.proven), candidate=_printed(r.candidate),
+                       proven_line=_line_number(r.proven), candidate_line=_line_number(r.candidate))
             for r in result.flag_changes
         ],
         inherit=result.inherit,
-        arena_cost=(
-            ArenaSlopeOut(
-                proven_mnbt=result.arena_slope.proven_mnbt,
-                candidate_mnbt=result.arena_slope.candidate_mnbt,
-                proven_arena_mib=mib(result.arena_slope.proven_arena_mib),
-                candidate_arena_mib=mib(result.arena_slope.candidate_arena_mib),
-                mib_per_batched_token=float(round(result.arena_slope.mib_per_token, 4)),
-                kib_per_batched_token=float(round(result.arena_slope.mib_per_token * 1024, 1)),
-                intercept_mib=float(round(result.arena_slope.intercept_mib, 1)),
-                derivation=result.arena_slope.derivation,
-            )
-            if result.arena_slope
-            else None
-        ),
+        arena_cost=_slope_out(result.arena_slope),
         proven_seats=_seats_out(result.proven_seats),
         candidate_seats=_seats_out(result.candidate_seats),
         fix_text=line_ref(result.fix_text.line) if result.fix_text else None,

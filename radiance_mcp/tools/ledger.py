@@ -11,7 +11,7 @@ from typing import Any
 
 from radiance_mcp import capacity, ledger
 from radiance_mcp.capacity import Figure
-from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES
+from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
@@ -237,12 +237,6 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         Decimal(str(given["pool_mib"])), int(given["seqs"]), int(given["max_model_len"]),
         given["kv_cache_dtype"], model,
     )
-    formula = (
-        f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B = "
-        f"{fmt_mib(contract.kv_mib, 2)} MiB + {model.per_seq_mib} x {contract.seqs} + {model.fixed_mib} = "
-        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} "
-        f"pool {fmt_mib(contract.pool_mib, 2)} MiB"
-    )
     check: CeilingCheck | None = None
     refusal_lines: list[LineRef] = []
     if boot is None:
@@ -271,7 +265,7 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         ok=ok,
         max_seqs_at_window=contract.max_seqs_at_window,
         max_window_at_seqs=contract.max_window_at_seqs,
-        formula=formula,
+        formula=_contract_formula(contract, model),
         refusal=contract.refusal,
         inputs_from=inputs_from,
         contract_ok=contract.ok,
@@ -280,6 +274,16 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         boot_status=state.status if state is not None else None,
         refusal_lines=refusal_lines,
         notes=notes,
+    )
+
+
+def _contract_formula(contract: capacity.PoolContract, model: ModelConstants) -> str:
+    """The contract's arithmetic, written out: kv + per-sequence state + fixed against the pool."""
+    return (
+        f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B = "
+        f"{fmt_mib(contract.kv_mib, 2)} MiB + {model.per_seq_mib} x {contract.seqs} + {model.fixed_mib} = "
+        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} "
+        f"pool {fmt_mib(contract.pool_mib, 2)} MiB"
     )
 
 
