@@ -3,8 +3,9 @@
 Modules: ``dialects`` (each engine's refusal wording and edge rules, pure), ``prompts`` (filler,
 markers, nonces, pure), ``payloads`` (request bodies and null-safe answer readers, pure),
 ``verdicts`` (judgements, pure), ``client`` (the only network code), ``engine`` (counting
-without prefill), one module per tool, ``models`` (inputs and outputs) and ``tools`` (the MCP
-registrations).
+without prefill) and one module per probe. Their inputs and outputs live in
+radiance_mcp/models/probes.py, their tool declarations in radiance_mcp/tools/probes.py: the
+probes import the core and the models, and are imported by the tools, never the other way.
 """
 
 from importlib import import_module
