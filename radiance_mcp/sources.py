@@ -251,7 +251,8 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
 def remote_source(
     runtime: Runtime, *, host: str, log: str | None = None, container: str | None = None, configured: bool = False,
 ) -> RemoteSource:
-    """The remote source for a host and a log path or a container name.
+    """The remote source for a host and a log path or a container name (exactly one: the ledger
+    reference's rule, kept by LedgerRef and the fleet file, sees to it).
 
     configured=True: the path is the operator's own, from a service in the fleet config,
     and its directory is allowed besides the host's log_roots; an agent's path must lie
@@ -260,10 +261,6 @@ def remote_source(
     from radiance_mcp.remote import check_container, check_remote_path
 
     target = ssh_target(runtime.fleet, host)
-    if (log is None) == (container is None):
-        raise InputError(
-            f"host={host!r}: give either log (a file on the host) or container (its podman logs), exactly one"
-        )
     pool = runtime.pool()
     if container is not None:
         return PodmanLogsSource(target, check_container(container), pool)

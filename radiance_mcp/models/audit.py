@@ -25,8 +25,8 @@ ScriptText = Annotated[str, MaxChars(SCRIPT_CAP_BYTES)]
 ArgvText = Annotated[str, MaxChars(DRY_RUN_OUTPUT_CAP_BYTES)]
 DRY_RUN_TIMEOUT_S = 20.0
 DRY_RUN_MAX_TIMEOUT_S = 120.0
-# MODE_PATTERN (radiance_mcp.remote, beside the other argument rules): a mode name, no leading '-', so
-# it can never be read as an option by the script.
+# MODE_PATTERN (radiance_mcp.remote, beside the other argument rules the hosts' programs keep): a mode
+# name, no leading '-', so it can never be read as an option by the script.
 
 
 # ---------------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ class CompareDryRunInput(Input):
             value = getattr(self, name)
             # Security: the mode is passed as one argv word; a leading '-' would make it an option of the
             # script (e.g. '--help' or '-x') and anything beyond a plain name has no business there.
-            from radiance_mcp.remote import MODE_PATTERN  # remote.py loads on first use
+            from radiance_mcp.remote import MODE_PATTERN  # the remote package loads on first use
 
             if not MODE_PATTERN.fullmatch(value):
                 raise ValueError(

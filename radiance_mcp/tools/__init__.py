@@ -25,10 +25,9 @@ To add a family: a module here with ``FAMILY = ToolFamily()`` and each tool decl
 context), then one line in ``TOOLS`` below. The order of ``TOOLS`` is the order of tools/list.
 """
 
-from radiance_mcp.runtime import Runtime
 from radiance_mcp.tools import audit, fleet, ledger, probes
 from radiance_mcp.tools.registry import ToolFamily, ToolSpec
 
 TOOLS: list[ToolSpec] = [*ledger.FAMILY, *audit.FAMILY, *probes.FAMILY, *fleet.FAMILY]
 
-__all__ = ["TOOLS", "Runtime", "ToolFamily", "ToolSpec"]
+__all__ = ["TOOLS", "ToolFamily", "ToolSpec"]

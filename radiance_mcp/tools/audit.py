@@ -283,8 +283,8 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
         # Security: a source line is text in a file, not the operator's word. The file it names is read
         # only inside a configured script's own directory, or under the log roots as any path an agent
         # names (symlinks resolved), so a script cannot lead the read to /etc/shadow.
-        more = [ScriptRef("env_file", s.path, configured=bool(refs) and refs[0].configured
-                          and _in_directory(s.path, directory), optional=True)
+        trusted = refs[0].configured  # path is not None: refs[0] is the script's
+        more = [ScriptRef("env_file", s.path, configured=trusted and _in_directory(s.path, directory), optional=True)
                 for s in sources if s.path is not None and s.path not in read]
         if more:
             read.update(zip((r.path for r in more), await source.read(more), strict=True))
