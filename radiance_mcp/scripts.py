@@ -20,7 +20,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
@@ -113,8 +113,8 @@ def read_small(path: Path, argument: str) -> str:
 @dataclass(frozen=True)
 class LocalScripts:
     runtime: Runtime
-    host: None = None
-    prefetch_beside: bool = False
+    host: ClassVar[None] = None
+    prefetch_beside: ClassVar[bool] = False
 
     def where(self, path: str) -> str:
         return path
@@ -243,7 +243,7 @@ class RemoteScripts:
 
     runtime: Runtime
     host: str
-    prefetch_beside: bool = True
+    prefetch_beside: ClassVar[bool] = True
 
     def where(self, path: str) -> str:
         return f"{self.host}:{path}"
