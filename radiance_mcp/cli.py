@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import ipaddress
 import json
 import os
+import signal
+import socket
 import sys
 import typing
 from collections.abc import Sequence
@@ -26,7 +29,7 @@ from pydantic import BaseModel
 
 from radiance_mcp import __version__
 from radiance_mcp.arguments import parse_arguments, unknown_names, unwrap
-from radiance_mcp.config import load
+from radiance_mcp.config import load, split_allowed_host
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models import LineRef
 from radiance_mcp.runtime import Runtime
@@ -50,10 +53,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `radiance-mcp ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except (_Terminated, BaseExceptionGroup) as exc:
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(_Terminated) is None:
+            raise
+        # Cleaned up; over stdio the SDK's reader thread still blocks on stdin, and a normal
+        # exit would wait for it until the client closes the pipe.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signal.SIGTERM)
+
+
+DESCRIPTION = """\
+Read a radiance engine's own boot ledger to size its KV-cache / VRAM pair and to audit a
+serving-shape change, as MCP tools for agents (radiance-mcp serve) or as commands here, one per
+tool. New here? radiance-mcp demo walks the whole resize on a simulated fleet; add --demo to any
+tool command to run it against that fleet."""
+EPILOG = """\
+exit status: 0 success; 1 an error or a refusal (the message says why and what to do); 2 a usage
+error; 3 a check that ran and failed (ok false), so a shell gate can call a command directly."""
+TEXT_FILE_SUFFIX = "_file"
+"""--log-text-file PATH (or - for standard input) stands for --log-text TEXT: a long text cannot pass through argv."""
+
+
+def _is_text(name: str) -> bool:
+    return name == "text" or name.endswith(("_text", "_argv"))
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="radiance-mcp", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="radiance-mcp", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"radiance-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -61,14 +94,24 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(serve)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument("--port", type=_port, default=8000, help="HTTP port, 1 to 65535 (default 8000)")
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+        help="a name HTTP clients reach the server by (its Host header), beyond the bind address; repeatable, "
+        "added to [server] allowed_hosts of the config"
+    )
     serve.add_argument(
         "--token", default=None, help=f"bearer token HTTP clients must send (or set {TOKEN_ENV}); "
         "required to bind anything but loopback"
     )
     serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
     serve.set_defaults(handler=_serve)
-    demo = commands.add_parser("demo", help="walk the resize procedure through MCP on a simulated fleet")
+    demo = commands.add_parser(
+        "demo", help="walk the resize procedure through MCP on a simulated fleet",
+        description="Start a simulated radiance fleet on this machine (ledgers, endpoints, a serve script; no GPU, "
+        "no network), then walk the whole resize and step-shape audit through a real MCP client, printing each "
+        "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 15 s).",
+    )
     demo.set_defaults(handler=_demo)
 
     for spec in TOOLS:
@@ -77,9 +120,16 @@ def _parser() -> argparse.ArgumentParser:
             spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec), allow_abbrev=False
         )
         _add_config(sub)
+        sub.add_argument("--demo", action="store_true",
+                         help="run against a simulated fleet started for this command (its services, e.g. "
+                         "--service frank-archon; list them with list-fleet --demo)")
         sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
         for name, info in spec.input_model.model_fields.items():
-            _add_field(sub, name, info.annotation, info.description or "", info.is_required())
+            # A required text may come from its file flag instead: the input model, not argparse, requires it.
+            _add_field(sub, name, info.annotation, info.description or "", info.is_required() and not _is_text(name))
+            if _is_text(name):
+                sub.add_argument(_flag(name + TEXT_FILE_SUFFIX), dest=name + TEXT_FILE_SUFFIX, default=None,
+                                 metavar="PATH", help=f"read {_flag(name)} from a file, or - for standard input")
         sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), spec=spec)
     return parser
 
@@ -94,12 +144,23 @@ def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     if spec is None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     names = [word.split("=", 1)[0].lstrip("-").replace("-", "_") for word in extra if word.startswith("-")]
-    fields = [*spec.input_model.model_fields, "config", "json"]
+    fields = [*spec.input_model.model_fields, "config", "demo", "json",
+              *(name + TEXT_FILE_SUFFIX for name in spec.input_model.model_fields if _is_text(name))]
     message = unknown_names(spec.name.replace("_", "-"), names, fields, _flag) if names else (
         f"unexpected argument {extra[0]!r}: every argument of {spec.name.replace('_', '-')} is a --flag"
     )
     print(f"radiance-mcp: {message}", file=sys.stderr)
     return 2
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give a whole number from 1 to 65535")
+    return port
 
 
 def _first_paragraph(spec: ToolSpec) -> str:
@@ -136,7 +197,40 @@ def _json_arg(name: str) -> Any:
     return parse
 
 
+def _read_text_files(spec: ToolSpec, args: argparse.Namespace) -> None:
+    """Each --X-file PATH (or -) becomes the value of --X; giving both is a usage error."""
+    for name in spec.input_model.model_fields:
+        path = getattr(args, name + TEXT_FILE_SUFFIX, None)
+        if path is None:
+            continue
+        if getattr(args, name) is not None:
+            raise InputError(f"give {_flag(name)} or {_flag(name + TEXT_FILE_SUFFIX)}, not both")
+        try:
+            if path == "-":
+                text = sys.stdin.read()
+            else:
+                with open(path, encoding="utf-8", errors="surrogateescape") as file:
+                    text = file.read()
+        except OSError as exc:
+            raise InputError(f"{_flag(name + TEXT_FILE_SUFFIX)} {path}: {exc.strerror}; name a readable file") from None
+        setattr(args, name, text)
+
+
 def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
+    if args.demo:
+        from radiance_mcp.sim.demo import background_fleet
+
+        if args.config:
+            raise InputError("--demo runs against a simulated fleet with a config of its own: drop --config")
+        _exit_on_sigterm()
+        with background_fleet() as sim:
+            args.config, args.demo = str(sim.config_path), False
+            return _run_tool(spec, args)
+    try:
+        _read_text_files(spec, args)
+    except InputError as exc:
+        print(f"radiance-mcp: {exc}", file=sys.stderr)
+        return 2
     values = {name: getattr(args, name) for name in spec.input_model.model_fields if getattr(args, name) is not None}
     try:
         tool_input = parse_arguments(spec.name.replace("_", "-"), spec.input_model, values, spell=_flag)
@@ -231,6 +325,23 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+class _Terminated(SystemExit):
+    """SIGTERM, raised where the main thread stands so every with-block unwinds."""
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C (exit 143), so the served demo's temporary directory is removed.
+
+    By default SIGTERM ends the process where it stands, leaving the simulated fleet's
+    directory (its config and ledgers) behind.
+    """
+
+    def handler(signum: int, frame: object) -> None:
+        raise _Terminated(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from radiance_mcp.sim.demo import run_demo
 
@@ -238,22 +349,28 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from radiance_mcp.server import build_server
+    from radiance_mcp.server import build_server, run_stdio
 
     if args.demo:
         from radiance_mcp.sim.demo import background_fleet
 
         if args.config:
             raise InputError("--demo serves a simulated fleet with a config of its own: drop --config")
-        with background_fleet() as fleet:
-            print(f"radiance-mcp: serving the simulated fleet of {fleet.config_path}", file=sys.stderr)
-            args.config, args.demo = str(fleet.config_path), False
+        _exit_on_sigterm()
+        with background_fleet() as sim:
+            print(f"radiance-mcp: serving the simulated fleet of {sim.config_path}", file=sys.stderr)
+            args.config, args.demo = str(sim.config_path), False
             return _serve(args)
-    runtime = Runtime(load(args.config))
-    server = build_server(runtime)
+    fleet = load(args.config)
+    for name in args.allowed_host:
+        try:
+            split_allowed_host(name)
+        except ValueError as exc:
+            raise InputError(f"--allowed-host {exc}") from None
+    server = build_server(Runtime(fleet))
     if not args.http:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.
-        server.run("stdio")
+        run_stdio(server)
         return 0
     token = args.token or os.environ.get(TOKEN_ENV)
     if not _is_loopback(args.host) and not token:
@@ -261,25 +378,42 @@ def _serve(args: argparse.Namespace) -> int:
             f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
             f"set a bearer token with --token or {TOKEN_ENV}, or bind 127.0.0.1"
         )
-    _serve_http(server, args.host, args.port, token)
+    sock = _bind(args.host, args.port)  # before the app: a port in use is a plain error, not uvicorn's exit 3
+    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token)
     return 0
 
 
-def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or an InputError that says why not and what to do."""
+    where = f"--host {host} --port {port}"
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                     flags=socket.AI_PASSIVE)[0]
+        return socket.create_server(address, family=family)
+    except socket.gaierror as exc:
+        raise InputError(f"{where}: {host!r} does not resolve ({exc.strerror}); bind an address of this "
+                         "machine, e.g. 127.0.0.1") from None
+    except OSError as exc:
+        remedy = {
+            errno.EADDRINUSE: "another server (or an earlier radiance-mcp) holds it; stop it or pass another --port",
+            errno.EACCES: "ports below 1024 need privileges; pass --port 1024 or above",
+            errno.EADDRNOTAVAIL: "that is not an address of this machine; bind one of its addresses, e.g. 127.0.0.1",
+        }.get(exc.errno or 0, "check the address and port")
+        raise InputError(f"{where}: cannot listen ({exc.strerror}): {remedy}") from None
+
+
+def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None) -> None:
     import hmac
 
     import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
 
-    # With a bearer token, a browser page cannot forge requests, so any Host header may reach us;
-    # without one (loopback only), the SDK's DNS-rebinding protection stays on.
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if token else None
-    from radiance_mcp.server import request_body_limit_bytes
+    from radiance_mcp.server import allowed_hosts, http_app
 
-    # The body limit follows the schemas: a call they allow never meets a plain-text 413.
-    app = server.streamable_http_app(
-        host=host, transport_security=security, max_request_body_size=request_body_limit_bytes()
-    )
+    app = http_app(server, bind=host, extra_hosts=extra_hosts)
+    shown = ", ".join(h for h in allowed_hosts(host, extra_hosts) if not h.endswith(":*"))
+    address, port = sock.getsockname()[:2]
+    print(f"radiance-mcp: serving http://{f'[{address}]' if ':' in address else address}:{port}/mcp to clients "
+          f"that name it {shown} (others get 421: add names with --allowed-host)", file=sys.stderr)
     if token:
         expected = f"Bearer {token}".encode()
         inner = app
@@ -294,4 +428,4 @@ def _serve_http(server: Any, host: str, port: int, token: str | None) -> None:
                     return
             await inner(scope, receive, send)
 
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

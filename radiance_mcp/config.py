@@ -5,6 +5,7 @@ fleet that may read only the example ledgers shipped in the package. Example::
 
     [server]
     log_roots = ["/var/log/radiance"]        # local ledger files must resolve under these
+    allowed_hosts = ["mcp.example.lan"]       # names HTTP clients may use (Host header); see cli
 
     [models.my-model]                         # optional; the seed's model is built in
     rate_fp8_bytes_per_token = 7488
@@ -24,12 +25,16 @@ fleet that may read only the example ledgers shipped in the package. Example::
     env_file = "/home/dank/scripts/frank-archon.env"
     model = "my-model"                        # default: the seed's model
 
-Every error names the file, the key and what is wrong.
+Every path in the file is absolute (from '/', or '~' for a file on this machine): a relative
+path would resolve against whatever directory the server was started in, so the file checked
+and the file used could differ. Every error names the file, the key and what is wrong.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import stat
 import tomllib
 from pathlib import Path
 from types import MappingProxyType
@@ -42,6 +47,8 @@ from radiance_mcp.errors import ConfigError
 from radiance_mcp.models.ledger_ref import source_problem
 
 CONFIG_ENV = "RADIANCE_MCP_CONFIG"
+CONFIG_CAP_BYTES = 1024 * 1024
+"""A fleet file is a few KiB; anything over 1 MiB is the wrong file."""
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 """Always readable: the example ledgers the package ships."""
 
@@ -52,14 +59,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _absolute(path: str, *, home: bool, kind: str = "path") -> str:
+    # Security: a relative path ("", ".", "logs", "serve.sh") resolves against the server's
+    # working directory, which an MCP client may set to "/"; a relative script was read from
+    # ./ but run from PATH. Only absolute paths are accepted, so each names one file.
+    expanded = os.path.expanduser(path) if home else path
+    if not expanded.startswith("/"):
+        where = "write it from '/'" + (" or '~'" if home else " (a path on the host: '~' would expand here)")
+        raise ValueError(f"{path!r} is not an absolute {kind}; {where}")
+    return path
+
+
 def _absolute_roots(roots: tuple[str, ...], *, home: bool) -> tuple[str, ...]:
-    # Security: a relative root ("", ".", "logs") resolves against the server's working
-    # directory, which an MCP client may set to "/", and would open every file under it.
     for root in roots:
-        expanded = os.path.expanduser(root) if home else root
-        if not expanded.startswith("/"):
-            raise ValueError(f"{root!r} is not an absolute directory; write it from '/'{' or ~' if home else ''}")
+        _absolute(root, home=home, kind="directory")
     return roots
+
+
+def _absolute_or_none(path: str | None) -> str | None:
+    return None if path is None else _absolute(path, home=True)
 
 
 class ModelSpec(_Strict):
@@ -91,8 +109,13 @@ class Host(_Strict):
 
     @field_validator("log_roots")
     @classmethod
-    def _absolute(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
+    def _roots_absolute(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
         return _absolute_roots(roots, home=False)  # '~' would expand here, not on the host
+
+    @field_validator("identity", "known_hosts")
+    @classmethod
+    def _files_absolute(cls, path: str | None) -> str | None:
+        return _absolute_or_none(path)  # files on this machine
 
 
 class Service(_Strict):
@@ -112,6 +135,13 @@ class Service(_Strict):
                                  count="give either log (a file) or container (podman logs), not both")
         if problem:
             raise ValueError(problem)
+        for key in ("log", "env_file", "serve_script"):
+            path = getattr(self, key)
+            if path is not None:
+                try:
+                    _absolute(path, home=self.host is None)  # on a host, '~' would expand here
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
         return self
 
 
@@ -119,11 +149,25 @@ class ServerSettings(_Strict):
     log_roots: tuple[str, ...] = ()
     known_hosts: str | None = None
     ssh_config: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names (or addresses) HTTP clients may reach the server by, beyond its bind address."""
 
     @field_validator("log_roots")
     @classmethod
-    def _absolute(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
+    def _roots_absolute(cls, roots: tuple[str, ...]) -> tuple[str, ...]:
         return _absolute_roots(roots, home=True)
+
+    @field_validator("known_hosts", "ssh_config")
+    @classmethod
+    def _files_absolute(cls, path: str | None) -> str | None:
+        return _absolute_or_none(path)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            split_allowed_host(name)
+        return names
 
 
 class Fleet(_Strict):
@@ -175,17 +219,76 @@ def load(path: str | os.PathLike[str] | None = None) -> Fleet:
         return Fleet()
     file = Path(chosen).expanduser()
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        data = tomllib.loads(_read_config(file).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {file} does not exist; pass an existing --config") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {file} cannot be read: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(
+            f"config file {file} nests arrays or tables too deeply to parse; a fleet file needs three levels "
+            "([services.NAME] key = value): check it is the right file"
+        ) from None
     try:
         return Fleet.model_validate({**data, "path": file})
     except ValidationError as exc:
         raise ConfigError(f"config file {file}: {describe_validation(exc)}") from exc
+
+
+def _read_config(file: Path) -> bytes:
+    """The file's bytes, refusing what is not a regular file or is over CONFIG_CAP_BYTES.
+
+    A FIFO would block start-up until something writes to it, and a device may never end:
+    the file is opened without blocking and checked before anything is read.
+    """
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+            raise ConfigError(f"config file {file} is {kind}, not a regular file; pass the fleet TOML file itself")
+        data = os.read(fd, CONFIG_CAP_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > CONFIG_CAP_BYTES:
+        raise ConfigError(
+            f"config file {file} is over {CONFIG_CAP_BYTES // 1024:,} KiB, too large for a fleet file; "
+            "pass the fleet TOML file itself"
+        )
+    return data
+
+
+def split_allowed_host(name: str) -> tuple[str, int | None]:
+    """An allowed host as a Host header carries it ('name', '10.0.0.5', '[fd00::5]') and its port, if given.
+
+    Raises ValueError, naming the rule, for anything else (a URL, a wildcard, a path).
+    """
+    host, port = name, ""
+    if name.startswith("["):
+        host, _, port = name.partition("]")
+        host += "]"
+        if port and not port.startswith(":"):
+            host = ""  # text after the bracket that is not ':port'
+        port = port[1:]
+    elif name.count(":") == 1:
+        host, port = name.split(":")
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    valid = (
+        (address.version == 6) == host.startswith("[") if address
+        else 0 < len(host) <= 253 and host[0] != "-"
+        and all(ch.isascii() and (ch.isalnum() or ch in ".-_") for ch in host)
+    )
+    if not valid or port and not (port.isdigit() and 1 <= int(port) <= 65535) or name.endswith(":"):
+        raise ValueError(
+            f"{name!r} is not a host name or address with an optional ':port' (an IPv6 address in brackets); "
+            "give the name clients put in the server's URL, e.g. mcp.example.lan or 10.0.0.5:8000"
+        )
+    return host, int(port) if port else None
 
 
 def describe_validation(exc: ValidationError) -> str:

@@ -144,6 +144,7 @@ class LocalScripts:
 
 def script_command(script: Path, mode: str) -> list[str]:
     """'<script> <mode> --dry-run' as an argv list; a script without the exec bit runs under bash."""
+    script = script.absolute()  # Security: a bare 'serve.sh' would be looked up on PATH, not the file read
     if os.access(script, os.X_OK):
         return [str(script), mode, "--dry-run"]
     bash = shutil.which("bash")

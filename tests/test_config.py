@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from types import MappingProxyType
@@ -115,10 +116,29 @@ def test_unknown_service_names_the_known_ones_and_list_fleet_not_the_file(tmp_pa
         ('[server]\nlog_roots = [""]\n', r"server\.log_roots: '' is not an absolute directory"),
         ('[server]\nlog_roots = ["logs"]\n', r"server\.log_roots: 'logs' is not an absolute directory"),
         ('[hosts.h]\nlog_roots = ["~/logs"]\n', r"hosts\.h\.log_roots: '~/logs' is not an absolute directory"),
+        # a relative path names a different file in each working directory: a relative serve
+        # script was read from ./ and then run from PATH
+        ('[services.a]\nserve_script = "launch.sh"\n',
+         r"services\.a: serve_script: 'launch\.sh' is not an absolute path; write it from '/' or '~'"),
+        ('[services.a]\nserve_script = "./bin/launch.sh"\n', r"services\.a: serve_script: './bin/launch\.sh' is not"),
+        ('[services.a]\nenv_file = "conf/a.env"\n', r"services\.a: env_file: 'conf/a\.env' is not an absolute path"),
+        ('[services.a]\nlog = "a.log"\n', r"services\.a: log: 'a\.log' is not an absolute path"),
+        ('[services.a]\nhost = "h"\nlog = "~/a.log"\n[hosts.h]\n',
+         r"services\.a: log: '~/a\.log' is not an absolute path; write it from '/' \(a path on the host"),
+        ('[hosts.h]\nidentity = "keys/id_ed25519"\n', r"hosts\.h\.identity: 'keys/id_ed25519' is not an absolute"),
+        ('[hosts.h]\nknown_hosts = "known_hosts"\n', r"hosts\.h\.known_hosts: 'known_hosts' is not an absolute"),
+        ('[server]\nknown_hosts = ".ssh/known_hosts"\n', r"server\.known_hosts: '\.ssh/known_hosts' is not an"),
+        ('[server]\nssh_config = "ssh_config"\n', r"server\.ssh_config: 'ssh_config' is not an absolute path"),
+        ('[server]\nallowed_hosts = ["http://mcp.lab.test"]\n',
+         r"server\.allowed_hosts: 'http://mcp\.lab\.test' is not a host name or address"),
+        ('[server]\nallowed_hosts = "mcp.lab.test"\n', r"server\.allowed_hosts: Input should be a valid tuple"),
     ],
     ids=["not toml", "unknown table", "unknown key", "wrong type", "out of range", "log and container",
          "container without host", "unknown host", "unknown model", "bad name", "zero rate", "missing keys",
-         "roots not a list", "empty root", "relative root", "remote root with ~"],
+         "roots not a list", "empty root", "relative root", "remote root with ~", "bare script",
+         "dot script", "relative env", "relative log", "remote log with ~", "relative identity",
+         "relative host known_hosts", "relative known_hosts", "relative ssh_config", "allowed host url",
+         "allowed hosts not a list"],
 )
 def test_errors_name_file_key_and_problem(text: str, message: str, tmp_path: Path) -> None:
     path = write(tmp_path, text)
@@ -134,13 +154,27 @@ def test_errors_name_file_key_and_problem(text: str, message: str, tmp_path: Pat
     [
         (lambda tmp: tmp / "missing.toml", r"config file .*missing\.toml does not exist; pass an existing --config"),
         (lambda tmp: write(tmp, b"\xff\xfe[server]\n"), r"config file .*fleet\.toml cannot be read: .*utf-8"),
-        (lambda tmp: tmp, r"config file .* cannot be read: .*directory"),
+        (lambda tmp: tmp, r"config file .* is a directory, not a regular file; pass the fleet TOML file itself"),
+        (lambda tmp: _fifo(tmp), r"config file .*fleet\.fifo is a FIFO, socket or device, not a regular file"),
+        (lambda tmp: Path("/dev/zero"), r"config file /dev/zero is a FIFO, socket or device, not a regular file"),
+        (lambda tmp: write(tmp, "# padding\n" * 120_000), r"fleet\.toml is over 1,024 KiB, too large for a fleet file"),
+        (lambda tmp: write(tmp, "x = " + "[" * 500 + "]" * 500 + "\n"),
+         r"fleet\.toml nests arrays or tables too deeply to parse; a fleet file needs three levels"),
+        (lambda tmp: write(tmp, "x = " + "{a = " * 500 + "1" + "}" * 500 + "\n"),
+         r"fleet\.toml nests arrays or tables too deeply to parse"),
     ],
-    ids=["missing", "not utf-8", "a directory"],
+    ids=["missing", "not utf-8", "a directory", "a fifo (would block)", "a device", "over the cap",
+         "arrays 500 deep", "inline tables 500 deep"],
 )
 def test_unreadable_files(make: object, message: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=message):
         load(make(tmp_path))  # type: ignore[operator]
+
+
+def _fifo(tmp: Path) -> Path:
+    path = tmp / "fleet.fifo"
+    os.mkfifo(path)  # no writer: a plain open() would wait for one for ever
+    return path
 
 
 def test_roots_are_resolved(tmp_path: Path) -> None:
@@ -149,3 +183,26 @@ def test_roots_are_resolved(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(real)
     fleet = load(write(tmp_path, f'[server]\nlog_roots = ["{tmp_path}/link", "{tmp_path}/real/../real"]\n'))
     assert fleet.local_roots()[:2] == [real, real]
+
+
+def test_absolute_paths_and_allowed_hosts_load(tmp_path: Path) -> None:
+    fleet = load(write(tmp_path, """\
+[server]
+known_hosts = "~/.ssh/known_hosts"
+allowed_hosts = ["mcp.lab.test", "10.9.8.7:8443", "[fd00::7]"]
+
+[hosts.h]
+identity = "~/.ssh/id_lab"
+known_hosts = "/etc/ssh/lab_known_hosts"
+
+[services.local]
+serve_script = "~/bin/launch.sh"
+env_file = "/srv/lab/a.env"
+
+[services.remote]
+host = "h"
+serve_script = "/opt/lab/launch.sh"
+"""))
+    assert fleet.server.allowed_hosts == ("mcp.lab.test", "10.9.8.7:8443", "[fd00::7]")
+    assert fleet.services["local"].serve_script == "~/bin/launch.sh"  # '~' is this machine's home
+    assert fleet.services["remote"].serve_script == "/opt/lab/launch.sh"

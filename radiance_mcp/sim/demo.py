@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -295,14 +296,40 @@ async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> 
 
 
 def run_demo(out: TextIO | None = None) -> int:
-    """``radiance-mcp demo``: the walk-through in a temporary directory; the exit status."""
+    """``radiance-mcp demo``: the walk-through in a temporary directory; the exit status.
+
+    SIGTERM cancels the walk like Ctrl-C (exit 143): the MCP server, the fleet and the
+    directory (its config and ledgers) go with it, where by default the process would end
+    on the spot and leave the directory behind.
+    """
     stream = out or sys.stdout
     with tempfile.TemporaryDirectory(prefix="radiance-demo-") as tmp:
         try:
-            return asyncio.run(demo(stream, Path(tmp)))
+            return asyncio.run(_until_sigterm(demo(stream, Path(tmp))))
         except RadianceMCPError as exc:
             print(f"radiance-mcp demo: {exc}", file=sys.stderr)
             return 1
+
+
+async def _until_sigterm(work: Coroutine[Any, Any, int]) -> int:
+    """work's result, or 143 once SIGTERM has cancelled it and every context has unwound."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    terminated = asyncio.Event()
+
+    def stop() -> None:
+        terminated.set()
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if terminated.is_set():
+            return 128 + signal.SIGTERM
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,77 @@
+"""The JSON schemas an agent reads in tools/list, compacted: every token of them is paid on every turn.
+
+Pure: a schema in, a smaller schema out, accepting exactly the same values an agent may send
+(``compact``) or describing the same structured output at its top level (``shallow``).
+
+- ``compact`` (input schemas, and output schemas' shared parts): drops the ``title`` pydantic
+  writes for every property and model (the property's name already says it), and the
+  ``"default": null`` of an optional argument (absent and null mean the same to the server).
+  Everything that constrains a value stays: types, enums, bounds, maxLength, required,
+  additionalProperties.
+- ``shallow`` (output schemas): the top level of a tool's structured output, each property with
+  its JSON type (and enum), nested records as plain objects and arrays. The structured output
+  is a value of the full schema, so it is a value of this one too; the full schema of every
+  tool is served as a resource (``schema://<tool>/output``) for a client that wants it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Schema = dict[str, Any]
+
+_NAME_MAPS = ("properties", "$defs", "patternProperties")
+"""Keys whose value maps names to schemas: a property named 'title' is not a title."""
+
+
+def compact(schema: Schema) -> Schema:
+    """The schema without titles and null defaults; the values it accepts are unchanged."""
+    out: Schema = _compact(schema)
+    return out
+
+
+def _compact(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_compact(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "default" and value is None:
+            continue
+        if key in _NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: _compact(sub) for name, sub in value.items()}
+        else:
+            out[key] = _compact(value)
+    return out
+
+
+def shallow(schema: Schema) -> Schema:
+    """The top level of an object schema: each property's JSON type(s), enums kept, nesting cut."""
+    defs = schema.get("$defs", {})
+    properties = {name: _shallow_property(sub, defs) for name, sub in schema.get("properties", {}).items()}
+    out: Schema = {"type": "object", "properties": properties}
+    if schema.get("required"):
+        out["required"] = list(schema["required"])
+    return out
+
+
+def _shallow_property(node: Schema, defs: Schema) -> Schema:
+    types: list[str] = []
+    enum: list[Any] | None = None
+    for arm in node.get("anyOf", [node]):
+        arm = defs.get(arm["$ref"].rsplit("/", 1)[-1], {}) if "$ref" in arm else arm
+        kind = arm.get("type", "object" if "properties" in arm else None)
+        if kind is None:  # a schema that admits anything: say nothing of its type
+            return {}
+        for one in kind if isinstance(kind, list) else [kind]:
+            if one not in types:
+                types.append(one)
+        if "enum" in arm:
+            enum = [*(enum or []), *arm["enum"]]
+    out: Schema = {"type": types[0] if len(types) == 1 else types}
+    if enum is not None and set(types) <= {"string", "null"}:
+        out["enum"] = [*enum, *([None] if "null" in types else [])]
+    return out

@@ -1,0 +1,214 @@
+"""The CLI's edges as a person meets them (issue 10, defects 5 and 9), each run as a subprocess.
+
+A config that is a FIFO, a device or nested 500 deep; ports out of range or in use;
+addresses that are not this machine's; SIGTERM during the demo; relative script paths.
+Every case ends with a message naming the input, the rule and the remedy, never a
+traceback or a hang (each run has a generous deadline, so a hang fails instead of blocking).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from radiance_mcp.config import EXAMPLES_DIR
+
+EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
+DEADLINE_S = 60
+
+
+def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "radiance_mcp", *args], capture_output=True, text=True,
+                          timeout=DEADLINE_S, cwd=cwd, env=env)
+
+
+def _no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr.replace("radiance-mcp", ""), proc.stderr
+
+
+def test_a_config_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "fleet.toml"
+    os.mkfifo(fifo)  # nothing ever writes to it
+    proc = _cli("compute-ceiling", "--config", str(fifo), "--log", EXAMPLE_LOG)
+    assert proc.returncode == 1
+    assert f"config file {fifo} is a FIFO, socket or device, not a regular file; pass the fleet TOML file itself" \
+        in proc.stderr
+    _no_traceback(proc)
+
+
+@pytest.mark.parametrize("nested", ["[" * 500 + "]" * 500, "{ k = " * 500 + "0" + " }" * 500])
+def test_a_config_nested_500_deep_is_a_config_error(tmp_path: Path, nested: str) -> None:
+    config = tmp_path / "deep.toml"
+    config.write_text(f"[server]\nlog_roots = []\n[models.m]\nextra = {nested}\n", encoding="utf-8")
+    proc = _cli("serve", "--config", str(config))
+    assert proc.returncode == 1
+    assert f"config file {config} nests arrays or tables too deeply to parse" in proc.stderr
+    _no_traceback(proc)
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "0", "65536", "8k", "99999999999999999999999"])
+def test_a_port_out_of_range_is_a_usage_error(port: str) -> None:
+    proc = _cli("serve", "--http", "--port", port)
+    assert proc.returncode == 2
+    assert f"argument --port: {port!r} is not a TCP port: give a whole number from 1 to 65535" in proc.stderr
+    _no_traceback(proc)
+
+
+def test_a_port_in_use_exits_1_naming_it() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        proc = _cli("serve", "--http", "--port", str(port))
+    # 1: an error; 3 would claim that a check ran and failed.
+    assert proc.returncode == 1, proc.stderr
+    assert f"--host 127.0.0.1 --port {port}: cannot listen" in proc.stderr
+    assert "stop it or pass another --port" in proc.stderr
+    _no_traceback(proc)
+
+
+@pytest.mark.parametrize(
+    ("host", "says"),
+    [
+        ("192.0.2.77", "that is not an address of this machine; bind one of its addresses"),  # TEST-NET-1
+        ("no-such-host.invalid", "'no-such-host.invalid' does not resolve"),
+    ],
+)
+def test_an_address_not_of_this_machine_exits_1(host: str, says: str) -> None:
+    proc = _cli("serve", "--http", "--host", host, "--port", "8123", "--token", "a-long-enough-secret")
+    assert proc.returncode == 1, proc.stderr
+    assert says in proc.stderr
+    _no_traceback(proc)
+
+
+# ---------------------------------------------------------------------------------------
+# SIGTERM and the demo's temporary directory
+
+
+def _wait_for_fleet(tmp_path: Path, proc: subprocess.Popen[bytes]) -> Path:
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        found = [d for d in tmp_path.glob("radiance-demo-*") if (d / "fleet.toml").exists()]
+        if found:
+            return found[0]
+        assert proc.poll() is None, "the demo ended before its fleet started"
+        time.sleep(0.1)
+    raise AssertionError("the demo's fleet did not start")
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(args)
+    return found
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("demo",), ("serve", "--demo"), ("serve", "--demo", "--http", "--port", "0")],
+    ids=["demo", "serve-demo-stdio", "serve-demo-http"],
+)
+def test_sigterm_removes_the_demos_temporary_directory(tmp_path: Path, command: tuple[str, ...]) -> None:
+    if "--http" in command:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            command = (*command[:-1], str(sock.getsockname()[1]))
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", *command], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        fleet_dir = _wait_for_fleet(tmp_path, proc)
+        time.sleep(1.0)  # let the walk (or the server) get under way
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=DEADLINE_S)  # stdin stays open: the exit may not wait for it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
+    assert status == 128 + signal.SIGTERM
+    assert not fleet_dir.exists(), sorted(p.name for p in fleet_dir.rglob("*"))
+    assert list(tmp_path.iterdir()) == []
+    assert _processes_naming(str(fleet_dir)) == []  # the demo's own MCP server ended with it
+
+
+# ---------------------------------------------------------------------------------------
+# Relative script paths (defect 5)
+
+SCRIPT = """\
+#!/usr/bin/env bash
+# {label}
+if [ "$2" = "--dry-run" ]; then printf '%s\\n' engine --mode "$1" --from {label}; exit 0; fi
+exec false
+"""
+
+
+def test_a_relative_serve_script_in_the_config_is_refused_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "launch.sh").write_text(SCRIPT.format(label="here"), encoding="utf-8")
+    config = tmp_path / "fleet.toml"
+    config.write_text('[services.lab]\nserve_script = "launch.sh"\n', encoding="utf-8")
+    proc = _cli("compare-dry-run", "--config", str(config), "--service", "lab", "--proven-mode", "a",
+                "--candidate-mode", "b", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "services.lab: serve_script: 'launch.sh' is not an absolute path; write it from '/' or '~'" in proc.stderr
+    _no_traceback(proc)
+
+
+def test_a_relative_script_runs_the_file_that_was_read_not_one_on_path(tmp_path: Path) -> None:
+    work, decoys = tmp_path / "work", tmp_path / "bin"
+    work.mkdir()
+    decoys.mkdir()
+    for directory, label in ((work, "here"), (decoys, "decoy")):
+        script = directory / "launch.sh"
+        script.write_text(SCRIPT.format(label=label), encoding="utf-8")
+        script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{decoys}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = _cli("compare-dry-run", "--script", "launch.sh", "--proven-mode", "slim", "--candidate-mode", "wide",
+                "--json", cwd=work, env=env)
+    assert proc.returncode in (0, 3), proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["proven"]["command"][0] == str(work / "launch.sh")
+    assert out["proven"]["argv"] == ["engine", "--mode", "slim", "--from", "here"]
+    assert out["candidate"]["argv"] == ["engine", "--mode", "wide", "--from", "here"]
+
+
+async def test_a_service_script_runs_by_the_absolute_path_that_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defence in depth, through an MCP client: a relative serve_script that got past the config
+    (built in code, unvalidated) still runs the file that was read, never one found on PATH."""
+    from mcp import Client
+
+    from radiance_mcp.config import Fleet, Service
+    from radiance_mcp.runtime import Runtime
+    from radiance_mcp.server import build_server
+
+    work, decoys = tmp_path / "work", tmp_path / "bin"
+    for directory, label in ((work, "here"), (decoys, "decoy")):
+        directory.mkdir()
+        script = directory / "launch.sh"
+        script.write_text(SCRIPT.format(label=label), encoding="utf-8")
+        script.chmod(0o755)
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("PATH", f"{decoys}{os.pathsep}{os.environ.get('PATH', '')}")
+    runtime = Runtime(Fleet.model_construct(services={"lab": Service.model_construct(serve_script="launch.sh")}))
+    async with Client(build_server(runtime)) as client:
+        result = await client.call_tool("compare_dry_run", {"service": "lab", "proven_mode": "slim",
+                                                            "candidate_mode": "wide"})
+    assert not result.is_error, result.content
+    out = result.structured_content
+    assert out is not None
+    assert out["proven"]["command"][0] == str(work / "launch.sh")
+    assert out["proven"]["argv"] == ["engine", "--mode", "slim", "--from", "here"]

@@ -1,0 +1,305 @@
+"""Hostile transport input (issue 10, defects 4, 6 and 8): real HTTP requests and raw stdio bytes.
+
+- DNS rebinding: bound to any loopback spelling (127.0.0.2, 127.0.0.1, ::1 and its long form),
+  a request naming another host, or sent from another site's page, is refused with no data.
+- Sessions: thousands of initialize requests never closed cost the server nothing, and a
+  new client is served after them; progress still reaches an HTTP client.
+- stdio: a line that is not a JSON-RPC message gets a JSON-RPC error at once, and the
+  server reads on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from mcp import Client
+
+from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server, http_app
+from radiance_mcp.sim import Shape, SimEndpoint
+
+EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+OLDER_PROTOCOL = "2025-06-18"  # an initialize-handshake revision: the stateful path of the SDK
+
+
+def _initialize(request_id: int = 1) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {
+        "protocolVersion": OLDER_PROTOCOL, "capabilities": {}, "clientInfo": {"name": "rebinder", "version": "0"}}}
+
+
+def _ceiling_call(request_id: int = 2) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "compute_ceiling", "arguments": {"log": EXAMPLE_LOG}}}
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def _free_port(bind: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET) as sock:
+        sock.bind((bind, 0))
+        return int(sock.getsockname()[1])
+
+
+def _url_host(bind: str) -> str:
+    return f"[{bind}]" if ":" in bind else bind
+
+
+@contextmanager
+def _cli_server(bind: str, *extra: str, config: Path | None = None) -> Iterator[tuple[str, int]]:
+    """`radiance-mcp serve --http --host bind` as a subprocess; yields (url, port) once it listens."""
+    port = _free_port(bind)
+    args = [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--host", bind, "--port", str(port), *extra]
+    if config is not None:
+        args += ["--config", str(config)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(400):
+            if proc.poll() is not None:
+                raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else b''!r}")
+            try:
+                with socket.create_connection((bind, port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("server did not listen")
+        yield f"http://{_url_host(bind)}:{port}/mcp", port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def _post(url: str, body: dict[str, object], **headers: str) -> httpx.Response:
+    return httpx.post(url, json=body, headers={**HEADERS, "mcp-protocol-version": OLDER_PROTOCOL, **headers},
+                      timeout=30)
+
+
+LOOPBACK_BINDS = [
+    "127.0.0.2",
+    "127.0.0.1",
+    pytest.param("::1", marks=pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")),
+    pytest.param("0:0:0:0:0:0:0:1", marks=pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")),
+]
+
+
+@pytest.mark.parametrize("bind", LOOPBACK_BINDS)
+def test_a_rebinding_page_gets_no_data_on_any_loopback_bind(bind: str) -> None:
+    with _cli_server(bind) as (url, port):
+        # The attack: the page's domain now resolves to this machine; Host and Origin are its own.
+        attacked = _post(url, _initialize(), host=f"evil.example:{port}", origin=f"http://evil.example:{port}")
+        assert attacked.status_code == 421, attacked.text
+        assert "serverInfo" not in attacked.text
+        called = _post(url, _ceiling_call(), host=f"evil.example:{port}")
+        assert called.status_code == 421 and "30969" not in called.text.replace(",", "")
+        # The right Host, but posted by another site's page.
+        cross = _post(url, _ceiling_call(), origin="http://evil.example")
+        assert cross.status_code == 403 and "30969" not in cross.text.replace(",", "")
+        # A client that names the server as it is bound (no Origin, or its own page) is served.
+        own = _post(url, _initialize())
+        assert own.status_code == 200 and "serverInfo" in own.text
+        page = _post(url, _initialize(), origin=f"http://{_url_host(bind)}:{port}")
+        assert page.status_code == 200 and "serverInfo" in page.text
+
+
+def test_allowed_hosts_from_the_flag_and_the_config(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text('[server]\nallowed_hosts = ["gpu-box.internal:9443"]\n', encoding="utf-8")
+    with _cli_server("127.0.0.2", "--allowed-host", "mcp.lab.test", config=config) as (url, port):
+        named = _post(url, _ceiling_call(), host=f"mcp.lab.test:{port}", origin=f"https://mcp.lab.test:{port}")
+        assert named.status_code == 200 and "30969" in named.text.replace(",", "")
+        proxied = _post(url, _initialize(), host="gpu-box.internal:9443")  # behind a proxy, on its port
+        assert proxied.status_code == 200
+        assert _post(url, _initialize(), host="gpu-box.internal:80").status_code == 421  # not that port
+        assert _post(url, _initialize(), host=f"mcp.lab.test.evil.example:{port}").status_code == 421
+        assert _post(url, _initialize(), host=f"evil.example:{port}").status_code == 421
+
+
+def test_a_token_does_not_switch_the_host_check_off() -> None:
+    with _cli_server("127.0.0.2", "--token", "lab-token-7f3a") as (url, port):
+        bearer = "Bearer lab-token-7f3a"
+        attacked = _post(url, _ceiling_call(), host=f"evil.example:{port}", authorization=bearer)
+        assert attacked.status_code == 421 and "30969" not in attacked.text.replace(",", "")
+        assert _post(url, _ceiling_call(), host=f"evil.example:{port}").status_code == 401  # no token: 401 first
+        served = _post(url, _ceiling_call(), authorization=bearer)
+        assert served.status_code == 200 and "30969" in served.text.replace(",", "")
+
+
+@pytest.mark.parametrize("bad", ["*", "http://mcp.lab.test", "mcp.lab.test:99999", "mcp lab"])
+def test_a_bad_allowed_host_is_refused_with_the_rule(bad: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--allowed-host", bad, "--port", "1"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert f"--allowed-host {bad!r} is not a host name or address" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# Sessions, in-process uvicorn on a loopback address that is not 127.0.0.1
+
+
+@asynccontextmanager
+async def _served(runtime: Runtime, bind: str = "127.0.0.2") -> AsyncIterator[str]:
+    sock = socket.create_server((bind, 0))
+    server = uvicorn.Server(uvicorn.Config(http_app(build_server(runtime), bind=bind), log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        yield f"http://{bind}:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+async def test_thousands_of_abandoned_sessions_leave_new_clients_served() -> None:
+    async with _served(Runtime(Fleet())) as url:
+        async with httpx.AsyncClient(headers={**HEADERS, "mcp-protocol-version": OLDER_PROTOCOL},
+                                     timeout=120) as http:
+            for batch in range(40):  # 2,000 clients that initialize, then walk away: no DELETE
+                answers = await asyncio.gather(*(http.post(url, json=_initialize(batch * 50 + i)) for i in range(50)))
+                for answer in answers:
+                    assert answer.status_code == 200, answer.text
+                    assert "mcp-session-id" not in answer.headers  # nothing is held for it
+        async with Client(url) as client:
+            result = await client.call_tool("compute_ceiling", {"log": EXAMPLE_LOG})
+        assert result.structured_content is not None and result.structured_content["ceiling_mib"] == 30_969
+
+
+async def test_progress_reaches_an_http_client_without_a_session() -> None:
+    async with SimEndpoint(Shape(), time_scale=0.001) as ep:
+        runtime = Runtime(Fleet(services={"sim": Service(endpoint=ep.url)}))
+        async with _served(runtime) as url, Client(url) as client:
+            seen: list[tuple[float, float | None]] = []
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                seen.append((done, total))
+
+            result = await client.call_tool(
+                "boundary_probe", {"service": "sim", "n": 2, "max_model_len": 200_000, "execute": True},
+                progress_callback=progress,
+            )
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["verdict"] == "2/2 retrieved"
+    assert sorted(seen) == [(1, 2), (2, 2)]
+
+
+# ---------------------------------------------------------------------------------------
+# stdio: raw bytes
+
+
+class _Stdio:
+    """The stdio server as a subprocess, fed raw bytes; answers read line by line with a deadline."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", "serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._buffer = b""
+
+    def send(self, raw: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(raw)
+        self.proc.stdin.flush()
+
+    def answer(self, deadline_s: float = 30.0) -> dict[str, object]:
+        """The next message; a generous deadline so a dropped line fails here instead of hanging."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        end = time.monotonic() + deadline_s
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+            if not ready:
+                raise AssertionError(f"no answer within {deadline_s} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError("the server closed stdout")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return dict(json.loads(line))
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def stdio() -> Iterator[_Stdio]:
+    server = _Stdio()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+GARBAGE = [
+    pytest.param(b"this line is not json at all\n", id="not-json"),
+    pytest.param(b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": "\\udc80"}}\n', id="lone-surrogate"),
+    pytest.param(b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": "\xed\xb2\x80\xff"}}\n',
+                 id="raw-surrogate-bytes"),
+    pytest.param(b'{"jsonrpc": "2.0", "id": ' + b"7" * 5_000 + b', "method": "ping"}\n', id="5000-digit-id"),
+    pytest.param(b'{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"n": 1' + b"0" * 5_000 + b"}}\n",
+                 id="5000-digit-param"),
+    pytest.param(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"\n', id="truncated"),
+]
+
+
+@pytest.mark.parametrize("garbage", GARBAGE)
+def test_garbage_on_stdio_is_answered_and_the_server_reads_on(stdio: _Stdio, garbage: bytes) -> None:
+    stdio.send(json.dumps(_initialize()).encode() + b"\n")
+    assert "result" in stdio.answer()
+    stdio.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    stdio.send(garbage)
+    reply = stdio.answer()
+    if "result" in reply:
+        # Bytes that are not UTF-8 read as U+FFFD, which leaves a valid message: answered as one.
+        assert reply["id"] == 7
+    else:
+        assert reply["id"] is None and reply["jsonrpc"] == "2.0"
+        error = reply["error"]
+        assert isinstance(error, dict) and error["code"] == -32700, error
+        assert "Parse error" in error["message"] and "one JSON-RPC message per line" in error["message"]
+    stdio.send(json.dumps(_ceiling_call(8)).encode() + b"\n")
+    after = stdio.answer()
+    assert after["id"] == 8
+    result = after["result"]
+    assert isinstance(result, dict) and result["structuredContent"]["ceiling_mib"] == 30_969
+
+
+def test_json_that_is_not_a_message_is_an_invalid_request(stdio: _Stdio) -> None:
+    stdio.send(json.dumps(_initialize()).encode() + b"\n")
+    assert "result" in stdio.answer()
+    for line in (b"[1, 2, 3]\n", b'{"jsonrpc": "2.0", "id": 3}\n', b'"ping"\n'):
+        stdio.send(line)
+        reply = stdio.answer()
+        error = reply["error"]
+        assert reply["id"] is None and isinstance(error, dict) and error["code"] == -32600, (line, reply)
+    stdio.send(b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n')
+    assert stdio.answer() == {"jsonrpc": "2.0", "id": 4, "result": {}}

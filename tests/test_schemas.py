@@ -1,0 +1,91 @@
+"""The compacted schemas accept what the full ones accept: a smaller tools/list, the same contract."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field
+
+from radiance_mcp.schemas import compact, shallow
+
+
+class _Ref(BaseModel):
+    line: int
+    text: str
+
+
+class _In(BaseModel):
+    title: str = Field(max_length=8, description="a property that happens to be called title")
+    mib: float | None = Field(None, ge=0, le=100)
+    kind: Literal["fp8", "bf16"] = "fp8"
+    refs: list[_Ref] = Field(default_factory=list, max_length=2)
+
+
+class _Out(BaseModel):
+    ok: bool
+    status: Literal["settled", "refused"] | None
+    ref: _Ref | None
+    refs: list[_Ref]
+    note: str
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ({"title": "x"}, True),
+        ({"title": "x", "mib": None}, True),
+        ({"title": "x", "mib": 50, "kind": "bf16", "refs": [{"line": 1, "text": "t"}]}, True),
+        ({"title": "123456789"}, False),  # maxLength kept
+        ({"title": "x", "mib": 101}, False),  # bound kept
+        ({"title": "x", "kind": "fp16"}, False),  # enum kept
+        ({"title": "x", "refs": [{"line": 1}]}, False),  # nested required kept
+        ({"title": "x", "refs": [{"line": 1, "text": "a"}] * 3}, False),  # maxItems kept
+        ({}, False),  # required kept
+    ],
+)
+def test_compact_accepts_exactly_what_the_full_schema_accepts(value: dict[str, object], valid: bool) -> None:
+    full = _In.model_json_schema()
+    small = compact(full)
+    assert _valid(full, value) is valid
+    assert _valid(small, value) is valid
+
+
+def test_compact_drops_titles_and_null_defaults_but_not_a_property_called_title() -> None:
+    small = compact(_In.model_json_schema())
+    assert "title" not in small and "title" not in small["$defs"]["_Ref"]
+    assert "title" in small["properties"] and small["properties"]["title"]["maxLength"] == 8
+    assert "default" not in small["properties"]["mib"]
+    assert small["properties"]["kind"]["default"] == "fp8"
+    assert len(str(small)) < len(str(_In.model_json_schema()))
+
+
+def test_shallow_describes_the_top_level_and_every_full_output_fits_it() -> None:
+    full = _Out.model_json_schema()
+    top = shallow(full)
+    assert top["required"] == ["ok", "status", "ref", "refs", "note"]
+    assert top["properties"] == {
+        "ok": {"type": "boolean"},
+        "status": {"type": ["string", "null"], "enum": ["settled", "refused", None]},
+        "ref": {"type": ["object", "null"]},
+        "refs": {"type": "array"},
+        "note": {"type": "string"},
+    }
+    for output in (
+        _Out(ok=True, status=None, ref=None, refs=[], note=""),
+        _Out(ok=False, status="refused", ref=_Ref(line=3, text="E startup stopped"), refs=[_Ref(line=1, text="")],
+             note="n"),
+    ):
+        data = output.model_dump(mode="json")
+        assert _valid(full, data) and _valid(top, data)
+    assert not _valid(top, {"ok": "yes", "status": None, "ref": None, "refs": [], "note": ""})
+    assert not _valid(top, {"ok": True, "status": "booted", "ref": None, "refs": [], "note": ""})
+
+
+def _valid(schema: dict[str, object], value: object) -> bool:
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError:
+        return False
+    return True
