@@ -23,6 +23,7 @@ import socket
 import sys
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -124,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="run against a simulated fleet started for this command (its services, e.g. "
                          "--service frank-archon; list them with list-fleet --demo)")
         sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
+        if spec.picture is not None:
+            sub.add_argument("--svg", metavar="FILE", type=Path, help="also write the picture (SVG) to FILE")
         for name, info in spec.input_model.model_fields.items():
             # A required text may come from its file flag instead: the input model, not argparse, requires it.
             _add_field(sub, name, info.annotation, info.description or "", info.is_required() and not _is_text(name))
@@ -247,6 +250,8 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
             await runtime.close()
 
     output = asyncio.run(run_once())
+    if spec.picture is not None and args.svg is not None:
+        args.svg.write_text(spec.picture(output), encoding="utf-8")
     if args.json:
         print(output.model_dump_json(indent=2))
     else:

@@ -24,6 +24,7 @@ fleet that may read only the example ledgers shipped in the package. Example::
     endpoint = "http://127.0.0.1:8000"
     env_file = "/home/dank/scripts/frank-archon.env"
     model = "my-model"                        # default: the seed's model
+    cards = ["dankserver:0"]                  # optional: the physical card(s), to see which services share one
 
 Every path in the file is absolute (from '/', or '~' for a file on this machine): a relative
 path would resolve against whatever directory the server was started in, so the file checked
@@ -126,9 +127,13 @@ class Service(_Strict):
     env_file: str | None = None
     serve_script: str | None = None
     model: str | None = None
+    cards: tuple[Annotated[str, Field(min_length=1, max_length=100)], ...] = ()
+    """The physical cards its card 0, 1, ... are, e.g. ["gpubox:0"]: services naming one card share it."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Service:
+        if len(set(self.cards)) != len(self.cards):
+            raise ValueError(f"cards names a card twice ({', '.join(self.cards)}); list each card once, in order")
         # The ledger reference's rule; a service on a host may name no ledger (an endpoint only).
         given = [name for name in ("log", "container") if getattr(self, name)]
         problem = source_problem(given, bool(self.host), required=False, host_alone=True,

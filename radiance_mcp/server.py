@@ -14,6 +14,7 @@ serves streamable HTTP statelessly, with Host/Origin checks set from the bind ad
 
 from __future__ import annotations
 
+import base64
 import functools
 import inspect
 import ipaddress
@@ -39,6 +40,7 @@ from mcp_types import (
     PARSE_ERROR,
     CallToolResult,
     ErrorData,
+    ImageContent,
     JSONRPCError,
     TextContent,
     ToolAnnotations,
@@ -98,7 +100,11 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
         # The text content is the structured output as compact JSON: the SDK's own is a second, indented copy.
         data = output.model_dump(mode="json", by_alias=True)
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+        content: list[Any] = [TextContent(type="text", text=text)]
+        if spec.picture is not None:  # e.g. plan_free_vram's budget as SVG, beside the structured output
+            svg = base64.b64encode(spec.picture(output).encode()).decode()
+            content.append(ImageContent(type="image", data=svg, mime_type="image/svg+xml"))
+        return CallToolResult(content=content, structured_content=data)
 
     # The SDK reads the published schema (and the structured output's) off this signature only.
     call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# Real SSH servers on loopback (asyncssh's and OpenSSH's sshd), one of each per session for every
+# directory whose tests reach a host (tests/remote, tests/step_shape): see tests/ssh_hosts.py.
+from ssh_hosts import asyncssh_host, ssh_host, sshd_host  # noqa: F401
+
 from radiance_mcp.config import EXAMPLES_DIR
 from radiance_mcp.ledger import render
 

@@ -80,8 +80,8 @@ def test_every_tool_belongs_to_a_procedure_in_the_order_it_is_used() -> None:
     assert set(TOOL_NAMES) == {t for s in SKILLS for t in s.tools}
     assert BY_NAME["radiance-kv-cache-resize"].tools == (
         # audit_step_shape: where the newest boot refused to start, step 1 sends the agent there.
-        "list_fleet", "compute_ceiling", "audit_step_shape", "check_pool_contract", "read_budget_table",
-        "token_count_probe", "boundary_probe", "decode_probe",
+        "list_fleet", "plan_free_vram", "compute_ceiling", "audit_step_shape", "check_pool_contract", "compare_arms",
+        "render_gates", "verify_deploy", "read_budget_table", "token_count_probe", "boundary_probe", "decode_probe",
     )
     assert BY_NAME["radiance-step-shape-ledger-audit"].tools == (
         "list_fleet", "audit_step_shape", "check_serve_script", "compare_dry_run",
@@ -142,7 +142,8 @@ async def test_an_sdk_client_lists_and_reads_the_prompts_and_resources(tmp_path:
     assert resize.messages[0].content.text.startswith("First call `list_fleet`")  # type: ignore[union-attr]
     assert read.contents[0].text == BY_NAME["radiance-kv-cache-resize"].text  # type: ignore[union-attr]
     assert "radiance-kv-cache-resize: Resizing the KV / VRAM pair of a radiance endpoint. Tools in order: " \
-        "list_fleet -> compute_ceiling -> audit_step_shape -> check_pool_contract -> read_budget_table" in instructions
+        "list_fleet -> plan_free_vram -> compute_ceiling -> audit_step_shape -> check_pool_contract -> " \
+        "compare_arms -> render_gates -> verify_deploy -> read_budget_table" in instructions
     assert "radiance-step-shape-ledger-audit: Auditing a serving-shape change from the boot ledger. Tools in order: " \
         "list_fleet -> audit_step_shape -> check_serve_script -> compare_dry_run." in instructions
 

@@ -23,12 +23,15 @@ SOURCE_KINDS = ("service", "log", "log_text", "container")
 CONTAINER_NEEDS_HOST = "container needs host: the host (from the fleet config) where podman runs it"
 HOST_NEEDS_SOURCE = "host goes with log (a file on that host) or container (its podman logs)"
 
-Role = Literal["ledger", "contract", "proven", "candidate", "shared"]
+Role = Literal["ledger", "contract", "plan", "proven", "candidate", "shared"]
 """Which tool reads the ledger, for the wording of its fields: one ledger (read_budget_table,
-compute_ceiling), the ledger behind a pool contract, or audit_step_shape's sides and shared source."""
+compute_ceiling, render_gates, verify_deploy), the ledger behind a pool contract, a plan's
+ledger (none: the whole fleet), or audit_step_shape's sides and shared source."""
 
 FIELDS: dict[str, dict[Role, str]] = {
     "service": {
+        "plan": "A service from the fleet config. Omit service, log, log_text and container: every "
+        "service of the fleet, read concurrently.",
         "ledger": "A service named in the fleet config; its ledger is read.",
         "contract": "A service from the config: its model's constants, and its ledger for omitted values.",
         "proven": "Service whose newest boot is the proven shape.",
@@ -36,6 +39,7 @@ FIELDS: dict[str, dict[Role, str]] = {
         "shared": "One service for both: boots proven_boot and candidate_boot of its ledger.",
     },
     "log": {
+        "plan": "A ledger file (under log_roots); with host, a file on that host.",
         "ledger": "Absolute path of a ledger file on this machine, under the config's log_roots; with host, "
         "a file on that host, under the host's log_roots.",
         "contract": "A ledger file to read omitted values from (under log_roots); with host, a file on that "
@@ -45,6 +49,7 @@ FIELDS: dict[str, dict[Role, str]] = {
         "shared": "One ledger file for both (two boots of it).",
     },
     "log_text": {
+        "plan": "The ledger text itself.",
         "ledger": "The ledger text itself (e.g. pasted podman logs output).",
         "contract": "Ledger text to read omitted values from.",
         "proven": "Ledger text of the proven boot.",
@@ -52,6 +57,7 @@ FIELDS: dict[str, dict[Role, str]] = {
         "shared": "One ledger text for both (two boots of it).",
     },
     "container": {
+        "plan": "A container on host: its `podman logs` holds the ledger.",
         "ledger": "A container on host (give host too): its `podman logs` holds the ledger.",
         "contract": "A container on host (give host too): its `podman logs` holds the ledger.",
         "proven": "Container on host whose podman logs hold the proven boot.",
@@ -59,12 +65,14 @@ FIELDS: dict[str, dict[Role, str]] = {
         "shared": "One container on host for both (two boots of its logs).",
     },
     "host": {
+        "plan": "A host from the fleet config, with log or container.",
         "ledger": "A host listed in the fleet config: read log (a file there) or container over SSH.",
         "contract": "A host listed in the fleet config: read log (a file there) or container over SSH.",
         "shared": "A host of the fleet config where the log / container sources given here live; two "
         "ledgers on one host are read in one SSH round trip.",
     },
     "boot": {
+        "plan": "Which boot of the ledger: -1 the newest.",
         "ledger": "Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest.",
         "contract": "Which boot of the ledger: -1 the newest.",
         "proven": "Which boot of the proven source: -1 newest (default), or -2 with one shared source.",
@@ -79,7 +87,7 @@ def ledger_field(role: Role, name: str) -> Any:
     The boot of one ledger defaults to -1; a side of the audit defaults to None (its default
     depends on whether the source is shared).
     """
-    default = -1 if name == "boot" and role in ("ledger", "contract") else None
+    default = -1 if name == "boot" and role in ("ledger", "contract", "plan") else None
     return Field(default, description=FIELDS[name][role])
 
 

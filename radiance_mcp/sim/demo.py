@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -136,6 +138,9 @@ async def _walk(w: _Walk) -> None:
                             reserves=[{"mib": 256, "label": "my margin for a second context", "personal": True}])
     w.say(f"personal: max pair {personal['max_pair_mib']:,} MiB; personal reserves {personal['personal_reserves']}")
 
+    if "plan_free_vram" in w.tools:
+        await _plan(w)
+
     w.head("Spend the headroom on the KV cache: how many seats does the pool contract allow?")
     flags = table["flags"]
     weights_mib = int(flags["vram-weights-mib"])
@@ -158,6 +163,8 @@ async def _walk(w: _Walk) -> None:
     w.say(f"lowpool, from its ledger: {lowpool['formula']}")
     w.expect(not lowpool["ok"], "lowpool's pool fails its contract (it booted all the same)")
 
+    shipped = await _ship(w, SERVICE, new_kv, seats) if "render_gates" in w.tools else None
+
     w.head(f"Deploy {weights_mib:,} + {new_kv:,} MiB with --max-num-seqs {seats} (the simulator redeploys)")
     await fleet.redeploy(SERVICE, replace(service.shape, vram_kv_mib=new_kv, seqs=seats))
     w.say(_newest_line(service.log_path, "backs"))
@@ -178,9 +185,23 @@ async def _walk(w: _Walk) -> None:
                 w.say(f"{row['row']:<24} {row['proven']} -> {row['candidate']}")
     backs = _newest_line(service.log_path, "backs")
     w.expect(f"backs {seats} sequences all at {window} tokens" in backs, f"the referee: {backs}")
+    if shipped is not None:
+        verified = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"])
+        for check in verified["checks"]:
+            w.say(f"{'ok' if check['ok'] else 'FAILED' if check['ok'] is False else 'n/a'}: {check['check']}: "
+                  f"{check['found']}")
+        w.expect(verified["ok"], "every ledger check of the new boot passes")
 
     w.head("Then the live probes, against the deployed endpoint")
-    await _probes(w, seats, window)
+    found = await _probes(w, seats, window)
+    if shipped is not None:
+        w.head("The verdicts: each prediction of the env file, kept or killed")
+        final = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"], boundary_found=found)
+        for verdict in final["verdicts"]:
+            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text'][:110]}")
+        w.expect(all(v["verdict"] == "kept" for v in final["verdicts"]),
+                 "every prediction kept; the env file comes back with its verdicts written")
+        await _killed(w)
 
     w.head("The step-shape audit: a mode that carried its own 65,536-token step")
     if "audit_step_shape" in w.tools:
@@ -193,6 +214,75 @@ async def _walk(w: _Walk) -> None:
         w.say("(audit_step_shape is not a tool of this build)")
     if {"check_serve_script", "compare_dry_run"} <= w.tools:
         await _serve_script(w)
+
+
+SLAB_LAW = ((22_208, 3_397), (24_000, 3_290), (25_600, 3_584), (26_071, 4_379))
+"""The seed's measured prefill law (fp8, 43.5k single stream): slab MiB -> t/s."""
+
+
+async def _plan(w: _Walk) -> None:
+    w.head("What can we do with the free VRAM? One call for the whole fleet")
+    plan = await w.need("plan_free_vram")
+    for line in plan["summary"]:
+        w.say(line)
+    for card in plan["physical_cards"]:
+        w.say(f"{card['card']}: {', '.join(card['services'])}: {card['derivation']}")
+    shared = {c["card"]: c for c in plan["physical_cards"]}.get("gpubox:1")
+    w.expect(shared is not None and len(shared["services"]) == 2,
+             "twin and lowpool share gpubox:1: its headroom is counted once, less the other engine's floor")
+    w.say(f"fleet headroom, each card once: {plan['fleet_headroom_mib']:,} MiB (sharing {plan['sharing']}); "
+          f"not planned: {', '.join(u['service'] for u in plan['unreadable']) or 'none'}")
+
+    w.head("The slab is a slope: compare the measured arms before reading a law off them")
+    arms = [{"value": v, "rate": r} for v, r in SLAB_LAW]
+    two = await w.need("compare_arms", arms=arms[:2], knob="slab MiB", claim="plateau")
+    w.say(f"{two['steps'][0]['reading']}")
+    w.say(f"plateau on two arms: {two['claim']['verdict']}: {two['claim']['remedy']}")
+    w.expect(two["claim"]["verdict"] == "refused", "no plateau or threshold is read off two arms")
+    every = await w.need("compare_arms", arms=arms, knob="slab MiB", claim="threshold")
+    w.say(f"threshold on all four: {every['claim']['verdict']}: {every['claim']['reason']}")
+
+
+async def _ship(w: _Walk, name: str, kv_mib: int, seats: int) -> dict[str, Any]:
+    """render_gates for the plan; its files written beside the fleet and, when bats is installed, run."""
+    w.head("Ship: the env-file pair with its predictions, and the bats gates")
+    shipped = await w.need("render_gates", service=name, vram_kv_mib=kv_mib, seqs=seats)
+    for prediction in shipped["predictions"]:
+        w.say(f"prediction {prediction['key']} = {prediction['value']}")
+    ship = w.fleet.root / "ship"
+    ship.mkdir(exist_ok=True)
+    env, bats = ship / f"{name}.env", ship / f"{name}.bats"
+    env.write_text(shipped["env_text"], encoding="utf-8")
+    bats.write_text(shipped["bats_text"], encoding="utf-8")
+    runner = shutil.which("bats")
+    if runner is None:
+        w.say(f"(bats is not installed: the gates are in {bats.name}, run them with: bats {bats.name})")
+        return shipped
+    process = await asyncio.create_subprocess_exec(runner, "--tap", str(bats), env={**os.environ, "ENV_FILE": str(env)},
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    output = (await process.communicate())[0].decode(errors="replace")
+    for line in output.splitlines():
+        if line.startswith(("ok", "not ok")):
+            w.say(f"bats: {line}")
+    w.expect(process.returncode == 0, "bats runs the gates on the env file: pair <= ceiling, pool >= contract")
+    return shipped
+
+
+async def _killed(w: _Walk) -> None:
+    """A deploy that did not take the plan: the env file says 3 seats, the service boots with its old 2."""
+    name = "twin"
+    w.head(f"A deploy that did not take the plan ({name}: planned 3 seats, booted with its old 2)")
+    planned = await w.need("render_gates", service=name, vram_kv_mib=w.fleet.services[name].shape.vram_kv_mib,
+                           seqs=3)
+    await w.fleet.redeploy(name, w.fleet.services[name].shape)  # the seats change never reached the engine
+    result = await w.need("verify_deploy", service=name, env_text=planned["env_text"])
+    for verdict in result["verdicts"]:
+        if verdict["verdict"] == "killed":
+            w.say(f"{verdict['key']}: killed: {verdict['text'][:110]}")
+    killed = {v["key"] for v in result["verdicts"] if v["verdict"] == "killed"}
+    w.expect("referee" in killed and not result["ok"],
+             "the referee line kills the prediction, and the verdict is written to the env file all the same")
+    w.say(next(line for line in result["env_text"].splitlines() if line.startswith("# verdict referee:"))[:120])
 
 
 async def _serve_script(w: _Walk) -> None:
@@ -227,7 +317,7 @@ async def _serve_script(w: _Walk) -> None:
              "the wide mode's argv is the proven mode's, byte for byte")
 
 
-async def _probes(w: _Walk, seats: int, window: int) -> None:
+async def _probes(w: _Walk, seats: int, window: int) -> int:
     gen = 64
     if "boundary_probe" in w.tools:
         text = "The resize procedure, in the engine's words. " * 40
@@ -252,7 +342,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
                   f"(cold: {rate['cold']}), prefill {rate['prefill_tokens_per_s']:,.0f} t/s")
             w.expect(rate["valid"] and rate["cold"] and rate["generated_tokens"] == 256,
                      "a cold decode of 256 tokens, thinking off: a rate, not first-token noise")
-        return
+        return int(result["retrieved"])
     # This build registers no probe tools: send the boundary probe's requests directly.
     w.say("(no probe tools in this build: the demo sends the boundary probe's requests itself)")
     url = w.fleet.services[SERVICE].url
@@ -271,6 +361,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> None:
         found = await asyncio.gather(*(one(i) for i in range(seats)))
     w.say(f"boundary probe: {sum(found)}/{seats} markers retrieved at {window - gen:,} prompt tokens each")
     w.expect(all(found), f"{seats}/{seats} markers retrieved")
+    return sum(found)
 
 
 async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> int:

@@ -60,6 +60,8 @@ class ServiceSpec:
     """Absolute path on the host of its serve script (a copy of the one of that name in SCRIPTS_DIR)."""
     owns_env: bool = True
     """False for a mode that shares another's env file but carries a shape of its own: its env is not written."""
+    cards: tuple[str, ...] = ()
+    """The physical cards (host:index) its engine cards run on, written to the config's cards."""
 
 
 def _campaign(mnbt: int) -> Shape:
@@ -86,10 +88,12 @@ DEFAULT_SERVICES: tuple[ServiceSpec, ...] = (
                 "campaign rig, mode wide: carries its own 65,536 step; refused, out of memory",
                 serve_script="/home/dank/scripts/qwen38-bf16.sh", owns_env=False),
     ServiceSpec("twin", "gpubox", replace(Shape(name="twin"), tp=2, card_extra_mib=(Decimal(0), Decimal(64))),
-                "/srv/radiance/logs/twin.log", "/srv/radiance/twin.env", "--tp 2; card 1 carries 64 MiB more"),
+                "/srv/radiance/logs/twin.log", "/srv/radiance/twin.env", "--tp 2; card 1 carries 64 MiB more",
+                cards=("gpubox:0", "gpubox:1")),
     ServiceSpec("lowpool", "gpubox", replace(Shape(name="lowpool"), vram_kv_mib=3_000),
                 "/srv/radiance/logs/lowpool.log", "/srv/radiance/lowpool.env",
-                "KV pool below its contract: boots, refuses long requests"),
+                "KV pool below its contract: boots, refuses long requests; shares twin's card 1",
+                cards=("gpubox:1",)),
 )
 """The demo fleet: two hosts, five services."""
 
@@ -266,6 +270,8 @@ class SimFleet:
             if service.spec.serve_script:
                 script = service.spec.serve_script if remote else str(service.script_path)
                 lines.append(f"serve_script = {_toml(script)}")
+            if service.spec.cards:
+                lines.append(f"cards = {_toml(service.spec.cards)}")
         return "\n".join(lines) + "\n"
 
     def write_config(self, ssh: Mapping[str, Mapping[str, object]] | None = None) -> Path:

@@ -6,6 +6,8 @@ What lives where:
   audit.py     audit_step_shape, check_serve_script, compare_dry_run (the step-shape audit)
   probes.py    token_count_probe, boundary_probe, decode_probe (live endpoints)
   fleet.py     list_fleet (the loaded config)
+  plan.py      compare_arms, plan_free_vram (what the free VRAM buys; its picture)
+  gates.py     render_gates, verify_deploy (shipping a resize)
 
 Each tool reads its sources (sources.py, scripts.py, probes), calls the pure core and shapes
 its output model (models/). Imports go one way: core <- I/O (sources, scripts, remote,
@@ -25,9 +27,11 @@ To add a family: a module here with ``FAMILY = ToolFamily()`` and each tool decl
 context), then one line in ``TOOLS`` below. The order of ``TOOLS`` is the order of tools/list.
 """
 
-from radiance_mcp.tools import audit, fleet, ledger, probes
+from radiance_mcp.tools import audit, fleet, gates, ledger, plan, probes
 from radiance_mcp.tools.registry import ToolFamily, ToolSpec
 
-TOOLS: list[ToolSpec] = [*ledger.FAMILY, *audit.FAMILY, *probes.FAMILY, *fleet.FAMILY]
+TOOLS: list[ToolSpec] = [
+    *ledger.FAMILY, *audit.FAMILY, *probes.FAMILY, *fleet.FAMILY, *plan.FAMILY, *gates.FAMILY,
+]
 
 __all__ = ["TOOLS", "ToolFamily", "ToolSpec"]

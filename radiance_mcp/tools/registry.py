@@ -33,6 +33,8 @@ class ToolSpec:
     idempotent: bool = True
     context_param: str | None = None
     """The parameter of run annotated Context (the server passes the request's context there), if any."""
+    picture: Callable[[Any], str] | None = None
+    """The output as an SVG picture: MCP image content beside the structured output, the CLI's --svg FILE."""
 
 
 def _is_context(hint: Any) -> bool:
@@ -45,12 +47,12 @@ class ToolFamily(list[ToolSpec]):
 
     def tool(
         self, title: str, *, name: str | None = None, read_only: bool = True, open_world: bool = False,
-        idempotent: bool = True,
+        idempotent: bool = True, picture: Callable[[Any], str] | None = None,
     ) -> Callable[[R], R]:
         """Declare the decorated ``async def <name>(runtime: Runtime, args: <Input>) -> <Output>`` a tool.
 
         name defaults to the function's; read_only, open_world and idempotent become its MCP
-        annotations (no tool is destructive).
+        annotations (no tool is destructive); picture draws the output as SVG.
         """
 
         def register(run: R) -> R:
@@ -66,6 +68,7 @@ class ToolFamily(list[ToolSpec]):
                 open_world=open_world,
                 idempotent=idempotent,
                 context_param=next((p for p in params[2:] if _is_context(hints.get(p))), None),
+                picture=picture,
             ))
             return run
 

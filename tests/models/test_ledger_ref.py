@@ -14,8 +14,9 @@ from radiance_mcp.models.audit import AuditStepShapeInput
 from radiance_mcp.models.ledger import CheckPoolContractInput, ComputeCeilingInput, ReadBudgetTableInput
 from radiance_mcp.models.ledger_ref import CONTAINER_NEEDS_HOST, FIELDS, HOST_NEEDS_SOURCE
 from radiance_mcp.tools import TOOLS
+from radiance_mcp.tools.plan import PlanFreeVramInput
 
-LEDGER_INPUTS = [ReadBudgetTableInput, ComputeCeilingInput, CheckPoolContractInput]
+LEDGER_INPUTS = [ReadBudgetTableInput, ComputeCeilingInput, CheckPoolContractInput, PlanFreeVramInput]
 
 
 @pytest.mark.parametrize("model", LEDGER_INPUTS)
@@ -54,7 +55,8 @@ def test_the_fleet_file_keeps_it_too() -> None:
     Fleet.model_validate({"hosts": {"gpu-box-2": {}}, "services": {"qwen": {"host": "gpu-box-2"}}})
 
 
-READS_A_LEDGER = ("read_budget_table", "compute_ceiling", "check_pool_contract", "audit_step_shape")
+READS_A_LEDGER = ("read_budget_table", "compute_ceiling", "check_pool_contract", "audit_step_shape", "plan_free_vram",
+                  "render_gates", "verify_deploy")
 
 
 def test_every_ledger_field_of_every_tool_is_described_from_the_one_declaration() -> None:
@@ -68,5 +70,5 @@ def test_every_ledger_field_of_every_tool_is_described_from_the_one_declaration(
             if kind in declared:
                 assert info.description in declared[kind], (spec.name, field)
                 seen += 1
-    # read_budget_table, compute_ceiling, check_pool_contract: 6 each; audit_step_shape: 2 x 5 + 5
-    assert seen == 33
+    # 6 each (service, log, log_text, host, container, boot) but audit_step_shape: 2 x 5 + 5
+    assert seen == 6 * 6 + 15

@@ -7,7 +7,7 @@ boots, 65,536 refuses with out of memory.
 from __future__ import annotations
 
 import pytest
-from remote_hosts import LoopbackHost
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.errors import InputError
 from radiance_mcp.models.audit import AuditStepShapeInput

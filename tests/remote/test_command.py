@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -83,7 +87,8 @@ def test_boot_rules(boot: int) -> None:
 
 
 def _calls(command: str) -> list[list[str]]:
-    return [shlex.split(line) for line in command.split("\n") if line.startswith(("rm_file ", "rm_podman "))]
+    calls = ("read_ledger_file ", "read_podman_logs ")
+    return [shlex.split(line) for line in command.split("\n") if line.startswith(calls)]
 
 
 def test_each_argument_is_one_quoted_word() -> None:
@@ -95,25 +100,25 @@ def test_each_argument_is_one_quoted_word() -> None:
         nonce=NONCE, checkpoints=[checkpoint, None], timeout_s=60,
     )
     assert _calls(command) == [
-        ["rm_file", "0", "-2", path, "1234", "567", "89", "3", str(len(marker.encode())), "9000", "120", "42 4096",
-         "-", *ROOTS],
-        ["rm_podman", "1", "1", "frank-archon"],
+        ["read_ledger_file", "0", "-2", path, "1234", "567", "89", "3", str(len(marker.encode())), "9000", "120",
+         "42 4096", "-", *ROOTS],
+        ["read_podman_logs", "1", "1", "frank-archon"],
     ]
-    (anchor,) = [line for line in command.split("\n") if line.startswith("rm_anchor=")]
-    assert shlex.split(anchor) == [f"rm_anchor={marker}"]
+    (anchor,) = [line for line in command.split("\n") if line.startswith("anchor_text=")]
+    assert shlex.split(anchor) == [f"anchor_text={marker}"]
     # One compound command read whole before it runs, with nothing left on stdin for its tools.
-    assert command.startswith("{\n") and command.endswith("\nrm_ctl Z\n} < /dev/null\n")
+    assert command.startswith("{\n") and command.endswith("\ncontrol_line Z\n} < /dev/null\n")
     assert remote.REMOTE_COMMAND == "exec /bin/sh -s"  # all the login shell ever parses
 
 
 def test_keywords_come_from_the_phrase_table() -> None:
     command = build_command([LogRequest("file", "/home/dank/logs/a.log", -1, "x", ROOTS)], nonce=NONCE,
                             checkpoints=[None], timeout_s=5)
-    grep_line = next(line for line in command.splitlines() if line.startswith("rm_kw()"))
-    words = shlex.split(grep_line.removeprefix("rm_kw() {").removesuffix("; }"))
+    grep_line = next(line for line in command.splitlines() if line.startswith("phrase_lines()"))
+    words = shlex.split(grep_line.removeprefix("phrase_lines() {").removesuffix("; }"))
     patterns = [words[i + 1] for i, word in enumerate(words) if word == "-e"]
     assert patterns == list(KEYWORDS)
-    assert f"rm_mk={shlex.quote(BOOT_MARKER)}" in command
+    assert f"marker={shlex.quote(BOOT_MARKER)}" in command
 
 
 def test_the_command_is_the_template_plus_call_lines() -> None:
@@ -121,8 +126,8 @@ def test_the_command_is_the_template_plus_call_lines() -> None:
     one = build_command([LogRequest("file", "/home/dank/logs/a.log", -1, "x", ROOTS)], nonce=NONCE,
                         checkpoints=[None], timeout_s=5)
     two = build_command([LogRequest("podman", "other", 3, "y")], nonce="f" * 32, checkpoints=[None], timeout_s=5)
-    head_one = one[: one.index("rm_n=")]
-    head_two = two[: two.index("rm_n=")]
+    head_one = one[: one.index("nonce=")]
+    head_two = two[: two.index("nonce=")]
     assert head_one == head_two
 
 
@@ -182,11 +187,38 @@ def test_known_hosts_never_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_no_code_turns_host_key_checking_off() -> None:
     """Outside the tests, nothing passes known_hosts=None (asyncssh's 'do not verify')."""
-    package = Path(remote.__file__).parent
-    for source in package.rglob("*.py"):
+    remote_package = Path(remote.__file__).parent
+    for source in remote_package.parent.rglob("*.py"):
         text = source.read_text()
         assert "known_hosts=None" not in text.replace(" ", ""), source
-        assert "import asyncssh" not in text or source.name == "remote.py", f"asyncssh used outside remote.py: {source}"
+        assert "import asyncssh" not in text or source.parent == remote_package, \
+            f"asyncssh used outside the remote package: {source}"
+
+
+def test_every_host_program_ships_with_the_package() -> None:
+    """A non-editable install has each file of remote/programs: pyproject's package data names it."""
+    source = Path(remote.__file__).parent.parent
+    pyproject = tomllib.loads((source.parent / "pyproject.toml").read_text())
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["radiance_mcp"]
+    programs = sorted((source / "remote" / "programs").iterdir())
+    assert {p.suffix for p in programs} == {".sh", ".awk"}
+    for program in programs:
+        assert any(fnmatch(program.relative_to(source).as_posix(), glob) for glob in shipped), program
+
+
+def test_the_server_starts_without_loading_asyncssh() -> None:
+    """asyncssh loads on the first remote read: neither the server nor the remote package imports it."""
+    code = (
+        "import sys\n"
+        "from radiance_mcp.config import Fleet\n"
+        "from radiance_mcp.server import build_server\n"
+        "from radiance_mcp.runtime import Runtime\n"
+        "build_server(Runtime(Fleet()))\n"
+        "import radiance_mcp.remote\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'asyncssh'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 # ---------------------------------------------------------------------------------------
@@ -203,11 +235,11 @@ def test_the_file_read_quotes_every_argument() -> None:
         [remote.FileRequest(path, ("/home/dank/scripts",), "script"),
          remote.FileRequest("/home/dank/scripts/a.env", ("/home/dank/scripts",), "env_file", optional=True)],
         nonce=NONCE, cap_bytes=1 << 20)
-    assert _call_words(command, "rm_read") == [
-        ["rm_read", "0", "1048576", path, "/home/dank/scripts"],
-        ["rm_read", "1", "1048576", "/home/dank/scripts/a.env", "/home/dank/scripts"],
+    assert _call_words(command, "send_file") == [
+        ["send_file", "0", "1048576", path, "/home/dank/scripts"],
+        ["send_file", "1", "1048576", "/home/dank/scripts/a.env", "/home/dank/scripts"],
     ]
-    assert command.startswith("{\n") and command.endswith("\nrm_ctl Z\n} < /dev/null\n")
+    assert command.startswith("{\n") and command.endswith("\ncontrol_line Z\n} < /dev/null\n")
     assert "\n# " not in command  # comments stay in this file
 
 
@@ -215,13 +247,13 @@ def test_the_dry_run_quotes_checks_and_limits() -> None:
     script = "/home/dank/scripts/frank archon;x.sh"
     command = remote.build_dry_run_command(script, "4242 977", ["fp8", "bf16-fixed"], ("/home/dank/scripts",),
                                            nonce=NONCE, timeout_s=19.5, cap_bytes=262_144)
-    assert _call_words(command, "rm_dry") == [
-        ["rm_dry", "0", script, "4242 977", "fp8", "/home/dank/scripts"],
-        ["rm_dry", "1", script, "4242 977", "bf16-fixed", "/home/dank/scripts"],
+    assert _call_words(command, "dry_run") == [
+        ["dry_run", "0", script, "4242 977", "fp8", "/home/dank/scripts"],
+        ["dry_run", "1", script, "4242 977", "bf16-fixed", "/home/dank/scripts"],
     ]
     # Killed on the host at the limit, rounded up to whole seconds: 19.5 -> 20.
-    assert "rm_t='timeout -s KILL 20'" in command and "rm_cap=262144" in command
-    assert command.startswith("{\n") and command.endswith("\nrm_ctl Z\n} < /dev/null\n")
+    assert "time_limit='timeout -s KILL 20'" in command and "output_cap=262144" in command
+    assert command.startswith("{\n") and command.endswith("\ncontrol_line Z\n} < /dev/null\n")
 
 
 @pytest.mark.parametrize(

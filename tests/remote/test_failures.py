@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 import pytest
-from remote_hosts import LoopbackHost, ledger
+from remote_hosts import ledger
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.errors import LedgerError, RemoteError, SourceError
 from radiance_mcp.remote import Limits, SSHPool
@@ -162,3 +164,30 @@ def _mkdir(path: Path) -> Path:
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+async def test_a_forced_command_that_ends_before_the_program_is_sent_is_named(
+        asyncssh_host: LoopbackHost, pool: SSHPool, example_text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forced `true` ends, and the session closes, before the program is written: same message.
+
+    The pause after the session opens stands for a busy client (a loaded machine); it makes
+    the race that once made the test above flaky happen every time.
+    """
+    assert asyncssh_host.forced_identity is not None
+    run_on = SSHPool._exec
+
+    async def late_writer(self: SSHPool, conn: Any, *args: Any, **kwargs: Any) -> bytes:
+        opened = conn.create_process
+
+        async def open_then_pause(*a: Any, **k: Any) -> Any:
+            process = await opened(*a, **k)
+            await process.wait_closed()  # `true` has ended and the server has closed the session
+            return process
+
+        conn.create_process = open_then_pause
+        return await run_on(self, conn, *args, **kwargs)
+
+    monkeypatch.setattr(SSHPool, "_exec", late_writer)
+    path = asyncssh_host.write_log(example_text)
+    with pytest.raises(RemoteError, match="sent nothing back .* never ran there"):
+        await file_source(asyncssh_host, pool, path, identity=str(asyncssh_host.forced_identity)).read()

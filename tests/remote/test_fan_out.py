@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from mcp import Client
-from remote_hosts import OLD_PAIR_MIB, LoopbackHost, ledger, older_boot
+from remote_hosts import OLD_PAIR_MIB, ledger, older_boot
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.errors import SourceError
 from radiance_mcp.ledger import read_text

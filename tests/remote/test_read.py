@@ -10,7 +10,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, LoopbackHost, ledger, older_boot
+from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, ledger, older_boot
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp import tools
 from radiance_mcp.errors import LedgerError

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from remote_hosts import FILLER, LoopbackHost, ledger, older_boot
+from remote_hosts import FILLER, ledger, older_boot
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.errors import LedgerError
 from radiance_mcp.ledger import Boot, read_text

@@ -6,7 +6,7 @@ from typing import Any
 
 from guard_ledgers import TWO_BOOTS
 from mcp import Client
-from remote_hosts import LoopbackHost
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server

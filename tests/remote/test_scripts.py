@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from remote_hosts import LoopbackHost, payloads
+from remote_hosts import payloads
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES
 from radiance_mcp.errors import GuardRailError, InputError, RadianceMCPError, SourceError
 from radiance_mcp.models.audit import CheckServeScriptInput, CompareDryRunInput
-from radiance_mcp.remote import FileRequest, LogRequest, SSHPool, _Frame, _Section, file_text, section_boot
+from radiance_mcp.remote import FileRequest, LogRequest, SSHPool, file_text, section_boot
+from radiance_mcp.remote.framing import Frame, Section
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.tools.audit import check_serve_script, compare_dry_run
 
@@ -200,10 +202,10 @@ def test_a_file_refusal_reads_alike_for_a_ledger_and_a_script(code: str) -> None
     """
     roots = ("/home/dank/logs",)
     path = "/home/dank/logs/a"
-    frame = _Frame(fields={"X": [code]})
+    frame = Frame(fields={"X": [code]})
     with pytest.raises(RadianceMCPError) as script_error:
         file_text(frame, FileRequest(path, roots, "script"), "testhost", 1024)
-    section = _Section(error=[code])
+    section = Section(error=[code])
     with pytest.raises(RadianceMCPError) as ledger_error:
         section_boot(section, LogRequest("file", path, -1, f"testhost:{path}", roots), "testhost")
     assert type(script_error.value) is type(ledger_error.value)
@@ -400,7 +402,8 @@ async def test_injection_corpus_in_modes_and_paths(ssh_host: LoopbackHost, pool:
     assert read is not None
     outcomes: dict[str, int] = {}
     for payload in [*payloads(ssh_host), *RELATIVE]:
-        # A mode: refused by the input model, and by remote.py before anything is sent when the model is bypassed.
+        # A mode: refused by the input model, and by the remote package before anything is sent when the model
+        # is bypassed.
         with pytest.raises(ValidationError):
             CompareDryRunInput(service="frank-archon", proven_mode="fp8", candidate_mode=payload)
         sent = pool.transfer.commands

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from remote_hosts import LoopbackHost, ledger, payloads
+from remote_hosts import ledger, payloads
+from ssh_hosts import LoopbackHost
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import ConfigError, InputError, RadianceMCPError, RemoteError, SourceError

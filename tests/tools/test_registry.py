@@ -10,7 +10,7 @@ from mcp.server.mcpserver import Context
 from radiance_mcp.models.fleet import ListFleetInput, ListFleetOutput
 from radiance_mcp.models.probes import BoundaryProbeInput, BoundaryProbeOutput
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import TOOLS, audit, fleet, ledger, probes
+from radiance_mcp.tools import TOOLS, audit, fleet, gates, ledger, plan, probes
 from radiance_mcp.tools.registry import ToolFamily
 
 
@@ -41,13 +41,15 @@ def test_the_decorator_reads_models_name_and_context_off_the_signature() -> None
 
 
 def test_every_family_is_registered_once_in_declaration_order() -> None:
-    families = [ledger.FAMILY, audit.FAMILY, probes.FAMILY, fleet.FAMILY]
+    families = [ledger.FAMILY, audit.FAMILY, probes.FAMILY, fleet.FAMILY, plan.FAMILY, gates.FAMILY]
     assert TOOLS == [spec for family in families for spec in family]
     assert [spec.name for spec in TOOLS] == [
         "read_budget_table", "compute_ceiling", "check_pool_contract",
         "audit_step_shape", "check_serve_script", "compare_dry_run",
         "token_count_probe", "boundary_probe", "decode_probe",
         "list_fleet",
+        "compare_arms", "plan_free_vram",
+        "render_gates", "verify_deploy",
     ]
     # Only the boundary probe reports progress, so only it asks for the request's context.
     assert {spec.name: spec.context_param for spec in TOOLS if spec.context_param} == {"boundary_probe": "ctx"}

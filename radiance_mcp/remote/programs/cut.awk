@@ -1,0 +1,78 @@
+# The cutter (ledger_read.sh's cut_boot): grep's numbered phrase lines in ("num:text", or
+# "num:offset:text" with withoff=1), the chosen boot's lines out, numbered as in the log, with
+# its B, K (and R when known) lines.
+# Boots start at marker lines; without any (and marks=0), at runs of echoed flags, else one
+# boot: the rules of ledger._boot_starts. A summary for the shell goes to fd 3:
+#   ok <boots> <boot> <first line> <last line, or -1: not known here> <count from: offset line>
+#   | back | range | stale
+# bl, bo, bi: line, byte and boot counts before the input's first line (a pass from an anchor);
+# the newest marker seen becomes the next read's anchor (a C line), unless nocp=1. With cont=1
+# the input continues boot bi+1 (from its marker at c_off, line first0) where the last read stopped.
+# sent: the input ends with a line of the nonce and a status (podman's exit status; 0 after a
+# file's bytes), alone or glued to a last line without newline: its number gives the last line.
+# cb: the C line's numbering, '-' (the file's) or the byte offset line 1 and boot 1 count from.
+# kws: the keywords joined by '|'; mk: the boot marker; max: the longest line kept; nn: the nonce.
+# Numbers leave awk through printf "%.0f": mawk prints integers past 2^31 as 2.1e+09 otherwise.
+# (No single quote in the code: it travels in single quotes in the sh program; comments are not sent.)
+function iskw(t,  j) { for (j = 1; j <= nk; j++) if (index(t, K[j])) return 1; return 0 }
+function summary(s) { print s > "/dev/fd/3" }
+BEGIN { nk = split(kws, K, "|"); prev = -2; total += 0; bl += 0; bo += 0; bi += 0; seen += 0; rec = 0 }
+{
+  c = index($0, ":"); num = substr($0, 1, c - 1) + bl; t = substr($0, c + 1); off = -1
+  if (withoff) { c = index(t, ":"); off = substr(t, 1, c - 1) + bo; t = substr(t, c + 1); if (off >= lim) exit }
+  # From an anchor, the first line must be the marker line of the anchor, byte for byte, where it was.
+  if (anchored && !rec++ && (off != bo || t != ENVIRON["anchor_text"])) { stale = 1; exit }
+  if (sent != "" && (pos = index(t, sent))) {
+    # The end line: alone if the log ended with a newline, else glued to its last line.
+    st = substr(t, pos + length(sent)) + 0; got = 1
+    if (pos == 1) { total = num - 1; next }
+    total = num; t = substr(t, 1, pos - 1)
+  }
+  if (!iskw(t)) { if (index(t, "Error")) err = t; next }
+  if (length(t) > max) { skip++; next }
+  n++; N[n] = num; T[n] = t
+  if (index(t, mk)) { M[++nm] = n; MO[nm] = off; MW[nm] = length(t) + 1 }
+  u = t; gsub(/\033\[[0-9;?]*[ -\/]*[@-~]/, "", u); sub(/\r$/, "", u)
+  if (u ~ /(^|[ \t])I[ \t]+--[a-z][a-z0-9-]*[ \t]+[^ \t]+[ \t]*$/) {
+    if (num != prev + 1) F[++nf] = n
+    prev = num
+  }
+}
+END {
+  if (stale || (anchored && !rec)) { summary("stale"); exit }
+  if (sent != "" && (!got || st != 0)) {
+    printf "#%s X %s podman %.0f\n", nn, i, (got ? st : -1)
+    if (err != "") printf "#%s E %s %s\n", nn, i, err
+    summary("podman"); exit
+  }
+  if (cont) { cnt = nm + 1; B[1] = 1; for (j = 1; j <= nm; j++) B[j + 1] = M[j] }
+  else if (nm) { cnt = nm; for (j = 1; j <= nm; j++) B[j] = M[j] }
+  else if (nf && !marks) { cnt = nf; for (j = 1; j <= nf; j++) B[j] = F[j] }
+  else if (n && !marks) { cnt = 1; B[1] = 1 }
+  else { if (!marks) printf "#%s X %s nophrase\n", nn, i; summary("none"); exit }
+  tot = bi + cnt
+  p = (k > 0) ? k : tot + 1 + k
+  if (nm && marks && !nocp && length(T[M[nm]]) <= 4096)
+    printf "#%s C %s %s %.0f %.0f %.0f %s %s\n", nn, i, ino, MO[nm], N[M[nm]], tot, cb, T[M[nm]]
+  else if (cont)
+    printf "#%s C %s %s %.0f %.0f %.0f %s %s\n", nn, i, ino, c_off, first0, tot, cb, ENVIRON["anchor_text"]
+  if (p < 1 || p > tot) {
+    if (!marks) printf "#%s X %s range %.0f\n", nn, i, tot
+    summary(sprintf("range %.0f %.0f", tot, p)); exit
+  }
+  if (p <= bi) { summary(sprintf("back %.0f %.0f", tot, p)); exit }
+  j = p - bi
+  e = (j < cnt) ? B[j + 1] - 1 : n
+  first = (cont && j == 1) ? first0 : (nm || nf) ? N[B[j]] : 1
+  last = (j < cnt) ? N[B[j + 1]] - 1 : ((total > 0 || sent != "") ? total : -1)
+  printf "#%s B %s %.0f %.0f\n", nn, i, p, (seen > 0 ? seen : tot)
+  # T: these lines continue the boot the last read cut (its lines before here are known).
+  if (cont && j == 1) printf "#%s T %s\n", nn, i
+  for (x = B[j]; x <= e; x++) print N[x] ":" T[x]
+  printf "#%s K %s %.0f\n", nn, i, skip
+  if (last >= 0) printf "#%s R %s %.0f %.0f\n", nn, i, first, last
+  # Where the lines of this boot can be counted from, if the shell is to count them.
+  if (cont && j == 1) from = sprintf("%.0f %.0f", bo, bl + 1)
+  else from = sprintf("%.0f %.0f", (nm ? MO[j - cont] : -1), first)
+  summary(sprintf("ok %.0f %.0f %.0f %.0f %s", tot, p, first, last, from))
+}

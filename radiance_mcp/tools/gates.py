@@ -1,0 +1,521 @@
+"""The shipping tools: render_gates (the env-file pair, its predictions and bats gates) and verify_deploy.
+
+render_gates reads the ceiling from a boot, refuses a plan that would fail its own gates, and
+returns the env file and the bats file as text (gates.py writes them); verify_deploy reads the
+new boot first, then marks each prediction of the env file kept, killed or pending. Neither
+writes to a host. GATE_TOOLS joins tools.TOOLS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from radiance_mcp import capacity, gates, planning
+from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, MAX_POOL_MIB, SAMPLER_ROW_BOUND, KVDtype, ModelConstants
+from radiance_mcp.errors import GuardRailError, InputError
+from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.models.base import BootRef, LineRef, MaxChars, Output, PathArg, Seqs, boot_ref, line_ref, mib
+from radiance_mcp.models.ledger import ReserveInput
+from radiance_mcp.models.ledger_ref import LedgerRef
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources import read_boot
+from radiance_mcp.tools.plan import boot_flag, held_on, json_list, trace_reserves
+from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.units import fmt_mib
+
+FAMILY = ToolFamily()
+
+SLAB_TOLERANCE_PCT = 1.0
+"""A slab-slot prediction from the slope is kept within this: the slope is measured, ~1,300 per 1,792 MiB."""
+
+# ---------------------------------------------------------------------------------------
+# render_gates
+
+
+class RenderGatesInput(LedgerRef):
+    """The boot the ceiling is read from (service, log, log_text or container), and the planned pair and shape."""
+
+    vram_kv_mib: int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
+    vram_weights_mib: int | None = Field(
+        None, ge=0, le=MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
+    )
+    seqs: Seqs | None = Field(None, description="--max-num-seqs planned. Omitted: the boot's.")
+    max_model_len: int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
+    kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
+    spec: int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
+    reserves: list[ReserveInput] = Field(
+        default_factory=list, max_length=64,
+        description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
+    )
+    env_prefix: Annotated[str, MaxChars(63)] | None = Field(
+        None, pattern=r"^[A-Z][A-Z0-9_]{0,62}$",
+        description="The env variables' prefix, e.g. SVC for SVC_VRAM_KV_MIB. Omitted: from the service's name.",
+    )
+    env_file: PathArg | None = Field(
+        None, description="Where the env file lives, for the bats file to source. Omitted: the "
+        "service's env_file from the config, else <name>.env beside the bats file.",
+    )
+
+    @field_validator("reserves", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any, info: Any) -> Any:
+        return json_list(info.field_name, value)
+
+
+class PredictionOutput(Output):
+    key: str
+    value: str = Field(description="The expected figure, as the env file records it.")
+    text: str
+
+
+class RenderGatesOutput(Output):
+    ledger: BootRef
+    service: str
+    pair_mib: int
+    ceiling_mib: int
+    ceiling_derivation: str
+    max_pair_mib: int = Field(description="The ceiling less every reserve.")
+    contract: str
+    contract_margin_mib: float
+    sampler_rows: int | None
+    personal_reserves: list[str]
+    env_file: str
+    env_text: str = Field(description="The env file: header, pair and shape, predictions with empty verdict slots.")
+    bats_file: str
+    bats_text: str = Field(description="The gates: run `bats <bats_file>` (ENV_FILE=... to point at another copy).")
+    predictions: list[PredictionOutput]
+    sources: list[LineRef]
+    notes: list[str]
+
+
+def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
+    if given is not None:
+        return given
+    hit = boot_flag(boot, flag)
+    if hit is None:
+        raise InputError(f"{name} was not given and {boot.where()} does not echo --{flag}; pass {name}")
+    raw = hit.raw("value", boot.where())
+    if flag == "kv-cache-dtype":
+        if raw not in ("fp8", "bf16"):
+            raise InputError(f"{boot.where()}:{hit.line.number}: --kv-cache-dtype {raw!r} is not bf16 or fp8; pass "
+                             "kv_cache_dtype")
+        return raw
+    return int(hit.number("value", boot.where()))
+
+
+def _sampler_rows(boot: Boot, seqs: int, spec: int | None) -> tuple[int | None, int | None]:
+    """Draft tokens (given, else the boot's sampler line) and the rows seqs x (1 + spec), refused past the bound."""
+    sampler = boot.first("sampler")
+    if spec is None and sampler is not None and sampler.fields.get("spec"):
+        spec = int(sampler.number("spec", boot.where()))
+    if spec is None:
+        return None, None
+    rows = seqs * (1 + spec)
+    if rows > SAMPLER_ROW_BOUND:
+        raise GuardRailError(
+            f"sampler rows {seqs} x (1 + {spec}) = {rows} exceed the {SAMPLER_ROW_BOUND}-row wht6 exactness bound: "
+            f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec"
+        )
+    return spec, rows
+
+
+def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
+    """Resident slots after the weights change, by the slope (the boot's mover ratio, else the constant)."""
+    slab = planning.slab_slots(boot)
+    current = boot_flag(boot, "vram-weights-mib")
+    if slab is None or current is None:
+        return None
+    delta = Decimal(weights) - current.number("value", boot.where())
+    moved = planning.slab_slope(boot).slots_for(abs(delta)) * (1 if delta >= 0 else -1)
+    if slab.host_pool_slots is not None:
+        moved = min(moved, slab.host_pool_slots)  # past the host pool's slots every expert is resident
+    return gates.Prediction(
+        "slab", str(slab.resident_slots + moved),
+        f"slab slots about {slab.resident_slots + moved:,} resident ({slab.resident_slots:,} now, line "
+        f"{slab.line.number}, {'+' if moved >= 0 else ''}{moved:,} for {fmt_mib(delta)} MiB of weights), "
+        f"within {SLAB_TOLERANCE_PCT:g} %")
+
+
+@FAMILY.tool("Render the env file and bats gates", open_world=True)
+async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
+    """Render the env file (pair, header, falsifiable predictions) and the bats gates for a planned resize.
+
+    The ceiling is read from the boot ledger the arguments name (its settled line), reserves
+    cite a ledger line or are labelled personal, and the planned pair must fit: pair <=
+    ceiling less reserves, and the pool must meet the contract (seqs * max_model_len * rate
+    + per-sequence + fixed MiB) with the sampler's seqs x (1 + spec) rows inside 25; a plan
+    that fails is refused, not rendered. The env file records each prediction (the referee
+    line expected, the ceiling, the settled floor, the contract margin, sampler rows, slab
+    slots, the boundary probe) with an empty verdict slot; the bats file gates pair <=
+    ceiling, pool >= contract (from the env file's own values) and each reserve, a personal
+    one labelled so. Text is returned, never written to a host. Next: deploy, then
+    verify_deploy on the new boot.
+    """
+    boot = await read_boot(runtime, args)
+    start = boot.first("boot_start")
+    name = args.service or (start.fields.get("name") if start else None) or "service"
+    model = runtime.fleet.model_constants(args.service)
+    reading = capacity.read_budget(boot)
+    reserves = trace_reserves(reading, args.reserves)
+    ceiling = capacity.compute_ceiling(reading, reserves)
+    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+    settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
+    weights = _boot_figure(boot, "vram-weights-mib", args.vram_weights_mib, "vram_weights_mib")
+    seqs = _boot_figure(boot, "max-num-seqs", args.seqs, "seqs")
+    window = _boot_figure(boot, "max-model-len", args.max_model_len, "max_model_len")
+    dtype: KVDtype = _boot_figure(boot, "kv-cache-dtype", args.kv_cache_dtype, "kv_cache_dtype")
+    pair = weights + args.vram_kv_mib
+    if pair > ceiling.max_pair_mib:
+        held = held_on(reserves, ceiling.binding_card)
+        raise GuardRailError(
+            f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
+            f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
+            f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''}: its gate would fail; plan a pair of "
+            f"at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)"
+        )
+    contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
+    contract_text = (
+        f"{seqs} x {window:,} x {contract.rate_bytes_per_token:,} B = {fmt_mib(contract.kv_mib, 2)} MiB + "
+        f"{model.per_seq_mib} x {seqs} + {model.fixed_mib} = {fmt_mib(contract.required_mib, 2)} MiB "
+        f"{'<=' if contract.ok else '>'} pool {args.vram_kv_mib:,} MiB ({dtype})"
+    )
+    if not contract.ok:
+        raise GuardRailError(
+            f"the pool fails its contract: {contract_text}; radiance would boot, then refuse every long request "
+            f"('{contract.refusal}'). At {args.vram_kv_mib:,} MiB the contract allows {contract.max_seqs_at_window} "
+            f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats"
+        )
+    spec, rows = _sampler_rows(boot, seqs, args.spec)
+    floor = settled.floor.size.mib
+    headroom_left = binding.ceiling_mib - pair
+    predictions = [
+        gates.Prediction("referee", f"{seqs}x{window}",
+                         f"the boot prints 'backs {seqs} sequences all at {window} tokens at once'"),
+        gates.Prediction("ceiling", str(binding.ceiling_mib),
+                         f"the new boot's ceiling ({binding.ceiling_mib:,} MiB/card on this boot) stays at or above "
+                         f"the pair {pair:,} MiB"),
+        gates.Prediction("settled", fmt_mib(floor, 2).replace(",", ""),
+                         f"settled free stays at or above the floor {fmt_mib(floor, 2)} MiB ({fmt_mib(headroom_left)}"
+                         f" MiB under the ceiling left; a pair at the ceiling settles about "
+                         f"{AT_CEILING_WORST_FREE_MIB} MiB free at worst)"),
+        gates.Prediction("contract", fmt_mib(contract.margin_mib, 2).replace(",", ""),
+                         f"pool {args.vram_kv_mib:,} >= contract {fmt_mib(contract.required_mib, 2)} MiB, margin "
+                         f"{fmt_mib(contract.margin_mib, 2)} MiB"),
+    ]
+    if rows is not None:
+        predictions.append(gates.Prediction("sampler", str(rows), f"sampler: {seqs} x (1 + {spec}) = {rows} rows, "
+                                            f"inside the {SAMPLER_ROW_BOUND}-row bound"))
+    slab = _slab_prediction(boot, weights)
+    if slab is not None:
+        predictions.append(slab)
+    predictions.append(gates.Prediction(
+        "boundary", f"{seqs}/{seqs}", f"the boundary probe retrieves {seqs}/{seqs} markers: {seqs} concurrent "
+        f"prompts of max_model_len - gen tokens, a unique marker at each head"))
+    entry = runtime.fleet.services.get(args.service) if args.service else None
+    env_file = args.env_file or (entry.env_file if entry and entry.env_file else f"{name}.env")
+    bats_file = str(Path(env_file).with_suffix(".bats")) if env_file.endswith(".env") else f"{env_file}.bats"
+    plan = gates.GatePlan(
+        service=name, prefix=args.env_prefix or gates.env_prefix(name), env_file=env_file, bats_file=bats_file,
+        weights_mib=weights,
+        kv_mib=args.vram_kv_mib, seqs=seqs, max_model_len=window, dtype=dtype, model=model,
+        ceiling_mib=binding.ceiling_mib,
+        ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled.free.line.number})",
+        contract_text=contract_text,
+        reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
+        predictions=tuple(predictions),
+    )
+    return RenderGatesOutput(
+        ledger=boot_ref(boot),
+        service=name,
+        pair_mib=pair,
+        ceiling_mib=binding.ceiling_mib,
+        ceiling_derivation=binding.derivation,
+        max_pair_mib=ceiling.max_pair_mib,
+        contract=contract_text,
+        contract_margin_mib=mib(contract.margin_mib),
+        sampler_rows=rows,
+        personal_reserves=[r.label for r in reserves if r.line is None],
+        env_file=env_file,
+        env_text=gates.render_env(plan),
+        bats_file=bats_file,
+        bats_text=gates.render_bats(plan),
+        predictions=[PredictionOutput(key=p.key, value=p.value, text=p.text) for p in predictions],
+        sources=[line_ref(line) for line in dict.fromkeys([settled.free.line, *settled.pair_lines])],
+        notes=[f"write {env_file} and {bats_file}, then run: bats {bats_file}; the server writes nothing to a host",
+               "decode is not predicted here: it is a separate axis, measured by the decode probe"],
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# verify_deploy
+
+MAX_ENV_BYTES = 256 * 1024
+"""An env file is a few hundred bytes; a bigger one is not an env file."""
+
+
+class VerifyDeployInput(LedgerRef):
+    """The new boot (service, log, log_text or container), and the env file render_gates wrote."""
+
+    env_text: Annotated[str, MaxChars(MAX_ENV_BYTES)] | None = Field(
+        None, description="The env file's text as render_gates wrote it (its predictions). "
+        "Omitted: the service's env_file from the config, on this machine.",
+    )
+    boundary_found: int | None = Field(
+        None, ge=0, le=4096, description="Markers the boundary probe retrieved (boundary_probe's result); omitted: "
+        "the boundary prediction stays pending.",
+    )
+
+
+class DeployCheck(Output):
+    check: str
+    ok: bool | None = Field(description="null: the boot does not print the line this check needs.")
+    expected: str
+    found: str
+    line: LineRef | None
+
+
+class Verdict(Output):
+    key: str
+    predicted: str
+    verdict: Literal["kept", "killed", "pending"]
+    text: str = Field(description="What to write in the env file's verdict slot.")
+
+
+class VerifyDeployOutput(Output):
+    ledger: BootRef
+    ok: bool = Field(description="Every check passed and no prediction was killed.")
+    checks: list[DeployCheck]
+    verdicts: list[Verdict]
+    env_text: str = Field(description="The env file with every verdict slot filled: write it back yourself.")
+    notes: list[str]
+
+
+async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
+    if args.env_text is not None:
+        return args.env_text
+    entry = runtime.fleet.service(args.service) if args.service else None
+    if entry is None or entry.env_file is None or entry.host is not None:
+        raise InputError("env_text is needed: pass the env file's text as render_gates wrote it"
+                         + (" (the service's env_file is on another host)" if entry and entry.host else ""))
+    path = Path(entry.env_file).expanduser()
+
+    def read() -> str:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_ENV_BYTES + 1)
+        if len(data) > MAX_ENV_BYTES:
+            raise InputError(f"env_file {path}: over {MAX_ENV_BYTES:,} bytes, not an env file")
+        return data.decode("utf-8", errors="replace")
+
+    try:
+        return await asyncio.to_thread(read)
+    except OSError as exc:
+        raise InputError(f"env_file {path} cannot be read ({exc.strerror}); pass env_text") from exc
+
+
+def _check(name: str, ok: bool | None, expected: str, found: str, line: Line | None) -> DeployCheck:
+    return DeployCheck(check=name, ok=ok, expected=expected, found=found, line=line_ref(line) if line else None)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """The shape the env file asks for."""
+
+    prefix: str
+    seqs: int
+    window: int
+    weights_mib: int
+    pool_mib: int
+    dtype: KVDtype
+
+
+def _planned(text: str) -> _Planned:
+    prefix, values = gates.read_env(text)
+    numbers: dict[str, int] = {}
+    for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
+        raw = values[key]
+        if not raw.isdigit() or not low <= int(raw) <= MAX_POOL_MIB:
+            raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
+                             f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
+        numbers[key] = int(raw)
+    dtype = values["KV_CACHE_DTYPE"]
+    if dtype not in ("fp8", "bf16"):
+        raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")
+    return _Planned(prefix, numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"], numbers["VRAM_WEIGHTS_MIB"],
+                    numbers["VRAM_KV_MIB"], dtype)  # type: ignore[arg-type]
+
+
+Found = dict[str, tuple[str, bool | None, Line | None]]
+"""Per prediction key: the figure the boot shows, its verdict where the check decides it, and its line."""
+
+
+def _shape_checks(boot: Boot, plan: _Planned, found: Found) -> list[DeployCheck]:
+    """The referee line and the sampler rows against the shape asked."""
+    src, seqs, window = boot.where(), plan.seqs, plan.window
+    checks = []
+    backs = boot.first("backs")
+    if backs is None:
+        checks.append(_check("referee", None, f"backs {seqs} sequences all at {window} tokens at once",
+                             "no 'backs ... sequences all at ... tokens at once' line", None))
+    else:
+        n, m = int(backs.number("seqs", src)), int(backs.number("tokens", src))
+        checks.append(_check("referee", (n, m) == (seqs, window), f"{seqs} sequences at {window:,} tokens",
+                             f"{n} sequences at {m:,} tokens", backs.line))
+        found["referee"] = (f"{n}x{m}", None, backs.line)
+    sampler = boot.first("sampler")
+    if sampler is None:
+        checks.append(_check("sampler", None, f"rows = {seqs} x (1 + spec) <= {SAMPLER_ROW_BOUND}",
+                             "no 'sampler:' line", None))
+    else:
+        rows = int(sampler.number("rows", src))
+        spec = int(sampler.number("spec", src)) if sampler.fields.get("spec") else None
+        want = seqs * (1 + spec) if spec is not None else None
+        expected = f"{seqs} x (1 + {spec}) = {want} rows" if want is not None else f"{seqs} x (1 + spec) rows"
+        checks.append(_check("sampler", rows <= SAMPLER_ROW_BOUND and want in (None, rows),
+                             f"{expected}, <= {SAMPLER_ROW_BOUND}", f"{rows} rows", sampler.line))
+        found["sampler"] = (str(rows), None, sampler.line)
+    return checks
+
+
+def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Found) -> tuple[list[DeployCheck], bool]:
+    """Settled free per card, the pair under the ceiling, the pool against its contract, unclaimed printed;
+    and whether the boot's echoed flags differ from the env file."""
+    src, pair = boot.where(), plan.weights_mib + plan.pool_mib
+    reading = capacity.read_budget(boot)
+    ceiling = capacity.compute_ceiling(reading)
+    checks = []
+    for card in reading.cards:
+        free, floor = card.free.size.mib, card.floor.size.mib
+        checks.append(_check(
+            f"settled, card {card.card}", free >= floor,
+            f"free >= floor {fmt_mib(floor, 2)} MiB (about {AT_CEILING_WORST_FREE_MIB} MiB at worst at the ceiling)",
+            f"{card.free.size.text} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
+            card.free.line))
+    worst = min(reading.cards, key=lambda c: (c.free.size.mib - c.floor.size.mib, c.card))
+    found["settled"] = (fmt_mib(worst.free.size.mib, 2), worst.free.size.mib >= worst.floor.size.mib, worst.free.line)
+    first = reading.cards[0]
+    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+    # Table rows print 0.01 GiB: the pair they give is the env file's within the two rows' rounding.
+    rounding = sum((r.size.resolution_mib for r in (first.weights, first.kv) if r is not None), Decimal(0)) / 2 \
+        if first.pair_source == "table rows" else Decimal(0)
+    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and abs(first.pair_mib - pair) <= rounding,
+                         f"pair {plan.weights_mib:,} + {plan.pool_mib:,} = {pair:,} MiB (the env file) <= the ceiling",
+                         f"boot pair {fmt_mib(first.pair_mib, 2)} MiB ({first.pair_source}); ceiling "
+                         f"{binding.derivation}", first.free.line))
+    found["ceiling"] = (str(ceiling.ceiling_mib), ceiling.ceiling_mib >= pair, first.free.line)
+
+    flags = boot.flags
+    asked = {"max-num-seqs": plan.seqs, "max-model-len": plan.window, "vram-kv-mib": plan.pool_mib}
+    echoed = {f: int(flags[f].number("value", src)) for f in asked if f in flags}
+    boot_dtype = flags["kv-cache-dtype"].raw("value", src) if "kv-cache-dtype" in flags else plan.dtype
+    dtype: KVDtype = boot_dtype if boot_dtype in ("fp8", "bf16") else plan.dtype  # type: ignore[assignment]
+    contract = capacity.pool_contract(Decimal(echoed.get("vram-kv-mib", plan.pool_mib)),
+                                      echoed.get("max-num-seqs", plan.seqs), echoed.get("max-model-len", plan.window),
+                                      dtype, model)
+    contract_line = flags["vram-kv-mib"].line if "vram-kv-mib" in flags else None
+    checks.append(_check("pool >= contract", contract.ok,
+                         f"pool >= {fmt_mib(contract.required_mib, 2)} MiB ({contract.seqs} x "
+                         f"{contract.max_model_len:,} {contract.dtype})",
+                         f"pool {fmt_mib(contract.pool_mib)} MiB, margin {fmt_mib(contract.margin_mib, 2)} MiB",
+                         contract_line))
+    found["contract"] = (fmt_mib(contract.margin_mib, 2).replace(",", ""), contract.ok, contract_line)
+    unclaimed = [c.unclaimed for c in reading.cards if c.unclaimed is not None]
+    checks.append(_check("unclaimed", bool(unclaimed) or None, "the table's unclaimed row, printed",
+                         ", ".join(u.size.text for u in unclaimed) or "no unclaimed row",
+                         unclaimed[0].line if unclaimed else None))
+    return checks, any(echoed[f] != v for f, v in asked.items() if f in echoed)
+
+
+@FAMILY.tool("Verify a deploy and its predictions", open_world=True)
+async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
+    """Verify a deploy from its new boot ledger, then mark each prediction of its env file kept or killed.
+
+    Ledger first, each check with its line: 'backs N sequences all at M tokens at once' is
+    the shape asked; sampler rows R = seqs x (1 + spec) and R <= 25; settled free >= the
+    engine floor (a pair at the ceiling settles about 330 MiB free at worst); pair <=
+    ceiling; pool >= contract; unclaimed printed; slab slots against the plan. Then the
+    predictions render_gates recorded in the env file are read back and each marked kept,
+    killed or pending (the boundary probe's outcome comes from boundary_found), with the
+    verdict text for its slot. The env file with its verdicts is returned, never written to
+    a host: a killed prediction is recorded too.
+    """
+    text = await _env_text(runtime, args)
+    plan = _planned(text)
+    predictions = gates.read_predictions(text)
+    if not predictions:
+        raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
+                         "render_gates returned, with its predictions")
+    boot = await read_boot(runtime, args)
+    found: Found = {}
+    checks = _shape_checks(boot, plan, found)
+    budget, differs = _budget_checks(boot, plan, runtime.fleet.model_constants(args.service), found)
+    checks += budget
+    slab = planning.slab_slots(boot)
+    planned = next((p for p in predictions if p.key == "slab"), None)
+    if slab is not None:
+        found["slab"] = (str(slab.resident_slots), None, slab.line)
+    if planned is not None:
+        checks.append(_check("slab slots", None if slab is None else _slab_kept(planned.value, slab.resident_slots),
+                             f"about {planned.value} resident (within {SLAB_TOLERANCE_PCT:g} %)",
+                             f"{slab.resident_slots:,} resident" if slab else "no 'slab slots' line",
+                             slab.line if slab else None))
+    verdicts = [_verdict(p, found, boot, args.boundary_found) for p in predictions]
+    notes = [f"checked against {plan.prefix}_* of the env file: {plan.seqs} x {plan.window:,} {plan.dtype}, pair "
+             f"{plan.weights_mib:,} + {plan.pool_mib:,}"]
+    if differs:
+        notes.append("the boot's echoed flags differ from the env file: the deploy did not take the planned shape "
+                     "(a serve-script mode carrying its own flags? check_serve_script finds it)")
+    killed = [v.key for v in verdicts if v.verdict == "killed"]
+    if killed:
+        notes.append(f"killed: {', '.join(killed)}; write the verdicts as they are, then re-plan from this boot")
+    return VerifyDeployOutput(
+        ledger=boot_ref(boot),
+        ok=all(c.ok is True for c in checks) and not killed,
+        checks=checks,
+        verdicts=verdicts,
+        env_text=gates.fill_verdicts(text, {v.key: f"{v.verdict}: {v.text}" for v in verdicts}),
+        notes=notes,
+    )
+
+
+def _slab_kept(predicted: str, resident: int) -> bool:
+    try:
+        want = int(predicted)
+    except ValueError:
+        return False
+    return abs(resident - want) <= want * SLAB_TOLERANCE_PCT / 100
+
+
+def _verdict(p: gates.Prediction, found: Found, boot: Boot,
+             boundary_found: int | None) -> Verdict:
+    where = f"boot {boot.index}"
+    if p.key == "boundary":
+        if boundary_found is None:
+            return Verdict(key=p.key, predicted=p.value, verdict="pending",
+                           text="run boundary_probe on the new deploy, then verify again with boundary_found")
+        sent = p.value.split("/")[-1]
+        kept = f"{boundary_found}/{sent}" == p.value
+        return Verdict(key=p.key, predicted=p.value, verdict="kept" if kept else "killed",
+                       text=f"boundary probe retrieved {boundary_found}/{sent} markers (predicted {p.value})")
+    if p.key not in found:
+        return Verdict(key=p.key, predicted=p.value, verdict="pending",
+                       text=f"the new boot ({where}) prints no line to judge it by")
+    value, judged, line = found[p.key]
+    at = f"{where}, line {line.number}: {line.text.strip()}" if line else where
+    if p.key == "slab":
+        kept = _slab_kept(p.value, int(value))
+    elif p.key == "contract":  # exact arithmetic: the margin of the shape planned, and no less than 0
+        kept = bool(judged) and value == p.value
+    elif judged is not None:
+        kept = judged
+    else:
+        kept = value == p.value
+    detail = {"ceiling": f"ceiling {value} MiB/card", "settled": f"settled {value} MiB free",
+              "contract": f"contract margin {value} MiB"}.get(p.key, value)
+    return Verdict(key=p.key, predicted=p.value, verdict="kept" if kept else "killed",
+                   text=f"{detail} (predicted {p.value}; {at})")

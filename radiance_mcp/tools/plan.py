@@ -1,0 +1,700 @@
+"""The resize-planning tools: compare_arms, and plan_free_vram (what the free VRAM can buy).
+
+Each tool reads its sources, calls the pure core (planning.py, capacity.py) and shapes the
+output model; PLAN_TOOLS joins tools.TOOLS. About 700 lines: plan_free_vram's output traces
+every figure to its line, and its models, its options and the picture drawn from them belong
+together; the shipping tools that build on it live in gate_tools.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from radiance_mcp import capacity, planning, svg
+from radiance_mcp.constants import (
+    AT_CEILING_WORST_FREE_MIB,
+    MAX_POOL_MIB,
+    MIB,
+    MIN_ARMS_FOR_THRESHOLD,
+    MIN_DECODE_TOKENS,
+    NOISE_BAND,
+    PREFERRED_DECODE_TOKENS,
+    SLAB_MIB_PER_STEP,
+    SLAB_SLOTS_PER_STEP,
+    KVDtype,
+    ModelConstants,
+)
+from radiance_mcp.errors import InputError, RadianceMCPError
+from radiance_mcp.ledger import Boot, Hit, Line
+from radiance_mcp.models.base import (
+    BootIndex,
+    BootRef,
+    Input,
+    LedgerText,
+    MaxChars,
+    Name,
+    Output,
+    PathArg,
+    boot_ref,
+    line_ref,
+    mib,
+)
+from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
+from radiance_mcp.models.ledger_ref import LedgerRef, given_sources, ledger_field, source_problem
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources import read_boot
+from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.units import fmt_mib, round_down
+
+FAMILY = ToolFamily()
+
+def json_list(name: str, value: Any) -> Any:
+    """Clients sometimes send a list of objects as a JSON string."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name} is a string but not JSON ({exc.msg}); pass a list") from exc
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# compare_arms
+
+
+class ArmInput(Input):
+    value: float = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
+                         description="The knob's setting in this arm, e.g. the slab in MiB.")
+    rate: float = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
+                        description="The rate measured in this arm, e.g. prefill tokens/s.")
+
+
+class CompareArmsInput(Input):
+    arms: list[ArmInput] = Field(
+        min_length=2, max_length=planning.MAX_ARMS,
+        description="The arms: [{value, rate}, ...], one per knob value, measured with the same workload.",
+    )
+    knob: Annotated[str, MaxChars(80)] = Field("value", description="What the value is, e.g. 'slab MiB'.")
+    rate_unit: Annotated[str, MaxChars(40)] = Field("t/s", description="What the rate is measured in.")
+    noise_band_pct: float = Field(
+        NOISE_BAND * 100, gt=0, le=50, description="The run-to-run noise, +- percent (default 3)."
+    )
+    claim: Literal["plateau", "threshold"] | None = Field(
+        None, description="A reading to check: 'plateau' (the rate stops moving) or 'threshold' (it steps once)."
+    )
+    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE)]] = Field(
+        default_factory=list, max_length=planning.MAX_ARMS,
+        description="The knob values of the arms the claim rests on (default: every arm).",
+    )
+
+    @field_validator("arms", "claim_arms", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any, info: Any) -> Any:
+        return json_list(info.field_name, value)
+
+
+class ArmStepOutput(Output):
+    low_value: float
+    high_value: float
+    low_rate: float
+    high_rate: float
+    change_pct: float = Field(description="(high_rate - low_rate) / low_rate, percent: the lower value is baseline.")
+    inside_noise: bool = Field(description="|change_pct| <= the band: these two arms cannot be told apart.")
+    intervals_overlap: bool = Field(description="The two rates' +-band intervals overlap.")
+    reading: str
+
+
+class ClaimOutput(Output):
+    claim: Literal["plateau", "threshold"]
+    arms: list[float]
+    verdict: Literal["refused", "supported", "contradicted"]
+    reason: str
+    rule: str
+    remedy: str | None
+    measure_next: float | None = Field(description="The knob value to measure next, where one more arm helps.")
+
+
+class CompareArmsOutput(Output):
+    knob: str
+    rate_unit: str
+    noise_band_pct: float
+    steps: list[ArmStepOutput] = Field(description="Neighbouring arms, by knob value.")
+    inside_noise: list[str] = Field(description="The pairs of arms that differ by no more than the band.")
+    span_pct: float = Field(description="Lowest to highest rate, relative to the lowest.")
+    claim: ClaimOutput | None
+    ok: bool = Field(description="False when the claim is refused or contradicted.")
+    notes: list[str]
+
+
+@FAMILY.tool("Compare measured arms against the noise")
+async def compare_arms(runtime: Runtime, args: CompareArmsInput) -> CompareArmsOutput:
+    """Compare measured arms of one knob against the noise band; refuse a plateau or threshold read off two arms.
+
+    Give each arm's knob value and measured rate (e.g. slab MiB and prefill t/s, same
+    workload). Neighbouring arms are compared, the lower value as baseline: a change within
+    the band (default +-3 %) is noise, and such arms cannot be told apart. A claim
+    ('plateau' or 'threshold', on claim_arms or on every arm) needs at least 3 arms: two
+    arms inside the noise are not a plateau, and no threshold is read off two arms; such a
+    claim is refused with the knob value to measure next. Use it before writing a law or a
+    prediction from a throughput campaign.
+    """
+    comparison = planning.compare_arms(
+        [planning.Arm(a.value, a.rate) for a in args.arms], args.noise_band_pct, args.claim, args.claim_arms
+    )
+    band = f"+-{args.noise_band_pct:g} %"
+    steps = []
+    for s in comparison.steps:
+        pair = f"{planning.fmt_value(s.low.value)} -> {planning.fmt_value(s.high.value)}"
+        if s.inside_noise:
+            reading = f"{pair}: {s.change_pct:+.2f} %, inside the {band} band: noise"
+        elif s.intervals_overlap:
+            reading = (f"{pair}: {s.change_pct:+.2f} %, outside the {band} band, but the two arms' own {band} "
+                       "intervals overlap: a repeat run could close it")
+        else:
+            reading = f"{pair}: {s.change_pct:+.2f} %, outside the {band} band"
+        steps.append(ArmStepOutput(
+            low_value=s.low.value, high_value=s.high.value, low_rate=s.low.rate, high_rate=s.high.rate,
+            change_pct=round(s.change_pct, 2), inside_noise=s.inside_noise, intervals_overlap=s.intervals_overlap,
+            reading=reading,
+        ))
+    claim = comparison.claim
+    notes = []
+    if len(comparison.arms) < MIN_ARMS_FOR_THRESHOLD:
+        notes.append(f"{len(comparison.arms)} arms: enough to compare, not to read a plateau or threshold")
+    return CompareArmsOutput(
+        knob=args.knob,
+        rate_unit=args.rate_unit,
+        noise_band_pct=args.noise_band_pct,
+        steps=steps,
+        inside_noise=[f"{planning.fmt_value(s.low.value)} and {planning.fmt_value(s.high.value)}"
+                      for s in comparison.steps if s.inside_noise],
+        span_pct=round(comparison.span_pct, 2),
+        claim=None if claim is None else ClaimOutput(
+            claim=claim.claim, arms=list(claim.arms), verdict=claim.verdict, reason=claim.reason, rule=claim.rule,
+            remedy=claim.remedy, measure_next=claim.measure_next,
+        ),
+        ok=claim is None or claim.verdict == "supported",
+        notes=notes,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# plan_free_vram
+
+Source = Literal["ledger", "model constant", "config", "argument", "arithmetic"]
+
+
+class Traced(Output):
+    """A figure and where it comes from: a ledger line, a model constant, the config, or arithmetic on those."""
+
+    name: str
+    value: float
+    unit: str
+    source: Source
+    line: int | None = Field(description="The ledger line number, for source=ledger.")
+    text: str = Field(description="The ledger line as printed, the constant's name, or the arithmetic.")
+
+
+def _ledger(name: str, value: Decimal | int, unit: str, line: Line) -> Traced:
+    return Traced(name=name, value=mib(Decimal(value)), unit=unit, source="ledger", line=line.number, text=line.text)
+
+
+def _arith(name: str, value: Decimal | int, unit: str, text: str, source: Source = "arithmetic") -> Traced:
+    return Traced(name=name, value=mib(Decimal(value)), unit=unit, source=source, line=None, text=text)
+
+
+class PlanFreeVramInput(Input):
+    service: Name | None = ledger_field("plan", "service")
+    log: PathArg | None = ledger_field("plan", "log")
+    log_text: LedgerText | None = ledger_field("plan", "log_text")
+    host: Name | None = ledger_field("plan", "host")
+    container: Name | None = ledger_field("plan", "container")
+    boot: BootIndex = ledger_field("plan", "boot")
+    reserves: list[ReserveInput] = Field(
+        default_factory=list, max_length=64,
+        description="Reserves below the ceiling (one ledger only); each cites a ledger line (line=N) or is "
+        "personal=true.",
+    )
+
+    @field_validator("reserves", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any, info: Any) -> Any:
+        return json_list(info.field_name, value)
+
+    @model_validator(mode="after")
+    def _sources(self) -> PlanFreeVramInput:
+        given = given_sources(self)
+        problem = source_problem(
+            given, self.host is not None, required=False,
+            count=f"give at most one of service, log, log_text or container (found: {', '.join(given)}); "
+                  "none plans the whole fleet",
+        )
+        if problem:
+            raise ValueError(problem)
+        if self.reserves and not given:
+            raise ValueError("reserves cite the lines of one ledger: give a service (or log) with them")
+        return self
+
+
+class CardPlan(Output):
+    card: int
+    physical: str | None = Field(description="The physical card from the config's cards; null: not said.")
+    card_total: Traced | None
+    vram_weights: Traced
+    vram_kv: Traced
+    activation_arena: Traced | None
+    engine_floor: Traced
+    settled_free: Traced
+    unclaimed: Traced | None
+    ceiling_mib: int
+    derivation: str
+    headroom_mib: int = Field(description="ceiling - pair as this service reads it.")
+    shared_with: list[str] = Field(description="Other services on this physical card.")
+    headroom_once_mib: int = Field(description="The headroom counted once on a shared card; else headroom_mib.")
+
+
+class PlanOption(Output):
+    name: str
+    axis: str = Field(description="What it moves: capacity (seats, window) or prefill throughput.")
+    adds_mib: int
+    flags: list[str] = Field(description="The flag changes, per card.")
+    gains: list[Traced]
+    takes: list[Traced] = Field(description="What it takes from the other option (slab or KV).")
+    notes: list[str]
+
+
+class ServicePlan(Output):
+    service: str | None
+    ledger: BootRef
+    model: str
+    shape: list[Traced]
+    kv_cache_dtype: str | None
+    cards: list[CardPlan]
+    binding_card: int
+    reserves: list[ReserveOutput]
+    personal_reserves: list[str]
+    headroom_mib: int = Field(description="The binding card's headroom, counted once where a card is shared.")
+    usable_mib: int = Field(description="headroom_mib less every reserve: what the options spend.")
+    slope: Traced = Field(description="Resident expert slots per slab MiB.")
+    slab: Traced | None = Field(description="Resident slots now, from the `slab slots` line.")
+    options: list[PlanOption]
+    decode: str
+    sharing: Literal["known", "unknown"]
+    notes: list[str]
+
+
+class PhysicalCard(Output):
+    card: str
+    services: list[str] = Field(description="'service card N' for each engine card on it.")
+    headroom_mib: int = Field(description="Counted once.")
+    derivation: str
+
+
+class Unreadable(Output):
+    service: str
+    error: str
+
+
+class PlanFreeVramOutput(Output):
+    services: list[ServicePlan]
+    physical_cards: list[PhysicalCard]
+    unreadable: list[Unreadable] = Field(description="Services whose ledger could not be planned, and why.")
+    fleet_headroom_mib: int = Field(description="Every card's headroom counted once (shared cards once).")
+    sharing: Literal["known", "unknown", "partial"] = Field(
+        description="known: every service names its cards (cards = [...] in the config); unknown: none does."
+    )
+    summary: list[str] = Field(description="The answer in a few lines: each service's headroom and its options.")
+    notes: list[str]
+
+
+DECODE = (
+    "decode is a separate axis: it follows the KV dtype, memory bandwidth and draft acceptance, not the slab "
+    f"nor the pool size; no option here is priced in decode t/s: measure it (at least {MIN_DECODE_TOKENS} "
+    f"generated tokens, {PREFERRED_DECODE_TOKENS} preferred)"
+)
+
+
+def boot_flag(boot: Boot, name: str) -> Hit | None:
+    return boot.flags.get(name)
+
+
+def _card_plan(reading: capacity.CardBudget, boot: Boot, physical: str | None) -> CardPlan:
+    src = boot.where()
+    ceiling = capacity.card_ceiling(reading.card, reading.free.size.mib, reading.floor.size.mib, reading.pair_mib)
+    figures = {}
+    for row, flag, name in ((reading.weights, "vram-weights-mib", "vram_weights"),
+                            (reading.kv, "vram-kv-mib", "vram_kv")):
+        hit = boot_flag(boot, flag)
+        if hit is not None:
+            figures[name] = _ledger(name, hit.number("value", src), "MiB", hit.line)
+        else:
+            assert row is not None  # read_budget refuses a card with neither
+            figures[name] = _ledger(name, row.size.mib, "MiB", row.line)
+    arena = boot.first("activation_arena")
+    return CardPlan(
+        card=reading.card,
+        physical=physical,
+        card_total=_ledger("card total", reading.total.size.mib, "MiB", reading.total.line) if reading.total else None,
+        vram_weights=figures["vram_weights"],
+        vram_kv=figures["vram_kv"],
+        activation_arena=_ledger("activation arena", arena.size("size", src).mib, "MiB", arena.line) if arena else None,
+        engine_floor=_ledger("engine floor", reading.floor.size.mib, "MiB", reading.floor.line),
+        settled_free=_ledger("settled free", reading.free.size.mib, "MiB", reading.free.line),
+        unclaimed=(_ledger("unclaimed", reading.unclaimed.size.mib, "MiB", reading.unclaimed.line)
+                   if reading.unclaimed else None),
+        ceiling_mib=ceiling.ceiling_mib,
+        derivation=ceiling.derivation,
+        headroom_mib=round_down(ceiling.ceiling_mib - ceiling.pair_mib),
+        shared_with=[],
+        headroom_once_mib=round_down(ceiling.ceiling_mib - ceiling.pair_mib),
+    )
+
+
+def _seats(value: int) -> str:
+    return f"{value:,} seat{'' if value == 1 else 's'}"
+
+
+def _kv_option(pool: Decimal, usable: int, seqs: int, window: int, dtype: KVDtype, current: str | None,
+               model: ModelConstants, slope: planning.Slope, slope_text: str) -> PlanOption:
+    """The pool grown by the headroom at one dtype: seats and window the contract allows, and the slots it takes."""
+    price = planning.price_kv(pool, usable, seqs, window, dtype, model, slope)
+    now = capacity.pool_contract(pool, seqs, window, dtype, model)
+    rate = model.rate_bytes_per_token[dtype]
+    per_seq = Decimal(window * rate) / MIB + model.per_seq_mib
+    seats_text = (f"({price.pool_mib:,} - {model.fixed_mib}) MiB / ({window:,} x {rate:,} B + {model.per_seq_mib} "
+                  f"MiB) = {price.pool_mib - model.fixed_mib:,} / {fmt_mib(per_seq, 2)} -> {price.seats_at_window}; "
+                  f"now {now.max_seqs_at_window}")
+    window_text = (f"({price.pool_mib:,} - {model.fixed_mib} - {model.per_seq_mib} x {seqs}) MiB / ({seqs} x "
+                   f"{rate:,} B) -> {price.window_at_seats:,} tokens; now {now.max_window_at_seqs:,}")
+
+    def mover(name: str, pool_text: str, shape: str, idle_mib: Decimal) -> Traced:
+        return _arith(name, slope.slots_for(idle_mib), "slots", f"pool {pool_text} - contract at {shape} = "
+                      f"{fmt_mib(idle_mib, 2)} MiB idle x {slope_text}")
+
+    flags = [f"--vram-kv-mib {fmt_mib(pool)} -> {price.pool_mib:,}"]
+    if current != dtype:
+        flags.append(f"--kv-cache-dtype {current or '(not echoed)'} -> {dtype}")
+    new_pool = f"{price.pool_mib:,}"
+    return PlanOption(
+        name=f"more KV, {dtype}",
+        axis="capacity: seats at the window, or the window at the seats",
+        adds_mib=usable,
+        flags=flags,
+        gains=[
+            _arith(f"seats at {window:,} tokens", price.seats_at_window, "seats", seats_text),
+            _arith(f"window at {_seats(seqs)}", price.window_at_seats, "tokens", window_text),
+        ],
+        takes=[
+            _arith("slab slots forgone", price.slab_slots_forgone, "slots",
+                   f"{usable:,} MiB kept out of the slab x {slope_text}"),
+            mover("mover slots now, seats full", fmt_mib(pool), f"{seqs} x {window:,}", price.idle_now_mib),
+            mover(f"mover slots, {_seats(price.seats_at_window)} full", new_pool,
+                  f"{price.seats_at_window} x {window:,}", price.idle_seats_mib),
+            mover(f"mover slots, {_seats(seqs)} full at {price.window_at_seats:,}", new_pool,
+                  f"{seqs} x {price.window_at_seats:,}", price.idle_window_mib),
+        ],
+        notes=[f"a bigger pool takes residency twice: the {usable:,} MiB never reach the slab, and once the new "
+               "seats or window fill, the idle KV the mover lends to the experts is taken back (the mover slots: "
+               "idle KV when every seat is full, now and with this option)",
+               f"the mover lends {fmt_mib(slope.slots)} slots at boot (line {slope.line.number})"
+               if slope.line else "the boot prints no ledger mover line: the slope is the model's constant"]
+        + (["a window past the model's own context length buys nothing; that length is not in the ledger"]
+           if price.window_at_seats > window else []),
+    )
+
+
+def _slab_option(weights: Decimal, usable: int, slope: planning.Slope, slope_text: str,
+                 slab: planning.SlabLine | None) -> PlanOption:
+    """The headroom into the weights: resident expert slots gained (prefill), the KV option forgone."""
+    grow = planning.price_slab(weights, usable, slope, slab)
+    cap = (f", capped at the host pool's {slab.host_pool_slots:,} slots (line {slab.line.number})"
+           if grow.capped_by_host_pool and slab is not None else "")
+    gains = [_arith("resident expert slots gained", grow.slots_gained, "slots", f"{usable:,} MiB x {slope_text}{cap}")]
+    if slab is not None:
+        gains.append(_arith("resident slots after", slab.resident_slots + grow.slots_gained, "slots",
+                            f"{slab.resident_slots:,} (line {slab.line.number}) + {grow.slots_gained:,}"))
+    return PlanOption(
+        name="more slab",
+        axis="prefill throughput: resident experts leave the pinned host pool, the slow path",
+        adds_mib=usable,
+        flags=[f"--vram-weights-mib {fmt_mib(weights)} -> {grow.weights_mib:,}"],
+        gains=gains,
+        takes=[_arith("KV MiB forgone", usable, "MiB",
+                      "the same headroom the KV options would spend; the pool, its seats and window stay as they are")],
+        notes=["slab MiB is throughput, but the law is not linear: measure arms (compare_arms) before predicting t/s"],
+    )
+
+
+def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> tuple[list[PlanOption], list[str]]:
+    """More KV (per dtype) and more slab, each priced, with what it takes from the other."""
+    notes: list[str] = []
+    slope = planning.slab_slope(boot)
+    slope_text = (f"{fmt_mib(slope.slots)} slots / {fmt_mib(slope.mib, 2)} MiB (ledger line {slope.line.number})"
+                  if slope.line else f"{SLAB_SLOTS_PER_STEP:,} slots / {SLAB_MIB_PER_STEP:,} MiB (model constant)")
+    src = boot.where()
+    seqs_hit, window_hit, dtype_hit = (boot_flag(boot, f) for f in ("max-num-seqs", "max-model-len", "kv-cache-dtype"))
+    pool = Decimal(str(card.vram_kv.value))
+    options = []
+    if pool + usable > MAX_POOL_MIB:
+        notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
+                     f"(line {card.settled_free.line}) again; the KV options are not priced")
+    elif seqs_hit and window_hit:
+        seqs, window = int(seqs_hit.number("value", src)), int(window_hit.number("value", src))
+        current = dtype_hit.raw("value", src) if dtype_hit else None
+        dtypes: tuple[KVDtype, ...] = ("fp8", "bf16")
+        options = [_kv_option(pool, usable, seqs, window, d, current, model, slope, slope_text) for d in dtypes]
+    else:
+        missing = [f for f, h in (("--max-num-seqs", seqs_hit), ("--max-model-len", window_hit)) if h is None]
+        notes.append(f"the boot does not echo {' and '.join(missing)}: the KV options cannot be priced")
+    weights = Decimal(str(card.vram_weights.value))
+    options.append(_slab_option(weights, usable, slope, slope_text, planning.slab_slots(boot)))
+    return options, notes
+
+
+async def _read(runtime: Runtime, **source: Any) -> Boot:
+    return await read_boot(runtime, LedgerRef.model_validate(source))
+
+
+async def _read_boots(runtime: Runtime, args: PlanFreeVramInput,
+                      single: bool) -> tuple[list[str], dict[str, Boot], list[Unreadable]]:
+    """The boots to plan, read concurrently: the one asked for (and its card's co-tenants), or the fleet's.
+
+    The asked ledger's failure is the call's; another service's goes to unreadable with its reason.
+    """
+    fleet = runtime.fleet
+    names: list[str] = sorted(fleet.services) if not single else []
+    if args.service is not None:
+        mine = set(fleet.service(args.service).cards)
+        names = [args.service] + sorted(n for n, s in fleet.services.items()
+                                        if n != args.service and mine & set(s.cards))
+    if not single and not names:
+        raise InputError("the fleet config names no services: name a ledger (service, log or log_text) to plan")
+    reads: list[Any]
+    if single and args.service is None:
+        given = {n: getattr(args, n) for n in ("log", "log_text", "host", "container") if getattr(args, n) is not None}
+        reads, names = [await _read(runtime, boot=args.boot, **given)], [""]
+    else:
+        # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
+        wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
+        reads = await asyncio.gather(*(_read(runtime, service=n, boot=b) for n, b in zip(names, wanted, strict=True)),
+                                     return_exceptions=True)
+    boots: dict[str, Boot] = {}
+    unreadable: list[Unreadable] = []
+    for name, result in zip(names, reads, strict=True):
+        if isinstance(result, RadianceMCPError) and not (single and name == names[0]):
+            unreadable.append(Unreadable(service=name, error=str(result)))
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            boots[name] = result
+    return names, boots, unreadable
+
+
+def picture(out: PlanFreeVramOutput) -> str:
+    """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
+    bars = []
+    for plan in out.services:
+        for card in plan.cards:
+            held = sum(r.mib for r in plan.reserves if r.card in (None, card.card))
+            free, floor = card.settled_free.value, card.engine_floor.value
+            arena = card.activation_arena.value if card.activation_arena else 0.0
+            headroom = max(0.0, free - floor - held)
+            used = card.vram_weights.value + card.vram_kv.value + arena + free
+            total = card.card_total.value if card.card_total else used
+            segments = (
+                svg.Segment("weights", "vram_weights", card.vram_weights.value, _source(card.vram_weights)),
+                svg.Segment("kv", "vram_kv (the KV pool)", card.vram_kv.value, _source(card.vram_kv)),
+                svg.Segment("arena", "activation arena", arena, _source(card.activation_arena) or "not printed"),
+                svg.Segment("other", "not attributed (driver context, the rest)", max(0.0, total - used),
+                            "card total less the rest"),
+                svg.Segment("headroom", "headroom to spend", headroom, "settled free - floor - reserves"),
+                svg.Segment("reserves", "reserves", held, ", ".join(r.label for r in plan.reserves)),
+                svg.Segment("floor", "engine floor", floor, _source(card.engine_floor)),
+            )
+            start = total - free if total >= used else used - free
+            ghosts = tuple(
+                svg.Ghost("kv" if option.name.startswith("more KV") else "weights",
+                          f"{option.name}: +{option.adds_mib:,} MiB -> "
+                          + "; ".join(f"{g.name}: {_value(g)}" for g in option.gains),
+                          start, option.adds_mib)
+                for option in plan.options
+            )
+            who = plan.service or Path(plan.ledger.source).name
+            where = f" ({card.physical})" if card.physical else ""
+            if card.shared_with:
+                where = (f" ({card.physical}, shared with {', '.join(card.shared_with)}: "
+                         f"{card.headroom_once_mib:,} MiB of headroom counted once)")
+            bars.append(svg.Bar(f"{who} card {card.card}{where}", total, segments, free, ghosts))
+    return svg.render(bars)
+
+
+@FAMILY.tool("Plan what the free VRAM can buy", open_world=True, picture=picture)
+async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeVramOutput:
+    """What the free VRAM can buy, per card: headroom from the ledger, then each option priced and traced.
+
+    For a service (or a log), or the whole fleet read concurrently when none is given. Per
+    card: the ceiling ((settled free - engine floor) + pair) and the headroom above the pair,
+    less reserves (each cites a ledger line or is labelled personal). Then the options, for
+    the binding card: more KV (the seats at the current window and the window at the current
+    seats the pool contract then allows, fp8 and bf16), and more slab (resident expert slots
+    from the boot's ledger mover ratio, else 1,300 slots per 1,792 MiB; it moves prefill
+    throughput). Each says what it takes from the other: a bigger pool takes residency
+    twice, via the mover. Decode is a separate axis. Services naming one physical card in
+    the config (cards = [...]) share its headroom, counted once; without that key the
+    sharing is unknown and the fleet total is an upper bound. Every figure names its ledger
+    line, a model constant or the arithmetic. Next: render_gates for the chosen pair.
+    """
+    single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
+    names, boots, unreadable = await _read_boots(runtime, args, single)
+    plans: dict[str, tuple[Boot, capacity.BudgetReading, list[CardPlan]]] = {}
+    notes: list[str] = []
+    for name, boot in boots.items():
+        try:
+            reading = capacity.read_budget(boot)
+        except RadianceMCPError as exc:
+            if single and name == names[0]:
+                raise
+            unreadable.append(Unreadable(service=name, error=str(exc)))
+            continue
+        cards_of = runtime.fleet.services[name].cards if name else ()
+        if cards_of and len(cards_of) != len(reading.cards):
+            notes.append(f"{name}: the config names {len(cards_of)} card(s) but its boot has {len(reading.cards)}; "
+                         "its sharing is unknown until cards lists one physical card per engine card")
+            cards_of = ()
+        plans[name] = (boot, reading, [
+            _card_plan(c, boot, cards_of[i] if cards_of else None) for i, c in enumerate(reading.cards)
+        ])
+    views = [planning.CardView(name, c.card, c.physical, c.headroom_mib, Decimal(str(c.engine_floor.value)))
+             for name, (_, _, cards) in plans.items() for c in cards]
+    shared = planning.share(views)
+    for name, (_, _, cards) in plans.items():
+        for i, c in enumerate(cards):
+            if c.physical is not None:
+                group = shared[c.physical]
+                cards[i] = c.model_copy(update={
+                    "shared_with": sorted({v.service for v in group.views if v.service != name}),
+                    "headroom_once_mib": group.headroom_mib,
+                })
+    wanted = [n for n in plans if not single or n == names[0]]
+    services = [_service_plan(runtime, args, name, *plans[name]) for name in wanted]
+    physical = [
+        PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),
+                     headroom_mib=s.headroom_mib, derivation=s.derivation)
+        for p, s in sorted(shared.items())
+    ]
+    unmapped = [(n, c) for n, (_, _, cards) in plans.items() for c in cards if c.physical is None]
+    fleet_headroom = sum(max(0, s.headroom_mib) for s in shared.values()) + sum(max(0, c.headroom_mib)
+                                                                               for _, c in unmapped)
+    mapped = len(views) - len(unmapped)
+    sharing: Literal["known", "unknown", "partial"] = (
+        "known" if not unmapped else "unknown" if not mapped else "partial"
+    )
+    if unmapped:
+        listed = ", ".join(sorted({n or "the ledger" for n, _ in unmapped}))
+        notes.append(f"which physical card {listed} run on is not in the config (cards = [\"host:0\", ...] per "
+                     "service): if two of them share a card, its headroom is counted once per service here, so "
+                     "the fleet total is an upper bound")
+    return PlanFreeVramOutput(services=services, physical_cards=physical, unreadable=unreadable,
+                              fleet_headroom_mib=fleet_headroom, sharing=sharing,
+                              summary=[line for plan in services for line in _summary(plan)], notes=notes)
+
+
+def _value(figure: Traced) -> str:
+    if figure.unit == "seats":
+        return _seats(int(figure.value))
+    return f"{figure.value:,.0f} {figure.unit}" if figure.value == int(figure.value) else \
+        f"{figure.value:,.2f} {figure.unit}"
+
+
+def _summary(plan: ServicePlan) -> list[str]:
+    card = next(c for c in plan.cards if c.card == plan.binding_card)
+    who = plan.service or plan.ledger.source
+    shared = f", shared with {', '.join(card.shared_with)}: {card.headroom_once_mib:,} MiB counted once" \
+        if card.shared_with else ""
+    lines = [f"{who}: card {card.card} ceiling {card.derivation}; headroom {card.headroom_mib:,} MiB{shared}; "
+             f"{plan.usable_mib:,} MiB to spend after reserves"]
+    for option in plan.options:
+        gains = "; ".join(f"{g.name}: {_value(g)}" for g in option.gains)
+        takes = "; ".join(f"{t.name}: {_value(t)}" for t in option.takes)
+        lines.append(f"  {option.name} (+{option.adds_mib:,} MiB, {', '.join(option.flags)}) gives {gains}. "
+                     f"Takes {takes}")
+    return lines
+
+
+def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Boot,
+                  reading: capacity.BudgetReading, cards: list[CardPlan]) -> ServicePlan:
+    model = runtime.fleet.model_constants(name or None)
+    reserves = trace_reserves(reading, args.reserves)
+    binding = min(cards, key=lambda c: (c.headroom_once_mib - held_on(reserves, c.card), c.card))
+    held = held_on(reserves, binding.card)
+    usable = round_down(binding.headroom_once_mib - held)
+    notes = []
+    if binding.shared_with:
+        notes.append(f"card {binding.card} ({binding.physical}) is shared with {', '.join(binding.shared_with)}: "
+                     f"its {binding.headroom_once_mib:,} MiB are spent once, by one service")
+    if len(cards) > 1:
+        notes.append(f"card {binding.card} has the least headroom and binds every card (the pair is per card)")
+    notes.append(f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst")
+    options: list[PlanOption] = []
+    if usable > 0:
+        options, more = _options(boot, binding, usable, model)
+        notes += more
+    else:
+        notes.append(f"no headroom to spend: {binding.headroom_once_mib:,} MiB less {fmt_mib(held, 2)} MiB of "
+                     "reserves; the pair is at or above what the ceiling allows")
+    slope = planning.slab_slope(boot)
+    slab = planning.slab_slots(boot)
+    shape = []
+    src = boot.where()
+    for flag, unit in (("max-num-seqs", "seats"), ("max-model-len", "tokens"), ("tp", "cards")):
+        hit = boot_flag(boot, flag)
+        if hit is not None:
+            shape.append(_ledger(f"--{flag}", hit.number("value", src), unit, hit.line))
+    dtype = boot_flag(boot, "kv-cache-dtype")
+    return ServicePlan(
+        service=name or None,
+        ledger=boot_ref(boot),
+        model=model.name,
+        shape=shape,
+        kv_cache_dtype=dtype.raw("value", src) if dtype else None,
+        cards=cards,
+        binding_card=binding.card,
+        reserves=[ReserveOutput(mib=mib(r.mib), label=r.label, kind="personal" if r.line is None else "traced",
+                                line=line_ref(r.line) if r.line else None, card=r.card) for r in reserves],
+        personal_reserves=[r.label for r in reserves if r.line is None],
+        headroom_mib=binding.headroom_once_mib,
+        usable_mib=usable,
+        slope=(Traced(name="slab slope", value=float(round(slope.per_mib, 4)), unit="slots/MiB", source="ledger",
+                      line=slope.line.number, text=slope.line.text) if slope.line else
+               Traced(name="slab slope", value=float(round(slope.per_mib, 4)), unit="slots/MiB",
+                      source="model constant", line=None,
+                      text=f"{SLAB_SLOTS_PER_STEP:,} slots per {SLAB_MIB_PER_STEP:,} MiB, measured")),
+        slab=_ledger("slab slots resident", slab.resident_slots, "slots", slab.line) if slab else None,
+        options=options,
+        decode=DECODE,
+        sharing="known" if all(c.physical for c in cards) else "unknown",
+        notes=notes,
+    )
+
+
+def trace_reserves(reading: capacity.BudgetReading, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
+    """Each reserve traced (to a candidate figure of the boot) or personal, in order: a candidate backs one."""
+    reserves: tuple[capacity.Reserve, ...] = ()
+    for r in given:
+        reserves += (capacity.trace_reserve(reading, Decimal(str(r.mib)), r.label, r.line, r.personal, reserves),)
+    return reserves
+
+
+def held_on(reserves: tuple[capacity.Reserve, ...], card: int) -> Decimal:
+    """MiB the reserves hold back on one card: every personal one, and the traced ones of that card."""
+    return sum((r.mib for r in reserves if r.card in (None, card)), Decimal(0))
+
+
+def _source(figure: Traced | None) -> str:
+    return "" if figure is None else f"line {figure.line}" if figure.line else figure.source
