@@ -8,6 +8,8 @@ What lives where:
   audit.py       audit_step_shape, check_serve_script, compare_dry_run
   probes.py      token_count_probe, boundary_probe, decode_probe
   fleet.py       list_fleet
+  plan.py        compare_arms, plan_free_vram
+  gates.py       render_gates, verify_deploy
 
 Imports go one way: models import the core (constants, ledger) and each other's base, never
 tools or MCP code, and I/O only for a shared argument rule (compare_dry_run's mode names are
