@@ -29,7 +29,7 @@ EXAMPLE = ROOT / "radiance_mcp" / "examples" / "frank-archon.log"
 IDLE = """
 from radiance_mcp.config import Fleet
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import Runtime
+from radiance_mcp.runtime import Runtime
 build_server(Runtime(Fleet()))
 """
 READ = IDLE + """

@@ -53,10 +53,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from radiance_mcp import capacity, tools  # noqa: E402
+from radiance_mcp import capacity  # noqa: E402
 from radiance_mcp.config import EXAMPLES_DIR, Fleet  # noqa: E402
 from radiance_mcp.ledger import KEYWORDS, PHRASES, read_text  # noqa: E402
 from radiance_mcp.models import ReadBudgetTableInput  # noqa: E402
+from radiance_mcp.runtime import Runtime  # noqa: E402
+from radiance_mcp.tools.ledger import read_budget_table  # noqa: E402
 
 EXAMPLE = (EXAMPLES_DIR / "frank-archon.log").read_text()
 BUDGET_PHRASES = ("budget_header", "card_total", "vram_weights", "vram_kv", "unclaimed", "budgets_total", "settled")
@@ -238,8 +240,8 @@ def fleet_for(sshd: Sshd, log: Path, hosts: dict[str, int]) -> Fleet:
     })
 
 
-async def close(runtime: tools.Runtime) -> None:
-    pool = runtime.extras.get("ssh_pool")
+async def close(runtime: Runtime) -> None:
+    pool = runtime.ssh_pool
     if pool is not None:
         await pool.close()
 
@@ -278,8 +280,8 @@ async def main() -> None:
         seed_pair = capacity.read_budget(seed_boot).cards[0].pair_mib
         tac = tac_script(log)
         tac_pair = capacity.read_budget(read_text(await run_seed(sshd, sshd.port, tac), source="tac")).cards[0].pair_mib
-        warm_runtime = tools.Runtime(fleet)
-        ours = await tools.read_budget_table(warm_runtime, args)
+        warm_runtime = Runtime(fleet)
+        ours = await read_budget_table(warm_runtime, args)
         counted = (f" counted from byte {ours.ledger.lines_from_byte:,}" if ours.ledger.lines_from_byte is not None
                    else "")
         print(f"seed approach returns pair {seed_pair:,.0f} MiB (grep -m1 stops in the OLDEST boot); tac | awk "
@@ -292,17 +294,17 @@ async def main() -> None:
         await run_seed(sshd, relay.port, script)
         seed_bytes = (relay.up, relay.down)
         relay.reset()
-        relay_runtime = tools.Runtime(relayed)
-        await tools.read_budget_table(relay_runtime, args)
+        relay_runtime = Runtime(relayed)
+        await read_budget_table(relay_runtime, args)
         cold_bytes = (relay.up, relay.down)
         relay.reset()
-        await tools.read_budget_table(relay_runtime, args)
+        await read_budget_table(relay_runtime, args)
         await close(relay_runtime)
         warm_bytes = (relay.up, relay.down)
         for name, (up, down) in (("seed", seed_bytes), ("cold", cold_bytes), ("warm", warm_bytes)):
             print(f"bytes over SSH, {name:4}: {up + down:>7,} ({up:,} up, {down:,} down)  "
                   f"{'<= 64 KiB' if up + down <= 65536 else '> 64 KiB'}")
-        pool = warm_runtime.extras["ssh_pool"]
+        pool = warm_runtime.ssh_pool
         print(f"payload per warm read: command {pool.transfer.sent_bytes // pool.transfer.commands:,} B, "
               f"answer {pool.transfer.received_bytes // pool.transfer.commands:,} B")
 
@@ -314,10 +316,10 @@ async def main() -> None:
         for _ in range(options.repeat):
             seed_s.append((await timed(lambda: run_seed(sshd, sshd.port, script)))[0])
             tac_s.append((await timed(lambda: run_seed(sshd, sshd.port, tac)))[0])
-            cold_runtime = tools.Runtime(fleet)
-            cold_s.append((await timed(lambda: tools.read_budget_table(cold_runtime, args)))[0])  # noqa: B023
+            cold_runtime = Runtime(fleet)
+            cold_s.append((await timed(lambda: read_budget_table(cold_runtime, args)))[0])  # noqa: B023
             await close(cold_runtime)
-            warm_s.append((await timed(lambda: tools.read_budget_table(warm_runtime, args)))[0])
+            warm_s.append((await timed(lambda: read_budget_table(warm_runtime, args)))[0])
         seed_m, tac_m, cold_m, warm_m = (statistics.median(x) for x in (seed_s, tac_s, cold_s, warm_s))
         print(f"\nwall time, median of {options.repeat}:")
         print(f"  seed (ssh + grep -m1 per phrase)  {seed_m * 1000:7.1f} ms   (the OLDEST boot)")
@@ -350,19 +352,19 @@ async def main() -> None:
             all_s: dict[str, list[float]] = {"cold": [], "warm": []}
             commands: dict[str, int] = {}
             for _ in range(max(3, options.repeat // 2)):
-                runtime = tools.Runtime(many)
-                one_cold_s.append((await timed(lambda: tools.read_budget_table(runtime, services[0])))[0])  # noqa: B023
-                one_warm_s.append((await timed(lambda: tools.read_budget_table(runtime, services[0])))[0])  # noqa: B023
+                runtime = Runtime(many)
+                one_cold_s.append((await timed(lambda: read_budget_table(runtime, services[0])))[0])  # noqa: B023
+                one_warm_s.append((await timed(lambda: read_budget_table(runtime, services[0])))[0])  # noqa: B023
                 await close(runtime)
                 for label in ("cold", "warm"):
-                    runtime = tools.Runtime(many)
+                    runtime = Runtime(many)
                     if label == "warm":
-                        await asyncio.gather(*(tools.read_budget_table(runtime, s) for s in services))
-                    before = runtime.extras["ssh_pool"].transfer.commands if label == "warm" else 0
+                        await asyncio.gather(*(read_budget_table(runtime, s) for s in services))
+                    before = runtime.ssh_pool.transfer.commands if label == "warm" else 0
                     elapsed, results = await timed(
-                        lambda: asyncio.gather(*(tools.read_budget_table(runtime, s) for s in services))  # noqa: B023
+                        lambda: asyncio.gather(*(read_budget_table(runtime, s) for s in services))  # noqa: B023
                     )
-                    commands[label] = runtime.extras["ssh_pool"].transfer.commands - before
+                    commands[label] = runtime.ssh_pool.transfer.commands - before
                     await close(runtime)
                     assert all(r.cards[0].pair_mib == 29_120 for r in results)
                     all_s[label].append(elapsed)

@@ -31,7 +31,7 @@ SDK_DEFAULT = """\
 import sys, uvicorn
 from radiance_mcp.config import Fleet
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import Runtime
+from radiance_mcp.runtime import Runtime
 app = build_server(Runtime(Fleet())).streamable_http_app(host=sys.argv[1])  # stateful, the SDK's defaults
 uvicorn.run(app, host=sys.argv[1], port=int(sys.argv[2]), log_level="warning")
 """

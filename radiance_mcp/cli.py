@@ -33,8 +33,8 @@ from radiance_mcp.arguments import parse_arguments, unknown_names, unwrap
 from radiance_mcp.config import load, split_allowed_host
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models import LineRef
-from radiance_mcp.sources import close_remote
-from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.tools import TOOLS, ToolSpec
 
 TOKEN_ENV = "RADIANCE_MCP_TOKEN"
 
@@ -247,7 +247,7 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
         try:
             return await spec.run(runtime, tool_input)
         finally:
-            await close_remote(runtime.extras)
+            await runtime.close()
 
     output = asyncio.run(run_once())
     if spec.picture is not None and args.svg is not None:

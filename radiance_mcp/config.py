@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from radiance_mcp.constants import DEFAULT_MODEL, ModelConstants
 from radiance_mcp.errors import ConfigError
+from radiance_mcp.models.ledger_ref import source_problem
 
 CONFIG_ENV = "RADIANCE_MCP_CONFIG"
 CONFIG_CAP_BYTES = 1024 * 1024
@@ -133,10 +134,12 @@ class Service(_Strict):
     def _one_source(self) -> Service:
         if len(set(self.cards)) != len(self.cards):
             raise ValueError(f"cards names a card twice ({', '.join(self.cards)}); list each card once, in order")
-        if self.log and self.container:
-            raise ValueError("give either log (a file) or container (podman logs), not both")
-        if self.container and not self.host:
-            raise ValueError("container needs host: podman logs is read over SSH")
+        # The ledger reference's rule; a service on a host may name no ledger (an endpoint only).
+        given = [name for name in ("log", "container") if getattr(self, name)]
+        problem = source_problem(given, bool(self.host), required=False, host_alone=True,
+                                 count="give either log (a file) or container (podman logs), not both")
+        if problem:
+            raise ValueError(problem)
         for key in ("log", "env_file", "serve_script"):
             path = getattr(self, key)
             if path is not None:

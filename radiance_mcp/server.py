@@ -52,8 +52,8 @@ from radiance_mcp import __version__, skills
 from radiance_mcp.arguments import parse_arguments
 from radiance_mcp.config import split_allowed_host
 from radiance_mcp.errors import RadianceMCPError
-from radiance_mcp.sources import close_remote
-from radiance_mcp.tools import TOOLS, Runtime, ToolSpec
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.tools import TOOLS, ToolSpec
 
 INSTRUCTIONS = """\
 Tools for the radiance inference engine's KV-cache / VRAM resize and step-shape audit.
@@ -91,11 +91,12 @@ class RadianceTool(Tool):
 
 def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
     """The tool of one spec: a flat inputSchema of the input model's fields, no extra names."""
-    wants_ctx = "ctx" in inspect.signature(spec.run).parameters  # e.g. boundary_probe reports progress
 
     async def call(arguments: dict[str, Any], ctx: Context) -> CallToolResult:
         args = parse_arguments(spec.name, spec.input_model, arguments)
-        output = await (spec.run(runtime, args, ctx=ctx) if wants_ctx else spec.run(runtime, args))
+        # A tool that asks for the request's context (a parameter annotated Context) gets it, e.g. for progress.
+        context = {spec.context_param: ctx} if spec.context_param else {}
+        output = await spec.run(runtime, args, **context)
         # The text content is the structured output as compact JSON: the SDK's own is a second, indented copy.
         data = output.model_dump(mode="json", by_alias=True)
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -186,7 +187,7 @@ def build_server(runtime: Runtime) -> MCPServer:
         try:
             yield
         finally:
-            await close_remote(runtime.extras)  # SSH connections end with the server
+            await runtime.close()  # SSH connections end with the server
 
     procedures = skills.load(spec.name for spec in TOOLS)
     server: MCPServer = MCPServer(

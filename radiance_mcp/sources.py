@@ -1,7 +1,10 @@
 """Where ledger text comes from: inline text, a local file, or over SSH a file or podman logs on a host.
 
-A source turns "which ledger" into a parsed ``Boot``; the parser never knows where the text
-came from. Every source has a ``label`` used in every figure's provenance and every error.
+``ledger_source`` is the one place a ledger reference (models.ledger_ref.LedgerRef, or a
+service of the fleet config) becomes a source; a source turns it into a parsed ``Boot``, and
+the parser never knows where the text came from. Every source has a ``label`` used in every
+figure's provenance and every error. The path rules for files an agent names (log roots,
+hosts of the fleet config) live here too; scripts.py reads serve scripts by the same rules.
 """
 
 from __future__ import annotations
@@ -14,16 +17,18 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, SourceError
 from radiance_mcp.ledger import Boot, parse_boot, read_text
 from radiance_mcp.ledger_file import read_file
+from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.offload import run
+from radiance_mcp.runtime import Runtime
 
 if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
-    from radiance_mcp.remote import DryRun, FileRequest, LogRequest, RemoteText, SSHPool, SSHTarget
+    from radiance_mcp.remote import LogRequest, SSHPool, SSHTarget
 
 
 class LedgerSource(Protocol):
@@ -138,27 +143,6 @@ def allowed_local_path(raw: str, roots: list[Path], argument: str = "log") -> Pa
 # ---------------------------------------------------------------------------------------
 # Remote sources: a log file on a host and a container's `podman logs`, read over SSH.
 
-SSH_POOL_KEY = "ssh_pool"
-"""The key of the SSH connection pool in Runtime.extras (shared by every tool call)."""
-
-
-def ssh_pool(extras: dict[str, Any]) -> SSHPool:
-    """The Runtime's SSH pool, made on first use; connections close when idle."""
-    from radiance_mcp.remote import SSHPool
-
-    pool = extras.get(SSH_POOL_KEY)
-    if not isinstance(pool, SSHPool):
-        pool = extras[SSH_POOL_KEY] = SSHPool()
-    return pool
-
-
-async def close_remote(extras: dict[str, Any]) -> None:
-    """Close the Runtime's SSH connections: the end of a CLI command, or the server's shutdown."""
-    pool = extras.get(SSH_POOL_KEY)
-    if pool is not None:
-        await pool.close()
-
-
 def ssh_target(fleet: Fleet, host: str) -> SSHTarget:
     """The fleet config's entry for host, as an SSH target.
 
@@ -266,10 +250,10 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
 
 
 def remote_source(
-    fleet: Fleet, extras: dict[str, Any], *, host: str, log: str | None = None, container: str | None = None,
-    configured: bool = False,
+    runtime: Runtime, *, host: str, log: str | None = None, container: str | None = None, configured: bool = False,
 ) -> RemoteSource:
-    """The remote source for a host and a log path or a container name.
+    """The remote source for a host and a log path or a container name (exactly one: the ledger
+    reference's rule, kept by LedgerRef and the fleet file, sees to it).
 
     configured=True: the path is the operator's own, from a service in the fleet config,
     and its directory is allowed besides the host's log_roots; an agent's path must lie
@@ -277,12 +261,8 @@ def remote_source(
     """
     from radiance_mcp.remote import check_container, check_remote_path
 
-    target = ssh_target(fleet, host)
-    if (log is None) == (container is None):
-        raise InputError(
-            f"host={host!r}: give either log (a file on the host) or container (its podman logs), exactly one"
-        )
-    pool = ssh_pool(extras)
+    target = ssh_target(runtime.fleet, host)
+    pool = runtime.pool()
     if container is not None:
         return PodmanLogsSource(target, check_container(container), pool)
     assert log is not None
@@ -299,52 +279,45 @@ def host_roots(target: SSHTarget, path: str, *, configured: bool) -> tuple[str, 
 
 
 # ---------------------------------------------------------------------------------------
-# Serve scripts on a host: read a script and its env file, run two modes' dry runs.
+# A ledger reference, resolved: the one place a tool's ledger arguments become a source.
 
 
-@dataclass(frozen=True)
-class RemotePath:
-    """A file an audit tool reads (or runs) on a host, before its checks."""
-
-    argument: str
-    """The tool argument or config key it came from ('script', 'services.x.serve_script'): messages name it."""
-    path: str
-    configured: bool = False
-    """True: the operator's own path from the fleet config (its directory is allowed too)."""
-    optional: bool = False
-    """True: a missing file is no error (the .env beside a script, when none was named)."""
+def local_path(runtime: Runtime, raw: str, argument: str) -> Path:
+    """A file on this machine an input names: under the log roots, unless the CLI's user names it."""
+    if runtime.trust_local_paths:
+        return resolve_local(raw, argument)
+    return allowed_local_path(raw, runtime.fleet.local_roots(), argument)
 
 
-def _file_request(target: SSHTarget, ref: RemotePath) -> FileRequest:
-    from radiance_mcp.remote import FileRequest, check_remote_path
+def ledger_source(runtime: Runtime, ref: LedgerRef) -> LedgerSource:
+    """The source a reference names: a configured service, a file or container on a host, a local file, or text.
 
-    roots = host_roots(target, ref.path, configured=ref.configured)
-    path = check_remote_path(ref.path, roots, target.name, argument=ref.argument)
-    return FileRequest(path, roots, ref.argument, ref.optional)
-
-
-async def read_remote_files(
-    fleet: Fleet, extras: dict[str, Any], host: str, refs: Sequence[RemotePath], *, cap_bytes: int
-) -> list[RemoteText | None]:
-    """The files on host, at most cap_bytes each, in one SSH round trip; None for an optional one not there.
-
-    Every path is checked (host from the config, absolute, under the allowed roots) before
-    anything is sent; the host checks again with symlinks resolved.
+    ref has passed LedgerRef's rule (exactly one source; container with host; host with log or
+    container); a service is looked up in the fleet config, whose paths are the operator's own.
     """
-    target = ssh_target(fleet, host)
-    requests = [_file_request(target, ref) for ref in refs]
-    return await ssh_pool(extras).read_files(target, requests, cap_bytes=cap_bytes)
+    if ref.log_text is not None:
+        return InlineSource(ref.log_text)
+    if ref.host is not None:
+        return remote_source(runtime, host=ref.host, log=ref.log, container=ref.container)
+    if ref.log is not None:
+        return LocalFileSource(local_path(runtime, ref.log, "log"))
+    assert ref.service is not None
+    return service_source(runtime, ref.service)
 
 
-async def run_remote_dry_runs(
-    fleet: Fleet, extras: dict[str, Any], host: str, script: RemoteText, modes: Sequence[str], *,
-    timeout_s: float, cap_bytes: int,
-) -> list[DryRun]:
-    """'<script> <mode> --dry-run' for each mode on host, in one SSH round trip.
+def service_source(runtime: Runtime, service: str) -> LedgerSource:
+    """The ledger the fleet config names for service: a file or container on its host, or a file here."""
+    entry = runtime.fleet.service(service)
+    if entry.host is not None:
+        if entry.log is None and entry.container is None:
+            raise SourceError(f"service {service!r} names no log or container in the fleet config; add one")
+        return remote_source(runtime, host=entry.host, log=entry.log, container=entry.container, configured=True)
+    if entry.log is None:
+        raise SourceError(f"service {service!r} names no log in the fleet config; add log = \"/path/to/ledger.log\"")
+    # The config is the operator's own file: its paths need no log root.
+    return LocalFileSource(Path(entry.log).expanduser())
 
-    script is a configured serve_script as read_remote_files returned it (the caller checked
-    its text); the host runs it only while its bytes are still those.
-    """
-    target = ssh_target(fleet, host)
-    roots = host_roots(target, script.path, configured=True)
-    return await ssh_pool(extras).dry_runs(target, script, modes, roots, timeout_s=timeout_s, cap_bytes=cap_bytes)
+
+async def read_boot(runtime: Runtime, ref: LedgerRef) -> Boot:
+    """The boot ref names, read from its source."""
+    return await ledger_source(runtime, ref).read(ref.boot)

@@ -13,8 +13,8 @@ from radiance_mcp.config import load
 from radiance_mcp.constants import MIN_ARMS_FOR_THRESHOLD, NOISE_BAND
 from radiance_mcp.errors import InputError
 from radiance_mcp.planning import Arm, compare_arms
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import Runtime
 
 # The seed's slab law (fp8, 43.5k single stream): slab MiB -> prefill t/s.
 SLAB_LAW = [Arm(22_208, 3_397), Arm(24_000, 3_290), Arm(25_600, 3_584), Arm(26_071, 4_379)]

@@ -8,11 +8,11 @@ import pytest
 from mcp import Client
 
 from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service
-from radiance_mcp.probes.models import BoundaryProbeInput
+from radiance_mcp.models.probes import BoundaryProbeInput
 from radiance_mcp.probes.verdicts import collapse_alike
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import Shape, SimEndpoint
-from radiance_mcp.tools import Runtime
 
 MAX_BOUNDARY_TEXT_BYTES = 8 * 1024
 # The over-shape guard (issue 11's sibling work) asks for its flag when n is above the shape's seats.

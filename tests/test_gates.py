@@ -14,9 +14,9 @@ from mcp import Client
 from radiance_mcp import gates
 from radiance_mcp.config import load
 from radiance_mcp.errors import InputError
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import SimFleet
-from radiance_mcp.tools import Runtime
 
 BATS = shutil.which("bats")
 needs_bats = pytest.mark.skipif(BATS is None, reason="bats (Debian: bats) is not installed; .ci/run installs it")

@@ -14,8 +14,9 @@ from pydantic import BaseModel
 from radiance_mcp import skills
 from radiance_mcp.config import load
 from radiance_mcp.errors import ConfigError
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import TOOLS, Runtime
+from radiance_mcp.tools import TOOLS
 
 REPO_SKILLS = Path(__file__).parent.parent / "skills"
 TOOL_NAMES = [spec.name for spec in TOOLS]

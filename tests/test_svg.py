@@ -18,9 +18,9 @@ from mcp_types import ImageContent
 from radiance_mcp import svg
 from radiance_mcp.cli import main
 from radiance_mcp.config import load
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import SimFleet
-from radiance_mcp.tools import Runtime
 
 RSVG = shutil.which("rsvg-convert")
 needs_rsvg = pytest.mark.skipif(RSVG is None, reason="rsvg-convert (Debian: librsvg2-bin) is not installed; "

@@ -3,13 +3,13 @@
 Modules: ``dialects`` (each engine's refusal wording and edge rules, pure), ``prompts`` (filler,
 markers, nonces, pure), ``payloads`` (request bodies and null-safe answer readers, pure),
 ``verdicts`` (judgements, pure), ``client`` (the only network code), ``engine`` (counting
-without prefill), one module per tool, ``models`` (inputs and outputs) and ``tools`` (the MCP
-registrations).
+without prefill) and one module per probe. Their inputs and outputs live in
+radiance_mcp/models/probes.py, their tool declarations in radiance_mcp/tools/probes.py.
 
 Imports point one way: the pure parts (dialects, prompts, payloads, verdicts) import only the
-core and each other; client is the I/O edge; the tool modules use both; tools registers them
-with the server. The simulator may import dialects and payloads (the engines' wording, one home)
-and nothing else here.
+core and each other; client is the I/O edge; the probe modules use both and the models, and are
+imported by the tools, never the other way. The simulator may import dialects and payloads (the
+engines' wording, one home) and nothing else here.
 """
 
 from importlib import import_module

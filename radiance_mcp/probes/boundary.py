@@ -12,16 +12,16 @@ import httpx
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, ProbeError
-from radiance_mcp.probes.client import ProbeClient, redact, resolve_endpoint
-from radiance_mcp.probes.dialects import Dialect, dialect_for
-from radiance_mcp.probes.engine import Engine, ExtensionCounter
-from radiance_mcp.probes.models import (
+from radiance_mcp.models.probes import (
     BoundaryPlan,
     BoundaryProbeInput,
     BoundaryProbeOutput,
     BoundaryRequestResult,
     Repeated,
 )
+from radiance_mcp.probes.client import ProbeClient, redact, resolve_endpoint
+from radiance_mcp.probes.dialects import Dialect, dialect_for
+from radiance_mcp.probes.engine import Engine, ExtensionCounter
 from radiance_mcp.probes.payloads import ROUTES, generation
 from radiance_mcp.probes.prompts import FOX_UNIT, Prompt, boundary_prompt, units_for_tokens
 from radiance_mcp.probes.shape import LedgerShape, Prediction, checked_window, predict_boundary

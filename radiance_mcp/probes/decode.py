@@ -11,10 +11,10 @@ import httpx
 from radiance_mcp.config import Fleet
 from radiance_mcp.constants import MIN_DECODE_TOKENS
 from radiance_mcp.errors import GuardRailError, InputError, ProbeError
+from radiance_mcp.models.probes import DecodeProbeInput, DecodeProbeOutput
 from radiance_mcp.probes.client import ProbeClient
 from radiance_mcp.probes.dialects import parse_refusal, quote
 from radiance_mcp.probes.engine import Engine, ExtensionCounter
-from radiance_mcp.probes.models import DecodeProbeInput, DecodeProbeOutput
 from radiance_mcp.probes.payloads import (
     Timings,
     Usage,

@@ -9,10 +9,10 @@ import httpx
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import ProbeError
+from radiance_mcp.models.probes import Repeated, TokenCountProbeInput, TokenCountProbeOutput
 from radiance_mcp.probes.client import ProbeClient
 from radiance_mcp.probes.dialects import Refusal
 from radiance_mcp.probes.engine import Engine
-from radiance_mcp.probes.models import Repeated, TokenCountProbeInput, TokenCountProbeOutput
 from radiance_mcp.probes.prompts import (
     MAX_TEXT_CHARS_PER_TOKEN,
     SEAM_UNCERTAINTY_TOKENS,

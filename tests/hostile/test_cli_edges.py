@@ -192,8 +192,8 @@ async def test_a_service_script_runs_by_the_absolute_path_that_was_read(
     from mcp import Client
 
     from radiance_mcp.config import Fleet, Service
+    from radiance_mcp.runtime import Runtime
     from radiance_mcp.server import build_server
-    from radiance_mcp.tools import Runtime
 
     work, decoys = tmp_path / "work", tmp_path / "bin"
     for directory, label in ((work, "here"), (decoys, "decoy")):

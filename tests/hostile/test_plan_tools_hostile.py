@@ -10,8 +10,8 @@ import pytest
 from mcp import Client
 
 from radiance_mcp.config import load
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import Runtime
 
 
 async def _call(tool: str, arguments: dict[str, Any]) -> tuple[bool, str, dict[str, Any] | None]:

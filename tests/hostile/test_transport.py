@@ -28,9 +28,9 @@ import uvicorn
 from mcp import Client
 
 from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server, http_app
 from radiance_mcp.sim import Shape, SimEndpoint
-from radiance_mcp.tools import Runtime
 
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

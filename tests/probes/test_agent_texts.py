@@ -13,10 +13,10 @@ from mcp import Client
 
 from radiance_mcp.config import Fleet, Service
 from radiance_mcp.errors import ProbeError
+from radiance_mcp.models.probes import TokenCountProbeInput
 from radiance_mcp.probes import token_count_probe
-from radiance_mcp.probes.models import TokenCountProbeInput
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import Runtime
 
 TOOLS = ("token_count_probe", "boundary_probe", "decode_probe", "audit_step_shape", "check_serve_script",
          "compare_dry_run")

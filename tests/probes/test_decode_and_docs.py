@@ -12,9 +12,9 @@ import pytest
 from radiance_mcp import constants
 from radiance_mcp.config import Fleet, Service
 from radiance_mcp.errors import ProbeError
+from radiance_mcp.models.probes import DecodeProbeInput
 from radiance_mcp.probes import decode_probe
-from radiance_mcp.probes.models import DecodeProbeInput
-from radiance_mcp.probes.tools import PROBE_TOOLS
+from radiance_mcp.tools.probes import FAMILY
 
 FLEET = Fleet(services={"svc": Service(endpoint="http://engine.test:8080")})
 
@@ -82,7 +82,7 @@ async def test_an_answer_that_is_not_streamed_still_gives_timings_rates() -> Non
 
 
 def test_docstrings_quote_the_seed_constants() -> None:
-    docs = {spec.name: spec.run.__doc__ or "" for spec in PROBE_TOOLS}
+    docs = {spec.name: spec.run.__doc__ or "" for spec in FAMILY}
     assert f"{constants.CHARS_PER_TOKEN_CORPUS}" in docs["token_count_probe"]
     assert f"{constants.CHARS_PER_TOKEN_FOX}" in docs["token_count_probe"]
     assert f"{constants.CHARS_PER_TOKEN_FOX}" in docs["boundary_probe"]
@@ -92,7 +92,7 @@ def test_docstrings_quote_the_seed_constants() -> None:
 
 
 def test_annotations() -> None:
-    flags = {spec.name: (spec.read_only, spec.open_world) for spec in PROBE_TOOLS}
+    flags = {spec.name: (spec.read_only, spec.open_world) for spec in FAMILY}
     assert flags == {
         "token_count_probe": (True, True),
         "boundary_probe": (False, True),

@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 from mcp import Client
 
 from radiance_mcp.config import Fleet, Service
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import Shape, SimEndpoint
-from radiance_mcp.tools import Runtime
 
 
 @asynccontextmanager

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from radiance_mcp.config import Fleet, Service
+from radiance_mcp.models.probes import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
 from radiance_mcp.probes import boundary_probe, decode_probe, token_count_probe
-from radiance_mcp.probes.models import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
 
 N_CTX = 2048
 GEMMA_FOX_CHARS_PER_TOKEN = 4.5  # "The quick brown fox jumps over the lazy dog. " is 10 Gemma tokens

@@ -21,9 +21,9 @@ from radiance_mcp.constants import DEFAULT_MODEL
 from radiance_mcp.errors import GuardRailError, InputError
 from radiance_mcp.ledger import read_text
 from radiance_mcp.probes.shape import checked_window, ledger_shape, predict_boundary
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import Shape, SimEndpoint
-from radiance_mcp.tools import Runtime
 
 
 @asynccontextmanager

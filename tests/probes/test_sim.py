@@ -18,8 +18,8 @@ import pytest
 from radiance_mcp.config import Fleet, Service
 from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, MIN_DECODE_TOKENS
 from radiance_mcp.errors import GuardRailError, ProbeError
+from radiance_mcp.models.probes import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
 from radiance_mcp.probes import boundary_probe, decode_probe, token_count_probe
-from radiance_mcp.probes.models import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
 from radiance_mcp.probes.payloads import generation
 from radiance_mcp.probes.verdicts import judge_boundary
 from radiance_mcp.sim import Behaviour, Shape, SimEndpoint, count_tokens

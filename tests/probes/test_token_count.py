@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from radiance_mcp.errors import GuardRailError, ProbeError
+from radiance_mcp.models.probes import TokenCountProbeInput
 from radiance_mcp.probes import token_count_probe
 from radiance_mcp.probes.client import ProbeClient
 from radiance_mcp.probes.engine import Engine
-from radiance_mcp.probes.models import TokenCountProbeInput
 from radiance_mcp.sim import count_tokens
 
 from .fakes import FakeEngine, word_tokens

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.audit_tools import AuditStepShapeInput, audit_step_shape
 from radiance_mcp.errors import InputError
+from radiance_mcp.models.audit import AuditStepShapeInput
 from radiance_mcp.remote import SSHPool
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.sim import EngineModel, Shape
-from radiance_mcp.sources import SSH_POOL_KEY
-from radiance_mcp.tools import Runtime
+from radiance_mcp.tools.audit import audit_step_shape
 
 PROVEN_TEXT = EngineModel(Shape(seqs=8, max_model_len=32_768, spec=2)).ledger_text()
 REFUSED_TEXT = EngineModel(Shape(seqs=8, max_model_len=32_768, spec=2, max_num_batched_tokens=65_536)).ledger_text()
@@ -22,7 +22,7 @@ REFUSED_TEXT = EngineModel(Shape(seqs=8, max_model_len=32_768, spec=2, max_num_b
 
 def runtime_for(host: LoopbackHost, pool: SSHPool) -> Runtime:
     fleet = host.fleet(services={"frank-archon": {"host": "testhost", "log": str(host.logs / "frank_archon.log")}})
-    return Runtime(fleet, extras={SSH_POOL_KEY: pool})
+    return Runtime(fleet, ssh_pool=pool)
 
 
 def commands(host: LoopbackHost) -> int | None:

@@ -212,7 +212,7 @@ def test_the_server_starts_without_loading_asyncssh() -> None:
         "import sys\n"
         "from radiance_mcp.config import Fleet\n"
         "from radiance_mcp.server import build_server\n"
-        "from radiance_mcp.tools import Runtime\n"
+        "from radiance_mcp.runtime import Runtime\n"
         "build_server(Runtime(Fleet()))\n"
         "import radiance_mcp.remote\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'asyncssh'))\n"

@@ -8,13 +8,14 @@ from mcp import Client
 from remote_hosts import OLD_PAIR_MIB, ledger, older_boot
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp import tools
 from radiance_mcp.errors import SourceError
 from radiance_mcp.ledger import read_text
 from radiance_mcp.models import ReadBudgetTableInput
 from radiance_mcp.remote import MAX_BATCH, SSHPool
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.sources import SSH_POOL_KEY, RemoteFileSource
+from radiance_mcp.sources import RemoteFileSource
+from radiance_mcp.tools.ledger import read_budget_table
 
 SEED_PAIR_MIB = 29_120
 SERVICES = 32
@@ -27,12 +28,12 @@ def services_on_one_host(host: LoopbackHost, logs: list[str]) -> dict[str, dict[
 async def test_32_services_naming_one_file_cost_one_read(ssh_host: LoopbackHost, pool: SSHPool,
                                                          example_text: str) -> None:
     path = str(ssh_host.write_log(ledger(example_text, boots=3)))
-    runtime = tools.Runtime(ssh_host.fleet(services=services_on_one_host(ssh_host, [path] * SERVICES)),
-                            extras={SSH_POOL_KEY: pool})
+    runtime = Runtime(ssh_host.fleet(services=services_on_one_host(ssh_host, [path] * SERVICES)),
+                            ssh_pool=pool)
     calls = [ReadBudgetTableInput.model_validate({"service": f"svc-{n:02d}"}) for n in range(SERVICES)]
     for round_ in ("cold", "warm"):
         before = pool.transfer.commands
-        tables = await asyncio.gather(*(tools.read_budget_table(runtime, call) for call in calls))
+        tables = await asyncio.gather(*(read_budget_table(runtime, call) for call in calls))
         assert [t.cards[0].pair_mib for t in tables] == [SEED_PAIR_MIB] * SERVICES, round_
         assert all(t.ledger.source.endswith(path) for t in tables)
         assert pool.transfer.commands - before == 1, round_  # one command, the file read once
@@ -44,10 +45,10 @@ async def test_32_services_with_a_log_each_share_one_connection(ssh_host: Loopba
     """Odd services' newest boot is the older shape (28,096 MiB pair): each answer is its own file's."""
     logs = [str(ssh_host.write_log(ledger(example_text if n % 2 == 0 else older_boot(example_text), boots=2)))
             for n in range(SERVICES)]
-    runtime = tools.Runtime(ssh_host.fleet(services=services_on_one_host(ssh_host, logs)),
-                            extras={SSH_POOL_KEY: pool})
+    runtime = Runtime(ssh_host.fleet(services=services_on_one_host(ssh_host, logs)),
+                            ssh_pool=pool)
     calls = [ReadBudgetTableInput.model_validate({"service": f"svc-{n:02d}"}) for n in range(SERVICES)]
-    tables = await asyncio.gather(*(tools.read_budget_table(runtime, call) for call in calls))
+    tables = await asyncio.gather(*(read_budget_table(runtime, call) for call in calls))
     assert [t.cards[0].pair_mib for t in tables] == [SEED_PAIR_MIB if n % 2 == 0 else OLD_PAIR_MIB
                                                      for n in range(SERVICES)]
     # MAX_BATCH logs per command, the commands side by side on the one connection.
@@ -58,10 +59,10 @@ async def test_a_bad_service_in_the_batch_fails_alone(ssh_host: LoopbackHost, po
                                                       example_text: str) -> None:
     good = str(ssh_host.write_log(ledger(example_text, boots=2)))
     missing = str(ssh_host.logs / "no-such.log")
-    runtime = tools.Runtime(ssh_host.fleet(services=services_on_one_host(ssh_host, [good, missing, good])),
-                            extras={SSH_POOL_KEY: pool})
+    runtime = Runtime(ssh_host.fleet(services=services_on_one_host(ssh_host, [good, missing, good])),
+                            ssh_pool=pool)
     calls = [ReadBudgetTableInput.model_validate({"service": f"svc-{n:02d}"}) for n in range(3)]
-    results = await asyncio.gather(*(tools.read_budget_table(runtime, call) for call in calls),
+    results = await asyncio.gather(*(read_budget_table(runtime, call) for call in calls),
                                    return_exceptions=True)
     assert isinstance(results[1], SourceError) and "no such file" in str(results[1])
     assert "no-such.log" in str(results[1])
@@ -99,8 +100,8 @@ async def test_an_agent_reading_32_services_at_once_over_mcp(asyncssh_host: Loop
                                                              example_text: str) -> None:
     """The MCP client's 32 parallel calls: each answer right, one connection to the host."""
     path = str(asyncssh_host.write_log(ledger(example_text, boots=2)))
-    runtime = tools.Runtime(asyncssh_host.fleet(services=services_on_one_host(asyncssh_host, [path] * SERVICES)),
-                            extras={SSH_POOL_KEY: pool})
+    runtime = Runtime(asyncssh_host.fleet(services=services_on_one_host(asyncssh_host, [path] * SERVICES)),
+                            ssh_pool=pool)
     async with Client(build_server(runtime)) as client:
         results = await asyncio.gather(*(client.call_tool("read_budget_table", {"service": f"svc-{n:02d}"})
                                          for n in range(SERVICES)))

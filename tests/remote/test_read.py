@@ -18,7 +18,9 @@ from radiance_mcp.errors import LedgerError
 from radiance_mcp.ledger import Boot, read_text
 from radiance_mcp.models import ComputeCeilingInput, ReadBudgetTableInput
 from radiance_mcp.remote import Limits, SSHPool
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, read_many
+from radiance_mcp.tools.ledger import check_pool_contract, compute_ceiling, read_budget_table
 
 SEED_CEILING_MIB = 30_969  # 29,120 + (2,058 - 209): PHRASEBOOK section 2
 SEED_PAIR_MIB = 29_120
@@ -63,7 +65,7 @@ async def test_the_seed_figures_come_back_through_the_tools(ssh_host: LoopbackHo
         "frank-archon": {"host": "testhost", "log": str(ssh_host.logs / "frank_archon.log")},
         "frank-podman": {"host": "testhost", "container": "frank-archon"},
     })
-    runtime = tools.Runtime(fleet)
+    runtime = Runtime(fleet)
     try:
         for args in (
             {"service": "frank-archon"},
@@ -71,16 +73,16 @@ async def test_the_seed_figures_come_back_through_the_tools(ssh_host: LoopbackHo
             {"host": "testhost", "log": str(ssh_host.logs / "frank_archon.log")},
             {"host": "testhost", "container": "frank-archon"},
         ):
-            table = await tools.read_budget_table(runtime, ReadBudgetTableInput.model_validate(args))
+            table = await read_budget_table(runtime, ReadBudgetTableInput.model_validate(args))
             assert table.cards[0].pair_mib == SEED_PAIR_MIB
             assert table.ledger.boot == table.ledger.boots_seen  # the newest
-            ceiling = await tools.compute_ceiling(runtime, ComputeCeilingInput.model_validate(args))
+            ceiling = await compute_ceiling(runtime, ComputeCeilingInput.model_validate(args))
             assert ceiling.ceiling_mib == SEED_CEILING_MIB
-            oldest = await tools.compute_ceiling(runtime, ComputeCeilingInput.model_validate({**args, "boot": 1}))
+            oldest = await compute_ceiling(runtime, ComputeCeilingInput.model_validate({**args, "boot": 1}))
             assert (oldest.pair_mib, oldest.ceiling_mib) == (OLD_PAIR_MIB, OLD_CEILING_MIB)
         assert table.ledger.source == "testhost:podman logs frank-archon"
     finally:
-        await runtime.extras["ssh_pool"].close()
+        await runtime.ssh_pool.close()
 
 
 def test_the_ledger_tools_are_marked_open_world() -> None:
@@ -245,14 +247,13 @@ async def test_reads_on_two_host_entries_run_as_two_commands_in_order(asyncssh_h
 
 async def test_the_pool_contract_reads_a_remote_service(asyncssh_host: LoopbackHost, example_text: str) -> None:
     from radiance_mcp.models import CheckPoolContractInput
-    from radiance_mcp.sources import close_remote
 
     path = asyncssh_host.write_log(ledger(example_text, boots=2))
-    runtime = tools.Runtime(asyncssh_host.fleet(services={"frank": {"host": "testhost", "log": str(path)}}))
+    runtime = Runtime(asyncssh_host.fleet(services={"frank": {"host": "testhost", "log": str(path)}}))
     try:
-        result = await tools.check_pool_contract(runtime, CheckPoolContractInput.model_validate({"service": "frank"}))
+        result = await check_pool_contract(runtime, CheckPoolContractInput.model_validate({"service": "frank"}))
     finally:
-        await close_remote(runtime.extras)
+        await runtime.close()
     # The example's shape: 2 x 200,000 fp8 needs 3,524.45 MiB of its 5,120 MiB pool (PHRASEBOOK section 3).
     assert (result.seqs, result.max_model_len, result.kv_cache_dtype, result.pool_mib) == (2, 200_000, "fp8", 5120)
     assert result.required_mib == 3524.45 and result.ok
@@ -262,16 +263,15 @@ async def test_the_pool_contract_reads_a_log_or_container_an_agent_names(ssh_hos
                                                                         example_text: str) -> None:
     """host + log, or host + container: the omitted values come from that remote boot, line by line."""
     from radiance_mcp.models import CheckPoolContractInput
-    from radiance_mcp.sources import SSH_POOL_KEY
 
     text = ledger(example_text, boots=2)
     path = ssh_host.write_log(text)
     ssh_host.write_container("frank-archon", text)
-    runtime = tools.Runtime(ssh_host.fleet(), extras={SSH_POOL_KEY: pool})
+    runtime = Runtime(ssh_host.fleet(), ssh_pool=pool)
     local = read_text(text, source="local")
     seqs_line = next(h.line for h in local.hits if h.key == "flag" and "--max-num-seqs" in h.line.text.split())
     for source in ({"log": str(path)}, {"container": "frank-archon"}):
-        result = await tools.check_pool_contract(
+        result = await check_pool_contract(
             runtime, CheckPoolContractInput.model_validate({"host": "testhost", "pool_mib": 5120, **source}))
         # 2 x 200,000 fp8 = 3,524.45 MiB against the pool given as an argument.
         assert (result.seqs, result.max_model_len, result.kv_cache_dtype) == (2, 200_000, "fp8")

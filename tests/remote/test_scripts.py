@@ -18,18 +18,13 @@ from pydantic import ValidationError
 from remote_hosts import payloads
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.audit_tools import (
-    DRY_RUN_OUTPUT_CAP_BYTES,
-    CheckServeScriptInput,
-    CompareDryRunInput,
-    check_serve_script,
-    compare_dry_run,
-)
+from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES
 from radiance_mcp.errors import GuardRailError, InputError, RadianceMCPError, SourceError
+from radiance_mcp.models.audit import CheckServeScriptInput, CompareDryRunInput
 from radiance_mcp.remote import FileRequest, LogRequest, SSHPool, file_text, section_boot
 from radiance_mcp.remote.framing import Frame, Section
-from radiance_mcp.sources import SSH_POOL_KEY
-from radiance_mcp.tools import Runtime
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.tools.audit import check_serve_script, compare_dry_run
 
 ENV = """\
 FRANK_ARCHON_MAX_SEQS=8
@@ -95,7 +90,7 @@ def script_dir(host: LoopbackHost, *, under_logs: bool = False, script: str = SC
 
 
 def runtime_for(host: LoopbackHost, pool: SSHPool, services: dict[str, dict[str, Any]] | None = None) -> Runtime:
-    return Runtime(host.fleet(services=services), extras={SSH_POOL_KEY: pool})
+    return Runtime(host.fleet(services=services), ssh_pool=pool)
 
 
 def service(directory: Path, *, env_file: bool = True, name: str = "frank-archon.sh") -> dict[str, Any]:

@@ -13,23 +13,25 @@ import pytest
 from remote_hosts import ledger, payloads
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp import tools
-from radiance_mcp.audit_tools import CheckServeScriptInput, check_serve_script
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import ConfigError, InputError, RadianceMCPError, RemoteError, SourceError
 from radiance_mcp.ledger import read_text
 from radiance_mcp.models import ReadBudgetTableInput
+from radiance_mcp.models.audit import CheckServeScriptInput
 from radiance_mcp.remote import SSHPool, SSHTarget
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import RemoteFileSource
+from radiance_mcp.tools.audit import check_serve_script
+from radiance_mcp.tools.ledger import read_budget_table
 
 
-async def read(runtime: tools.Runtime, **args: object) -> None:
-    await tools.read_budget_table(runtime, ReadBudgetTableInput.model_validate(args))
+async def read(runtime: Runtime, **args: object) -> None:
+    await read_budget_table(runtime, ReadBudgetTableInput.model_validate(args))
 
 
 async def test_injection_corpus_in_every_argument(ssh_host: LoopbackHost, example_text: str) -> None:
     """Container, host, log path, log root and a configured service: refused, or quoted and harmless."""
-    runtime = tools.Runtime(ssh_host.fleet())
+    runtime = Runtime(ssh_host.fleet())
     outcomes: dict[str, int] = {}
     try:
         for payload in payloads(ssh_host):
@@ -51,11 +53,11 @@ async def test_injection_corpus_in_every_argument(ssh_host: LoopbackHost, exampl
                                        log_roots=[root])
                 for args in ({"service": "svc"}, {"host": "testhost", "log": f"{root}/a.log"}):
                     with pytest.raises(RadianceMCPError):
-                        await read(tools.Runtime(fleet, extras=runtime.extras), **args)
+                        await read(Runtime(fleet, ssh_pool=runtime.ssh_pool), **args)
             ssh_host.assert_untouched()
     finally:
-        if "ssh_pool" in runtime.extras:
-            await runtime.extras["ssh_pool"].close()
+        if runtime.ssh_pool is not None:
+            await runtime.ssh_pool.close()
     # Both kinds of refusal happened: rules here (InputError) and 'no such file' there (SourceError).
     assert outcomes.get("InputError", 0) > 0 and outcomes.get("SourceError", 0) > 0, outcomes
 
@@ -76,7 +78,7 @@ async def test_files_named_like_injections_are_read_as_files(ssh_host: LoopbackH
 
 
 async def test_a_container_name_is_checked_before_anything_is_sent(asyncssh_host: LoopbackHost) -> None:
-    runtime = tools.Runtime(asyncssh_host.fleet())
+    runtime = Runtime(asyncssh_host.fleet())
     before = asyncssh_host.connections()
     with pytest.raises(InputError, match="container="):
         await read(runtime, host="testhost", container="frank; touch x")
@@ -89,7 +91,7 @@ def test_a_configured_container_must_be_a_plain_name(asyncssh_host: LoopbackHost
 
 
 async def test_only_hosts_the_config_lists(asyncssh_host: LoopbackHost) -> None:
-    runtime = tools.Runtime(asyncssh_host.fleet())
+    runtime = Runtime(asyncssh_host.fleet())
     for host in ("127.0.0.1", "otherhost", "testhost.evil"):
         with pytest.raises(InputError, match=r"not a host of the fleet config; known hosts: testhost"):
             await read(runtime, host=host, log=f"{asyncssh_host.logs}/a.log")
@@ -103,17 +105,17 @@ async def test_a_symlink_out_of_the_root_is_refused_on_the_host(ssh_host: Loopba
 
 
 async def test_an_agents_path_must_lie_under_the_hosts_roots(asyncssh_host: LoopbackHost) -> None:
-    runtime = tools.Runtime(asyncssh_host.fleet())
+    runtime = Runtime(asyncssh_host.fleet())
     with pytest.raises(InputError, match=r"outside the log roots of host testhost"):
         await read(runtime, host="testhost", log=str(asyncssh_host.root / "secret.txt"))
     with pytest.raises(InputError, match=r"lists no log_roots"):
-        await read(tools.Runtime(asyncssh_host.fleet(log_roots=[])), host="testhost",
+        await read(Runtime(asyncssh_host.fleet(log_roots=[])), host="testhost",
                    log=f"{asyncssh_host.logs}/a.log")
 
 
 async def test_a_path_that_is_not_utf8_is_an_input_error(asyncssh_host: LoopbackHost) -> None:
     """The CLI's argv holds a byte that is not UTF-8 as a lone surrogate; it cannot enter the command."""
-    runtime = tools.Runtime(asyncssh_host.fleet(), trust_local_paths=True)
+    runtime = Runtime(asyncssh_host.fleet(), trust_local_paths=True)
     before = asyncssh_host.commands()
     try:
         with pytest.raises(InputError, match=r"^log='.*caf\\udce9\.log': .*UTF-8"):
@@ -122,8 +124,8 @@ async def test_a_path_that_is_not_utf8_is_an_input_error(asyncssh_host: Loopback
             await check_serve_script(runtime, CheckServeScriptInput(host="testhost",
                                                                     script=f"{asyncssh_host.logs}/\udce9.sh"))
     finally:
-        if "ssh_pool" in runtime.extras:
-            await runtime.extras["ssh_pool"].close()
+        if runtime.ssh_pool is not None:
+            await runtime.ssh_pool.close()
     assert asyncssh_host.commands() == before
 
 
@@ -186,13 +188,13 @@ async def test_an_ssh_config_alias_is_honoured(ssh_host: LoopbackHost, tmp_path:
         "hosts": {"fleetalias": {"log_roots": [str(ssh_host.logs)]}},
     })
     path = ssh_host.write_log(example_text)
-    runtime = tools.Runtime(fleet)
+    runtime = Runtime(fleet)
     try:
-        table = await tools.read_budget_table(
+        table = await read_budget_table(
             runtime, ReadBudgetTableInput(host="fleetalias", log=str(path))
         )
     finally:
-        await runtime.extras["ssh_pool"].close()
+        await runtime.ssh_pool.close()
     assert table.cards[0].pair_mib == 29_120
 
 

@@ -15,10 +15,11 @@ from mcp.client.stdio import StdioServerParameters
 
 from radiance_mcp import capacity, config, ledger_file
 from radiance_mcp.constants import WORKED_CEILING_MIB
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import DEFAULT_SERVICES, Shape, SimFleet
 from radiance_mcp.sim.demo import background_fleet
-from radiance_mcp.tools import TOOLS, Runtime
+from radiance_mcp.tools import TOOLS
 
 
 async def test_fleet_boots_every_service_and_writes_a_config_the_server_reads(tmp_path: Path) -> None:

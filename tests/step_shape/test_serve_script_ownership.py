@@ -18,9 +18,9 @@ import pytest
 from mcp import Client
 
 from radiance_mcp.config import Fleet
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.serve_script import EnvFile, check_script, source_lines
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import Runtime
 
 # Env variables named after the flags.
 FLAG_NAMED_ENV = """\

@@ -1,11 +1,7 @@
-"""The ledger tools, and ``TOOLS``: the one registry of every tool.
+"""The ledger tools: read_budget_table, compute_ceiling, check_pool_contract.
 
-Each tool reads its sources, calls the pure core and shapes the output model. The MCP
-server registers every entry of ``TOOLS`` and the CLI makes a subcommand of each, with the
-same input model, so the two cannot drift apart; the audit and probe tools come from
-audit_tools.AUDIT_TOOLS and probes.tools.PROBE_TOOLS. A tool's
-docstring is its description for agents; it states the rule and the traps with numbers
-taken from radiance_mcp.constants (a test checks they agree).
+Each reads one boot ledger (sources.read_boot), calls the pure core (radiance_mcp.capacity)
+and shapes its output model (models/ledger.py).
 """
 
 from __future__ import annotations
@@ -14,22 +10,18 @@ from decimal import Decimal
 from typing import Any
 
 from radiance_mcp import capacity, ledger
-from radiance_mcp.audit_tools import AUDIT_TOOLS
 from radiance_mcp.capacity import Figure
-from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES
+from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
 from radiance_mcp.errors import InputError
-from radiance_mcp.fleet_tools import FLEET_TOOLS
-from radiance_mcp.gate_tools import GATE_TOOLS
 from radiance_mcp.ledger import Boot, Line
-from radiance_mcp.models import (
+from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
+from radiance_mcp.models.ledger import (
     BudgetCard,
     CeilingCard,
     CeilingCheck,
     CheckPoolContractInput,
     ComputeCeilingInput,
     ComputeCeilingOutput,
-    LedgerArgs,
-    LineRef,
     PoolContractOutput,
     ReadBudgetTableInput,
     ReadBudgetTableOutput,
@@ -37,12 +29,14 @@ from radiance_mcp.models import (
     ReserveInput,
     ReserveOutput,
     SourcedFigure,
-    mib,
 )
-from radiance_mcp.plan_tools import PLAN_TOOLS
-from radiance_mcp.probes.tools import PROBE_TOOLS
-from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, ledger_source, line_ref, read_boot
+from radiance_mcp.models.ledger_ref import LedgerRef
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources import read_boot
+from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib
+
+FAMILY = ToolFamily()
 
 
 def sourced(figure: Figure | None) -> SourcedFigure | None:
@@ -93,6 +87,7 @@ def provenance_notes(boot: Boot) -> list[str]:
 # ---------------------------------------------------------------------------------------
 
 
+@FAMILY.tool("Read the VRAM budget table", open_world=True)
 async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> ReadBudgetTableOutput:
     """Read radiance's per-card VRAM budget table and settled line from a boot ledger.
 
@@ -138,6 +133,7 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     )
 
 
+@FAMILY.tool("Compute the pair's ceiling", open_world=True)
 async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> ComputeCeilingOutput:
     """The engine's ceiling for the KV/VRAM pair, per card, from the boot ledger.
 
@@ -201,6 +197,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     )
 
 
+@FAMILY.tool("Check the KV pool contract", open_world=True)
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
     """Check the KV pool against the contract radiance enforces at request time, and against the ceiling.
 
@@ -240,12 +237,6 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         Decimal(str(given["pool_mib"])), int(given["seqs"]), int(given["max_model_len"]),
         given["kv_cache_dtype"], model,
     )
-    formula = (
-        f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B = "
-        f"{fmt_mib(contract.kv_mib, 2)} MiB + {model.per_seq_mib} x {contract.seqs} + {model.fixed_mib} = "
-        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} "
-        f"pool {fmt_mib(contract.pool_mib, 2)} MiB"
-    )
     check: CeilingCheck | None = None
     refusal_lines: list[LineRef] = []
     if boot is None:
@@ -274,7 +265,7 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         ok=ok,
         max_seqs_at_window=contract.max_seqs_at_window,
         max_window_at_seqs=contract.max_window_at_seqs,
-        formula=formula,
+        formula=_contract_formula(contract, model),
         refusal=contract.refusal,
         inputs_from=inputs_from,
         contract_ok=contract.ok,
@@ -283,6 +274,16 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         boot_status=state.status if state is not None else None,
         refusal_lines=refusal_lines,
         notes=notes,
+    )
+
+
+def _contract_formula(contract: capacity.PoolContract, model: ModelConstants) -> str:
+    """The contract's arithmetic, written out: kv + per-sequence state + fixed against the pool."""
+    return (
+        f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B = "
+        f"{fmt_mib(contract.kv_mib, 2)} MiB + {model.per_seq_mib} x {contract.seqs} + {model.fixed_mib} = "
+        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} "
+        f"pool {fmt_mib(contract.pool_mib, 2)} MiB"
     )
 
 
@@ -296,8 +297,8 @@ async def _contract_ledger(runtime: Runtime, args: CheckPoolContractInput, missi
     if explicit or configured:
         return await read_boot(
             runtime,
-            LedgerArgs(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
-                       host=args.host, container=args.container, boot=args.boot),
+            LedgerRef(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
+                      host=args.host, container=args.container, boot=args.boot),
         )
     if missing:
         raise InputError(
@@ -418,23 +419,3 @@ def _pool_from_ledger(boot: Boot, state: ledger.BootState) -> tuple[Decimal, Lin
     if row is not None:
         return row.size("size", src).mib, row.line, None
     raise InputError(f"pool_mib was not given and {src} prints no kv cache line and no --vram-kv-mib; pass pool_mib")
-
-
-# ---------------------------------------------------------------------------------------
-
-
-TOOLS: list[ToolSpec] = [
-    ToolSpec("read_budget_table", "Read the VRAM budget table", ReadBudgetTableInput, ReadBudgetTableOutput,
-             read_budget_table, open_world=True),
-    ToolSpec("compute_ceiling", "Compute the pair's ceiling", ComputeCeilingInput, ComputeCeilingOutput,
-             compute_ceiling, open_world=True),
-    ToolSpec("check_pool_contract", "Check the KV pool contract", CheckPoolContractInput, PoolContractOutput,
-             check_pool_contract, open_world=True),
-    *AUDIT_TOOLS,
-    *PROBE_TOOLS,
-    *FLEET_TOOLS,
-    *PLAN_TOOLS,
-    *GATE_TOOLS,
-]
-
-__all__ = ["TOOLS", "Runtime", "ToolSpec", "ledger_source", "read_boot"]

@@ -1,132 +1,38 @@
-"""Tool inputs and outputs: the pydantic models at the MCP and CLI boundary.
-
-Inputs are flat where they can be (clients sometimes send a nested object as a JSON string,
-which the list fields accept too). Outputs carry every figure with its ledger line, so an
-agent can quote the engine rather than a number of its own.
-"""
+"""The ledger tools' models: read_budget_table, compute_ceiling, check_pool_contract."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    GetCoreSchemaHandler,
-    GetJsonSchemaHandler,
-    field_validator,
-    model_validator,
+from pydantic import Field, field_validator, model_validator
+
+from radiance_mcp.constants import MAX_RESERVES, KVDtype
+from radiance_mcp.models.base import (
+    BootIndex,
+    BootRef,
+    Input,
+    LedgerText,
+    LineNumber,
+    LineRef,
+    Name,
+    Output,
+    PathArg,
+    Seqs,
+    SizeMib,
+    Tokens,
 )
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticCustomError, core_schema
-
-from radiance_mcp.constants import (
-    MAX_BOOT,
-    MAX_LEDGER_TEXT_CHARS,
-    MAX_LINE_NUMBER,
-    MAX_NAME_CHARS,
-    MAX_PATH_CHARS,
-    MAX_POOL_MIB,
-    MAX_RESERVES,
-    MAX_SEQS,
-    MAX_WINDOW_TOKENS,
-    KVDtype,
-)
-
-# ---------------------------------------------------------------------------------------
-# Argument types: the upper bound of every argument, each from radiance_mcp.constants (where
-# its reason is stated); a field adds its own lower bound.
-
-
-
-@dataclass(frozen=True)
-class MaxChars:
-    """A string's cap, published as maxLength and checked by length alone.
-
-    Not pydantic's max_length: any constraint makes pydantic refuse a lone surrogate (a byte of
-    a non-UTF-8 file name, as the CLI's argv holds it), which the tools refuse better
-    themselves, naming the argument and UTF-8.
-    """
-
-    limit: int
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_after_validator_function(self._check, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        return {**handler(schema), "maxLength": self.limit}
-
-    def _check(self, value: str) -> str:
-        if len(value) > self.limit:
-            raise PydanticCustomError(
-                "string_too_long", "String should have at most {max_length} characters", {"max_length": self.limit}
-            )
-        return value
-
-
-Name = Annotated[str, MaxChars(MAX_NAME_CHARS)]
-PathArg = Annotated[str, MaxChars(MAX_PATH_CHARS)]
-LedgerText = Annotated[str, MaxChars(MAX_LEDGER_TEXT_CHARS)]
-BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT)]
-LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER)]
-SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB)]
-Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS)]
-Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS)]
-Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0)]
+from radiance_mcp.models.ledger_ref import LedgerRef, given_sources, ledger_field, source_problem
 
 # ---------------------------------------------------------------------------------------
 # Inputs
 
 
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class LedgerArgs(_Input):
-    """Which ledger to read: exactly one of service, log, log_text, container (log and container with host)."""
-
-    service: Name | None = Field(None, description="A service named in the fleet config; its ledger is read.")
-    log: PathArg | None = Field(
-        None,
-        description="Absolute path of a ledger file on this machine, under the config's log_roots; with host, "
-        "a file on that host, under the host's log_roots.",
-    )
-    log_text: LedgerText | None = Field(None, description="The ledger text itself (e.g. pasted podman logs output).")
-    host: Name | None = Field(
-        default=None, description="A host listed in the fleet config: read log (a file there) or container over SSH."
-    )
-    container: Name | None = Field(
-        default=None, description="A container on host (give host too): its `podman logs` holds the ledger."
-    )
-    boot: BootIndex = Field(
-        -1, description="Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest."
-    )
-
-    @model_validator(mode="after")
-    def _one_source(self) -> LedgerArgs:
-        given = [name for name in ("service", "log", "log_text", "container") if getattr(self, name) is not None]
-        if len(given) != 1:
-            found = ", ".join(given) if given else "none"
-            raise ValueError(
-                f"give exactly one ledger source of service, log, log_text or container (found: {found}); "
-                "a service from the fleet config is the usual choice"
-            )
-        if self.container is not None and self.host is None:
-            raise ValueError("container needs host: the host (from the fleet config) where podman runs it")
-        if self.host is not None and self.log is None and self.container is None:
-            raise ValueError("host goes with log (a file on that host) or container (its podman logs)")
-        return self
-
-
-class ReadBudgetTableInput(LedgerArgs):
+class ReadBudgetTableInput(LedgerRef):
     pass
 
 
-class ReserveInput(_Input):
+class ReserveInput(Input):
     mib: SizeMib = Field(ge=0, description="MiB held back below the engine's ceiling.")
     label: Name = Field(min_length=1, description="What the reserve is for, in a few words.")
     line: LineNumber | None = Field(None, description="The ledger line that holds this figure (a traced reserve).")
@@ -158,13 +64,13 @@ def _reserves_from_json(value: Any) -> Any:
 Reserves = Annotated[list[ReserveInput], Field(max_length=MAX_RESERVES, description=RESERVES_DESCRIPTION)]
 
 
-class ComputeCeilingInput(LedgerArgs):
+class ComputeCeilingInput(LedgerRef):
     reserves: Reserves = Field(default_factory=list)
 
     _json_string = field_validator("reserves", mode="before")(_reserves_from_json)
 
 
-class CheckPoolContractInput(_Input):
+class CheckPoolContractInput(Input):
     pool_mib: SizeMib | None = Field(
         None, gt=0, description="The KV pool per card (--vram-kv-mib), MiB. Omitted: read from the ledger."
     )
@@ -173,21 +79,12 @@ class CheckPoolContractInput(_Input):
     kv_cache_dtype: KVDtype | None = Field(
         None, description="--kv-cache-dtype: bf16 or fp8 only. Omitted: read from the ledger."
     )
-    service: Name | None = Field(
-        None, description="A service from the config: its model's constants, and its ledger for omitted values."
-    )
-    log: PathArg | None = Field(
-        None, description="A ledger file to read omitted values from (under log_roots); with host, a file on that "
-        "host, under the host's log_roots.",
-    )
-    log_text: LedgerText | None = Field(None, description="Ledger text to read omitted values from.")
-    host: Name | None = Field(
-        None, description="A host listed in the fleet config: read log (a file there) or container over SSH."
-    )
-    container: Name | None = Field(
-        None, description="A container on host (give host too): its `podman logs` holds the ledger."
-    )
-    boot: BootIndex = Field(-1, description="Which boot of the ledger: -1 the newest.")
+    service: Name | None = ledger_field("contract", "service")
+    log: PathArg | None = ledger_field("contract", "log")
+    log_text: LedgerText | None = ledger_field("contract", "log_text")
+    host: Name | None = ledger_field("contract", "host")
+    container: Name | None = ledger_field("contract", "container")
+    boot: BootIndex = ledger_field("contract", "boot")
     weights_mib: SizeMib | None = Field(
         None, ge=0, description="--vram-weights-mib of the pair to check against the ceiling. Omitted: the "
         "ledger's (the pair keeps its weights, the pool changes).",
@@ -198,16 +95,15 @@ class CheckPoolContractInput(_Input):
 
     @model_validator(mode="after")
     def _at_most_one_source(self) -> CheckPoolContractInput:
-        given = [name for name in ("log", "log_text", "container") if getattr(self, name) is not None]
-        if len(given) > 1:
-            raise ValueError(
-                f"give at most one of log, log_text or container (the ledger to read omitted values from; "
-                f"found: {', '.join(given)})"
-            )
-        if self.container is not None and self.host is None:
-            raise ValueError("container needs host: the host (from the fleet config) where podman runs it")
-        if self.host is not None and self.log is None and self.container is None:
-            raise ValueError("host goes with log (a file on that host) or container (its podman logs)")
+        # service names the model's constants too, so it is no rival of the others.
+        given = [name for name in given_sources(self) if name != "service"]
+        problem = source_problem(
+            given, self.host is not None, required=False,
+            count=f"give at most one of log, log_text or container (the ledger to read omitted values from; "
+                  f"found: {', '.join(given)})",
+        )
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -215,16 +111,7 @@ class CheckPoolContractInput(_Input):
 # Outputs
 
 
-class _Output(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class LineRef(_Output):
-    line: int = Field(description="1-based line number in the source.")
-    text: str = Field(description="The ledger line as printed.")
-
-
-class SourcedFigure(_Output):
+class SourcedFigure(Output):
     mib: float = Field(description="The figure in MiB (exact for the printed value).")
     printed: str = Field(description="The figure as radiance printed it, e.g. '2.01 GiB'.")
     resolution_mib: float = Field(description="The printed figure's rounding step, in MiB.")
@@ -232,29 +119,7 @@ class SourcedFigure(_Output):
     text: str
 
 
-class BootRef(_Output):
-    source: str
-    boot: int = Field(description="Which boot was read, 1 = oldest; -1 = the newest, -2 ... when the boots "
-                                  "before it were not counted (lines_from_byte set).")
-    boots_seen: int | None = Field(description="How many boots the source holds (null: not counted).")
-    first_line: int
-    last_line: int
-    origin: Literal["host", "local file", "caller text"] = Field(
-        "caller text", description="Where the text came from: read on a host, read from a file here, or "
-        "given by the caller (log_text).",
-    )
-    verified: bool = Field(
-        False, description="False for caller text: its figures are the caller's, not read from a host or file."
-    )
-    lines_from_byte: int | None = Field(
-        default=None,
-        description="null: every line number is the file's own. Else the lines before the boot were not counted "
-                    "(a large remote file read from its end): line numbers count from 1 at the line that starts "
-                    "at this byte offset; line n is `tail -c +<offset+1> FILE | sed -n <n>p`.",
-    )
-
-
-class BudgetCard(_Output):
+class BudgetCard(Output):
     card: int
     card_total: SourcedFigure | None
     vram_weights: SourcedFigure | None
@@ -271,7 +136,7 @@ class BudgetCard(_Output):
     pair_lines: list[LineRef]
 
 
-class ReserveCandidate(_Output):
+class ReserveCandidate(Output):
     card: int
     line: LineRef
     mib: float = Field(description="The figure a reserve citing this line must hold (line=N, mib=this).")
@@ -279,7 +144,7 @@ class ReserveCandidate(_Output):
     why: str = Field(description="Why this figure may back a reserve below the ceiling.")
 
 
-class ReadBudgetTableOutput(_Output):
+class ReadBudgetTableOutput(Output):
     ledger: BootRef
     cards: list[BudgetCard]
     flags: dict[str, str] = Field(description="Echoed flags of the boot, by name without dashes.")
@@ -290,7 +155,7 @@ class ReadBudgetTableOutput(_Output):
     )
 
 
-class CeilingCard(_Output):
+class CeilingCard(Output):
     card: int
     settled_free_mib: float
     engine_floor_mib: float
@@ -301,7 +166,7 @@ class CeilingCard(_Output):
     max_pair_mib: int = Field(description="This card's ceiling less the reserves it holds.")
 
 
-class ReserveOutput(_Output):
+class ReserveOutput(Output):
     mib: float
     label: str
     kind: Literal["traced", "personal"]
@@ -309,7 +174,7 @@ class ReserveOutput(_Output):
     card: int | None = Field(description="The card a traced reserve holds memory on; null (personal): every card.")
 
 
-class ComputeCeilingOutput(_Output):
+class ComputeCeilingOutput(Output):
     ledger: BootRef
     ceiling_mib: int = Field(description="The binding (smallest) card's ceiling, whole MiB rounded down.")
     binding_card: int
@@ -326,7 +191,7 @@ class ComputeCeilingOutput(_Output):
     notes: list[str]
 
 
-class CeilingCheck(_Output):
+class CeilingCheck(Output):
     ok: bool
     ceiling_mib: int = Field(description="The binding card's ceiling.")
     binding_card: int
@@ -341,7 +206,7 @@ class CeilingCheck(_Output):
     formula: str
 
 
-class PoolContractOutput(_Output):
+class PoolContractOutput(Output):
     model: str
     pool_mib: float
     seqs: int
@@ -369,8 +234,3 @@ class PoolContractOutput(_Output):
     )
     refusal_lines: list[LineRef] = Field(description="A refused boot's lines: kv cache, fix text, startup stopped.")
     notes: list[str] = Field(description="What the verdict rests on, and what to call next.")
-
-
-def mib(value: Decimal) -> float:
-    """Decimal MiB to a JSON number with two decimals, as every output shows it."""
-    return float(round(value, 2))

@@ -1,20 +1,16 @@
 """The resize-planning tools: compare_arms, and plan_free_vram (what the free VRAM can buy).
 
 Each tool reads its sources, calls the pure core (planning.py, capacity.py) and shapes the
-output model; PLAN_TOOLS joins tools.TOOLS. About 700 lines: plan_free_vram's output traces
-every figure to its line, and its models, its options and the picture drawn from them belong
-together; the shipping tools that build on it live in gate_tools.py.
+output model (models/plan.py); plan_free_vram's options and the picture drawn from them live
+here together; the shipping tools that build on it live in tools/gates.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Any, Literal
 
 from radiance_mcp import capacity, planning, svg
 from radiance_mcp.constants import (
@@ -23,7 +19,6 @@ from radiance_mcp.constants import (
     MIB,
     MIN_ARMS_FOR_THRESHOLD,
     MIN_DECODE_TOKENS,
-    NOISE_BAND,
     PREFERRED_DECODE_TOKENS,
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
@@ -32,108 +27,41 @@ from radiance_mcp.constants import (
 )
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.ledger import Boot, Hit, Line
-from radiance_mcp.models import (
-    BootIndex,
-    BootRef,
-    LedgerArgs,
-    LedgerText,
-    MaxChars,
-    Name,
-    PathArg,
-    ReserveInput,
-    ReserveOutput,
+from radiance_mcp.models.base import (
+    boot_ref,
+    line_ref,
     mib,
 )
-from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, line_ref, read_boot
+from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
+from radiance_mcp.models.ledger_ref import LedgerRef
+from radiance_mcp.models.plan import (
+    ArmStepOutput,
+    CardPlan,
+    ClaimOutput,
+    CompareArmsInput,
+    CompareArmsOutput,
+    PhysicalCard,
+    PlanFreeVramInput,
+    PlanFreeVramOutput,
+    PlanOption,
+    ServicePlan,
+    Source,
+    Traced,
+    Unreadable,
+)
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources import read_boot
+from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib, round_down
 
-
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Output(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-def json_list(name: str, value: Any) -> Any:
-    """Clients sometimes send a list of objects as a JSON string."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{name} is a string but not JSON ({exc.msg}); pass a list") from exc
-    return value
+FAMILY = ToolFamily()
 
 
 # ---------------------------------------------------------------------------------------
 # compare_arms
 
 
-class ArmInput(_Input):
-    value: float = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
-                         description="The knob's setting in this arm, e.g. the slab in MiB.")
-    rate: float = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
-                        description="The rate measured in this arm, e.g. prefill tokens/s.")
-
-
-class CompareArmsInput(_Input):
-    arms: list[ArmInput] = Field(
-        min_length=2, max_length=planning.MAX_ARMS,
-        description="The arms: [{value, rate}, ...], one per knob value, measured with the same workload.",
-    )
-    knob: Annotated[str, MaxChars(80)] = Field("value", description="What the value is, e.g. 'slab MiB'.")
-    rate_unit: Annotated[str, MaxChars(40)] = Field("t/s", description="What the rate is measured in.")
-    noise_band_pct: float = Field(
-        NOISE_BAND * 100, gt=0, le=50, description="The run-to-run noise, +- percent (default 3)."
-    )
-    claim: Literal["plateau", "threshold"] | None = Field(
-        None, description="A reading to check: 'plateau' (the rate stops moving) or 'threshold' (it steps once)."
-    )
-    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE)]] = Field(
-        default_factory=list, max_length=planning.MAX_ARMS,
-        description="The knob values of the arms the claim rests on (default: every arm).",
-    )
-
-    @field_validator("arms", "claim_arms", mode="before")
-    @classmethod
-    def _json_string(cls, value: Any, info: Any) -> Any:
-        return json_list(info.field_name, value)
-
-
-class ArmStepOutput(_Output):
-    low_value: float
-    high_value: float
-    low_rate: float
-    high_rate: float
-    change_pct: float = Field(description="(high_rate - low_rate) / low_rate, percent: the lower value is baseline.")
-    inside_noise: bool = Field(description="|change_pct| <= the band: these two arms cannot be told apart.")
-    intervals_overlap: bool = Field(description="The two rates' +-band intervals overlap.")
-    reading: str
-
-
-class ClaimOutput(_Output):
-    claim: Literal["plateau", "threshold"]
-    arms: list[float]
-    verdict: Literal["refused", "supported", "contradicted"]
-    reason: str
-    rule: str
-    remedy: str | None
-    measure_next: float | None = Field(description="The knob value to measure next, where one more arm helps.")
-
-
-class CompareArmsOutput(_Output):
-    knob: str
-    rate_unit: str
-    noise_band_pct: float
-    steps: list[ArmStepOutput] = Field(description="Neighbouring arms, by knob value.")
-    inside_noise: list[str] = Field(description="The pairs of arms that differ by no more than the band.")
-    span_pct: float = Field(description="Lowest to highest rate, relative to the lowest.")
-    claim: ClaimOutput | None
-    ok: bool = Field(description="False when the claim is refused or contradicted.")
-    notes: list[str]
-
-
+@FAMILY.tool("Compare measured arms against the noise")
 async def compare_arms(runtime: Runtime, args: CompareArmsInput) -> CompareArmsOutput:
     """Compare measured arms of one knob against the noise band; refuse a plateau or threshold read off two arms.
 
@@ -188,19 +116,6 @@ async def compare_arms(runtime: Runtime, args: CompareArmsInput) -> CompareArmsO
 # ---------------------------------------------------------------------------------------
 # plan_free_vram
 
-Source = Literal["ledger", "model constant", "config", "argument", "arithmetic"]
-
-
-class Traced(_Output):
-    """A figure and where it comes from: a ledger line, a model constant, the config, or arithmetic on those."""
-
-    name: str
-    value: float
-    unit: str
-    source: Source
-    line: int | None = Field(description="The ledger line number, for source=ledger.")
-    text: str = Field(description="The ledger line as printed, the constant's name, or the arithmetic.")
-
 
 def _ledger(name: str, value: Decimal | int, unit: str, line: Line) -> Traced:
     return Traced(name=name, value=mib(Decimal(value)), unit=unit, source="ledger", line=line.number, text=line.text)
@@ -208,113 +123,6 @@ def _ledger(name: str, value: Decimal | int, unit: str, line: Line) -> Traced:
 
 def _arith(name: str, value: Decimal | int, unit: str, text: str, source: Source = "arithmetic") -> Traced:
     return Traced(name=name, value=mib(Decimal(value)), unit=unit, source=source, line=None, text=text)
-
-
-class PlanFreeVramInput(_Input):
-    service: Name | None = Field(
-        None, description="A service from the fleet config. Omit service, log, log_text and container: every "
-        "service of the fleet, read concurrently.",
-    )
-    log: PathArg | None = Field(None, description="A ledger file (under log_roots); with host, a file on that host.")
-    log_text: LedgerText | None = Field(None, description="The ledger text itself.")
-    host: Name | None = Field(None, description="A host from the fleet config, with log or container.")
-    container: Name | None = Field(None, description="A container on host: its `podman logs` holds the ledger.")
-    boot: BootIndex = Field(-1, description="Which boot of the ledger: -1 the newest.")
-    reserves: list[ReserveInput] = Field(
-        default_factory=list, max_length=64,
-        description="Reserves below the ceiling (one ledger only); each cites a ledger line (line=N) or is "
-        "personal=true.",
-    )
-
-    @field_validator("reserves", mode="before")
-    @classmethod
-    def _json_string(cls, value: Any, info: Any) -> Any:
-        return json_list(info.field_name, value)
-
-    @model_validator(mode="after")
-    def _sources(self) -> PlanFreeVramInput:
-        given = [n for n in ("service", "log", "log_text", "container") if getattr(self, n) is not None]
-        if len(given) > 1:
-            raise ValueError(f"give at most one of service, log, log_text or container (found: {', '.join(given)}); "
-                             "none plans the whole fleet")
-        if self.container is not None and self.host is None:
-            raise ValueError("container needs host: the host (from the fleet config) where podman runs it")
-        if self.host is not None and self.log is None and self.container is None:
-            raise ValueError("host goes with log (a file on that host) or container (its podman logs)")
-        if self.reserves and not given:
-            raise ValueError("reserves cite the lines of one ledger: give a service (or log) with them")
-        return self
-
-
-class CardPlan(_Output):
-    card: int
-    physical: str | None = Field(description="The physical card from the config's cards; null: not said.")
-    card_total: Traced | None
-    vram_weights: Traced
-    vram_kv: Traced
-    activation_arena: Traced | None
-    engine_floor: Traced
-    settled_free: Traced
-    unclaimed: Traced | None
-    ceiling_mib: int
-    derivation: str
-    headroom_mib: int = Field(description="ceiling - pair as this service reads it.")
-    shared_with: list[str] = Field(description="Other services on this physical card.")
-    headroom_once_mib: int = Field(description="The headroom counted once on a shared card; else headroom_mib.")
-
-
-class PlanOption(_Output):
-    name: str
-    axis: str = Field(description="What it moves: capacity (seats, window) or prefill throughput.")
-    adds_mib: int
-    flags: list[str] = Field(description="The flag changes, per card.")
-    gains: list[Traced]
-    takes: list[Traced] = Field(description="What it takes from the other option (slab or KV).")
-    notes: list[str]
-
-
-class ServicePlan(_Output):
-    service: str | None
-    ledger: BootRef
-    model: str
-    shape: list[Traced]
-    kv_cache_dtype: str | None
-    cards: list[CardPlan]
-    binding_card: int
-    reserves: list[ReserveOutput]
-    personal_reserves: list[str]
-    headroom_mib: int = Field(description="The binding card's headroom, counted once where a card is shared.")
-    usable_mib: int = Field(description="headroom_mib less every reserve: what the options spend.")
-    slope: Traced = Field(description="Resident expert slots per slab MiB.")
-    slab: Traced | None = Field(description="Resident slots now, from the `slab slots` line.")
-    options: list[PlanOption]
-    decode: str
-    sharing: Literal["known", "unknown"]
-    notes: list[str]
-
-
-class PhysicalCard(_Output):
-    card: str
-    services: list[str] = Field(description="'service card N' for each engine card on it.")
-    headroom_mib: int = Field(description="Counted once.")
-    derivation: str
-
-
-class Unreadable(_Output):
-    service: str
-    error: str
-
-
-class PlanFreeVramOutput(_Output):
-    services: list[ServicePlan]
-    physical_cards: list[PhysicalCard]
-    unreadable: list[Unreadable] = Field(description="Services whose ledger could not be planned, and why.")
-    fleet_headroom_mib: int = Field(description="Every card's headroom counted once (shared cards once).")
-    sharing: Literal["known", "unknown", "partial"] = Field(
-        description="known: every service names its cards (cards = [...] in the config); unknown: none does."
-    )
-    summary: list[str] = Field(description="The answer in a few lines: each service's headroom and its options.")
-    notes: list[str]
 
 
 DECODE = (
@@ -462,7 +270,7 @@ def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> 
 
 
 async def _read(runtime: Runtime, **source: Any) -> Boot:
-    return await read_boot(runtime, LedgerArgs.model_validate(source))
+    return await read_boot(runtime, LedgerRef.model_validate(source))
 
 
 async def _read_boots(runtime: Runtime, args: PlanFreeVramInput,
@@ -500,6 +308,45 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput,
     return names, boots, unreadable
 
 
+def picture(out: PlanFreeVramOutput) -> str:
+    """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
+    bars = []
+    for plan in out.services:
+        for card in plan.cards:
+            held = sum(r.mib for r in plan.reserves if r.card in (None, card.card))
+            free, floor = card.settled_free.value, card.engine_floor.value
+            arena = card.activation_arena.value if card.activation_arena else 0.0
+            headroom = max(0.0, free - floor - held)
+            used = card.vram_weights.value + card.vram_kv.value + arena + free
+            total = card.card_total.value if card.card_total else used
+            segments = (
+                svg.Segment("weights", "vram_weights", card.vram_weights.value, _source(card.vram_weights)),
+                svg.Segment("kv", "vram_kv (the KV pool)", card.vram_kv.value, _source(card.vram_kv)),
+                svg.Segment("arena", "activation arena", arena, _source(card.activation_arena) or "not printed"),
+                svg.Segment("other", "not attributed (driver context, the rest)", max(0.0, total - used),
+                            "card total less the rest"),
+                svg.Segment("headroom", "headroom to spend", headroom, "settled free - floor - reserves"),
+                svg.Segment("reserves", "reserves", held, ", ".join(r.label for r in plan.reserves)),
+                svg.Segment("floor", "engine floor", floor, _source(card.engine_floor)),
+            )
+            start = total - free if total >= used else used - free
+            ghosts = tuple(
+                svg.Ghost("kv" if option.name.startswith("more KV") else "weights",
+                          f"{option.name}: +{option.adds_mib:,} MiB -> "
+                          + "; ".join(f"{g.name}: {_value(g)}" for g in option.gains),
+                          start, option.adds_mib)
+                for option in plan.options
+            )
+            who = plan.service or Path(plan.ledger.source).name
+            where = f" ({card.physical})" if card.physical else ""
+            if card.shared_with:
+                where = (f" ({card.physical}, shared with {', '.join(card.shared_with)}: "
+                         f"{card.headroom_once_mib:,} MiB of headroom counted once)")
+            bars.append(svg.Bar(f"{who} card {card.card}{where}", total, segments, free, ghosts))
+    return svg.render(bars)
+
+
+@FAMILY.tool("Plan what the free VRAM can buy", open_world=True, picture=picture)
 async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeVramOutput:
     """What the free VRAM can buy, per card: headroom from the ledger, then each option priced and traced.
 
@@ -663,49 +510,3 @@ def held_on(reserves: tuple[capacity.Reserve, ...], card: int) -> Decimal:
 
 def _source(figure: Traced | None) -> str:
     return "" if figure is None else f"line {figure.line}" if figure.line else figure.source
-
-
-def picture(out: PlanFreeVramOutput) -> str:
-    """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
-    bars = []
-    for plan in out.services:
-        for card in plan.cards:
-            held = sum(r.mib for r in plan.reserves if r.card in (None, card.card))
-            free, floor = card.settled_free.value, card.engine_floor.value
-            arena = card.activation_arena.value if card.activation_arena else 0.0
-            headroom = max(0.0, free - floor - held)
-            used = card.vram_weights.value + card.vram_kv.value + arena + free
-            total = card.card_total.value if card.card_total else used
-            segments = (
-                svg.Segment("weights", "vram_weights", card.vram_weights.value, _source(card.vram_weights)),
-                svg.Segment("kv", "vram_kv (the KV pool)", card.vram_kv.value, _source(card.vram_kv)),
-                svg.Segment("arena", "activation arena", arena, _source(card.activation_arena) or "not printed"),
-                svg.Segment("other", "not attributed (driver context, the rest)", max(0.0, total - used),
-                            "card total less the rest"),
-                svg.Segment("headroom", "headroom to spend", headroom, "settled free - floor - reserves"),
-                svg.Segment("reserves", "reserves", held, ", ".join(r.label for r in plan.reserves)),
-                svg.Segment("floor", "engine floor", floor, _source(card.engine_floor)),
-            )
-            start = total - free if total >= used else used - free
-            ghosts = tuple(
-                svg.Ghost("kv" if option.name.startswith("more KV") else "weights",
-                          f"{option.name}: +{option.adds_mib:,} MiB -> "
-                          + "; ".join(f"{g.name}: {_value(g)}" for g in option.gains),
-                          start, option.adds_mib)
-                for option in plan.options
-            )
-            who = plan.service or Path(plan.ledger.source).name
-            where = f" ({card.physical})" if card.physical else ""
-            if card.shared_with:
-                where = (f" ({card.physical}, shared with {', '.join(card.shared_with)}: "
-                         f"{card.headroom_once_mib:,} MiB of headroom counted once)")
-            bars.append(svg.Bar(f"{who} card {card.card}{where}", total, segments, free, ghosts))
-    return svg.render(bars)
-
-
-PLAN_TOOLS: list[ToolSpec] = [
-    ToolSpec("compare_arms", "Compare measured arms against the noise", CompareArmsInput, CompareArmsOutput,
-             compare_arms),
-    ToolSpec("plan_free_vram", "Plan what the free VRAM can buy", PlanFreeVramInput, PlanFreeVramOutput,
-             plan_free_vram, open_world=True, picture=picture),
-]

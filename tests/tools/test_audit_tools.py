@@ -14,24 +14,21 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from radiance_mcp import audit_tools
-from radiance_mcp.audit_tools import (
+from radiance_mcp.capacity import pool_contract
+from radiance_mcp.config import Fleet
+from radiance_mcp.constants import ARENA_POINTS_MIB, DEFAULT_MODEL, DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
+from radiance_mcp.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.models.audit import (
     DRY_RUN_MAX_TIMEOUT_S,
-    DRY_RUN_OUTPUT_CAP_BYTES,
     DRY_RUN_TIMEOUT_S,
     AuditStepShapeInput,
     CheckServeScriptInput,
     CompareDryRunInput,
-    audit_step_shape,
-    check_serve_script,
-    compare_dry_run,
 )
-from radiance_mcp.capacity import pool_contract
-from radiance_mcp.config import Fleet
-from radiance_mcp.constants import ARENA_POINTS_MIB, DEFAULT_MODEL
-from radiance_mcp.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import TOOLS, Runtime
+from radiance_mcp.tools import TOOLS
+from radiance_mcp.tools.audit import audit_step_shape, check_serve_script, compare_dry_run
 
 ENV = """\
 FRANK_ARCHON_MAX_SEQS=8
@@ -153,9 +150,9 @@ async def test_audit_refuses_a_log_outside_the_roots(tmp_path: Path) -> None:
         ({"proven_log_text": "x", "proven_log": "/y", "candidate_log_text": "z"}, "exactly one proven source"),
         ({"log_text": "x", "candidate_log_text": "z"}, "not both"),
         ({"log_text": "x", "proven_boot": -1}, "both -1"),
-        ({"container": "frank-archon"}, "a container needs host"),
-        ({"host": "dankserver", "log_text": "x"}, "host goes with a log"),
-        ({"proven_container": "a", "candidate_log_text": "x"}, "a container needs host"),
+        ({"container": "frank-archon"}, "container needs host: the host"),
+        ({"host": "dankserver", "log_text": "x"}, "host goes with log"),
+        ({"proven_container": "a", "candidate_log_text": "x"}, "container needs host: the host"),
     ],
 )
 def test_audit_input_rules(arguments: dict[str, Any], message: str) -> None:
@@ -257,7 +254,7 @@ async def test_check_script_outside_the_roots_names_the_argument(tmp_path: Path)
 
 async def test_check_script_refuses_a_huge_file(tmp_path: Path) -> None:
     big = tmp_path / "big.sh"
-    big.write_bytes(b"#" * (audit_tools.SCRIPT_CAP_BYTES + 1))
+    big.write_bytes(b"#" * (SCRIPT_CAP_BYTES + 1))
     with pytest.raises(SourceError, match="not a serve script"):
         await check_serve_script(runtime_for(tmp_path), CheckServeScriptInput(script=str(big), env_text=ENV))
 
@@ -464,7 +461,7 @@ QUOTED = [
     (audit_step_shape, "two-point estimate"),
     (check_serve_script, f"{MNBT_WIDE:,}-token arena of {ARENA_WIDE / 1024:.2f} GiB"),
     (check_serve_script, f"proven {MNBT_NARROW:,} costs {ARENA_NARROW:.0f} MiB"),
-    (check_serve_script, f"each capped at {audit_tools.SCRIPT_CAP_BYTES >> 20} MiB"),
+    (check_serve_script, f"each capped at {SCRIPT_CAP_BYTES >> 20} MiB"),
     (compare_dry_run, f"a {DRY_RUN_TIMEOUT_S:.0f} s timeout by default (at most {DRY_RUN_MAX_TIMEOUT_S:.0f} s)"),
     (compare_dry_run, f"a {DRY_RUN_OUTPUT_CAP_BYTES // 1024} KiB output cap"),
 ]

@@ -3,7 +3,7 @@
 render_gates reads the ceiling from a boot, refuses a plan that would fail its own gates, and
 returns the env file and the bats file as text (gates.py writes them); verify_deploy reads the
 new boot first, then marks each prediction of the env file kept, killed or pending. Neither
-writes to a host. GATE_TOOLS joins tools.TOOLS.
+writes to a host. Their models live in models/gates.py.
 """
 
 from __future__ import annotations
@@ -12,85 +12,36 @@ import asyncio
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
 from radiance_mcp import capacity, gates, planning
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, MAX_POOL_MIB, SAMPLER_ROW_BOUND, KVDtype, ModelConstants
 from radiance_mcp.errors import GuardRailError, InputError
 from radiance_mcp.ledger import Boot, Line
-from radiance_mcp.models import BootRef, LedgerArgs, LineRef, MaxChars, PathArg, ReserveInput, Seqs, mib
-from radiance_mcp.plan_tools import boot_flag, held_on, json_list, trace_reserves
-from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, line_ref, read_boot
+from radiance_mcp.models.base import boot_ref, line_ref, mib
+from radiance_mcp.models.gates import (
+    MAX_ENV_BYTES,
+    DeployCheck,
+    PredictionOutput,
+    RenderGatesInput,
+    RenderGatesOutput,
+    Verdict,
+    VerifyDeployInput,
+    VerifyDeployOutput,
+)
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources import read_boot
+from radiance_mcp.tools.plan import boot_flag, held_on, trace_reserves
+from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib
 
-
-class _Output(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+FAMILY = ToolFamily()
 
 SLAB_TOLERANCE_PCT = 1.0
 """A slab-slot prediction from the slope is kept within this: the slope is measured, ~1,300 per 1,792 MiB."""
 
 # ---------------------------------------------------------------------------------------
 # render_gates
-
-
-class RenderGatesInput(LedgerArgs):
-    """The boot the ceiling is read from (service, log, log_text or container), and the planned pair and shape."""
-
-    vram_kv_mib: int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
-    vram_weights_mib: int | None = Field(
-        None, ge=0, le=MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
-    )
-    seqs: Seqs | None = Field(None, description="--max-num-seqs planned. Omitted: the boot's.")
-    max_model_len: int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
-    kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
-    spec: int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
-    reserves: list[ReserveInput] = Field(
-        default_factory=list, max_length=64,
-        description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
-    )
-    env_prefix: Annotated[str, MaxChars(63)] | None = Field(
-        None, pattern=r"^[A-Z][A-Z0-9_]{0,62}$",
-        description="The env variables' prefix, e.g. SVC for SVC_VRAM_KV_MIB. Omitted: from the service's name.",
-    )
-    env_file: PathArg | None = Field(
-        None, description="Where the env file lives, for the bats file to source. Omitted: the "
-        "service's env_file from the config, else <name>.env beside the bats file.",
-    )
-
-    @field_validator("reserves", mode="before")
-    @classmethod
-    def _json_string(cls, value: Any, info: Any) -> Any:
-        return json_list(info.field_name, value)
-
-
-class PredictionOutput(_Output):
-    key: str
-    value: str = Field(description="The expected figure, as the env file records it.")
-    text: str
-
-
-class RenderGatesOutput(_Output):
-    ledger: BootRef
-    service: str
-    pair_mib: int
-    ceiling_mib: int
-    ceiling_derivation: str
-    max_pair_mib: int = Field(description="The ceiling less every reserve.")
-    contract: str
-    contract_margin_mib: float
-    sampler_rows: int | None
-    personal_reserves: list[str]
-    env_file: str
-    env_text: str = Field(description="The env file: header, pair and shape, predictions with empty verdict slots.")
-    bats_file: str
-    bats_text: str = Field(description="The gates: run `bats <bats_file>` (ENV_FILE=... to point at another copy).")
-    predictions: list[PredictionOutput]
-    sources: list[LineRef]
-    notes: list[str]
 
 
 def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
@@ -141,6 +92,7 @@ def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
         f"within {SLAB_TOLERANCE_PCT:g} %")
 
 
+@FAMILY.tool("Render the env file and bats gates", open_world=True)
 async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
     """Render the env file (pair, header, falsifiable predictions) and the bats gates for a planned resize.
 
@@ -252,46 +204,6 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
 
 # ---------------------------------------------------------------------------------------
 # verify_deploy
-
-MAX_ENV_BYTES = 256 * 1024
-"""An env file is a few hundred bytes; a bigger one is not an env file."""
-
-
-class VerifyDeployInput(LedgerArgs):
-    """The new boot (service, log, log_text or container), and the env file render_gates wrote."""
-
-    env_text: Annotated[str, MaxChars(MAX_ENV_BYTES)] | None = Field(
-        None, description="The env file's text as render_gates wrote it (its predictions). "
-        "Omitted: the service's env_file from the config, on this machine.",
-    )
-    boundary_found: int | None = Field(
-        None, ge=0, le=4096, description="Markers the boundary probe retrieved (boundary_probe's result); omitted: "
-        "the boundary prediction stays pending.",
-    )
-
-
-class DeployCheck(_Output):
-    check: str
-    ok: bool | None = Field(description="null: the boot does not print the line this check needs.")
-    expected: str
-    found: str
-    line: LineRef | None
-
-
-class Verdict(_Output):
-    key: str
-    predicted: str
-    verdict: Literal["kept", "killed", "pending"]
-    text: str = Field(description="What to write in the env file's verdict slot.")
-
-
-class VerifyDeployOutput(_Output):
-    ledger: BootRef
-    ok: bool = Field(description="Every check passed and no prediction was killed.")
-    checks: list[DeployCheck]
-    verdicts: list[Verdict]
-    env_text: str = Field(description="The env file with every verdict slot filled: write it back yourself.")
-    notes: list[str]
 
 
 async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
@@ -429,6 +341,7 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
     return checks, any(echoed[f] != v for f, v in asked.items() if f in echoed)
 
 
+@FAMILY.tool("Verify a deploy and its predictions", open_world=True)
 async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
     """Verify a deploy from its new boot ledger, then mark each prediction of its env file kept or killed.
 
@@ -516,11 +429,3 @@ def _verdict(p: gates.Prediction, found: Found, boot: Boot,
               "contract": f"contract margin {value} MiB"}.get(p.key, value)
     return Verdict(key=p.key, predicted=p.value, verdict="kept" if kept else "killed",
                    text=f"{detail} (predicted {p.value}; {at})")
-
-
-GATE_TOOLS: list[ToolSpec] = [
-    ToolSpec("render_gates", "Render the env file and bats gates", RenderGatesInput, RenderGatesOutput, render_gates,
-             open_world=True),
-    ToolSpec("verify_deploy", "Verify a deploy and its predictions", VerifyDeployInput, VerifyDeployOutput,
-             verify_deploy, open_world=True),
-]

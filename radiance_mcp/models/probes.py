@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
-from radiance_mcp.models import MaxChars, Name, Seconds, Tokens
+from radiance_mcp.models.base import Input, MaxChars, Name, Output, Seconds, Tokens
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.payloads import Api
 from radiance_mcp.probes.verdicts import Verdict, collapse_alike
@@ -16,15 +16,7 @@ DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
 """While the window is unknown, the first probe is sized above this many tokens."""
 
 
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Output(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class Repeated(_Output):
+class Repeated(Output):
     text: str = Field(description="The first of texts alike but for their figures.")
     count: int = Field(description="How many there were.")
 
@@ -49,7 +41,7 @@ _MAX_WINDOW = Field(
 )
 
 
-class TokenCountProbeInput(_Input):
+class TokenCountProbeInput(Input):
     service: Name = _SERVICE
     text: Annotated[str, MaxChars(MAX_PROBE_TEXT_CHARS)] = Field(
         min_length=1, description="The text to count (a corpus sample)."
@@ -65,7 +57,7 @@ class TokenCountProbeInput(_Input):
     total_timeout_s: Seconds = Field(600, le=7200, description="For the whole probe.")
 
 
-class TokenCountProbeOutput(_Output):
+class TokenCountProbeOutput(Output):
     service: str
     endpoint: str
     dialect: str = Field(description="The dialect the answers were read as ('unknown' when none was needed).")
@@ -90,7 +82,7 @@ class TokenCountProbeOutput(_Output):
     notes: list[str]
 
 
-class BoundaryProbeInput(_Input):
+class BoundaryProbeInput(Input):
     service: Name = _SERVICE
     n: int = Field(
         ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once. With a ledger "
@@ -118,7 +110,7 @@ class BoundaryProbeInput(_Input):
     total_timeout_s: Seconds = Field(3600, le=14400, description="For the whole probe.")
 
 
-class BoundaryPlan(_Output):
+class BoundaryPlan(Output):
     n: int
     max_model_len: int
     window_source: str | None
@@ -139,7 +131,7 @@ class BoundaryPlan(_Output):
     checks_not_made: list[str] = Field(description="Checks that could not be made, and why (nothing is guessed).")
 
 
-class BoundaryRequestResult(_Output):
+class BoundaryRequestResult(Output):
     index: int
     marker: str
     prompt_tokens: int = Field(
@@ -164,7 +156,7 @@ class BoundaryRequestResult(_Output):
     latency_s_max: float | None = Field(default=None, description="The slowest of them.")
 
 
-class BoundaryProbeOutput(_Output):
+class BoundaryProbeOutput(Output):
     service: str
     endpoint: str
     plan: BoundaryPlan
@@ -183,7 +175,7 @@ class BoundaryProbeOutput(_Output):
     notes: list[str]
 
 
-class DecodeProbeInput(_Input):
+class DecodeProbeInput(Input):
     service: Name = _SERVICE
     context_tokens: Tokens = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
     gen_tokens: int = Field(
@@ -209,7 +201,7 @@ class DecodeProbeInput(_Input):
     total_timeout_s: Seconds = Field(1800, le=14400, description="For the whole probe.")
 
 
-class DecodeProbeOutput(_Output):
+class DecodeProbeOutput(Output):
     service: str
     endpoint: str
     api: Api

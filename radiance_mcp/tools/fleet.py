@@ -6,56 +6,13 @@ ledgers the package ships): no SSH, no HTTP, no ledger.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
 from radiance_mcp.config import EXAMPLES_DIR, Fleet
 from radiance_mcp.constants import DEFAULT_MODEL
-from radiance_mcp.runtime import Runtime, ToolSpec
+from radiance_mcp.models.fleet import ExampleLedger, FleetHost, FleetService, ListFleetInput, ListFleetOutput
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.tools.registry import ToolFamily
 
-
-class ListFleetInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Output(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class FleetService(_Output):
-    name: str = Field(description="Pass it as `service` to every other tool.")
-    host: str | None = Field(description="The host it runs on (null: this machine).")
-    ledger: Literal["log", "container"] | None = Field(
-        description="Where its boot ledger is read: a log file, or a container's podman logs (null: none configured)."
-    )
-    log: str | None
-    container: str | None
-    endpoint: str | None = Field(description="The URL the probes talk to (null: the probes cannot reach it).")
-    model: str = Field(description="Whose pool-contract constants apply.")
-    serve_script: str | None
-    env_file: str | None
-
-
-class FleetHost(_Output):
-    name: str
-    address: str = Field(description="Hostname, IP or ssh alias the server connects to.")
-    user: str | None
-    port: int | None
-    log_roots: list[str] = Field(description="Directories on the host whose files may be read by path.")
-
-
-class ExampleLedger(_Output):
-    name: str
-    log: str = Field(description="Pass it as `log` to any ledger tool.")
-
-
-class ListFleetOutput(_Output):
-    services: list[FleetService]
-    hosts: list[FleetHost]
-    local_log_roots: list[str] = Field(description="Directories on this machine whose files may be read by path.")
-    examples: list[ExampleLedger] = Field(description="Example ledgers shipped with the server, always readable.")
-    notes: list[str]
+FAMILY = ToolFamily()
 
 
 def fleet_listing(fleet: Fleet) -> ListFleetOutput:
@@ -86,6 +43,7 @@ def fleet_listing(fleet: Fleet) -> ListFleetOutput:
                            examples=examples, notes=notes)
 
 
+@FAMILY.tool("List the fleet's services and hosts")
 async def list_fleet(runtime: Runtime, args: ListFleetInput) -> ListFleetOutput:
     """List the services, hosts and example ledgers the server knows: call it first.
 
@@ -96,8 +54,3 @@ async def list_fleet(runtime: Runtime, args: ListFleetInput) -> ListFleetOutput:
     the loaded config: nothing is contacted.
     """
     return fleet_listing(runtime.fleet)
-
-
-FLEET_TOOLS: list[ToolSpec] = [
-    ToolSpec("list_fleet", "List the fleet's services and hosts", ListFleetInput, ListFleetOutput, list_fleet),
-]

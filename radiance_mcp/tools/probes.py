@@ -1,4 +1,4 @@
-"""The three probe tools as the MCP layer registers them (``PROBE_TOOLS``).
+"""The probe tools: token_count_probe, boundary_probe, decode_probe.
 
 Each docstring is the tool's description for agents: the rule and the traps, with the seed's
 numbers from radiance_mcp.constants (tests/probes/test_docstrings.py checks they agree).
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from radiance_mcp.probes.models import (
+from mcp.server.mcpserver import Context
+
+from radiance_mcp.models.probes import (
     BoundaryProbeInput,
     BoundaryProbeOutput,
     DecodeProbeInput,
@@ -17,7 +19,11 @@ from radiance_mcp.probes.models import (
     TokenCountProbeOutput,
 )
 from radiance_mcp.probes.shape import LedgerShape, ledger_shape
-from radiance_mcp.runtime import Runtime, ToolSpec, ledger_source
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources import service_source
+from radiance_mcp.tools.registry import ToolFamily
+
+FAMILY = ToolFamily()
 
 NO_LEDGER = "the service has no ledger (log or container) in the fleet config"
 
@@ -27,10 +33,12 @@ async def service_shape(runtime: Runtime, service: str) -> LedgerShape | None:
     entry = runtime.fleet.service(service)
     if entry.log is None and entry.container is None:
         return None
-    source = ledger_source(runtime, service=service, log=None, log_text=None)
-    return ledger_shape(await source.read(), runtime.fleet.model_constants(service))
+    boot = await service_source(runtime, service).read()
+    return ledger_shape(boot, runtime.fleet.model_constants(service))
 
 
+# Sends only prompts above the window (refused before prefill) or tokenize calls.
+@FAMILY.tool("Count prompt tokens from a refusal (no prefill)", name="token_count_probe", open_world=True)
 async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) -> TokenCountProbeOutput:
     """Count a text's prompt tokens, and its chars/token, without paying any prefill.
 
@@ -52,7 +60,12 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
     return await token_count_probe(runtime.fleet, args)
 
 
-async def run_boundary_probe(runtime: Runtime, args: BoundaryProbeInput, ctx: Any = None) -> BoundaryProbeOutput:
+# execute=true spends N full-window prefills.
+@FAMILY.tool("Boundary probe: N prompts at max_model_len - gen", name="boundary_probe", read_only=False,
+             open_world=True, idempotent=False)
+async def run_boundary_probe(
+    runtime: Runtime, args: BoundaryProbeInput, ctx: Context[Any, Any] | None = None
+) -> BoundaryProbeOutput:
     """Boundary probe: N concurrent prompts at max_model_len - gen, each asked for its head marker.
 
     Expect N/N retrieved. Before anything is sent, n and the window are checked against the
@@ -82,6 +95,8 @@ async def run_boundary_probe(runtime: Runtime, args: BoundaryProbeInput, ctx: An
     return await boundary_probe(runtime.fleet, args, shape=shape, no_ledger_reason=NO_LEDGER, progress=progress)
 
 
+@FAMILY.tool("Prefill and decode rates of a cold request", name="decode_probe", read_only=False, open_world=True,
+             idempotent=False)
 async def run_decode_probe(runtime: Runtime, args: DecodeProbeInput) -> DecodeProbeOutput:
     """Prefill and decode rates of one cold request at a given context.
 
@@ -100,15 +115,3 @@ async def run_decode_probe(runtime: Runtime, args: DecodeProbeInput) -> DecodePr
     from radiance_mcp.probes.decode import decode_probe
 
     return await decode_probe(runtime.fleet, args, shape=await service_shape(runtime, args.service))
-
-
-PROBE_TOOLS: list[ToolSpec] = [
-    # Sends only prompts above the window (refused before prefill) or tokenize calls.
-    ToolSpec("token_count_probe", "Count prompt tokens from a refusal (no prefill)", TokenCountProbeInput,
-             TokenCountProbeOutput, run_token_count_probe, read_only=True, open_world=True, idempotent=True),
-    # execute=true spends N full-window prefills.
-    ToolSpec("boundary_probe", "Boundary probe: N prompts at max_model_len - gen", BoundaryProbeInput,
-             BoundaryProbeOutput, run_boundary_probe, read_only=False, open_world=True, idempotent=False),
-    ToolSpec("decode_probe", "Prefill and decode rates of a cold request", DecodeProbeInput, DecodeProbeOutput,
-             run_decode_probe, read_only=False, open_world=True, idempotent=False),
-]

@@ -11,8 +11,8 @@ from mcp import Client
 from radiance_mcp.cli import main
 from radiance_mcp.config import CONFIG_ENV, EXAMPLES_DIR, load
 from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
+from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.tools import Runtime
 
 FLEET = """
 [server]

@@ -1,0 +1,45 @@
+"""Tool inputs and outputs: the pydantic models at the MCP and CLI boundary.
+
+What lives where:
+  base.py        the bounded argument types, the ``Input`` and ``Output`` bases, ``LineRef``,
+                 ``BootRef`` and ``mib``: what every family shares
+  ledger_ref.py  ``LedgerRef``: which ledger a tool reads, its one rule and its field wordings
+  ledger.py      read_budget_table, compute_ceiling, check_pool_contract
+  audit.py       audit_step_shape, check_serve_script, compare_dry_run
+  probes.py      token_count_probe, boundary_probe, decode_probe
+  fleet.py       list_fleet
+  plan.py        compare_arms, plan_free_vram
+  gates.py       render_gates, verify_deploy
+
+Imports go one way: models import the core (constants, ledger) and each other's base, never
+tools or MCP code, and I/O only for a shared argument rule (compare_dry_run's mode names are
+checked by radiance_mcp.remote's MODE_PATTERN, on first use, as the hosts check them);
+sources, probes, tools, server and cli import models. Inputs are flat where they can be
+(clients sometimes send a nested object as a JSON string, which the list fields accept too).
+Outputs carry every figure with its ledger line, so an agent can quote the engine rather than
+a number of its own. The names below are the ones most callers need.
+"""
+
+from radiance_mcp.models.base import BootRef, Input, LineRef, Output, boot_ref, line_ref, mib
+from radiance_mcp.models.ledger import (
+    CheckPoolContractInput,
+    ComputeCeilingInput,
+    ReadBudgetTableInput,
+    ReserveInput,
+)
+from radiance_mcp.models.ledger_ref import LedgerRef
+
+__all__ = [
+    "BootRef",
+    "CheckPoolContractInput",
+    "ComputeCeilingInput",
+    "Input",
+    "LedgerRef",
+    "LineRef",
+    "Output",
+    "ReadBudgetTableInput",
+    "ReserveInput",
+    "boot_ref",
+    "line_ref",
+    "mib",
+]

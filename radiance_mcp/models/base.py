@@ -1,0 +1,136 @@
+"""What every tool's models share: the bounded argument types, the Input and Output bases,
+the references to a ledger line and a boot, and the MiB every output shows.
+
+Every tool's input derives from ``Input`` (unknown names refused), every output from
+``Output`` (frozen).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+
+from radiance_mcp.constants import (
+    MAX_BOOT,
+    MAX_LEDGER_TEXT_CHARS,
+    MAX_LINE_NUMBER,
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_POOL_MIB,
+    MAX_SEQS,
+    MAX_WINDOW_TOKENS,
+)
+from radiance_mcp.ledger import Boot, Line
+
+# ---------------------------------------------------------------------------------------
+# Argument types: the upper bound of every argument, each from radiance_mcp.constants (where
+# its reason is stated); a field adds its own lower bound.
+
+@dataclass(frozen=True)
+class MaxChars:
+    """A string's cap, published as maxLength and checked by length alone.
+
+    Not pydantic's max_length: any constraint makes pydantic refuse a lone surrogate (a byte of
+    a non-UTF-8 file name, as the CLI's argv holds it), which the tools refuse better
+    themselves, naming the argument and UTF-8.
+    """
+
+    limit: int
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {**handler(schema), "maxLength": self.limit}
+
+    def _check(self, value: str) -> str:
+        if len(value) > self.limit:
+            raise PydanticCustomError(
+                "string_too_long", "String should have at most {max_length} characters", {"max_length": self.limit}
+            )
+        return value
+
+
+Name = Annotated[str, MaxChars(MAX_NAME_CHARS)]
+PathArg = Annotated[str, MaxChars(MAX_PATH_CHARS)]
+LedgerText = Annotated[str, MaxChars(MAX_LEDGER_TEXT_CHARS)]
+BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT)]
+LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER)]
+SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB)]
+Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS)]
+Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS)]
+Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0)]
+
+
+
+class Input(BaseModel):
+    """A tool's input: flat fields, no other names allowed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Output(BaseModel):
+    """A tool's output (or a part of one): frozen."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class LineRef(Output):
+    line: int = Field(description="1-based line number in the source.")
+    text: str = Field(description="The ledger line as printed.")
+
+
+class BootRef(Output):
+    source: str
+    boot: int = Field(description="Which boot was read, 1 = oldest; -1 = the newest, -2 ... when the boots "
+                                  "before it were not counted (lines_from_byte set).")
+    boots_seen: int | None = Field(description="How many boots the source holds (null: not counted).")
+    first_line: int
+    last_line: int
+    origin: Literal["host", "local file", "caller text"] = Field(
+        "caller text", description="Where the text came from: read on a host, read from a file here, or "
+        "given by the caller (log_text).",
+    )
+    verified: bool = Field(
+        False, description="False for caller text: its figures are the caller's, not read from a host or file."
+    )
+    lines_from_byte: int | None = Field(
+        default=None,
+        description="null: every line number is the file's own. Else the lines before the boot were not counted "
+                    "(a large remote file read from its end): line numbers count from 1 at the line that starts "
+                    "at this byte offset; line n is `tail -c +<offset+1> FILE | sed -n <n>p`.",
+    )
+
+
+def mib(value: Decimal) -> float:
+    """Decimal MiB to a JSON number with two decimals, as every output shows it."""
+    return float(round(value, 2))
+
+
+def boot_ref(boot: Boot) -> BootRef:
+    """Which boot of which source a result read, and whether its figures are verified."""
+    return BootRef(
+        source=boot.source,
+        boot=boot.index,
+        boots_seen=boot.boots_seen,
+        first_line=boot.first_line,
+        last_line=boot.last_line,
+        origin=boot.origin,
+        verified=boot.origin != "caller text",
+        lines_from_byte=boot.lines_from_byte,
+    )
+
+
+def line_ref(line: Line) -> LineRef:
+    return LineRef(line=line.number, text=line.text)

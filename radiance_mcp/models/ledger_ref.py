@@ -1,0 +1,140 @@
+"""The ledger reference: which boot ledger a tool reads, and the one rule for naming it.
+
+A ledger is named by exactly one of ``service`` / ``log`` / ``log_text`` / ``container``;
+``container`` needs ``host``, and ``host`` goes with ``log`` or ``container``. The rule lives
+in ``source_problem`` (the fleet file's services keep it too, through config.py), the fields'
+types and descriptions in ``FIELDS``; every tool that reads a ledger builds its fields from
+them (``ledger_field``), audit_step_shape's ``proven_`` / ``candidate_`` ones included.
+Resolving a reference to a source is sources.ledger_source's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from radiance_mcp.models.base import BootIndex, Input, LedgerText, Name, PathArg
+
+SOURCE_KINDS = ("service", "log", "log_text", "container")
+"""The ways to name a ledger; exactly one names it."""
+
+CONTAINER_NEEDS_HOST = "container needs host: the host (from the fleet config) where podman runs it"
+HOST_NEEDS_SOURCE = "host goes with log (a file on that host) or container (its podman logs)"
+
+Role = Literal["ledger", "contract", "plan", "proven", "candidate", "shared"]
+"""Which tool reads the ledger, for the wording of its fields: one ledger (read_budget_table,
+compute_ceiling, render_gates, verify_deploy), the ledger behind a pool contract, a plan's
+ledger (none: the whole fleet), or audit_step_shape's sides and shared source."""
+
+FIELDS: dict[str, dict[Role, str]] = {
+    "service": {
+        "plan": "A service from the fleet config. Omit service, log, log_text and container: every "
+        "service of the fleet, read concurrently.",
+        "ledger": "A service named in the fleet config; its ledger is read.",
+        "contract": "A service from the config: its model's constants, and its ledger for omitted values.",
+        "proven": "Service whose newest boot is the proven shape.",
+        "candidate": "Service whose newest boot is the candidate shape.",
+        "shared": "One service for both: boots proven_boot and candidate_boot of its ledger.",
+    },
+    "log": {
+        "plan": "A ledger file (under log_roots); with host, a file on that host.",
+        "ledger": "Absolute path of a ledger file on this machine, under the config's log_roots; with host, "
+        "a file on that host, under the host's log_roots.",
+        "contract": "A ledger file to read omitted values from (under log_roots); with host, a file on that "
+        "host, under the host's log_roots.",
+        "proven": "Ledger file of the proven boot: under log_roots here, or on host (under its log_roots).",
+        "candidate": "Ledger file of the candidate boot (here, or on host).",
+        "shared": "One ledger file for both (two boots of it).",
+    },
+    "log_text": {
+        "plan": "The ledger text itself.",
+        "ledger": "The ledger text itself (e.g. pasted podman logs output).",
+        "contract": "Ledger text to read omitted values from.",
+        "proven": "Ledger text of the proven boot.",
+        "candidate": "Ledger text of the candidate boot.",
+        "shared": "One ledger text for both (two boots of it).",
+    },
+    "container": {
+        "plan": "A container on host: its `podman logs` holds the ledger.",
+        "ledger": "A container on host (give host too): its `podman logs` holds the ledger.",
+        "contract": "A container on host (give host too): its `podman logs` holds the ledger.",
+        "proven": "Container on host whose podman logs hold the proven boot.",
+        "candidate": "Container on host holding the candidate boot.",
+        "shared": "One container on host for both (two boots of its logs).",
+    },
+    "host": {
+        "plan": "A host from the fleet config, with log or container.",
+        "ledger": "A host listed in the fleet config: read log (a file there) or container over SSH.",
+        "contract": "A host listed in the fleet config: read log (a file there) or container over SSH.",
+        "shared": "A host of the fleet config where the log / container sources given here live; two "
+        "ledgers on one host are read in one SSH round trip.",
+    },
+    "boot": {
+        "plan": "Which boot of the ledger: -1 the newest.",
+        "ledger": "Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest.",
+        "contract": "Which boot of the ledger: -1 the newest.",
+        "proven": "Which boot of the proven source: -1 newest (default), or -2 with one shared source.",
+        "candidate": "Which boot of the candidate source: -1 newest (default).",
+    },
+}
+
+
+def ledger_field(role: Role, name: str) -> Any:
+    """The pydantic field of one ledger argument, as the tool of role words it (None by default).
+
+    The boot of one ledger defaults to -1; a side of the audit defaults to None (its default
+    depends on whether the source is shared).
+    """
+    default = -1 if name == "boot" and role in ("ledger", "contract", "plan") else None
+    return Field(default, description=FIELDS[name][role])
+
+
+def source_problem(
+    given: Sequence[str], host: bool, *, required: bool = True, count: str | None = None, host_alone: bool = False
+) -> str | None:
+    """What is wrong with the ledger sources given (SOURCE_KINDS names, maybe prefixed), or None.
+
+    required: exactly one source (else at most one); count: the message for a wrong number,
+    default the one for a single ledger. host: whether host was given (see pairing_problem).
+    """
+    kinds = {name.removeprefix("proven_").removeprefix("candidate_") for name in given}
+    if len(given) > 1 or (required and not given):
+        found = ", ".join(given) if given else "none"
+        return count or (f"give exactly one ledger source of service, log, log_text or container (found: {found}); "
+                         "a service from the fleet config is the usual choice")
+    return pairing_problem(kinds, host, host_alone=host_alone)
+
+
+def pairing_problem(kinds: set[str], host: bool, *, host_alone: bool = False) -> str | None:
+    """The host rule for the source kinds given: container needs host; host goes with log or container
+    (host_alone: a host may also stand alone, as a fleet file's service on a host with only an endpoint)."""
+    if "container" in kinds and not host:
+        return CONTAINER_NEEDS_HOST
+    if host and not host_alone and not {"log", "container"} & kinds:
+        return HOST_NEEDS_SOURCE
+    return None
+
+
+class LedgerRef(Input):
+    """Which ledger to read: exactly one of service, log, log_text, container (log and container with host)."""
+
+    service: Name | None = ledger_field("ledger", "service")
+    log: PathArg | None = ledger_field("ledger", "log")
+    log_text: LedgerText | None = ledger_field("ledger", "log_text")
+    host: Name | None = ledger_field("ledger", "host")
+    container: Name | None = ledger_field("ledger", "container")
+    boot: BootIndex = ledger_field("ledger", "boot")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LedgerRef:
+        problem = source_problem(given_sources(self), self.host is not None)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+def given_sources(model: Input, prefix: str = "") -> list[str]:
+    """The names of the ledger sources given on model (prefix: 'proven_' or 'candidate_')."""
+    return [f"{prefix}{k}" for k in SOURCE_KINDS if getattr(model, f"{prefix}{k}", None) is not None]

@@ -1,0 +1,217 @@
+"""The planning tools' models: compare_arms, plan_free_vram."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from radiance_mcp import planning
+from radiance_mcp.constants import (
+    NOISE_BAND,
+)
+from radiance_mcp.models.base import (
+    BootIndex,
+    BootRef,
+    Input,
+    LedgerText,
+    MaxChars,
+    Name,
+    Output,
+    PathArg,
+)
+from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
+from radiance_mcp.models.ledger_ref import given_sources, ledger_field, source_problem
+
+
+def json_list(name: str, value: Any) -> Any:
+    """Clients sometimes send a list of objects as a JSON string."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name} is a string but not JSON ({exc.msg}); pass a list") from exc
+    return value
+
+
+class ArmInput(Input):
+    value: float = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
+                         description="The knob's setting in this arm, e.g. the slab in MiB.")
+    rate: float = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
+                        description="The rate measured in this arm, e.g. prefill tokens/s.")
+
+
+class CompareArmsInput(Input):
+    arms: list[ArmInput] = Field(
+        min_length=2, max_length=planning.MAX_ARMS,
+        description="The arms: [{value, rate}, ...], one per knob value, measured with the same workload.",
+    )
+    knob: Annotated[str, MaxChars(80)] = Field("value", description="What the value is, e.g. 'slab MiB'.")
+    rate_unit: Annotated[str, MaxChars(40)] = Field("t/s", description="What the rate is measured in.")
+    noise_band_pct: float = Field(
+        NOISE_BAND * 100, gt=0, le=50, description="The run-to-run noise, +- percent (default 3)."
+    )
+    claim: Literal["plateau", "threshold"] | None = Field(
+        None, description="A reading to check: 'plateau' (the rate stops moving) or 'threshold' (it steps once)."
+    )
+    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE)]] = Field(
+        default_factory=list, max_length=planning.MAX_ARMS,
+        description="The knob values of the arms the claim rests on (default: every arm).",
+    )
+
+    @field_validator("arms", "claim_arms", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any, info: Any) -> Any:
+        return json_list(info.field_name, value)
+
+
+class ArmStepOutput(Output):
+    low_value: float
+    high_value: float
+    low_rate: float
+    high_rate: float
+    change_pct: float = Field(description="(high_rate - low_rate) / low_rate, percent: the lower value is baseline.")
+    inside_noise: bool = Field(description="|change_pct| <= the band: these two arms cannot be told apart.")
+    intervals_overlap: bool = Field(description="The two rates' +-band intervals overlap.")
+    reading: str
+
+
+class ClaimOutput(Output):
+    claim: Literal["plateau", "threshold"]
+    arms: list[float]
+    verdict: Literal["refused", "supported", "contradicted"]
+    reason: str
+    rule: str
+    remedy: str | None
+    measure_next: float | None = Field(description="The knob value to measure next, where one more arm helps.")
+
+
+class CompareArmsOutput(Output):
+    knob: str
+    rate_unit: str
+    noise_band_pct: float
+    steps: list[ArmStepOutput] = Field(description="Neighbouring arms, by knob value.")
+    inside_noise: list[str] = Field(description="The pairs of arms that differ by no more than the band.")
+    span_pct: float = Field(description="Lowest to highest rate, relative to the lowest.")
+    claim: ClaimOutput | None
+    ok: bool = Field(description="False when the claim is refused or contradicted.")
+    notes: list[str]
+
+
+Source = Literal["ledger", "model constant", "config", "argument", "arithmetic"]
+
+
+class Traced(Output):
+    """A figure and where it comes from: a ledger line, a model constant, the config, or arithmetic on those."""
+
+    name: str
+    value: float
+    unit: str
+    source: Source
+    line: int | None = Field(description="The ledger line number, for source=ledger.")
+    text: str = Field(description="The ledger line as printed, the constant's name, or the arithmetic.")
+
+
+class PlanFreeVramInput(Input):
+    service: Name | None = ledger_field("plan", "service")
+    log: PathArg | None = ledger_field("plan", "log")
+    log_text: LedgerText | None = ledger_field("plan", "log_text")
+    host: Name | None = ledger_field("plan", "host")
+    container: Name | None = ledger_field("plan", "container")
+    boot: BootIndex = ledger_field("plan", "boot")
+    reserves: list[ReserveInput] = Field(
+        default_factory=list, max_length=64,
+        description="Reserves below the ceiling (one ledger only); each cites a ledger line (line=N) or is "
+        "personal=true.",
+    )
+
+    @field_validator("reserves", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any, info: Any) -> Any:
+        return json_list(info.field_name, value)
+
+    @model_validator(mode="after")
+    def _sources(self) -> PlanFreeVramInput:
+        given = given_sources(self)
+        problem = source_problem(
+            given, self.host is not None, required=False,
+            count=f"give at most one of service, log, log_text or container (found: {', '.join(given)}); "
+                  "none plans the whole fleet",
+        )
+        if problem:
+            raise ValueError(problem)
+        if self.reserves and not given:
+            raise ValueError("reserves cite the lines of one ledger: give a service (or log) with them")
+        return self
+
+
+class CardPlan(Output):
+    card: int
+    physical: str | None = Field(description="The physical card from the config's cards; null: not said.")
+    card_total: Traced | None
+    vram_weights: Traced
+    vram_kv: Traced
+    activation_arena: Traced | None
+    engine_floor: Traced
+    settled_free: Traced
+    unclaimed: Traced | None
+    ceiling_mib: int
+    derivation: str
+    headroom_mib: int = Field(description="ceiling - pair as this service reads it.")
+    shared_with: list[str] = Field(description="Other services on this physical card.")
+    headroom_once_mib: int = Field(description="The headroom counted once on a shared card; else headroom_mib.")
+
+
+class PlanOption(Output):
+    name: str
+    axis: str = Field(description="What it moves: capacity (seats, window) or prefill throughput.")
+    adds_mib: int
+    flags: list[str] = Field(description="The flag changes, per card.")
+    gains: list[Traced]
+    takes: list[Traced] = Field(description="What it takes from the other option (slab or KV).")
+    notes: list[str]
+
+
+class ServicePlan(Output):
+    service: str | None
+    ledger: BootRef
+    model: str
+    shape: list[Traced]
+    kv_cache_dtype: str | None
+    cards: list[CardPlan]
+    binding_card: int
+    reserves: list[ReserveOutput]
+    personal_reserves: list[str]
+    headroom_mib: int = Field(description="The binding card's headroom, counted once where a card is shared.")
+    usable_mib: int = Field(description="headroom_mib less every reserve: what the options spend.")
+    slope: Traced = Field(description="Resident expert slots per slab MiB.")
+    slab: Traced | None = Field(description="Resident slots now, from the `slab slots` line.")
+    options: list[PlanOption]
+    decode: str
+    sharing: Literal["known", "unknown"]
+    notes: list[str]
+
+
+class PhysicalCard(Output):
+    card: str
+    services: list[str] = Field(description="'service card N' for each engine card on it.")
+    headroom_mib: int = Field(description="Counted once.")
+    derivation: str
+
+
+class Unreadable(Output):
+    service: str
+    error: str
+
+
+class PlanFreeVramOutput(Output):
+    services: list[ServicePlan]
+    physical_cards: list[PhysicalCard]
+    unreadable: list[Unreadable] = Field(description="Services whose ledger could not be planned, and why.")
+    fleet_headroom_mib: int = Field(description="Every card's headroom counted once (shared cards once).")
+    sharing: Literal["known", "unknown", "partial"] = Field(
+        description="known: every service names its cards (cards = [...] in the config); unknown: none does."
+    )
+    summary: list[str] = Field(description="The answer in a few lines: each service's headroom and its options.")
+    notes: list[str]
