@@ -4,8 +4,9 @@ Pure: a schema in, a smaller schema out, accepting exactly the same values an ag
 (``compact``) or describing the same structured output at its top level (``shallow``).
 
 - ``compact`` (input schemas, and output schemas' shared parts): drops the ``title`` pydantic
-  writes for every property and model (the property's name already says it), and the
-  ``"default": null`` of an optional argument (absent and null mean the same to the server).
+  writes for every property and model (the property's name already says it) and the
+  ``"default": null`` of an optional argument (absent and null mean the same to the server),
+  and writes a nullable ``anyOf`` as a type list.
   Everything that constrains a value stays: types, enums, bounds, maxLength, required,
   additionalProperties.
 - ``shallow`` (output schemas): the top level of a tool's structured output, each property with
@@ -45,7 +46,27 @@ def _compact(node: Any) -> Any:
             out[key] = {name: _compact(sub) for name, sub in value.items()}
         else:
             out[key] = _compact(value)
-    return out
+    return _nullable_as_type_list(out)
+
+
+def _nullable_as_type_list(node: dict[str, Any]) -> dict[str, Any]:
+    """{"anyOf": [{"type": T, ...}, {"type": "null"}]} -> {"type": [T, "null"], ...}: the same values.
+
+    Only where the other arm is a plain typed schema whose keywords (bounds, maxLength, enum)
+    apply to T alone and would let null through anyway; an enum gains null, as the anyOf did.
+    """
+    arms = node.get("anyOf")
+    if not isinstance(arms, list) or len(arms) != 2 or {"type": "null"} not in arms:
+        return node
+    (arm,) = [a for a in arms if a != {"type": "null"}]
+    if not isinstance(arm.get("type"), str) or set(arm) & {"anyOf", "oneOf", "allOf", "$ref", "const", "not"}:
+        return node
+    merged = {k: v for k, v in node.items() if k != "anyOf"}
+    merged.update(arm)
+    merged["type"] = [arm["type"], "null"]
+    if "enum" in arm:
+        merged["enum"] = [*arm["enum"], None]
+    return merged
 
 
 def shallow(schema: Schema) -> Schema:

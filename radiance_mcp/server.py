@@ -48,7 +48,7 @@ from mcp_types import (
 from pydantic import Field, ValidationError
 from starlette.types import ASGIApp
 
-from radiance_mcp import __version__, skills
+from radiance_mcp import __version__, schemas, skills
 from radiance_mcp.arguments import parse_arguments
 from radiance_mcp.config import split_allowed_host
 from radiance_mcp.errors import RadianceMCPError
@@ -136,8 +136,15 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
         structured_output=True,
     )
     assert isinstance(tool, RadianceTool)  # from_function builds the class it is called on
-    tool.parameters["additionalProperties"] = False  # what run enforces, for clients that read it
+    # tools/list is paid on every turn: the published schemas are compact (no titles, no null
+    # defaults) and the output's is its top level; the full output schema is a resource.
+    tool.parameters = schemas.compact({**tool.parameters, "additionalProperties": False})  # what run enforces
+    tool.fn_metadata.output_schema = schemas.shallow(spec.output_model.model_json_schema())
     return tool
+
+
+def output_schema_uri(name: str) -> str:
+    return f"schema://{name}/output"
 
 
 JSON_BYTES_PER_CHAR = 12
@@ -197,6 +204,12 @@ def build_server(runtime: Runtime) -> MCPServer:
         lifespan=lifespan,
         tools=[_tool(spec, runtime) for spec in TOOLS],
     )
+    for spec in TOOLS:
+        server.add_resource(TextResource(
+            uri=output_schema_uri(spec.name), name=f"{spec.name} output", mime_type="application/schema+json",
+            description=f"The full JSON schema of {spec.name}'s structured output (tools/list gives its top level).",
+            text=json.dumps(schemas.compact(spec.output_model.model_json_schema()), separators=(",", ":")),
+        ))
     for skill in procedures:
         server.add_resource(TextResource(uri=skill.uri, name=skill.name, title=skill.title,
                                          description=skill.description, mime_type="text/markdown", text=skill.text))

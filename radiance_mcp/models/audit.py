@@ -182,8 +182,7 @@ class CheckServeScriptInput(Input):
         None, description="A service from the config: its serve_script and env_file entries are read."
     )
     script: PathArg | None = Field(
-        None, description="Absolute path of the serve script (under the config's log_roots); with host, a file on "
-        "that host, under its log_roots."
+        None, description="The serve script's absolute path under the log roots (on host, if given)."
     )
     script_text: ScriptText | None = Field(None, description="The serve script itself.")
     env_file: PathArg | None = Field(
@@ -192,8 +191,7 @@ class CheckServeScriptInput(Input):
     )
     env_text: ScriptText | None = Field(None, description="The env file's text.")
     host: Name | None = Field(
-        None, description="A host of the fleet config where script and env_file live; both are read in one SSH "
-        "round trip. A service on a host needs no host here.",
+        None, description="The fleet host script and env_file are on (not needed with service).",
     )
 
     @model_validator(mode="after")
@@ -266,8 +264,7 @@ class CompareDryRunInput(Input):
     service: Name | None = Field(None, description="A service from the config whose serve_script is run.")
     script: PathArg | None = Field(None, description="Absolute path of a serve script a service of the config names.")
     host: Name | None = Field(
-        None, description="With script: the host it is on, where a service of the config runs it. A service on a "
-        "host needs no host here.",
+        None, description="With script: the fleet host it is on.",
     )
     proven_argv: ArgvText | None = Field(
         None, description="The proven mode's dry-run output, for a comparison without running anything."

@@ -40,8 +40,7 @@ class ReserveInput(Input):
 
 
 RESERVES_DESCRIPTION = (
-    "Reserves below the ceiling; each cites the ledger line of a figure that can back one (line=N; "
-    "read_budget_table lists them as reserve_candidates) or is personal=true."
+    "Reserves below the ceiling: each cites a reserve_candidates line (line=N) or is personal=true."
 )
 
 
@@ -86,8 +85,7 @@ class CheckPoolContractInput(Input):
     container: Name | None = ledger_field("contract", "container")
     boot: BootIndex = ledger_field("contract", "boot")
     weights_mib: SizeMib | None = Field(
-        None, ge=0, description="--vram-weights-mib of the pair to check against the ceiling. Omitted: the "
-        "ledger's (the pair keeps its weights, the pool changes).",
+        None, ge=0, description="--vram-weights-mib of the pair. Omitted: the ledger's.",
     )
     reserves: Reserves = Field(default_factory=list)
 

@@ -33,24 +33,22 @@ FIELDS: dict[str, dict[Role, str]] = {
         "plan": "A service from the fleet config. Omit service, log, log_text and container: every "
         "service of the fleet, read concurrently.",
         "ledger": "A service named in the fleet config; its ledger is read.",
-        "contract": "A service from the config: its model's constants, and its ledger for omitted values.",
+        "contract": "A fleet service: its model's constants and its ledger for omitted values.",
         "proven": "Service whose newest boot is the proven shape.",
         "candidate": "Service whose newest boot is the candidate shape.",
         "shared": "One service for both: boots proven_boot and candidate_boot of its ledger.",
     },
     "log": {
         "plan": "A ledger file (under log_roots); with host, a file on that host.",
-        "ledger": "Absolute path of a ledger file on this machine, under the config's log_roots; with host, "
-        "a file on that host, under the host's log_roots.",
-        "contract": "A ledger file to read omitted values from (under log_roots); with host, a file on that "
-        "host, under the host's log_roots.",
+        "ledger": "A ledger file's absolute path under the log roots (on host, if given).",
+        "contract": "A ledger file for omitted values (under the log roots; on host, if given).",
         "proven": "Ledger file of the proven boot: under log_roots here, or on host (under its log_roots).",
         "candidate": "Ledger file of the candidate boot (here, or on host).",
         "shared": "One ledger file for both (two boots of it).",
     },
     "log_text": {
         "plan": "The ledger text itself.",
-        "ledger": "The ledger text itself (e.g. pasted podman logs output).",
+        "ledger": "The ledger text itself (unverified).",
         "contract": "Ledger text to read omitted values from.",
         "proven": "Ledger text of the proven boot.",
         "candidate": "Ledger text of the candidate boot.",
@@ -58,22 +56,21 @@ FIELDS: dict[str, dict[Role, str]] = {
     },
     "container": {
         "plan": "A container on host: its `podman logs` holds the ledger.",
-        "ledger": "A container on host (give host too): its `podman logs` holds the ledger.",
-        "contract": "A container on host (give host too): its `podman logs` holds the ledger.",
+        "ledger": "A container on host whose podman logs hold the ledger.",
+        "contract": "A container on host whose podman logs hold the ledger.",
         "proven": "Container on host whose podman logs hold the proven boot.",
         "candidate": "Container on host holding the candidate boot.",
         "shared": "One container on host for both (two boots of its logs).",
     },
     "host": {
         "plan": "A host from the fleet config, with log or container.",
-        "ledger": "A host listed in the fleet config: read log (a file there) or container over SSH.",
-        "contract": "A host listed in the fleet config: read log (a file there) or container over SSH.",
-        "shared": "A host of the fleet config where the log / container sources given here live; two "
-        "ledgers on one host are read in one SSH round trip.",
+        "ledger": "A fleet host: log or container is read there over SSH.",
+        "contract": "A fleet host: log or container is read there over SSH.",
+        "shared": "The fleet host the log / container sources are on.",
     },
     "boot": {
         "plan": "Which boot of the ledger: -1 the newest.",
-        "ledger": "Which boot of the log: -1 the newest (default), -2 the one before, 1 the oldest.",
+        "ledger": "-1 the newest boot, -2 the one before, 1 the oldest.",
         "contract": "Which boot of the ledger: -1 the newest.",
         "proven": "Which boot of the proven source: -1 newest (default), or -2 with one shared source.",
         "candidate": "Which boot of the candidate source: -1 newest (default).",

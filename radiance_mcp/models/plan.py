@@ -122,8 +122,7 @@ class PlanFreeVramInput(Input):
     boot: BootIndex = ledger_field("plan", "boot")
     reserves: list[ReserveInput] = Field(
         default_factory=list, max_length=64,
-        description="Reserves below the ceiling (one ledger only); each cites a ledger line (line=N) or is "
-        "personal=true.",
+        description="Reserves below the ceiling: each cites a ledger line (line=N) or is personal=true.",
     )
 
     @field_validator("reserves", mode="before")

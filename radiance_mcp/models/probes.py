@@ -25,19 +25,17 @@ class Repeated(Output):
         return [cls(text=text, count=count) for text, count in collapse_alike(texts)]
 
 
-_SERVICE = Field(description="A service named in the fleet config; the probe talks to its endpoint only.")
+_SERVICE = Field(description="A fleet service; only its endpoint is contacted.")
 _DIALECT: DialectChoice = Field(
     "auto",
-    description="The engine's dialect: auto (detected from its first refusal), radiance, llama.cpp, "
-    "llama-cpp-python, vllm, sglang or tgi.",
+    description="The engine's dialect; auto detects it from its first refusal.",
 )
-_MODEL = Field(None, description="The served model name, for engines that require it in requests.")
+_MODEL = Field(None, description="The served model name, where the engine requires it.")
 _MAX_WINDOW = Field(
     DEFAULT_MAX_WINDOW_TOKENS,
     ge=16,
     le=4_194_304,
-    description="While the window is unknown, the first probe is sized above this many tokens so that "
-    "its refusal names the window; it must be at least the real window.",
+    description="While the window is unknown: a bound above it, so the first probe's refusal names it.",
 )
 
 
@@ -85,18 +83,15 @@ class TokenCountProbeOutput(Output):
 class BoundaryProbeInput(Input):
     service: Name = _SERVICE
     n: int = Field(
-        ge=1, le=64, description="Concurrent requests: the sequences the shape should back at once. With a ledger "
-        "configured for the service, n above the sequences it backs ('backs N sequences ...') is refused."
+        ge=1, le=64, description="Concurrent requests: at most the sequences the ledger backs, unless over_shape."
     )
     gen_tokens: int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
     max_model_len: Tokens | None = Field(
-        None, ge=64, description="The window. Omitted: the ledger's --max-model-len, else (execute=true) a refusal "
-        "names it. Given, it must equal the ledger's."
+        None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's, else a refusal names it."
     )
     execute: bool = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
     over_shape: bool = Field(
-        False, description="true: allow n above the sequences the ledger backs at once; the plan says what such a "
-        "run can and cannot show.",
+        False, description="Allow n above the sequences the ledger backs.",
     )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off via chat_template_kwargs) or completions.")
@@ -182,15 +177,13 @@ class DecodeProbeInput(Input):
         PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: at least 128 (512 preferred)."
     )
     max_model_len: Tokens | None = Field(
-        None, ge=64, description="The window, to check context + gen fits; omitted: the ledger's --max-model-len. "
-        "Given, it must equal the ledger's."
+        None, ge=64, description="The window context + gen must fit; must equal the ledger's. Omitted: the ledger's."
     )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     count_prompt: bool = Field(
         True,
-        description="When the answer names no prompt token count, count the prompt afterwards from refusals "
-        "above the window or a tokenize endpoint (no prefill), for the prefill rate.",
+        description="Count the prompt afterwards (no prefill) when the answer gives no count.",
     )
     max_window_tokens: int = _MAX_WINDOW
     chars_per_token: float = Field(

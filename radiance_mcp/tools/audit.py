@@ -142,32 +142,14 @@ def _lines(shape: step_shape.ShapeLedger) -> list[LineRef]:
 
 @FAMILY.tool("Audit a step-shape change from two boots", open_world=True)
 async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> AuditStepShapeOutput:
-    """Price a serving-shape change from the engine's own boot ledger: proven boot against candidate.
+    """Compare a proven boot with a candidate row by row: flags, activation arena, claimable,
+    vram_kv, weight tiers, full-length sessions, refusal; with a diagnosis and the engine's fix
+    text.
 
-    The rule: --max-num-batched-tokens (MNBT) sizes the activation arena, and the arena is
-    charged to the card before the weights and the KV cache are funded, so a wider step is
-    taken out of the weight tiers and the KV cache, not out of the disk tier. Measured: MNBT
-    1,024 -> arena 504 MiB, claimable 30.87 GiB; MNBT 65,536 -> arena 10.65 GiB, claimable
-    16.85 GiB, experts squeezed to 10.98 GiB, 56 GiB of weights stranded on the disk tier.
-    A comment calling a wide step free throughput is not evidence; these rows are.
-
-    Rows side by side with deltas: the echoed --max-model-len, --max-num-seqs,
-    --max-num-batched-tokens, --host-pool-mib, --tp, --kv-cache-dtype, --placement; the
-    activation arena, claimable, vram_kv, weights by tier (VRAM, host pool, container-on-
-    disk), the kv cache line and its full-length sessions, expert prefetch and lender, and
-    any refusal. The diagnosis names the differing flags, what the arena's growth cost, and
-    whether the funded KV cache is below one full-length sequence for the seats asked
-    (the pool contract: seqs * window * rate + 110 * seqs + 448 MiB; fp8 8 x 32,768 needs
-    3,200.00 MiB): that is the out-of-memory cause even where a narrower shape at the same
-    window booted. It quotes the engine's own fix text (vram_budget.cpp:117) and gives the
-    arena's cost per batched token from the two boots, labelled a two-point estimate. The
-    remedy is always to inherit the proven numbers from the env file that owns them.
-
-    Sources: one per side (proven_service / proven_log / proven_log_text / proven_container
-    and the candidate_* ones), or one shared service / log / log_text / container with two of
-    its boots (proven_boot=-2, candidate_boot=-1 by default); host names the fleet host a log
-    or container lives on. Two ledgers on one host are read in one SSH round trip, cut on the
-    host, newest boot first. ok is true only for the same shape.
+    When: a shape change boots differently or stops out of memory. Rule: --max-num-batched-
+    tokens sizes the arena, charged to the card before weights and KV, so a wider step costs
+    both. Sources: proven_* and candidate_*, or two boots of one ledger. Next:
+    check_serve_script.
     """
 
     proven_boot, candidate_boot = await read_two_boots(runtime, *args.ledger_refs())
@@ -302,36 +284,12 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
 
 @FAMILY.tool("Find per-mode shape literals in a serve script", open_world=True)
 async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
-    """Find every mode of a multi-mode serve script that carries its own step or seat count.
+    """Find the modes of a serve script that carry their own --max-num-seqs, step, host-pool or
+    headroom number instead of the env file's, with file and line.
 
-    The rule: no mode may carry its own --max-num-seqs or --max-num-batched-tokens (nor host
-    pool or GPU headroom); all four come from the env file that owns the shape. A private step
-    is how a mode ends up with a 65,536-token arena of 10.65 GiB where the proven 1,024 costs
-    504 MiB.
-
-    The env file is the one named (env_file, env_text, or the service's env_file), else the
-    files the script itself sources (source FILE / . FILE, relative to the script's directory,
-    $(dirname "$0"), ${BASH_SOURCE%/*} and variables set to those), read when they lie in a
-    configured script's directory or under the log roots. Ownership is read from the files,
-    whatever the variables are called: an env-file variable owns the flag the script passes
-    it to. A mode that inherits every shaped number has no finding. With no env file found,
-    the result says so and reports only the numbers the script passes itself.
-
-    Reports, with file, line and the mode (case arm, if branch or function) each sits in: a
-    literal number passed to one of those flags (directly, in an argv array, in a flags
-    string, or through a variable the script sets to a number); a numeric fallback of a
-    variable that reaches one (${SEATS:-8}); an assignment in the script of an env-file
-    variable that owns one; a second env-file variable passed to the same flag by some modes
-    (a per-mode alias); a flag value that is computed or comes from a variable nothing sets.
-    Comments, heredoc usage texts and quoted messages that mention a flag do not count.
-
-    The fix: inherit the proven numbers from the env file, delete the literals (no shim, no
-    alias), correct the mode's comment, then prove it with compare_dry_run.
-
-    Sources: a service (its serve_script and env_file; on its host when the config gives one),
-    a script path (with host: a file on that host, under its log_roots), or script_text; the
-    env file likewise. On a host the script and the env file beside it are read in one SSH
-    round trip, each capped at 1 MiB.
+    When: after audit_step_shape traces a failure to a mode's shape. Rule: the env file the
+    script sources owns the shape; ownership comes from which variable reaches which flag, never
+    from names. Next: fix the mode, then compare_dry_run.
     """
     notes: list[str] = []
     script = await _script_and_env(runtime, args, notes)
@@ -394,23 +352,12 @@ def _refuse_without_dry_run(label: str, text: str) -> None:
 # Runs '<script> <mode> --dry-run' (argv, timeout, cap), here or on a host: not read-only, never destructive.
 @FAMILY.tool("Compare two modes' dry-run argv byte for byte", read_only=False, open_world=True)
 async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> CompareDryRunOutput:
-    """Prove a fixed mode's argv is the proven mode's, byte for byte: '<script> <mode> --dry-run' for both.
+    """Compare two modes' dry-run argv byte for byte: runs `<script> <mode> --dry-run` for a
+    configured serve script, or takes two argv outputs.
 
-    The procedure's proof after removing a mode's private step: run the serve script's dry run
-    for the proven mode and the fixed mode and compare the argv they print byte for byte. On a
-    difference the result names the first differing argument (0-based index) and both values,
-    with the first differing character, including when one argv is longer than the other, and
-    lists the flags whose values differ (e.g. --max-num-batched-tokens 1,024 against 65,536).
-
-    The script is a service's serve_script entry (by service, or its path as script, with
-    host for a script on a host): over MCP nothing else is run. It is refused unless its code
-    handles --dry-run (running a serve script without it would start the engine). Each run is
-    an argv list (never a shell) with a validated mode name, a 20 s timeout by default (at
-    most 120 s) and a 256 KiB output cap. On a host (a service with host in the config) the
-    script is read and checked in one SSH round trip and both modes run in a second, each
-    killed there at the timeout, and only while the script's bytes are still those checked.
-    Two dry-run outputs can also be passed as proven_argv and candidate_argv for a comparison
-    without running anything. ok is true only for identical bytes.
+    When: to prove a fixed mode inherits the proven shape. Rule: only a serve_script named in
+    the config is ever run, by the path that was checked. Gives identical, or the first
+    differing argument and the flag changes.
     """
     sides: dict[str, DryRunSide] = {}
     host: str | None = None

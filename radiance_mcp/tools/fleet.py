@@ -45,12 +45,9 @@ def fleet_listing(fleet: Fleet) -> ListFleetOutput:
 
 @FAMILY.tool("List the fleet's services and hosts")
 async def list_fleet(runtime: Runtime, args: ListFleetInput) -> ListFleetOutput:
-    """List the services, hosts and example ledgers the server knows: call it first.
+    """List the configured services (host, ledger, endpoint, model, serve script, env file), the
+    hosts with their log roots, and the example ledgers.
 
-    Each service comes with its host, where its boot ledger is read (log file or container),
-    its endpoint, model, serve script and env file; pass its name as `service` to the other
-    tools. Hosts come with their address, user and the log roots under which files may be
-    read by path; the example ledgers can be read by `log` with no fleet at all. Reads only
-    the loaded config: nothing is contacted.
+    When: first; the other tools take a service by name. Reads only the loaded config.
     """
     return fleet_listing(runtime.fleet)

@@ -94,18 +94,12 @@ def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
 
 @FAMILY.tool("Render the env file and bats gates", open_world=True)
 async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
-    """Render the env file (pair, header, falsifiable predictions) and the bats gates for a planned resize.
+    """Render a planned resize's env-file pair with falsifiable predictions and the bats gates
+    (pair <= ceiling less reserves, pool >= contract, each reserve labelled).
 
-    The ceiling is read from the boot ledger the arguments name (its settled line), reserves
-    cite a ledger line or are labelled personal, and the planned pair must fit: pair <=
-    ceiling less reserves, and the pool must meet the contract (seqs * max_model_len * rate
-    + per-sequence + fixed MiB) with the sampler's seqs x (1 + spec) rows inside 25; a plan
-    that fails is refused, not rendered. The env file records each prediction (the referee
-    line expected, the ceiling, the settled floor, the contract margin, sampler rows, slab
-    slots, the boundary probe) with an empty verdict slot; the bats file gates pair <=
-    ceiling, pool >= contract (from the env file's own values) and each reserve, a personal
-    one labelled so. Text is returned, never written to a host. Next: deploy, then
-    verify_deploy on the new boot.
+    When: after choosing a pair. Rule: a plan over the ceiling, under its contract or past the
+    sampler bound is refused; text is returned, never written to a host. Next: deploy, then
+    verify_deploy.
     """
     boot = await read_boot(runtime, args)
     start = boot.first("boot_start")
@@ -343,16 +337,12 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
 
 @FAMILY.tool("Verify a deploy and its predictions", open_world=True)
 async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
-    """Verify a deploy from its new boot ledger, then mark each prediction of its env file kept or killed.
+    """Verify a deploy from its new boot: the referee line, sampler rows, settled floor, pair
+    against the ceiling, pool against the contract, each with its line; then mark each
+    prediction of the env file kept, killed or pending.
 
-    Ledger first, each check with its line: 'backs N sequences all at M tokens at once' is
-    the shape asked; sampler rows R = seqs x (1 + spec) and R <= 25; settled free >= the
-    engine floor (a pair at the ceiling settles about 330 MiB free at worst); pair <=
-    ceiling; pool >= contract; unclaimed printed; slab slots against the plan. Then the
-    predictions render_gates recorded in the env file are read back and each marked kept,
-    killed or pending (the boundary probe's outcome comes from boundary_found), with the
-    verdict text for its slot. The env file with its verdicts is returned, never written to
-    a host: a killed prediction is recorded too.
+    When: after the deploy boots. Rule: the ledger first, then the probes; a killed prediction
+    is recorded too. The env file with verdicts is returned, never written.
     """
     text = await _env_text(runtime, args)
     plan = _planned(text)

@@ -89,20 +89,13 @@ def provenance_notes(boot: Boot) -> list[str]:
 
 @FAMILY.tool("Read the VRAM budget table", open_world=True)
 async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> ReadBudgetTableOutput:
-    """Read radiance's per-card VRAM budget table and settled line from a boot ledger.
+    """Read a boot ledger's per-card VRAM budget: card total, the pair (vram_weights + vram_kv),
+    unclaimed, settled free and the engine floor, each with its line.
 
-    Returns, per card, the table rows (card total, vram_weights, vram_kv, unclaimed), the
-    settled free memory and the engine floor (--gpu-headroom-mib plus the static region),
-    each with its ledger line, and the pair (vram_weights + vram_kv). The pair comes from the
-    echoed --vram-weights-mib / --vram-kv-mib flags when the boot echoes them (exact), else
-    from the table rows (rounded to 0.01 GiB); a disagreement beyond rounding is reported.
-    reserve_candidates lists the figures a reserve below the ceiling may cite (line, MiB,
-    why); every other reserve is personal. Free memory seen from outside the engine (rocm-smi)
-    is not spare capacity: only this table and the settled line are. A boot that refused to
-    start or never settled has no table to trust: the error names its lines and says to call
-    audit_step_shape. ledger.origin says whether the text came from a host, a file or the
-    caller (log_text, unverified). A log can hold several boots; the newest is read unless
-    `boot` says otherwise.
+    When: first, for any resize; it also lists the reserve_candidates, the only figures a traced
+    reserve may cite. Rule: free memory seen from outside the engine is not spare capacity; a
+    boot that refused to start is named as such (then call audit_step_shape). Next:
+    compute_ceiling.
     """
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
@@ -135,22 +128,13 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
 
 @FAMILY.tool("Compute the pair's ceiling", open_world=True)
 async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> ComputeCeilingOutput:
-    """The engine's ceiling for the KV/VRAM pair, per card, from the boot ledger.
+    """The largest pair each card can back: (settled free - engine floor) + current pair, rounded
+    down to MiB; the smallest card binds.
 
-    ceiling = (settled_free_MiB - engine_floor_MiB) + current_pair_sum, per card, rounded
-    down to whole MiB; with several cards the smallest ceiling binds. Worked example
-    (2026-10-13): 29,120 + (2,058 - 209) = 30,969 MiB/card. A pair at the ceiling settles
-    about 330 MiB free at worst. The ceiling is the engine's, never a hand-picked reserve:
-    free memory seen from outside (rocm-smi) is not spare capacity.
-
-    A reserve below the ceiling cites a line (line=N) holding card memory the ceiling does
-    not already count: only the figures read_budget_table lists as reserve_candidates.
-    Refused with the reason: the engine floor (--gpu-headroom-mib, the static region), the
-    activation arena, the pair and its members, card total, claimable, budget totals, host
-    pool and disk, lines outside the boot. Any other reserve is personal (personal=true) and
-    labelled so in the output and the gate. A reserve above the ceiling, or reserves leaving
-    a negative max_pair_mib, are refused; below the current pair, a warning. A boot that refused
-    to start has no ceiling: the error names its lines; call audit_step_shape next.
+    When: before changing --vram-kv-mib or --vram-weights-mib. Rule: a reserve cites a
+    reserve_candidates line (line=N) or is personal=true with a label; figures the ceiling
+    already counts (floor, arena, pair, totals, host memory) are refused. max_pair_mib is the
+    ceiling less reserves. Next: check_pool_contract.
     """
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
@@ -199,21 +183,13 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
 
 @FAMILY.tool("Check the KV pool contract", open_world=True)
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
-    """Check the KV pool against the contract radiance enforces at request time, and against the ceiling.
+    """Check a KV pool against its contract: pool_mib >= seqs * max_model_len * rate + per-sequence
+    MiB * seqs + fixed MiB, with the service model's constants.
 
-    The contract: pool_mib >= seqs * max_model_len * rate + 110 * seqs + 448, with rate 7,488 B
-    per token per rank for fp8 and 14,144 B for bf16 (1.89x, not 2x: the QSA block key is 3.25
-    KiB at both dtypes), 110 MiB of recurrent state per sequence and 448 MiB of prefix
-    checkpoints, both dtype-independent. These are the built-in model's constants; a service's
-    model in the fleet config may override them. --kv-cache-dtype takes only bf16 or fp8. A
-    pool that fails boots, serves short chats, then answers every long request with HTTP 400
-    'does not fit the N token context, which leaves nothing to generate into': radiance
-    refuses, it never truncates.
-
-    With a ledger (service, log or log_text, or log or container on a host) the pool is also
-    checked against the ceiling: weights + pool + reserves <= the ceiling, per card, and ok
-    needs both checks. Omitted values are read from that ledger. A boot that refused to
-    start is read as refused (its funded KV cache, its refusal lines) and is never ok.
+    When: for any change of seats, window, dtype or pool. Rule: a pool that fails boots, then
+    refuses every long request; with a ledger the pair must also fit the ceiling, and ok needs
+    both. Omitted values come from the ledger. Next: render_gates, or plan_free_vram for
+    options.
     """
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {

@@ -63,15 +63,11 @@ FAMILY = ToolFamily()
 
 @FAMILY.tool("Compare measured arms against the noise")
 async def compare_arms(runtime: Runtime, args: CompareArmsInput) -> CompareArmsOutput:
-    """Compare measured arms of one knob against the noise band; refuse a plateau or threshold read off two arms.
+    """Compare measured arms of one knob (value and rate each) against the noise band, and refuse a
+    plateau or threshold read off fewer than three arms.
 
-    Give each arm's knob value and measured rate (e.g. slab MiB and prefill t/s, same
-    workload). Neighbouring arms are compared, the lower value as baseline: a change within
-    the band (default +-3 %) is noise, and such arms cannot be told apart. A claim
-    ('plateau' or 'threshold', on claim_arms or on every arm) needs at least 3 arms: two
-    arms inside the noise are not a plateau, and no threshold is read off two arms; such a
-    claim is refused with the knob value to measure next. Use it before writing a law or a
-    prediction from a throughput campaign.
+    When: before writing a law or a prediction from a throughput campaign. Rule: a change inside
+    the band (default 3 %) is noise; a refused claim names the value to measure next.
     """
     comparison = planning.compare_arms(
         [planning.Arm(a.value, a.rate) for a in args.arms], args.noise_band_pct, args.claim, args.claim_arms
@@ -348,19 +344,12 @@ def picture(out: PlanFreeVramOutput) -> str:
 
 @FAMILY.tool("Plan what the free VRAM can buy", open_world=True, picture=picture)
 async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeVramOutput:
-    """What the free VRAM can buy, per card: headroom from the ledger, then each option priced and traced.
+    """What the free VRAM can buy per card: the headroom above the pair less reserves, then each
+    option priced and traced: more KV (seats, window; fp8 and bf16) or more slab, and what each
+    takes from the other.
 
-    For a service (or a log), or the whole fleet read concurrently when none is given. Per
-    card: the ceiling ((settled free - engine floor) + pair) and the headroom above the pair,
-    less reserves (each cites a ledger line or is labelled personal). Then the options, for
-    the binding card: more KV (the seats at the current window and the window at the current
-    seats the pool contract then allows, fp8 and bf16), and more slab (resident expert slots
-    from the boot's ledger mover ratio, else 1,300 slots per 1,792 MiB; it moves prefill
-    throughput). Each says what it takes from the other: a bigger pool takes residency
-    twice, via the mover. Decode is a separate axis. Services naming one physical card in
-    the config (cards = [...]) share its headroom, counted once; without that key the
-    sharing is unknown and the fleet total is an upper bound. Every figure names its ledger
-    line, a model constant or the arithmetic. Next: render_gates for the chosen pair.
+    When: asked what to do with free VRAM, for a service or the whole fleet. Rule: services
+    sharing a card (config cards) share its headroom once. Next: render_gates.
     """
     single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
     names, boots, unreadable = await _read_boots(runtime, args, single)
