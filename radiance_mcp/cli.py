@@ -245,6 +245,8 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
 
     async def run_once() -> BaseModel:
         try:
+            if spec.context_param is not None and sys.stderr.isatty():
+                return await spec.run(runtime, tool_input, **{spec.context_param: _TerminalProgress()})
             return await spec.run(runtime, tool_input)
         finally:
             await runtime.close()
@@ -257,6 +259,16 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
     else:
         print(render(output))
     return 3 if getattr(output, "ok", True) is False else 0
+
+
+class _TerminalProgress:
+    """Stands for the MCP request context a long tool reports progress to: on a terminal, one
+    line on stderr rewritten in place; piped, the tool gets no context and says nothing."""
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        end = "\n" if total and progress >= total else ""
+        print(f"\r\x1b[K  [{done}] {message or ''}", end=end, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------

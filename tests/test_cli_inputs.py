@@ -90,3 +90,23 @@ def test_a_required_text_from_its_file(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 1 and "nowhere" in err and "--text" not in err
     code, _, err = _run(capsys, "token-count-probe", "--service", "nowhere")
     assert code == 2 and "--text" in err
+
+
+def test_a_long_probe_shows_progress_on_a_terminal_and_none_when_piped(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    program = str(Path(sys.executable).with_name("radiance-mcp"))
+    argv = [program, "boundary-probe", "--demo", "--service", "frank-archon", "--n", "2", "--gen-tokens", "64",
+            "--execute"]
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert "[1/2]" not in piped.stderr and "[2/2]" not in piped.stderr
+    if shutil.which("script") is None:
+        pytest.skip("util-linux's script gives the command a terminal; not installed")
+    # stderr on a terminal (script's pty), stdout to a file: the progress line is on the terminal only.
+    command = " ".join(argv) + f" > {tmp_path / 'out.txt'}"
+    shown = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stdout
+    assert "[1/2] request 1/2" in shown.stdout and "[2/2] request 2/2" in shown.stdout
+    assert "[1/2]" not in (tmp_path / "out.txt").read_text()
