@@ -128,7 +128,7 @@ async def test_an_sdk_client_lists_and_reads_the_prompts_and_resources(tmp_path:
     for name, prompt in prompts.items():
         assert prompt.description == BY_NAME[name].description
         assert [(a.name, a.required) for a in prompt.arguments or []] == [("service", False)]
-    assert {uri: r.mime_type for uri, r in resources.items()} == {
+    assert {uri: r.mime_type for uri, r in resources.items() if uri.startswith("skill://")} == {
         "skill://radiance-kv-cache-resize": "text/markdown",
         "skill://radiance-step-shape-ledger-audit": "text/markdown",
     }

@@ -81,16 +81,6 @@ async def test_an_answer_that_is_not_streamed_still_gives_timings_rates() -> Non
     assert any("without streaming" in note for note in result.notes)
 
 
-def test_docstrings_quote_the_seed_constants() -> None:
-    docs = {spec.name: spec.run.__doc__ or "" for spec in FAMILY}
-    assert f"{constants.CHARS_PER_TOKEN_CORPUS}" in docs["token_count_probe"]
-    assert f"{constants.CHARS_PER_TOKEN_FOX}" in docs["token_count_probe"]
-    assert f"{constants.CHARS_PER_TOKEN_FOX}" in docs["boundary_probe"]
-    assert f"{constants.MIN_DECODE_TOKENS}" in docs["decode_probe"]
-    assert f"{constants.PREFERRED_DECODE_TOKENS}" in docs["decode_probe"]
-    assert "enable_thinking=" in docs["boundary_probe"] and "enable_thinking=" in docs["decode_probe"]
-
-
 def test_annotations() -> None:
     flags = {spec.name: (spec.read_only, spec.open_world) for spec in FAMILY}
     assert flags == {
