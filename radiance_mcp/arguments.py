@@ -31,6 +31,8 @@ MAX_ERRORS_SHOWN = 8
 """A hostile call can break every rule at once; the first few errors say enough."""
 _NAME_SHOWN_CHARS = 64
 _OUT_OF_RANGE = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
+_JSON_TYPE = {"int_type": "a JSON integer", "float_type": "a JSON number", "bool_type": "a JSON boolean"}
+"""The strict types' errors: a string or boolean is not read as a number, nor a string as true."""
 
 
 def parse_arguments(
@@ -111,6 +113,10 @@ def _describe(error: ErrorDetails, model: type[BaseModel], spell: Callable[[str]
     allowed = _allowed(info)
     if kind in _OUT_OF_RANGE and allowed:
         return f"{name}={_shown(value)} is out of range: send {allowed}"
+    if kind in _JSON_TYPE:
+        sent = {bool: "a JSON boolean", str: "a string", float: "a number with a point or exponent"}.get(
+            type(value), "that")
+        return f"{name}={_shown(value)}: {sent} is not read as {_JSON_TYPE[kind]} here; send {allowed}"
     rule = message[0].lower() + message[1:] if message else kind
     remedy = f"; send {allowed}" if allowed else ""
     return f"{name}={_shown(value)}: {rule}{remedy}"
@@ -159,7 +165,7 @@ def _allowed(info: FieldInfo | None) -> str:
             high = f"below {_number(bound.lt)}"
     if low.startswith("from") and high.startswith("at most"):
         high = "to" + high.removeprefix("at most")
-    what = {int: "a whole number", float: "a finite number"}.get(kind)
+    what = {int: "a whole number", float: "a finite number", bool: "true or false (a JSON boolean)"}.get(kind)
     if what is None:
         if typing.get_origin(kind) is typing.Literal:
             return "one of " + ", ".join(repr(a) for a in typing.get_args(kind))

@@ -20,7 +20,7 @@ from radiance_mcp import capacity, gates, planning
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, MAX_POOL_MIB, SAMPLER_ROW_BOUND, KVDtype, ModelConstants
 from radiance_mcp.errors import GuardRailError, InputError
 from radiance_mcp.ledger import Boot, Line
-from radiance_mcp.models import BootRef, LedgerArgs, LineRef, MaxChars, PathArg, ReserveInput, Seqs, mib
+from radiance_mcp.models import BootRef, Int, LedgerArgs, LineRef, MaxChars, PathArg, ReserveInput, Seqs, mib
 from radiance_mcp.plan_tools import boot_flag, held_on, json_list, trace_reserves
 from radiance_mcp.runtime import Runtime, ToolSpec, boot_ref, line_ref, read_boot
 from radiance_mcp.units import fmt_mib
@@ -40,14 +40,14 @@ SLAB_TOLERANCE_PCT = 1.0
 class RenderGatesInput(LedgerArgs):
     """The boot the ceiling is read from (service, log, log_text or container), and the planned pair and shape."""
 
-    vram_kv_mib: int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
-    vram_weights_mib: int | None = Field(
+    vram_kv_mib: Int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
+    vram_weights_mib: Int | None = Field(
         None, ge=0, le=MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
     )
     seqs: Seqs | None = Field(None, description="--max-num-seqs planned. Omitted: the boot's.")
-    max_model_len: int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
+    max_model_len: Int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
     kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
-    spec: int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
+    spec: Int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
     reserves: list[ReserveInput] = Field(
         default_factory=list, max_length=64,
         description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
@@ -264,7 +264,7 @@ class VerifyDeployInput(LedgerArgs):
         None, description="The env file's text as render_gates wrote it (its predictions). "
         "Omitted: the service's env_file from the config, on this machine.",
     )
-    boundary_found: int | None = Field(
+    boundary_found: Int | None = Field(
         None, ge=0, le=4096, description="Markers the boundary probe retrieved (boundary_probe's result); omitted: "
         "the boundary prediction stays pending.",
     )

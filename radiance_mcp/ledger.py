@@ -102,7 +102,8 @@ def _phrase(
     # then scans its own stretch); a tail is taken greedily to its last non-blank, never
     # lazily up to a '\s*$' (which retries the blanks from every position).
     regex = pattern.replace("{SIZE}", SIZE).replace("{NUM}", NUMBER).replace(" ", r"\s+")
-    return Phrase(key, keyword, re.compile(regex), template, seed, marks)
+    # re.ASCII: the engine prints ASCII digits; '２,100' or '٦١٤٤' is no figure of it.
+    return Phrase(key, keyword, re.compile(regex, re.ASCII), template, seed, marks)
 
 
 PHRASES: dict[str, Phrase] = {

@@ -14,7 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from radiance_mcp import capacity, planning, svg
 from radiance_mcp.constants import (
@@ -39,6 +39,7 @@ from radiance_mcp.models import (
     LedgerText,
     MaxChars,
     Name,
+    Number,
     PathArg,
     ReserveInput,
     ReserveOutput,
@@ -71,9 +72,9 @@ def json_list(name: str, value: Any) -> Any:
 
 
 class ArmInput(_Input):
-    value: float = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
+    value: Number = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
                          description="The knob's setting in this arm, e.g. the slab in MiB.")
-    rate: float = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
+    rate: Number = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
                         description="The rate measured in this arm, e.g. prefill tokens/s.")
 
 
@@ -84,13 +85,14 @@ class CompareArmsInput(_Input):
     )
     knob: Annotated[str, MaxChars(80)] = Field("value", description="What the value is, e.g. 'slab MiB'.")
     rate_unit: Annotated[str, MaxChars(40)] = Field("t/s", description="What the rate is measured in.")
-    noise_band_pct: float = Field(
+    noise_band_pct: Number = Field(
         NOISE_BAND * 100, gt=0, le=50, description="The run-to-run noise, +- percent (default 3)."
     )
     claim: Literal["plateau", "threshold"] | None = Field(
         None, description="A reading to check: 'plateau' (the rate stops moving) or 'threshold' (it steps once)."
     )
-    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE)]] = Field(
+    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE),
+                               Strict()]] = Field(
         default_factory=list, max_length=planning.MAX_ARMS,
         description="The knob values of the arms the claim rests on (default: every arm).",
     )

@@ -9,13 +9,15 @@ script that sources an unreadable file refused the whole check.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from guard_ledgers import SETTLED_LINES
+from guard_ledgers import SETTLED_LINES, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES
 from mcp import Client
 
-from radiance_mcp.config import Fleet
+from radiance_mcp import cli
+from radiance_mcp.config import Fleet, ServerSettings, Service
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 
@@ -114,3 +116,117 @@ async def test_a_floor_without_parts_above_the_headroom_still_reads() -> None:
         SETTLED_LINES[SETTLED_AT + 1:]
     error, out = await ceiling(lines)
     assert not error and out["ceiling_mib"] == 30969, out
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Unicode digits are no figures the engine prints
+
+
+@pytest.mark.parametrize(("needle", "replacement", "refusal"), [
+    # fullwidth digits in the settled free memory: the line is no settled line
+    ("2.01 GiB free", "２.０１ GiB free", "line 17 holds 'settled at' but not as"),
+    # Arabic-Indic digits in an echoed pair flag: named, not read as 5,120
+    ("--vram-kv-mib    5120", "--vram-kv-mib    ٥١٢٠", ":8: malformed number '٥١٢٠': expected ASCII digits"),
+])
+async def test_unicode_digits_in_the_ledger_do_not_read_as_figures(needle: str, replacement: str, refusal: str) -> None:
+    lines = [line.replace(needle, replacement) for line in SETTLED_LINES]
+    assert lines != SETTLED_LINES
+    error, text = await ceiling(lines)
+    assert error and refusal in text, text
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--pool-mib", "５１２０"), ("--seqs", "٢"), ("--seqs", "2_0"), ("--max-model-len", "200_000"),
+])
+def test_the_cli_refuses_numbers_that_are_not_plain_ascii(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = {"--pool-mib": "5120", "--seqs": "2", "--max-model-len": "200000", "--kv-cache-dtype": "fp8"}
+    argv[flag] = value
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["check-pool-contract", *[part for pair in argv.items() for part in pair]])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert flag in err and "plain ASCII digits" in err and repr(value) in err, err
+
+
+def test_the_cli_still_takes_plain_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["check-pool-contract", "--pool-mib", "5120.0", "--seqs", "2", "--max-model-len", "200000",
+                     "--kv-cache-dtype", "fp8", "--json"])
+    out = capsys.readouterr().out
+    assert code in (0, 3) and '"pool_mib"' in out, out
+
+
+async def call_raw(tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    async with Client(build_server(Runtime(Fleet()))) as client:
+        result = await client.call_tool(tool, arguments)
+    return bool(result.is_error), " ".join(getattr(block, "text", "") for block in result.content)
+
+
+POOL = {"pool_mib": 5120, "max_model_len": 200000, "kv_cache_dtype": "fp8"}
+
+
+@pytest.mark.parametrize("seqs", ["٢", "2_0", "２", "2"])
+async def test_mcp_number_strings_that_are_not_plain_ascii_are_refused(seqs: str) -> None:
+    error, text = await call_raw("check_pool_contract", {**POOL, "seqs": seqs})
+    assert error and f"seqs={seqs!r}" in text and "a string is not read as a JSON integer" in text, text
+    assert "send a whole number from 1 to 65,536" in text, text
+
+
+async def test_mcp_plain_numbers_still_read() -> None:
+    error, text = await call_raw("check_pool_contract", {"pool_mib": 5120, "seqs": 2, "max_model_len": 200000,
+                                                         "kv_cache_dtype": "fp8"})
+    assert not error, text  # a JSON integer for the float pool_mib
+
+
+# ---------------------------------------------------------------------------------------
+# 4. A JSON boolean is no int, a string no boolean
+
+
+async def test_boot_true_is_refused_not_read_as_the_oldest_boot() -> None:
+    error, text = await call_raw("compute_ceiling", {"log_text": ledger(SETTLED_LINES), "boot": True})
+    assert error and "boot=true" in text and "a JSON boolean is not read as a JSON integer" in text, text
+    assert "send a whole number from -1,000,000 to 1,000,000" in text, text
+
+
+@pytest.mark.parametrize(("tool", "arguments", "name"), [
+    ("boundary_probe", {"service": "s", "n": 2, "over_shape": "yes"}, "over_shape"),
+    ("boundary_probe", {"service": "s", "n": 2, "execute": "true"}, "execute"),
+    ("boundary_probe", {"service": "s", "n": 2, "execute": 1}, "execute"),
+    ("compute_ceiling", {"log_text": "x", "reserves": [{"mib": 10, "label": "mine", "personal": "yes"}]},
+     "reserves[0].personal"),
+    ("compute_ceiling", {"log_text": "x", "reserves": '[{"mib": 10, "label": "mine", "personal": "yes"}]'},
+     "reserves[0].personal"),
+])
+async def test_a_string_or_number_for_a_boolean_is_refused(tool: str, arguments: dict[str, Any], name: str) -> None:
+    error, text = await call_raw(tool, arguments)
+    assert error and f"{name}=" in text and "is not read as a JSON boolean" in text, text
+    assert "send true or false" in text, text
+
+
+async def test_a_json_boolean_for_a_float_is_refused_and_reserves_as_a_json_string_still_read() -> None:
+    error, text = await call_raw("check_pool_contract", {**POOL, "pool_mib": True, "seqs": 2})
+    assert error and "pool_mib=true: a JSON boolean is not read as a JSON number" in text, text
+    reserves = '[{"mib": 100, "label": "mine", "personal": true}]'
+    error, text = await call_raw("compute_ceiling", {"log_text": ledger(SETTLED_LINES), "reserves": reserves})
+    assert not error, text
+
+
+# ---------------------------------------------------------------------------------------
+# 5. No boundary probe is planned against a service whose newest boot refused to start
+
+
+@pytest.mark.parametrize("over_shape", [False, True])
+async def test_boundary_probe_on_a_service_whose_newest_boot_refused_is_refused(
+    over_shape: bool, tmp_path: Path
+) -> None:
+    (tmp_path / "wide.log").write_text(TWO_BOOTS, encoding="utf-8")  # boot 2 (newest) refused: 8 seats at 32,768
+    fleet = Fleet(services={"wide": Service(endpoint="http://127.0.0.1:9", log=str(tmp_path / "wide.log"))},
+                  server=ServerSettings(log_roots=(str(tmp_path),)))
+    async with Client(build_server(Runtime(fleet))) as client:
+        result = await client.call_tool("boundary_probe", {"service": "wide", "n": 64, "over_shape": over_shape})
+    text = " ".join(getattr(block, "text", "") for block in result.content)
+    assert result.is_error and "newest boot refused to start" in text and "call audit_step_shape" in text, text
+    for number in TWO_BOOTS_REFUSAL_LINES:
+        assert f"wide.log:{number}:" in text, text
+    assert "startup stopped: out of memory" in text and "nothing was planned or sent" in text, text
