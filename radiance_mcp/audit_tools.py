@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 from radiance_mcp import serve_script as ss
 from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
-from radiance_mcp.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.errors import BootOutOfRange, GuardRailError, InputError, LedgerError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import (
     BootIndex,
@@ -49,6 +49,7 @@ from radiance_mcp.sources import (
     file_error,
     read_many,
     read_remote_files,
+    remote_path_refusal,
     resolve_local,
     run_remote_dry_runs,
 )
@@ -319,7 +320,17 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     """
 
     proven_args, candidate_args = args.ledger_args()
-    proven_boot, candidate_boot = await read_two_boots(runtime, proven_args, candidate_args)
+    try:
+        proven_boot, candidate_boot = await read_two_boots(runtime, proven_args, candidate_args)
+    except BootOutOfRange as exc:
+        shared = [k for k in _SOURCE_KINDS if getattr(args, k) is not None]
+        if not shared or exc.count != 1:
+            raise
+        raise LedgerError(
+            f"{exc}. One boot cannot be both sides: the proven boot is a boot that served, so name its source "
+            f"(proven_service, proven_log, proven_log_text or proven_container) and pass this {shared[0]} as "
+            f"candidate_{shared[0]}"
+        ) from exc
     model_service = args.candidate_service or args.service or args.proven_service
     from radiance_mcp import step_shape as sh  # the pure core loads on first use (server start-up stays fast)
 
@@ -533,6 +544,11 @@ def _followed(script_text: str, script_path: str, notes: list[str]) -> list[ss.S
     return found
 
 
+def _unread_source(source: ss.SourceLine, why: str) -> str:
+    return (f"line {source.line}: the script sources {source.path}, which was not read ({why}); its variables "
+            "were not checked: pass env_file or env_text to check ownership against it")
+
+
 @dataclass(frozen=True)
 class _Script:
     label: str
@@ -571,11 +587,15 @@ async def _local_script_and_env(runtime: Runtime, args: CheckServeScriptInput, n
             # only inside a configured script's own directory, or under the log roots as any path an agent
             # names (symlinks resolved), so a script cannot lead the read to /etc/shadow.
             trusted = configured and _in_directory(source.path, posixpath.dirname(path))
-            env_path = Path(source.path) if trusted else local_path(runtime, source.path, "env_file")
-            if not env_path.is_file():
-                notes.append(f"line {source.line}: the script sources {source.path}, which is not there")
+            try:
+                env_path = Path(source.path) if trusted else local_path(runtime, source.path, "sourced file")
+                if not env_path.is_file():
+                    notes.append(f"line {source.line}: the script sources {source.path}, which is not there")
+                    continue
+                env_text = await asyncio.to_thread(_read_small, env_path, "sourced file")
+            except (InputError, SourceError) as exc:  # the script's own line, not the caller's argument
+                notes.append(_unread_source(source, str(exc)))
                 continue
-            env_text = await asyncio.to_thread(_read_small, env_path, "env_file")
             env_files.append(ss.EnvFile(str(env_path), env_text, source.path))
             notes.append(f"env file {env_path}: the script sources it at line {source.line}")
     return _Script(label, text, path, env_files)
@@ -627,14 +647,22 @@ async def _remote_script_and_env(
         return _Script(label, text, path, [ss.EnvFile(f"{host}:{env.path}", _decode(env.data), named.path)])
     env_files = []
     if path is not None:
-        sources = _followed(text, path, notes)
         directory = posixpath.dirname(path)
-        more = [RemotePath("env_file", s.path, configured=refs[0].configured and _in_directory(s.path, directory),
-                           optional=True) for s in sources if s.path is not None and s.path not in read]
+        sources = []
+        for source in _followed(text, path, notes):
+            assert source.path is not None
+            ref = RemotePath("sourced file", source.path, optional=True,
+                             configured=refs[0].configured and _in_directory(source.path, directory))
+            why = remote_path_refusal(runtime.fleet, host, ref)
+            if why is not None:  # the script's own line, not the caller's argument
+                notes.append(_unread_source(source, why))
+            else:
+                sources.append((source, ref))
+        more = [ref for source, ref in sources if source.path not in read]
         if more:
             texts = await read_remote_files(runtime.fleet, runtime.extras, host, more, cap_bytes=SCRIPT_CAP_BYTES)
             read.update(zip((r.path for r in more), texts, strict=True))
-        for source in sources:
+        for source, _ in sources:
             assert source.path is not None
             env = read[source.path]
             if env is None:

@@ -322,6 +322,15 @@ def _file_request(target: SSHTarget, ref: RemotePath) -> FileRequest:
     return FileRequest(path, roots, ref.argument, ref.optional)
 
 
+def remote_path_refusal(fleet: Fleet, host: str, ref: RemotePath) -> str | None:
+    """Why read_remote_files would refuse this path before sending anything (None: it would not)."""
+    try:
+        _file_request(ssh_target(fleet, host), ref)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
 async def read_remote_files(
     fleet: Fleet, extras: dict[str, Any], host: str, refs: Sequence[RemotePath], *, cap_bytes: int
 ) -> list[RemoteText | None]:

@@ -230,3 +230,57 @@ async def test_boundary_probe_on_a_service_whose_newest_boot_refused_is_refused(
     for number in TWO_BOOTS_REFUSAL_LINES:
         assert f"wide.log:{number}:" in text, text
     assert "startup stopped: out of memory" in text and "nothing was planned or sent" in text, text
+
+
+# ---------------------------------------------------------------------------------------
+# 6. A sourced file the server may not read is a note, not a refusal of the whole check
+
+SOURCING = """#!/usr/bin/env bash
+set -eu
+. {sourced}
+mode="${{1:?mode}}"
+case "$mode" in
+  steady) exec radiance serve --max-num-seqs 4 --max-model-len "$WINDOW" ;;
+  burst) exec radiance serve --max-num-seqs 8 --max-model-len "$WINDOW" ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("where", ["missing", "outside the roots"])
+async def test_a_script_sourcing_an_unreadable_file_reports_its_literals_and_notes_the_file(
+    where: str, tmp_path: Path
+) -> None:
+    roots, elsewhere = tmp_path / "roots", tmp_path / "elsewhere"
+    roots.mkdir()
+    elsewhere.mkdir()
+    sourced = elsewhere / "shape.conf"
+    if where == "missing":
+        sourced = tmp_path / "gone" / "shape.conf"  # outside the roots, as /nonexistent/shape.conf
+    else:
+        sourced.write_text("WINDOW=65536\n", encoding="utf-8")
+    script = roots / "serve.sh"
+    script.write_text(SOURCING.format(sourced=sourced), encoding="utf-8")
+    fleet = Fleet(server=ServerSettings(log_roots=(str(roots),)))
+    async with Client(build_server(Runtime(fleet))) as client:
+        result = await client.call_tool("check_serve_script", {"script": str(script)})
+    assert not result.is_error, result.content
+    out = result.structured_content
+    assert out is not None
+    literals = sorted((f["mode"], f["value"]) for f in out["findings"] if f["flag"] == "max-num-seqs")
+    assert literals == [("burst", "8"), ("steady", "4")], out["findings"]
+    note = next(n for n in out["notes"] if str(sourced) in n)
+    assert note.startswith("line 3: the script sources"), note
+    assert f"was not read (sourced file='{sourced}'" in note and "outside the allowed log roots" in note, note
+    assert "pass env_file or env_text" in note, note
+
+
+async def test_audit_step_shape_on_a_log_of_one_boot_says_to_name_the_proven_source(tmp_path: Path) -> None:
+    refused = TWO_BOOTS.splitlines(keepends=True)[len(SETTLED_LINES):]  # only the refused boot
+    (tmp_path / "only.log").write_text("".join(refused), encoding="utf-8")
+    fleet = Fleet(server=ServerSettings(log_roots=(str(tmp_path),)))
+    async with Client(build_server(Runtime(fleet))) as client:
+        result = await client.call_tool("audit_step_shape", {"log": str(tmp_path / "only.log")})
+    text = " ".join(getattr(block, "text", "") for block in result.content)
+    assert result.is_error and "boot=-2 but the log holds 1 boot(s)" in text, text
+    assert "name its source (proven_service, proven_log, proven_log_text or proven_container)" in text, text
+    assert "pass this log as candidate_log" in text, text
