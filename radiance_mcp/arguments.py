@@ -114,12 +114,30 @@ def _describe(error: ErrorDetails, model: type[BaseModel], spell: Callable[[str]
     if kind in _OUT_OF_RANGE and allowed:
         return f"{name}={_shown(value)} is out of range: send {allowed}"
     if kind in _JSON_TYPE:
-        sent = {bool: "a JSON boolean", str: "a string", float: "a number with a point or exponent"}.get(
-            type(value), "that")
-        return f"{name}={_shown(value)}: {sent} is not read as {_JSON_TYPE[kind]} here; send {allowed}"
+        return f"{name}={_shown(value)}: {_sent(value)} is not read as {_JSON_TYPE[kind]} here; send {allowed}"
+    about = _about(info).rstrip(".")
+    about = f" ({about[:1].lower()}{about[1:]})" if about else ""
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        fields = _fields_of(model, loc)
+        shape = f" with the fields {', '.join(fields)}" if fields else ""
+        return f"{name}={_shown(value)}: {_sent(value)} is not an object; send a JSON object{shape}"
+    if kind == "list_type":
+        return f"{name}={_shown(value)}: {_sent(value)} is not a list; send a JSON list{about}"
+    if kind == "string_type":
+        return f"{name}={_shown(value)}: {_sent(value)} is not text; send a JSON string{about}"
+    if kind == "string_too_short":
+        least = (error.get("ctx") or {}).get("min_length", 1)
+        return f"{name}={_shown(value)} is too short; send at least {least} character(s){about}"
     rule = message[0].lower() + message[1:] if message else kind
     remedy = f"; send {allowed}" if allowed else ""
     return f"{name}={_shown(value)}: {rule}{remedy}"
+
+
+def _sent(value: Any) -> str:
+    """What a JSON value is, in the words of its type."""
+    kinds = {bool: "a JSON boolean", str: "a string", int: "a number", float: "a number with a point or exponent",
+             dict: "an object", list: "a list", type(None): "null"}
+    return kinds.get(type(value), "that")
 
 
 def _where(loc: tuple[int | str, ...], spell: Callable[[str], str]) -> str:

@@ -9,9 +9,14 @@ script that sources an unreadable file refused the whole check.
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from guard_ledgers import SETTLED_LINES, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES
 from mcp import Client
@@ -284,3 +289,62 @@ async def test_audit_step_shape_on_a_log_of_one_boot_says_to_name_the_proven_sou
     assert result.is_error and "boot=-2 but the log holds 1 boot(s)" in text, text
     assert "name its source (proven_service, proven_log, proven_log_text or proven_container)" in text, text
     assert "pass this log as candidate_log" in text, text
+
+
+# ---------------------------------------------------------------------------------------
+# 7. Error texts name the expected shape and a remedy, with no internal class names
+
+
+@pytest.mark.parametrize(("tool", "arguments", "says"), [
+    ("compute_ceiling", {"log_text": "x", "reserves": [1]},
+     "reserves[0]=1: a number is not an object; send a JSON object with the fields mib, label, line, personal"),
+    ("compute_ceiling", {"service": 123}, "service=123: a number is not text; send a JSON string (a service named"),
+    ("compute_ceiling", {"log_text": "x", "reserves": [{"mib": 1, "label": "", "personal": True}]},
+     "reserves[0].label='' is too short; send at least 1 character(s) (what the reserve is for"),
+    ("compare_arms", {"arms": [{"value": 1, "rate": 2}, 7]},
+     "arms[1]=7: a number is not an object; send a JSON object with the fields value, rate"),
+])
+async def test_shape_errors_say_what_to_send(tool: str, arguments: dict[str, Any], says: str) -> None:
+    error, text = await call_raw(tool, arguments)
+    assert error and text.startswith(says), text
+    assert "Input" not in text and "instance of" not in text, text
+
+
+def test_the_http_server_writes_no_line_per_request_to_stderr(tmp_path: Path) -> None:
+    """The SDK logged 'Terminating session: None' at INFO for every stateless request; a harness that
+    never drains stderr then blocks the server in write(2) after a few thousand requests."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "stderr.txt"
+    with log.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", "serve", "--http", "--host", "127.0.0.1",
+                                 "--port", str(port)], stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            for _ in range(600):
+                assert proc.poll() is None, log.read_text()
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+                       "mcp-protocol-version": "2025-06-18"}
+            for n in range(5):
+                body = {"jsonrpc": "2.0", "id": n, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+                answer = httpx.post(f"http://127.0.0.1:{port}/mcp", json=body, headers=headers, timeout=30)
+                assert answer.status_code == 200, answer.text
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+    assert "Terminating session" not in log.read_text(), log.read_text()
+
+
+async def test_a_flag_the_budget_table_contradicts_is_a_warning_of_the_ceiling() -> None:
+    lines = [line.replace("--vram-weights-mib    24000", "--vram-weights-mib    10000") for line in SETTLED_LINES]
+    error, out = await ceiling(lines)
+    assert not error and out["ceiling_mib"] == 10000 + 5120 + (2058 - 209), out  # 2.01 GiB = 2,058.24 MiB
+    flag_line = next(n for n, line in enumerate(lines, 1) if "--vram-weights-mib" in line)
+    assert any(f"--vram-weights-mib 10,000 MiB (line {flag_line}) but the table's vram_weights row says 23.44 GiB"
+               in w for w in out["warnings"]), out["warnings"]
