@@ -61,9 +61,10 @@ async def run_boundary_probe(runtime: Runtime, args: BoundaryProbeInput, ctx: An
     refused unless over_shape=true, since extra requests only queue and a pass then says
     nothing about the shape; a max_model_len other than the ledger's --max-model-len is
     refused, and so is any probe while the newest boot refused to start (nothing serves it:
-    the error names the refusal's lines; call audit_step_shape). The plan states the verdict the ledger predicts, the prefill it will cost, and
-    any check that could not be made (no ledger configured). Each prompt carries a unique
-    marker and a random nonce at its head, is sized from a calibrated ratio (2.5714
+    the error names the refusal's lines; call audit_step_shape). The plan states the verdict
+    the ledger predicts, the prefill it will cost, and any check that could not be made (no
+    ledger configured). Each prompt carries a unique marker and a random nonce at its head,
+    is sized from a calibrated ratio (2.5714
     chars/token for the fox filler on radiance) and counted before sending (a refusal of the
     same prompt pushed over the window, or a tokenize endpoint: no prefill), and is sent with
     thinking off (chat_template_kwargs.enable_thinking=false: with thinking on, a small
