@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 from radiance_mcp import serve_script as ss
 from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
-from radiance_mcp.errors import BootOutOfRange, GuardRailError, InputError, LedgerError, SourceError
+from radiance_mcp.errors import GuardRailError, InputError, LedgerError, SourceError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models import (
     BootIndex,
@@ -322,9 +322,9 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     proven_args, candidate_args = args.ledger_args()
     try:
         proven_boot, candidate_boot = await read_two_boots(runtime, proven_args, candidate_args)
-    except BootOutOfRange as exc:
+    except LedgerError as exc:
         shared = [k for k in _SOURCE_KINDS if getattr(args, k) is not None]
-        if not shared or exc.count != 1:
+        if not shared or exc.boots_held != 1:
             raise
         raise LedgerError(
             f"{exc}. One boot cannot be both sides: the proven boot is a boot that served, so name its source "

@@ -12,7 +12,6 @@ Each message names the input, the rule that was broken and the remedy.
     │   └── RemoteError      SSH: unknown or changed host key, timeout, dropped connection
     ├── LedgerError          the ledger was read but does not say what is needed
     │   ├── PhraseNotFound   a phrase of the table is absent from the boot (names the phrase)
-    │   ├── BootOutOfRange   the boot asked for is not in the log (names how many it holds)
     │   └── BootNotSettled   the boot refused to start or never settled: a finding, with its lines
     └── ProbeError           an HTTP probe failed (endpoint, status, the body's start)
 
@@ -50,6 +49,11 @@ class RemoteError(SourceError):
 class LedgerError(RadianceMCPError):
     """The ledger text does not hold what the tool needs, or holds a malformed figure."""
 
+    def __init__(self, message: str = "", *, boots_held: int | None = None) -> None:
+        self.boots_held = boots_held
+        """Set where the boot asked for is not in the log: how many boots it holds."""
+        super().__init__(message)
+
 
 class PhraseNotFound(LedgerError):
     """A phrase of the phrase table is missing from the boot being read."""
@@ -65,14 +69,6 @@ class PhraseNotFound(LedgerError):
             ". The tools read radiance's own words; pass the service's complete boot log (not a "
             "filtered or cut copy), or a boot that prints this line (boot=-2 for the one before)."
         )
-        super().__init__(message)
-
-
-class BootOutOfRange(LedgerError):
-    """The boot index names no boot of the log; count is how many boots it holds."""
-
-    def __init__(self, message: str, count: int) -> None:
-        self.count = count
         super().__init__(message)
 
 

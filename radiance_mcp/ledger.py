@@ -27,7 +27,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from radiance_mcp.errors import BootOutOfRange, LedgerError, PhraseNotFound
+from radiance_mcp.errors import LedgerError, PhraseNotFound
 from radiance_mcp.units import NUMBER, SIZE, Size, parse_number, parse_size
 
 MAX_LINE_BYTES = 64 * 1024
@@ -440,10 +440,10 @@ def select_boot(boot: int, count: int, source: str) -> int:
     if count == 0:
         raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
     if boot == 0 or not -count <= boot <= count:
-        raise BootOutOfRange(
+        raise LedgerError(
             f"{source}: boot={boot} but the log holds {count} boot(s); "
             f"use -1 (newest) to -{count}, or 1 (oldest) to {count}",
-            count,
+            boots_held=count,
         )
     return boot - 1 if boot > 0 else count + boot
 
