@@ -31,6 +31,8 @@ MAX_ERRORS_SHOWN = 8
 """A hostile call can break every rule at once; the first few errors say enough."""
 _NAME_SHOWN_CHARS = 64
 _OUT_OF_RANGE = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
+_JSON_TYPE = {"int_type": "a JSON integer", "float_type": "a JSON number", "bool_type": "a JSON boolean"}
+"""The strict types' errors: a string or boolean is not read as a number, nor a string as true."""
 
 
 def parse_arguments(
@@ -111,9 +113,31 @@ def _describe(error: ErrorDetails, model: type[BaseModel], spell: Callable[[str]
     allowed = _allowed(info)
     if kind in _OUT_OF_RANGE and allowed:
         return f"{name}={_shown(value)} is out of range: send {allowed}"
+    if kind in _JSON_TYPE:
+        return f"{name}={_shown(value)}: {_sent(value)} is not read as {_JSON_TYPE[kind]} here; send {allowed}"
+    about = _about(info).rstrip(".")
+    about = f" ({about[:1].lower()}{about[1:]})" if about else ""
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        fields = _fields_of(model, loc)
+        shape = f" with the fields {', '.join(fields)}" if fields else ""
+        return f"{name}={_shown(value)}: {_sent(value)} is not an object; send a JSON object{shape}"
+    if kind == "list_type":
+        return f"{name}={_shown(value)}: {_sent(value)} is not a list; send a JSON list{about}"
+    if kind == "string_type":
+        return f"{name}={_shown(value)}: {_sent(value)} is not text; send a JSON string{about}"
+    if kind == "string_too_short":
+        least = (error.get("ctx") or {}).get("min_length", 1)
+        return f"{name}={_shown(value)} is too short; send at least {least} character(s){about}"
     rule = message[0].lower() + message[1:] if message else kind
     remedy = f"; send {allowed}" if allowed else ""
     return f"{name}={_shown(value)}: {rule}{remedy}"
+
+
+def _sent(value: Any) -> str:
+    """What a JSON value is, in the words of its type."""
+    kinds = {bool: "a JSON boolean", str: "a string", int: "a number", float: "a number with a point or exponent",
+             dict: "an object", list: "a list", type(None): "null"}
+    return kinds.get(type(value), "that")
 
 
 def _where(loc: tuple[int | str, ...], spell: Callable[[str], str]) -> str:
@@ -159,7 +183,7 @@ def _allowed(info: FieldInfo | None) -> str:
             high = f"below {_number(bound.lt)}"
     if low.startswith("from") and high.startswith("at most"):
         high = "to" + high.removeprefix("at most")
-    what = {int: "a whole number", float: "a finite number"}.get(kind)
+    what = {int: "a whole number", float: "a finite number", bool: "true or false (a JSON boolean)"}.get(kind)
     if what is None:
         if typing.get_origin(kind) is typing.Literal:
             return "one of " + ", ".join(repr(a) for a in typing.get_args(kind))

@@ -59,7 +59,7 @@ from typing import Literal
 from radiance_mcp.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.errors import BootNotSettled, GuardRailError, InputError, LedgerError
 from radiance_mcp.ledger import PHRASES, Boot, BootState, Hit, Line, ReserveKind, ReserveMark, boot_state
-from radiance_mcp.units import SIZE, Size, fmt_mib, parse_size, round_down
+from radiance_mcp.units import SIZE, Size, fmt_mib, parse_number, parse_size, round_down
 
 PAIR_FLAGS = ("vram-weights-mib", "vram-kv-mib")
 
@@ -174,22 +174,31 @@ def read_budget(boot: Boot) -> BudgetReading:
         raise BootNotSettled(boot_finding(boot, state), state.status, tuple(line.number for line in state.lines))
     _refuse_negative_rows(boot)
     rows: dict[int, dict[str, Figure]] = {}
-    card = -1
+    card, headed = -1, False
     for hit in boot.hits:
         if hit.key == "budget_header":
-            card = _card_index(hit, src)
-        elif hit.key == "card_total" and (card < 0 or "card_total" in rows.get(card, {})):
+            card, headed = _card_index(hit, src), True
+        elif hit.key == "card_total" and not headed and (card < 0 or "card_total" in rows.get(card, {})):
             card = max([card, *rows]) + 1
         if hit.key in ("card_total", "vram_weights", "vram_kv", "unclaimed"):
-            rows.setdefault(max(card, 0), {}).setdefault(hit.key, _figure(hit, "size", src))
+            table = rows.setdefault(max(card, 0), {})
+            if hit.key in table:
+                _refuse_twice(src, f"card {max(card, 0)}'s {PHRASES[hit.key].keyword!r} row", table[hit.key].line,
+                              hit.line)
+            table[hit.key] = _figure(hit, "size", src)
 
+    _refuse_contradicting_flags(boot)
     flags = {name: str(hit.fields["value"]) for name, hit in boot.flags.items()}
     flag_hits = boot.flags
+    settled_at: dict[int, Line] = {}
+    for hit in boot.all("settled"):
+        number = _card_index(hit, src)
+        if number in settled_at:
+            _refuse_twice(src, f"a 'card {number} settled at' line", settled_at[number], hit.line)
+        settled_at[number] = hit.line
     cards: dict[int, CardBudget] = {}
     for hit in boot.all("settled"):
         number = _card_index(hit, src)
-        if number in cards:
-            continue
         table = rows.get(number, {})
         disagreements: list[str] = []
         if all(f in flag_hits for f in PAIR_FLAGS):
@@ -236,6 +245,7 @@ def read_budget(boot: Boot) -> BudgetReading:
             pair_resolution_mib=resolution,
         )
         _refuse_impossible(budget, _funded_pair(boot), src)
+        _refuse_floor_against_flag(budget, flag_hits.get("gpu-headroom-mib"), src)
         cards[number] = budget
     missing_cards = ", ".join(str(c) for c in sorted(set(rows) - set(cards)))
     if missing_cards:
@@ -244,6 +254,52 @@ def read_budget(boot: Boot) -> BudgetReading:
             "the boot may not have settled yet (read again once it serves), or the log was cut"
         )
     return BudgetReading(boot, tuple(cards[c] for c in sorted(cards)), flags)
+
+
+def _refuse_twice(src: str, what: str, first: Line, second: Line) -> None:
+    """One figure printed twice in one boot: which one counts is ambiguous, so neither is taken."""
+    raise LedgerError(
+        f"{src}: {what} is printed twice in one boot, at line {first.number} ({_quoted(first)}) and line "
+        f"{second.number} ({_quoted(second)}); which figure counts is ambiguous. Read the service's own "
+        "ledger (service, or log on its host), or pass one boot's lines as printed"
+    )
+
+
+def _refuse_contradicting_flags(boot: Boot) -> None:
+    """A '--*-mib' flag the budget reads, echoed twice in one boot with two values, is refused by both lines."""
+    seen: dict[str, Hit] = {}
+    for hit in boot.all("flag"):
+        name = str(hit.fields["flag"])
+        if f"--{name}" not in PHRASES["flag"].reserve:
+            continue
+        first = seen.setdefault(name, hit)
+        if first is not hit and _flag_value(first) != _flag_value(hit):
+            _refuse_twice(boot.where(), f"--{name} with two values", first.line, hit.line)
+
+
+def _flag_value(hit: Hit) -> Decimal | str:
+    try:
+        return parse_number(str(hit.fields["value"]))
+    except LedgerError:
+        return str(hit.fields["value"])
+
+
+def _refuse_floor_against_flag(card: CardBudget, flag: Hit | None, src: str) -> None:
+    """The settled line's headroom (or, without it, its whole floor) cannot contradict the echoed flag."""
+    if flag is None:
+        return
+    flag_mib = flag.number("value", src)
+    part, figure = ("headroom", card.headroom) if card.headroom is not None else ("floor", card.floor)
+    contradicts = not figure.size.agrees_with(flag_mib) if part == "headroom" else (
+        figure.size.mib + figure.size.resolution_mib / 2 < flag_mib)
+    if contradicts:
+        relation = "is not" if part == "headroom" else "is less than"
+        raise LedgerError(
+            f"{src}:{figure.line.number}: card {card.card}'s {part} of {figure.size.text} on its settled line "
+            f"{relation} the echoed --gpu-headroom-mib {fmt_mib(flag_mib, 2)} MiB (line {flag.line.number}: "
+            f"{_quoted(flag.line)}); this is not a boot radiance printed: read the service's own ledger "
+            "(service, or log on its host)"
+        )
 
 
 def _refuse_negative_rows(boot: Boot) -> None:

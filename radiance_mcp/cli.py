@@ -166,6 +166,30 @@ def _port(text: str) -> int:
     return port
 
 
+def _plain(text: str, kind: type[int] | type[float], example: str) -> Any:
+    """int() and float() take '٢', '５１２０' and '2_0'; a figure on this command line is ASCII digits only."""
+    what = "a whole number" if kind is int else "a number"
+    try:
+        if not text.isascii() or "_" in text:
+            raise ValueError(text)
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {what} in plain ASCII digits 0-9 (no '_' or other scripts' digits): "
+            f"write it like {example}"
+        ) from None
+
+
+def _plain_int(text: str) -> int:
+    value: int = _plain(text, int, "5120")
+    return value
+
+
+def _plain_float(text: str) -> float:
+    value: float = _plain(text, float, "5120 or 268.11")
+    return value
+
+
 def _first_paragraph(spec: ToolSpec) -> str:
     return (spec.run.__doc__ or "").strip().split("\n\n")[0]
 
@@ -182,7 +206,8 @@ def _add_field(parser: argparse.ArgumentParser, name: str, annotation: Any, help
     elif typing.get_origin(kind) is Literal:
         parser.add_argument(flag, dest=name, choices=typing.get_args(kind), default=None, help=help_text)
     elif kind in (int, float, str):
-        parser.add_argument(flag, dest=name, type=kind, default=None, required=required, help=help_text)
+        parse = {int: _plain_int, float: _plain_float}.get(kind, str)
+        parser.add_argument(flag, dest=name, type=parse, default=None, required=required, help=help_text)
     else:
         parser.add_argument(flag, dest=name, type=_json_arg(name), default=None, required=required,
                             help=f"{help_text} (JSON)")

@@ -49,6 +49,11 @@ class RemoteError(SourceError):
 class LedgerError(RadianceMCPError):
     """The ledger text does not hold what the tool needs, or holds a malformed figure."""
 
+    def __init__(self, message: str = "", *, boots_held: int | None = None) -> None:
+        self.boots_held = boots_held
+        """Set where the boot asked for is not in the log: how many boots it holds."""
+        super().__init__(message)
+
 
 class PhraseNotFound(LedgerError):
     """A phrase of the phrase table is missing from the boot being read."""

@@ -100,7 +100,8 @@ def _phrase(
     # then scans its own stretch); a tail is taken greedily to its last non-blank, never
     # lazily up to a '\s*$' (which retries the blanks from every position).
     regex = pattern.replace("{SIZE}", SIZE).replace("{NUM}", NUMBER).replace(" ", r"\s+")
-    return Phrase(key, keyword, re.compile(regex), template, seed, marks)
+    # re.ASCII: the engine prints ASCII digits; '２,100' or '٦١٤٤' is no figure of it.
+    return Phrase(key, keyword, re.compile(regex, re.ASCII), template, seed, marks)
 
 
 PHRASES: dict[str, Phrase] = {
@@ -439,7 +440,8 @@ def select_boot(boot: int, count: int, source: str) -> int:
     if boot == 0 or not -count <= boot <= count:
         raise LedgerError(
             f"{source}: boot={boot} but the log holds {count} boot(s); "
-            f"use -1 (newest) to -{count}, or 1 (oldest) to {count}"
+            f"use -1 (newest) to -{count}, or 1 (oldest) to {count}",
+            boots_held=count,
         )
     return boot - 1 if boot > 0 else count + boot
 

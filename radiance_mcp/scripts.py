@@ -77,6 +77,10 @@ class ScriptSource(Protocol):
         """A path as messages name it."""
         ...
 
+    def refusal(self, ref: ScriptRef) -> str | None:
+        """Why read() would refuse this path before reading anything (outside the roots, ...); None: it would not."""
+        ...
+
     async def read(self, refs: Sequence[ScriptRef]) -> list[ScriptFile | None]:
         """The files, in order, each checked and capped; None for an optional one not there."""
         ...
@@ -119,11 +123,21 @@ class LocalScripts:
     def where(self, path: str) -> str:
         return path
 
+    def _path(self, ref: ScriptRef) -> Path:
+        # The config is the operator's own file: its paths need no log root; an agent's path does.
+        return Path(ref.path).expanduser() if ref.configured else local_path(self.runtime, ref.path, ref.argument)
+
+    def refusal(self, ref: ScriptRef) -> str | None:
+        try:
+            self._path(ref)
+        except InputError as exc:
+            return str(exc)
+        return None
+
     async def read(self, refs: Sequence[ScriptRef]) -> list[ScriptFile | None]:
         files: list[ScriptFile | None] = []
         for ref in refs:
-            # The config is the operator's own file: its paths need no log root; an agent's path does.
-            path = Path(ref.path).expanduser() if ref.configured else local_path(self.runtime, ref.path, ref.argument)
+            path = self._path(ref)
             if ref.optional and not path.is_file():
                 files.append(None)
                 continue
@@ -248,6 +262,13 @@ class RemoteScripts:
 
     def where(self, path: str) -> str:
         return f"{self.host}:{path}"
+
+    def refusal(self, ref: ScriptRef) -> str | None:
+        try:
+            _file_request(ssh_target(self.runtime.fleet, self.host), ref)
+        except InputError as exc:
+            return str(exc)
+        return None
 
     async def read(self, refs: Sequence[ScriptRef]) -> list[ScriptFile | None]:
         """Every path is checked (host from the config, absolute, under the allowed roots) before anything

@@ -19,6 +19,7 @@ import functools
 import inspect
 import ipaddress
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -341,6 +342,10 @@ def http_app(server: MCPServer, *, bind: str, extra_hosts: Sequence[str] = ()) -
     notifications travel on it), so no session is held between requests: a client that
     opens sessions and never closes them costs nothing, and a new client is always served.
     """
+    # The SDK logs 'Terminating session: None' at INFO for every stateless request: noise, and a
+    # reader that never drains stderr would block the server in write(2).
+    for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     hosts = allowed_hosts(bind, extra_hosts)
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,

@@ -30,7 +30,8 @@ A plain `\d+` searched through a 16,000-digit run costs 10 s; this costs a scan 
 """
 SIZE = rf"{NUMBER}\s*+[A-Za-z]++"
 """A size: a number and a unit word (validated by parse_size, so a wrong unit is named)."""
-_SIZE_RE = re.compile(rf"^\s*(?P<num>{NUMBER})\s*(?P<unit>[A-Za-z]+)\s*$")
+_SIZE_RE = re.compile(rf"^\s*(?P<num>{NUMBER})\s*(?P<unit>[A-Za-z]+)\s*$", re.ASCII)
+"""ASCII digits only (re.ASCII), as the engine prints them: '２,100.00 MiB' is no size."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,8 @@ def parse_number(text: str) -> Decimal:
     """'29,120' -> Decimal('29120'); raises LedgerError naming the text."""
     cleaned = text.strip().replace(",", "")
     shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
-    if not re.fullmatch(NUMBER, text.strip()):
-        raise LedgerError(f"malformed number {shown}: expected digits, optional ',' thousands and decimals")
+    if not re.fullmatch(NUMBER, text.strip(), re.ASCII):
+        raise LedgerError(f"malformed number {shown}: expected ASCII digits 0-9, optional ',' thousands and decimals")
     whole, _, decimals = cleaned.partition(".")
     if len(whole.lstrip("0")) > MAX_INTEGER_DIGITS or len(decimals) > MAX_DECIMAL_DIGITS:
         raise LedgerError(

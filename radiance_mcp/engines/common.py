@@ -48,7 +48,7 @@ class Phrase:
 def phrase(key: str, keyword: str, pattern: str, says: str) -> Phrase:
     """A space in `pattern` stands for a run of blanks, " ?" for an optional one; {NUM} for a number."""
     regex = pattern.replace("{NUM}", NUM).replace(" ?", r"\s*+").replace(" ", r"\s++")
-    return Phrase(key, keyword, re.compile(regex), says)
+    return Phrase(key, keyword, re.compile(regex, re.ASCII), says)  # ASCII digits only, as engines print
 
 
 # ---------------------------------------------------------------------------------------
@@ -391,7 +391,7 @@ def by_rank(hits: Iterable[Hit]) -> tuple[list[str], dict[str | None, dict[str, 
 
 def natural(name: str) -> tuple[str, int]:
     """Sort key: CUDA2 before CUDA10, TP2 before TP10."""
-    digits = re.search(r"\d++$", name)
+    digits = re.search(r"\d++$", name, re.ASCII)
     return (name[: digits.start()], int(digits[0])) if digits else (name, -1)
 
 

@@ -75,7 +75,7 @@ PHRASES = (
            "Not enough memory. Please try to increase --mem-fraction-static."),
 )
 
-_RANK = re.compile(r"\s(?P<rank>(?:DP\d++ )?TP\d++)(?: [A-Z]{2}\d++)*+\]")
+_RANK = re.compile(r"\s(?P<rank>(?:DP\d++ )?TP\d++)(?: [A-Z]{2}\d++)*+\]", re.ASCII)
 _PAIR = re.compile(r"(?<![a-z_])(?P<name>[a-z_]++)=(?P<value>[^,\s]++)")
 INFO = "keep the start-up's INFO lines of every TP rank (SGLang's default --log-level info)"
 

@@ -103,9 +103,10 @@ PHRASES = (
 )
 
 _RANK = re.compile(
-    r"\((?:Worker_(?P<rank>[A-Z]{2}\d++(?:_[A-Z]{2}\d++)*+)|VllmWorker(?:Process)? rank=(?P<n>\d++)) pid="
+    r"\((?:Worker_(?P<rank>[A-Z]{2}\d++(?:_[A-Z]{2}\d++)*+)|VllmWorker(?:Process)? rank=(?P<n>\d++)) pid=",
+    re.ASCII,
 )
-_PAIR = re.compile(rf"(?<![a-z_])(?P<name>[a-z_]++)=(?P<value>{NUM})(?P<unit>GiB)?")
+_PAIR = re.compile(rf"(?<![a-z_])(?P<name>[a-z_]++)=(?P<value>{NUM})(?P<unit>GiB)?", re.ASCII)
 INFO = "keep the start-up's INFO lines (vLLM logs them by default; VLLM_LOGGING_LEVEL=INFO)"
 
 

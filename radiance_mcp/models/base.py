@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    Strict,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
@@ -65,12 +66,19 @@ class MaxChars:
 Name = Annotated[str, MaxChars(MAX_NAME_CHARS)]
 PathArg = Annotated[str, MaxChars(MAX_PATH_CHARS)]
 LedgerText = Annotated[str, MaxChars(MAX_LEDGER_TEXT_CHARS)]
-BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT)]
-LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER)]
-SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB)]
-Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS)]
-Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS)]
-Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0)]
+# Strict: pydantic's lax mode reads JSON true as 1 (boot=true as the oldest boot), "yes" and
+# "true" as true, and "2_0" as 20. A number argument is a JSON number (an integer also serves a
+# float), a yes-or-no argument a JSON boolean. Kept flat: a Field inside a nested Annotated loses
+# its bounds in the schema.
+Int = Annotated[int, Strict()]
+Number = Annotated[float, Strict()]
+Flag = Annotated[bool, Strict()]
+BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT), Strict()]
+LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER), Strict()]
+SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB), Strict()]
+Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS), Strict()]
+Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS), Strict()]
+Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0), Strict()]
 
 
 

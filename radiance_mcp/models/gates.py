@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from radiance_mcp.constants import MAX_POOL_MIB, KVDtype
-from radiance_mcp.models.base import BootRef, LineRef, MaxChars, Output, PathArg, Seqs
+from radiance_mcp.models.base import BootRef, Int, LineRef, MaxChars, Output, PathArg, Seqs
 from radiance_mcp.models.ledger import ReserveInput
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import json_list
@@ -19,14 +19,14 @@ MAX_ENV_BYTES = 256 * 1024
 class RenderGatesInput(LedgerRef):
     """The boot the ceiling is read from (service, log, log_text or container), and the planned pair and shape."""
 
-    vram_kv_mib: int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
-    vram_weights_mib: int | None = Field(
+    vram_kv_mib: Int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
+    vram_weights_mib: Int | None = Field(
         None, ge=0, le=MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
     )
     seqs: Seqs | None = Field(None, description="--max-num-seqs planned. Omitted: the boot's.")
-    max_model_len: int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
+    max_model_len: Int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
     kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
-    spec: int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
+    spec: Int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
     reserves: list[ReserveInput] = Field(
         default_factory=list, max_length=64,
         description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
@@ -79,7 +79,7 @@ class VerifyDeployInput(LedgerRef):
         None, description="The env file's text as render_gates wrote it (its predictions). "
         "Omitted: the service's env_file from the config, on this machine.",
     )
-    boundary_found: int | None = Field(
+    boundary_found: Int | None = Field(
         None, ge=0, le=4096, description="Markers the boundary probe retrieved (boundary_probe's result); omitted: "
         "the boundary prediction stays pending.",
     )

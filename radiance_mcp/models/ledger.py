@@ -11,6 +11,7 @@ from radiance_mcp.constants import MAX_RESERVES, KVDtype
 from radiance_mcp.models.base import (
     BootIndex,
     BootRef,
+    Flag,
     Input,
     LedgerText,
     LineNumber,
@@ -36,7 +37,7 @@ class ReserveInput(Input):
     mib: SizeMib = Field(ge=0, description="MiB held back below the engine's ceiling.")
     label: Name = Field(min_length=1, description="What the reserve is for, in a few words.")
     line: LineNumber | None = Field(None, description="The ledger line that holds this figure (a traced reserve).")
-    personal: bool = Field(False, description="True for a reserve no ledger line backs: it is labelled personal.")
+    personal: Flag = Field(False, description="True for a reserve no ledger line backs: it is labelled personal.")
 
 
 RESERVES_DESCRIPTION = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, Strict, field_validator, model_validator
 
 from radiance_mcp import planning
 from radiance_mcp.constants import (
@@ -18,6 +18,7 @@ from radiance_mcp.models.base import (
     LedgerText,
     MaxChars,
     Name,
+    Number,
     Output,
     PathArg,
 )
@@ -36,9 +37,9 @@ def json_list(name: str, value: Any) -> Any:
 
 
 class ArmInput(Input):
-    value: float = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
+    value: Number = Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE,
                          description="The knob's setting in this arm, e.g. the slab in MiB.")
-    rate: float = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
+    rate: Number = Field(ge=planning.MIN_RATE, le=planning.MAX_ARM_FIGURE,
                         description="The rate measured in this arm, e.g. prefill tokens/s.")
 
 
@@ -49,13 +50,14 @@ class CompareArmsInput(Input):
     )
     knob: Annotated[str, MaxChars(80)] = Field("value", description="What the value is, e.g. 'slab MiB'.")
     rate_unit: Annotated[str, MaxChars(40)] = Field("t/s", description="What the rate is measured in.")
-    noise_band_pct: float = Field(
+    noise_band_pct: Number = Field(
         NOISE_BAND * 100, gt=0, le=50, description="The run-to-run noise, +- percent (default 3)."
     )
     claim: Literal["plateau", "threshold"] | None = Field(
         None, description="A reading to check: 'plateau' (the rate stops moving) or 'threshold' (it steps once)."
     )
-    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE)]] = Field(
+    claim_arms: list[Annotated[float, Field(ge=-planning.MAX_ARM_FIGURE, le=planning.MAX_ARM_FIGURE),
+                               Strict()]] = Field(
         default_factory=list, max_length=planning.MAX_ARMS,
         description="The knob values of the arms the claim rests on (default: every arm).",
     )

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
-from radiance_mcp.models.base import Input, MaxChars, Name, Output, Seconds, Tokens
+from radiance_mcp.models.base import Flag, Input, Int, MaxChars, Name, Number, Output, Seconds, Tokens
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.payloads import Api
 from radiance_mcp.probes.verdicts import Verdict, collapse_alike
@@ -47,9 +47,9 @@ class TokenCountProbeInput(Input):
     window_tokens: Tokens | None = Field(
         None, ge=16, description="The engine's window (--max-model-len). Omitted: the first refusal names it."
     )
-    max_window_tokens: int = _MAX_WINDOW
+    max_window_tokens: Int = _MAX_WINDOW
     dialect: DialectChoice = _DIALECT
-    use_tokenize_endpoint: bool = Field(True, description="Use the engine's tokenize endpoint where it has one.")
+    use_tokenize_endpoint: Flag = Field(True, description="Use the engine's tokenize endpoint where it has one.")
     model: Name | None = _MODEL
     timeout_s: Seconds = Field(120, le=3600, description="Per request.")
     total_timeout_s: Seconds = Field(600, le=7200, description="For the whole probe.")
@@ -82,24 +82,24 @@ class TokenCountProbeOutput(Output):
 
 class BoundaryProbeInput(Input):
     service: Name = _SERVICE
-    n: int = Field(
+    n: Int = Field(
         ge=1, le=64, description="Concurrent requests: at most the sequences the ledger backs, unless over_shape."
     )
-    gen_tokens: int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
+    gen_tokens: Int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
     max_model_len: Tokens | None = Field(
         None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's, else a refusal names it."
     )
-    execute: bool = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
-    over_shape: bool = Field(
+    execute: Flag = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
+    over_shape: Flag = Field(
         False, description="Allow n above the sequences the ledger backs.",
     )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off via chat_template_kwargs) or completions.")
-    chars_per_token: float = Field(
+    chars_per_token: Number = Field(
         CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Calibrated filler ratio for the "
         "first sizing."
     )
-    max_window_tokens: int = _MAX_WINDOW
+    max_window_tokens: Int = _MAX_WINDOW
     model: Name | None = _MODEL
     timeout_s: Seconds = Field(900, le=7200, description="Per request (a full-window prefill is slow).")
     total_timeout_s: Seconds = Field(3600, le=14400, description="For the whole probe.")
@@ -173,7 +173,7 @@ class BoundaryProbeOutput(Output):
 class DecodeProbeInput(Input):
     service: Name = _SERVICE
     context_tokens: Tokens = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
-    gen_tokens: int = Field(
+    gen_tokens: Int = Field(
         PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: at least 128 (512 preferred)."
     )
     max_model_len: Tokens | None = Field(
@@ -181,12 +181,12 @@ class DecodeProbeInput(Input):
     )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
-    count_prompt: bool = Field(
+    count_prompt: Flag = Field(
         True,
         description="Count the prompt afterwards (no prefill) when the answer gives no count.",
     )
-    max_window_tokens: int = _MAX_WINDOW
-    chars_per_token: float = Field(
+    max_window_tokens: Int = _MAX_WINDOW
+    chars_per_token: Number = Field(
         CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler ratio used for sizing."
     )
     model: Name | None = _MODEL

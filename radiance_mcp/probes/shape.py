@@ -14,7 +14,7 @@ from decimal import Decimal
 from radiance_mcp.capacity import PoolContract, pool_contract
 from radiance_mcp.constants import KV_DTYPES, ModelConstants
 from radiance_mcp.errors import GuardRailError, InputError
-from radiance_mcp.ledger import Boot, Hit, Line
+from radiance_mcp.ledger import Boot, Hit, Line, boot_state
 from radiance_mcp.units import fmt_mib
 
 
@@ -38,8 +38,8 @@ class LedgerShape:
     """The echoed --max-num-seqs."""
     window: Figure | None
     """The echoed --max-model-len, else M of the backs line."""
-    stopped: Line | None
-    """'startup stopped: ...' when the boot refused to start."""
+    refused: tuple[Line, ...]
+    """The refusal's lines (ledger.boot_state) when the boot refused to start; empty otherwise."""
     pool: Figure | None
     """The echoed --vram-kv-mib."""
     contract: PoolContract | None
@@ -80,9 +80,10 @@ def ledger_shape(boot: Boot, model: ModelConstants) -> LedgerShape:
         assert pool_figure is not None
         contract = pool_contract(Decimal(pool_figure.value), seats.value, window.value,
                                  dtype.fields["value"], model)
-    stopped = boot.first("startup_stopped")
-    return LedgerShape(src, backed_seqs, backed_tokens, seats, window, stopped.line if stopped else None,
-                       pool_figure, contract, tuple(missing))
+    state = boot_state(boot)
+    refused = state.lines if state.status == "refused" else ()
+    return LedgerShape(src, backed_seqs, backed_tokens, seats, window, refused, pool_figure, contract,
+                       tuple(missing))
 
 
 def checked_window(
@@ -120,15 +121,16 @@ def predict_boundary(shape: LedgerShape | None, n: int, *, over_shape: bool, no_
             (f"n={n} against the sequences the shape backs at once: {no_ledger_reason}",
              f"max_model_len against the ledger's --max-model-len: {no_ledger_reason}"),
         )
+    if shape.refused:
+        cited = "; ".join(f"{shape.source}:{line.number}: {line.text.strip()!r}" for line in shape.refused)
+        raise GuardRailError(
+            f"boundary_probe: the service's newest boot refused to start ({cited}), so nothing serves the shape "
+            "this probe would test and nothing was planned or sent. Next: call audit_step_shape to compare that "
+            "boot with the boot that served, and probe once a boot has settled"
+        )
     figures = (shape.backed_seqs, shape.seats, shape.window, shape.pool)
     lines = tuple(shape.cite(f) for f in dict.fromkeys(f for f in figures if f is not None))
     not_checked = tuple(f"{what} is not in {shape.source}: its check was not made" for what in shape.missing)
-    if shape.stopped is not None:
-        return Prediction(
-            f"the newest boot stopped ({shape.source}:{shape.stopped.number}: {shape.stopped.text.strip()!r}): "
-            "the service is not serving this ledger's shape, so expect errors, not answers",
-            lines, not_checked,
-        )
     backed = shape.backed_seqs or shape.seats
     if backed is None:
         return Prediction(f"no prediction: {shape.source} names neither the backed sequences nor --max-num-seqs",

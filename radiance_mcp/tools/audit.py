@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from radiance_mcp import serve_script, step_shape
 from radiance_mcp.argv import compare_argv
-from radiance_mcp.errors import GuardRailError
+from radiance_mcp.errors import GuardRailError, LedgerError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.audit import (
     ArenaSlopeOut,
@@ -35,7 +35,7 @@ from radiance_mcp.models.audit import (
     ShapeRow,
 )
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
-from radiance_mcp.models.ledger_ref import LedgerRef
+from radiance_mcp.models.ledger_ref import LedgerRef, given_sources
 from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.scripts import ScriptRef, runnable_script, script_source, service_files
@@ -152,7 +152,17 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     check_serve_script.
     """
 
-    proven_boot, candidate_boot = await read_two_boots(runtime, *args.ledger_refs())
+    try:
+        proven_boot, candidate_boot = await read_two_boots(runtime, *args.ledger_refs())
+    except LedgerError as exc:
+        shared = given_sources(args)
+        if not shared or exc.boots_held != 1:
+            raise
+        raise LedgerError(
+            f"{exc}. One boot cannot be both sides: the proven boot is a boot that served, so name its source "
+            f"(proven_service, proven_log, proven_log_text or proven_container) and pass this {shared[0]} as "
+            f"candidate_{shared[0]}"
+        ) from exc
     model_service = args.candidate_service or args.service or args.proven_service
     result = step_shape.audit(proven_boot, candidate_boot, runtime.fleet.model_constants(model_service))
     refusal = []
@@ -267,11 +277,21 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
         # only inside a configured script's own directory, or under the log roots as any path an agent
         # names (symlinks resolved), so a script cannot lead the read to /etc/shadow.
         trusted = refs[0].configured  # path is not None: refs[0] is the script's
-        more = [ScriptRef("env_file", s.path, configured=trusted and _in_directory(s.path, directory), optional=True)
-                for s in sources if s.path is not None and s.path not in read]
+        readable = []
+        for found in sources:
+            assert found.path is not None
+            ref = ScriptRef("sourced file", found.path, configured=trusted and _in_directory(found.path, directory),
+                            optional=True)
+            why = source.refusal(ref)
+            if why is not None:  # the script's own line, not the caller's argument: a note, not a refusal
+                notes.append(f"line {found.line}: the script sources {found.path}, which was not read ({why}); its "
+                             "variables were not checked: pass env_file or env_text to check ownership against it")
+            else:
+                readable.append((found, ref))
+        more = [ref for _, ref in readable if ref.path not in read]
         if more:
             read.update(zip((r.path for r in more), await source.read(more), strict=True))
-        for found in sources:
+        for found, _ in readable:
             assert found.path is not None
             env = read[found.path]
             if env is None:

@@ -145,7 +145,6 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     notes = [
         f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst",
         f"the pair comes from the {budget.pair_source}",
-        *[d for c in reading.cards for d in c.disagreements],
         *provenance_notes(boot),
     ]
     if len(result.cards) > 1:
@@ -175,7 +174,8 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
         personal_reserves=[r.label for r in reserves if r.line is None],
         max_pair_mib=result.max_pair_mib,
         reserve_candidates=candidates_out(reading),
-        warnings=list(result.warnings),
+        # A flag the table contradicts: the ceiling stands on the flag, so the reader must see it.
+        warnings=[*result.warnings, *(d for c in reading.cards for d in c.disagreements)],
         sources=[line_ref(line) for line in dict.fromkeys(lines)],
         notes=notes,
     )

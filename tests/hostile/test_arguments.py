@@ -156,7 +156,7 @@ OVERFLOW = [
     ("check_pool_contract", {"pool_mib": 1e308, "seqs": 2, "max_model_len": 200_000, "kv_cache_dtype": "bf16"},
      "pool_mib=1e+308 is out of range: send a finite number above 0 and at most 1,073,741,824"),
     ("check_pool_contract", {"pool_mib": 5120, "seqs": 1e100, "max_model_len": 200_000, "kv_cache_dtype": "fp8"},
-     "seqs=1e+100: unable to parse input string as an integer"),
+     "seqs=1e+100: a number with a point or exponent is not read as a JSON integer here; send a whole number from 1"),
     ("compute_ceiling", {"log": LOG, "reserves": [{"mib": 1e308, "label": "spare", "personal": True}]},
      "reserves[0].mib=1e+308 is out of range: send a finite number from 0 to 1,073,741,824"),
     ("compute_ceiling", {"log": LOG, "reserves": [{"mib": 96, "label": "headroom", "line": HUGE}]},
@@ -193,8 +193,7 @@ async def test_a_number_out_of_its_range_is_refused_by_name(tool: str, arguments
 
 WORDING = [
     ("check_pool_contract", {"seqs": "two"},
-     "seqs='two': input should be a valid integer, unable to parse string as an integer; send a whole number "
-     "from 1 to 65,536"),
+     "seqs='two': a string is not read as a JSON integer here; send a whole number from 1 to 65,536"),
     ("check_pool_contract", {"kv_cache_dtype": "fp16"}, "kv_cache_dtype='fp16': input should be 'fp8' or 'bf16'; "
      "send one of 'fp8', 'bf16'"),
     ("boundary_probe", {"service": "sim"},

@@ -185,10 +185,11 @@ def test_the_shape_is_read_from_the_ledgers_own_lines() -> None:
         predict_boundary(shape, 10, over_shape=False, no_ledger_reason="-")
 
 
-def test_a_boot_that_stopped_predicts_errors_and_names_what_it_lacks() -> None:
+def test_a_boot_that_stopped_is_refused_before_planning_naming_its_refusal_lines() -> None:
     shape = ledger_shape(read_text(STOPPED, source="wide.log"), DEFAULT_MODEL)
     assert shape.backed_seqs is None and shape.seats is not None and shape.seats.value == 8
-    prediction = predict_boundary(shape, 2, over_shape=False, no_ledger_reason="-")
-    assert "the newest boot stopped (wide.log:5: 'E startup stopped: out of memory')" in prediction.verdict
-    assert prediction.not_checked[0] == ("'backs N sequences all at M tokens at once' is not in wide.log: "
-                                         "its check was not made")
+    assert [line.number for line in shape.refused] == [4, 5]  # the kv cache line that backs 0 sessions, the stop
+    for over_shape in (False, True):
+        with pytest.raises(GuardRailError, match=r"newest boot refused to start \(wide\.log:4: .*wide\.log:5: "
+                           r"'E startup stopped: out of memory'\).*call audit_step_shape"):
+            predict_boundary(shape, 2, over_shape=over_shape, no_ledger_reason="-")

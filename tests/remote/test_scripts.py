@@ -122,6 +122,23 @@ async def test_a_services_script_on_its_host_names_each_private_literal(ssh_host
     assert pool.transfer.commands == 1  # the script and its env file in one round trip
 
 
+async def test_a_script_on_a_host_sourcing_a_file_outside_its_roots_is_checked_with_a_note(
+    ssh_host: LoopbackHost, pool: SSHPool
+) -> None:
+    # An agent's script under the host's log roots that sources a file outside them: the file is
+    # not read (the script's own line is not the caller's fault), the literals are still reported.
+    secret = ssh_host.root / "secret.env"
+    secret.write_text("FRANK_ARCHON_MAX_SEQS=hunter2\n")
+    script = SCRIPT.replace('source "$(dirname "$0")/frank-archon.env"', f"source {secret}")
+    directory = script_dir(ssh_host, under_logs=True, script=script, env=False)
+    runtime = runtime_for(ssh_host, pool)
+    out = await check_serve_script(runtime, CheckServeScriptInput(host="testhost",
+                                                                  script=str(directory / "frank-archon.sh")))
+    assert "hunter2" not in out.model_dump_json() and out.env_file is None
+    assert ("bf16", "max-num-seqs", "4") in [(f.mode, f.flag, f.value) for f in out.findings]
+    assert any(f"sources {secret}, which was not read" in note for note in out.notes), out.notes
+
+
 async def test_a_clean_script_on_a_host_passes(ssh_host: LoopbackHost, pool: SSHPool) -> None:
     directory = script_dir(ssh_host, script=CLEAN_SCRIPT)
     runtime = runtime_for(ssh_host, pool, {"frank-archon": service(directory)})

@@ -209,14 +209,16 @@ async def test_an_env_file_that_is_not_there_is_said_not_guessed(tmp_path: Path)
     assert [(f["kind"], f["value"]) for f in out["findings"]] == [("literal", "512")]
 
 
-async def test_a_sourced_file_outside_the_roots_is_refused(tmp_path: Path) -> None:
+async def test_a_sourced_file_outside_the_roots_is_not_read_and_is_noted(tmp_path: Path) -> None:
     root = tmp_path / "logs"
     write(root, {"serve.sh": "source ../secret.env\nradiance --max-num-seqs \"$S\"\n"})
     write(tmp_path, {"secret.env": "S=hunter2\n"})
     async with mcp(root) as client:
         result = await client.call_tool("check_serve_script", {"script": str(root / "serve.sh")})
-    assert result.is_error
-    assert "secret.env" in result.content[0].text and "outside the allowed log roots" in result.content[0].text  # type: ignore[union-attr]
+    assert not result.is_error and result.structured_content is not None
+    out = result.structured_content
+    assert "hunter2" not in str(out) and out["env_file"] is None
+    assert any("secret.env" in n and "outside the allowed log roots" in n for n in out["notes"]), out["notes"]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -186,17 +187,20 @@ async def test_check_script_path_follows_its_source_line_to_the_env_file(scripts
     assert any("the script sources it at line 3" in note for note in out.notes)
 
 
-async def test_check_script_path_refuses_an_env_beside_it_that_links_out_of_the_roots(tmp_path: Path) -> None:
+async def test_check_script_path_does_not_read_an_env_beside_it_that_links_out_of_the_roots(tmp_path: Path) -> None:
     # The .env beside an agent's script is read without being named: a symlink there must not
     # lead the read out of the log roots (a remote host refuses the same with its real path).
+    # The script's own line is not the caller's fault: the check goes on, and a note says why.
     root = tmp_path / "logs"
     root.mkdir()
     (root / "frank-archon.sh").write_text(SCRIPT)
     secret = tmp_path / "secret.env"
     secret.write_text("FRANK_ARCHON_MAX_SEQS=hunter2\n")
     (root / "frank-archon.env").symlink_to(secret)
-    with pytest.raises(InputError, match=r"^env_file='.*frank-archon\.env' resolves to .*secret\.env, outside"):
-        await check_serve_script(runtime_for(root), CheckServeScriptInput(script=str(root / "frank-archon.sh")))
+    out = await check_serve_script(runtime_for(root), CheckServeScriptInput(script=str(root / "frank-archon.sh")))
+    assert "hunter2" not in out.model_dump_json() and out.env_file is None
+    assert any(re.search(r"was not read \(sourced file='.*frank-archon\.env' resolves to .*secret\.env, outside", n)
+               for n in out.notes), out.notes
 
 
 @pytest.mark.parametrize("trusted", [False, True])
