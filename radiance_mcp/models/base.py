@@ -7,12 +7,14 @@ Every tool's input derives from ``Input`` (unknown names refused), every output 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
@@ -66,19 +68,38 @@ class MaxChars:
 Name = Annotated[str, MaxChars(MAX_NAME_CHARS)]
 PathArg = Annotated[str, MaxChars(MAX_PATH_CHARS)]
 LedgerText = Annotated[str, MaxChars(MAX_LEDGER_TEXT_CHARS)]
-# Strict: pydantic's lax mode reads JSON true as 1 (boot=true as the oldest boot), "yes" and
-# "true" as true, and "2_0" as 20. A number argument is a JSON number (an integer also serves a
-# float), a yes-or-no argument a JSON boolean. Kept flat: a Field inside a nested Annotated loses
-# its bounds in the schema.
-Int = Annotated[int, Strict()]
-Number = Annotated[float, Strict()]
-Flag = Annotated[bool, Strict()]
-BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT), Strict()]
-LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER), Strict()]
-SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB), Strict()]
-Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS), Strict()]
-Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS), Strict()]
-Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0), Strict()]
+# Strict, with one allowance: pydantic's lax mode reads JSON true as 1 (boot=true as the oldest
+# boot), "yes" as true and "2_0" as 20, so every number and yes-or-no argument is strict. A
+# client that sends every argument as a string (the MCP Inspector's CLI does, for a nullable
+# number) still gets through with plain ASCII figures: "3000", "-2", "1.5e3", "true", "false".
+# Kept flat: a Field inside a nested Annotated loses its bounds in the schema.
+_PLAIN_INT = re.compile(r"-?[0-9]+", re.ASCII)
+_PLAIN_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?", re.ASCII)
+
+
+def _int_text(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and _PLAIN_INT.fullmatch(value) else value
+
+
+def _number_text(value: Any) -> Any:
+    return float(value) if isinstance(value, str) and _PLAIN_NUMBER.fullmatch(value) else value
+
+
+def _flag_text(value: Any) -> Any:
+    return {"true": True, "false": False}.get(value, value) if isinstance(value, str) else value
+
+
+_INT = (Strict(), BeforeValidator(_int_text))
+_NUMBER = (Strict(), BeforeValidator(_number_text))
+Int = Annotated[int, *_INT]
+Number = Annotated[float, *_NUMBER]
+Flag = Annotated[bool, Strict(), BeforeValidator(_flag_text)]
+BootIndex = Annotated[int, Field(ge=-MAX_BOOT, le=MAX_BOOT), *_INT]
+LineNumber = Annotated[int, Field(ge=1, le=MAX_LINE_NUMBER), *_INT]
+SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB), *_NUMBER]
+Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS), *_INT]
+Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS), *_INT]
+Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0), *_NUMBER]
 
 
 

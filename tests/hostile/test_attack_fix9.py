@@ -171,11 +171,18 @@ async def call_raw(tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
 POOL = {"pool_mib": 5120, "max_model_len": 200000, "kv_cache_dtype": "fp8"}
 
 
-@pytest.mark.parametrize("seqs", ["٢", "2_0", "２", "2"])
+@pytest.mark.parametrize("seqs", ["٢", "2_0", "２", "2.0", " 2", "two"])
 async def test_mcp_number_strings_that_are_not_plain_ascii_are_refused(seqs: str) -> None:
     error, text = await call_raw("check_pool_contract", {**POOL, "seqs": seqs})
     assert error and f"seqs={seqs!r}" in text and "a string is not read as a JSON integer" in text, text
     assert "send a whole number from 1 to 65,536" in text, text
+
+
+@pytest.mark.parametrize(("seqs", "pool_mib"), [("2", "5120"), ("2", "5.12e3")])
+async def test_mcp_plain_ascii_number_strings_read_as_numbers(seqs: str, pool_mib: str) -> None:
+    # The MCP Inspector's CLI sends a nullable number as a string: plain ASCII figures read.
+    error, text = await call_raw("check_pool_contract", {**POOL, "seqs": seqs, "pool_mib": pool_mib})
+    assert not error and '"required_mib":3524.45' in text, text
 
 
 async def test_mcp_plain_numbers_still_read() -> None:
@@ -196,7 +203,8 @@ async def test_boot_true_is_refused_not_read_as_the_oldest_boot() -> None:
 
 @pytest.mark.parametrize(("tool", "arguments", "name"), [
     ("boundary_probe", {"service": "s", "n": 2, "over_shape": "yes"}, "over_shape"),
-    ("boundary_probe", {"service": "s", "n": 2, "execute": "true"}, "execute"),
+    ("boundary_probe", {"service": "s", "n": 2, "execute": "True"}, "execute"),
+    ("boundary_probe", {"service": "s", "n": 2, "execute": "1"}, "execute"),
     ("boundary_probe", {"service": "s", "n": 2, "execute": 1}, "execute"),
     ("compute_ceiling", {"log_text": "x", "reserves": [{"mib": 10, "label": "mine", "personal": "yes"}]},
      "reserves[0].personal"),
@@ -348,3 +356,10 @@ async def test_a_flag_the_budget_table_contradicts_is_a_warning_of_the_ceiling()
     flag_line = next(n for n, line in enumerate(lines, 1) if "--vram-weights-mib" in line)
     assert any(f"--vram-weights-mib 10,000 MiB (line {flag_line}) but the table's vram_weights row says 23.44 GiB"
                in w for w in out["warnings"]), out["warnings"]
+
+
+async def test_the_exact_strings_true_and_false_read_as_booleans() -> None:
+    # What a client that sends every argument as text writes; "yes", "1" and "True" stay refused (above).
+    reserve = {"mib": 10, "label": "mine", "personal": "true"}
+    error, text = await call_raw("compute_ceiling", {"log_text": ledger(SETTLED_LINES), "reserves": [reserve]})
+    assert not error and '"kind":"personal"' in text, text
