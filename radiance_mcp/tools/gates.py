@@ -31,7 +31,8 @@ from radiance_mcp.models.gates import (
 )
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import read_boot
-from radiance_mcp.tools.plan import boot_flag, held_on, trace_reserves
+from radiance_mcp.tools.ledger import trace_reserves
+from radiance_mcp.tools.plan import boot_flag, held_on
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib
 

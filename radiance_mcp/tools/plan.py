@@ -32,7 +32,7 @@ from radiance_mcp.models.base import (
     line_ref,
     mib,
 )
-from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
+from radiance_mcp.models.ledger import ReserveOutput
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
     ArmStepOutput,
@@ -51,6 +51,7 @@ from radiance_mcp.models.plan import (
 )
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import read_boot
+from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib, round_down
 
@@ -482,14 +483,6 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Bo
         sharing="known" if all(c.physical for c in cards) else "unknown",
         notes=notes,
     )
-
-
-def trace_reserves(reading: capacity.BudgetReading, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
-    """Each reserve traced (to a candidate figure of the boot) or personal, in order: a candidate backs one."""
-    reserves: tuple[capacity.Reserve, ...] = ()
-    for r in given:
-        reserves += (capacity.trace_reserve(reading, Decimal(str(r.mib)), r.label, r.line, r.personal, reserves),)
-    return reserves
 
 
 def held_on(reserves: tuple[capacity.Reserve, ...], card: int) -> Decimal:
