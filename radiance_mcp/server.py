@@ -50,7 +50,7 @@ from pydantic import Field, ValidationError
 from starlette.types import ASGIApp
 
 from radiance_mcp import __version__, schemas, skills
-from radiance_mcp.arguments import parse_arguments
+from radiance_mcp.arguments import parse_arguments, unknown_tool
 from radiance_mcp.config import split_allowed_host
 from radiance_mcp.errors import RadianceMCPError
 from radiance_mcp.runtime import Runtime
@@ -190,6 +190,18 @@ def request_body_limit_bytes() -> int:
     return ENVELOPE_BYTES + largest
 
 
+class RadianceServer(MCPServer):
+    """The SDK's server, answering a misspelled tool name with the closest one, as arguments are."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        names = [tool.name for tool in await self.list_tools()]
+        if name not in names:
+            raise ToolError(unknown_tool(name, names))
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(runtime: Runtime) -> MCPServer:
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
@@ -199,7 +211,7 @@ def build_server(runtime: Runtime) -> MCPServer:
             await runtime.close()  # SSH connections end with the server
 
     procedures = skills.load(spec.name for spec in TOOLS)
-    server: MCPServer = MCPServer(
+    server: MCPServer = RadianceServer(
         "radiance-mcp",
         version=__version__,
         instructions=INSTRUCTIONS + skills.instructions(procedures),
