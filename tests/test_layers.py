@@ -18,10 +18,12 @@ import radiance_mcp
 PACKAGE_DIR = Path(radiance_mcp.__file__).parent
 CORE = frozenset({
     "radiance_mcp.ledger", "radiance_mcp.capacity", "radiance_mcp.step_shape", "radiance_mcp.argv",
-    "radiance_mcp.serve_script", "radiance_mcp.units", "radiance_mcp.constants", "radiance_mcp.errors",
+    "radiance_mcp.units", "radiance_mcp.constants", "radiance_mcp.errors",
     "radiance_mcp.planning",
 })
-"""The pure core: text and numbers in, records out. engines/* belongs to it too (is_core)."""
+"""The pure core: text and numbers in, records out. The packages in CORE_PACKAGES belong to it too (is_core)."""
+CORE_PACKAGES = ("radiance_mcp.engines", "radiance_mcp.serve_script")
+"""Core packages: every module under them is core."""
 PURE_PROBE_PARTS = frozenset({"radiance_mcp.probes.dialects", "radiance_mcp.probes.payloads"})
 """The engines' refusal wording and the answer readers: pure, and the simulator writes refusals with
 the same wording the probes read (one home per phrase), so it may import these two."""
@@ -39,7 +41,7 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
 
 
 def is_core(name: str) -> bool:
-    return name in CORE or name == "radiance_mcp.engines" or name.startswith("radiance_mcp.engines.")
+    return name in CORE or any(name == p or name.startswith(f"{p}.") for p in CORE_PACKAGES)
 
 
 def imports_of(name: str) -> Iterator[tuple[str, int]]:
