@@ -1,7 +1,8 @@
 """bash words: a small tokenizer honouring quotes, ``$(...)``, ``${...}``, comments, heredocs
 and line continuations, and the shapes of a name, a number and a ``${...}`` reference in a word.
 
-Nesting deeper than MAX_NESTING is refused with an InputError: the only error this package raises.
+Nesting deeper than MAX_NESTING is refused with an InputError (nested_too_deep, which the parser
+raises too for functions and case arms nested that deep).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from radiance_mcp.serve_script.lexer import NAME, NUMBER
 from radiance_mcp.serve_script.parser import Assignment, Scope
 
 
-def reference_name(value: str) -> tuple[str | None, str | None]:
+def _reference_name(value: str) -> tuple[str | None, str | None]:
     """'$X' / '${X}' / '${X:?msg}' -> ('X', None); '${X:-8}' -> ('X', '8'); anything else -> (None, None)."""
     match = re.fullmatch(rf"\$(?:(?P<plain>{NAME})|\{{(?P<braced>{NAME})(?P<rest>[^}}]*)\}})", value)
     if not match:
@@ -52,7 +52,7 @@ class Tracer:
         """Where a value at (line, scope) comes from: numbers, env-file variables, or nothing known."""
         if NUMBER.match(value):
             return [Reach("literal", line, scope, None, value)]
-        name, default = reference_name(value)
+        name, default = _reference_name(value)
         if name is None:
             return [Reach("computed", line, scope, None, value)]
         reaches = []
@@ -75,7 +75,7 @@ class Tracer:
         self.cache[name] = (True, [])  # a variable defined through itself adds nothing more
         assigned, reaches = False, []
         for a in self.by_name.get(name, []):
-            ref, fallback = reference_name(a.value)
+            ref, fallback = _reference_name(a.value)
             if ref == name:  # X=${X:-8}: only its fallback counts
                 if fallback is not None and NUMBER.match(fallback):
                     reaches.append(Reach("default", a.line, a.scope, name, fallback))
