@@ -6,10 +6,6 @@ numbers from radiance_mcp.constants (tests/probes/test_docstrings.py checks they
 
 from __future__ import annotations
 
-from typing import Any
-
-from mcp.server.mcpserver import Context
-
 from radiance_mcp.models.probes import (
     BoundaryProbeInput,
     BoundaryProbeOutput,
@@ -21,7 +17,7 @@ from radiance_mcp.models.probes import (
 from radiance_mcp.probes.shape import LedgerShape, ledger_shape
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import service_source
-from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
@@ -55,7 +51,7 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
 @FAMILY.tool("Boundary probe: N prompts at max_model_len - gen", name="boundary_probe", read_only=False,
              open_world=True, idempotent=False)
 async def run_boundary_probe(
-    runtime: Runtime, args: BoundaryProbeInput, ctx: Context[Any, Any] | None = None
+    runtime: Runtime, args: BoundaryProbeInput, ctx: Progress | None = None
 ) -> BoundaryProbeOutput:
     """Send n concurrent window-filling prompts, each with a unique marker at its head; check every
     marker comes back.
