@@ -30,7 +30,7 @@ from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts import Prompt
-from mcp.server.mcpserver.resources import TextResource
+from mcp.server.mcpserver.resources import FunctionResource, TextResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -141,8 +141,14 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
     # defaults) and the output's is its top level; the full output schema is a resource.
     # additionalProperties: what run enforces.
     tool.parameters = schemas.compact({**tool.parameters, "additionalProperties": False}, arguments=True)
-    tool.fn_metadata.output_schema = schemas.shallow(spec.output_model.model_json_schema())
+    full = tool.fn_metadata.output_schema  # the SDK's, from spec.output_model: generated once, not again here
+    assert full is not None  # structured_output=True
+    tool.fn_metadata.output_schema = schemas.shallow(full)
     return tool
+
+
+def _output_schema_text(spec: ToolSpec) -> str:
+    return json.dumps(schemas.compact(spec.output_model.model_json_schema()), separators=(",", ":"))
 
 
 def output_schema_uri(name: str) -> str:
@@ -219,10 +225,10 @@ def build_server(runtime: Runtime) -> MCPServer:
         tools=[_tool(spec, runtime) for spec in TOOLS],
     )
     for spec in TOOLS:
-        server.add_resource(TextResource(
+        server.add_resource(FunctionResource(  # the text is made on read: start-up is the client's wait
             uri=output_schema_uri(spec.name), name=f"{spec.name} output", mime_type="application/schema+json",
             description=f"The full JSON schema of {spec.name}'s structured output (tools/list gives its top level).",
-            text=json.dumps(schemas.compact(spec.output_model.model_json_schema()), separators=(",", ":")),
+            fn=functools.partial(_output_schema_text, spec),
         ))
     for skill in procedures:
         server.add_resource(TextResource(uri=skill.uri, name=skill.name, title=skill.title,
