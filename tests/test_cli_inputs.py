@@ -23,7 +23,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def test_every_text_argument_takes_a_file_too() -> None:
-    commands = next(a for a in cli._parser()._actions if a.dest == "command").choices  # type: ignore[union-attr]
+    commands = next(a for a in cli._parser(TOOLS)._actions if a.dest == "command").choices  # type: ignore[union-attr]
     texts = 0
     for spec in TOOLS:
         flags = {flag for action in commands[spec.name.replace("_", "-")]._actions for flag in action.option_strings}
