@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE_CARD, EXAMPLE_FLAGS, build_boot
 
 from radiance_mcp.config import CONFIG_ENV
+
+BootBuilder = Callable[..., str]
 
 # The MCP SDK and its transports, HTTP (the probes' httpx, the SDK's httpx2) and SSH (asyncssh
 # and the cryptography it loads): none of them has a part in a figure read from given text.
@@ -28,8 +30,12 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 # A two-card boot of another service, a wider window and a smaller pool than the example's.
-FLAGS = {**EXAMPLE_FLAGS, "max-model-len": "131072", "max-num-seqs": "3", "vram-kv-mib": "4096"}
-CARD = {**EXAMPLE_CARD, "kv": "4.00 GiB", "free": "3.01 GiB"}
+FLAGS = {"max-model-len": "131072", "max-num-seqs": "3", "max-num-batched-tokens": "2048", "host-pool-mib": "7580",
+         "tp": "2", "kv-cache-dtype": "fp8", "placement": "slab", "vram-weights-mib": "24000",
+         "vram-kv-mib": "4096", "gpu-headroom-mib": "96"}
+CARD = {"total": "31.86 GiB", "weights": "23.44 GiB", "kv": "4.00 GiB", "unclaimed": "1.42 GiB",
+        "budgets": "27.44 GiB", "unaccounted": "4.42 GiB", "free": "3.01 GiB", "floor": "209.19 MiB",
+        "headroom": "96.00 MiB", "static": "113.19 MiB"}
 SCRIPT = """\
 #!/bin/sh
 . /srv/lab/inference.env
@@ -51,9 +57,9 @@ def _run(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
 
 
 @pytest.fixture
-def files(tmp_path: Path) -> Path:
-    (tmp_path / "gpu-box.log").write_text(build_boot(name="gpu-box", flags=FLAGS, cards=[CARD, CARD]))
-    (tmp_path / "two.log").write_text(build_boot(name="gpu-box") + build_boot(name="gpu-box", flags=FLAGS))
+def files(tmp_path: Path, boot_text: BootBuilder) -> Path:
+    (tmp_path / "gpu-box.log").write_text(boot_text(name="gpu-box", flags=FLAGS, cards=[CARD, CARD]))
+    (tmp_path / "two.log").write_text(boot_text(name="gpu-box") + boot_text(name="gpu-box", flags=FLAGS))
     (tmp_path / "serve.sh").write_text(SCRIPT)
     (tmp_path / "inference.env").write_text("LAB_SEATS=3\nLAB_STEP=2048\n")
     return tmp_path
