@@ -97,12 +97,13 @@ def build_command(
         _time_limit(math.ceil(timeout_s) + 2),
     ]
     calls = []
-    for i, (request, checkpoint) in enumerate(zip(requests, checkpoints, strict=True)):
+    small = small or [False] * len(requests)
+    for i, (request, checkpoint, known_small) in enumerate(zip(requests, checkpoints, small, strict=True)):
         boot = check_boot(request.boot)
         if request.kind == "podman":
             calls.append(call_line("read_podman_logs", [str(i), str(boot), check_container(request.name)]))
             continue
-        if i < len(small) and small[i]:
+        if known_small:
             calls.append(call_line("queue_ledger_file", [str(i), str(boot), sent_path(request.name),
                                                          *(sent_path(r) for r in request.roots)]))
             continue
