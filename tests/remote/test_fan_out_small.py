@@ -168,3 +168,28 @@ async def test_a_small_log_grown_past_the_limit_is_read_as_a_large_one(ssh_host:
         assert Path(paths[1]).exists() and (sources[1].target, str(paths[1])) in pool.small_files
     finally:
         await pool.close()
+
+
+async def test_a_directory_symlink_turned_out_of_the_root_is_refused(ssh_host: LoopbackHost, small_pool: SSHPool,
+                                                                    example_text: str) -> None:
+    """The host resolves the log's directory itself: a symlink in it that now leads out fails that log only."""
+    inside = ssh_host.logs / "real-dir"
+    inside.mkdir()
+    linked = ssh_host.logs / "linked-dir"
+    linked.symlink_to(inside)
+    text = ledger(example_text, boots=2)
+    paths = [ssh_host.write_log(text), linked / "svc.log", ssh_host.write_log(text)]
+    paths[1].write_text(text)
+    sources = [RemoteFileSource(ssh_host.target(), str(p), small_pool, (str(ssh_host.logs),)) for p in paths]
+    for boot in await asyncio.gather(*(s.read() for s in sources)):
+        assert boot.index == 2
+    assert all((sources[0].target, str(p)) in small_pool.small_files for p in paths)
+    away = ssh_host.root / "away-dir"
+    away.mkdir()
+    (away / "svc.log").write_text(text)
+    linked.unlink()
+    linked.symlink_to(away)
+    results = await asyncio.gather(*(s.read() for s in sources), return_exceptions=True)
+    assert isinstance(results[1], InputError) and "outside the allowed log roots" in str(results[1])
+    assert "linked-dir/svc.log" in str(results[1])
+    assert [getattr(r, "index", None) for r in (results[0], results[2])] == [2, 2]
