@@ -248,7 +248,7 @@ class SSHPool:
 
     def _note_size(self, key: tuple[SSHTarget, str], small: bool) -> None:
         """Remember whether the file was small (read whole), the most recent last."""
-        self.small_files.pop(key, "")
+        self.small_files.pop(key, None)
         if small:
             self.small_files[key] = None
             while len(self.small_files) > MAX_CHECKPOINTS:

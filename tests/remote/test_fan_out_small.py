@@ -193,3 +193,27 @@ async def test_a_directory_symlink_turned_out_of_the_root_is_refused(ssh_host: L
     assert isinstance(results[1], InputError) and "outside the allowed log roots" in str(results[1])
     assert "linked-dir/svc.log" in str(results[1])
     assert [getattr(r, "index", None) for r in (results[0], results[2])] == [2, 2]
+
+
+async def test_odd_bytes_in_small_logs_read_together_match_the_local_reader(ssh_host: LoopbackHost,
+                                                                             small_pool: SSHPool,
+                                                                             example_text: str) -> None:
+    """NUL bytes, an over-long phrase line, tabs and a lone CR among the logs of one pass: each as read alone here."""
+    base = ledger(example_text, boots=2)
+    texts = [
+        base.replace("I serving on", "I ser\x00ving on", 1),
+        "noise\x00\x00 line\n" + base,
+        base + "I claimable " + "7" * 70_000 + " GiB\nI serving on 0.0.0.0:8001\n",
+        base.replace("  ", "\t"),
+        base.replace("\n", "\r", 3),
+    ]
+    sources = [RemoteFileSource(ssh_host.target(), str(ssh_host.write_log(t)), small_pool, (str(ssh_host.logs),))
+               for t in texts]
+    for round_ in ("first", "queued"):
+        boots = await asyncio.gather(*(s.read() for s in sources))
+        for boot, text in zip(boots, texts, strict=True):
+            local = read_text(text, source=boot.source)
+            assert [(h.key, h.line.number, h.line.text) for h in boot.hits] == [
+                (h.key, h.line.number, h.line.text) for h in local.hits], round_
+            assert (boot.index, boot.boots_seen, boot.first_line, boot.last_line, boot.skipped_long_lines) == (
+                local.index, local.boots_seen, local.first_line, local.last_line, local.skipped_long_lines), round_
