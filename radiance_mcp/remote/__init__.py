@@ -31,7 +31,7 @@ from radiance_mcp.remote.answers import dry_run_result, file_text, section_boot
 from radiance_mcp.remote.commands import build_command, build_dry_run_command, build_files_command
 from radiance_mcp.remote.connect import connect, known_hosts_files
 from radiance_mcp.remote.framing import REMOTE_COMMAND, parse_frames, parse_output
-from radiance_mcp.remote.pool import MAX_BATCH, MAX_CHECKPOINTS, Doing, SSHPool, Transfer
+from radiance_mcp.remote.pool import MAX_BATCH, MAX_CHECKPOINTS, MAX_SMALL_BATCH, Doing, SSHPool, Transfer
 from radiance_mcp.remote.records import (
     STDERR_TAIL_BYTES,
     Checkpoint,
@@ -55,6 +55,7 @@ __all__ = [
     "CONTAINER_NAME",
     "MAX_BATCH",
     "MAX_CHECKPOINTS",
+    "MAX_SMALL_BATCH",
     "MODE_PATTERN",
     "REMOTE_COMMAND",
     "STDERR_TAIL_BYTES",

@@ -40,7 +40,7 @@ def _strip_comments(program: str) -> str:
 
 
 def _awk_setting(variable: str, name: str) -> str:
-    """An awk program as a sh variable, in single quotes (so its code may hold none)."""
+    """An awk program (or a part of one) as a sh variable, in single quotes (so its code may hold none)."""
     text = _strip_comments(program_text(name))
     if "'" in text:
         raise RuntimeError(f"programs/{name}: the awk programs sit in single quotes in the sh program: no ' inside")
@@ -60,6 +60,8 @@ def _ledger_program() -> str:
         f"overlap_bytes={MAX_LINE_BYTES + 1}",
         f"phrase_lines() {{ grep -a -n \"$@\" -F {patterns}; }}",
         _awk_setting("cut_awk", "cut.awk"),
+        _awk_setting("grep_awk", "cut_grep.awk"),
+        _awk_setting("files_awk", "cut_files.awk"),
         _awk_setting("marks_awk", "marks.awk"),
         _awk_setting("back_awk", "back.awk"),
         _awk_setting("last_awk", "last.awk"),
@@ -79,8 +81,14 @@ def _time_limit(seconds: int) -> str:
 def build_command(
     requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float,
     count_before_bytes: int = Limits.count_before_bytes, small_file_bytes: int = Limits.small_file_bytes,
+    small: Sequence[bool] = (),
 ) -> str:
-    """The ledger read: the fixed program, then one quoted call per request."""
+    """The ledger read: the fixed program, then one quoted call per request, then the cut of the small files.
+
+    small[i] True: request i is a file the last read found small; it is queued for the one pass
+    over every small file at the end without its size taken first (the host reads it as any
+    other file if it has grown past small_file_bytes).
+    """
     settings = [
         f"nonce={check_nonce(nonce)}",
         f"count_before_max={int(count_before_bytes)}",
@@ -89,10 +97,15 @@ def build_command(
         _time_limit(math.ceil(timeout_s) + 2),
     ]
     calls = []
-    for i, (request, checkpoint) in enumerate(zip(requests, checkpoints, strict=True)):
+    small = small or [False] * len(requests)
+    for i, (request, checkpoint, known_small) in enumerate(zip(requests, checkpoints, small, strict=True)):
         boot = check_boot(request.boot)
         if request.kind == "podman":
             calls.append(call_line("read_podman_logs", [str(i), str(boot), check_container(request.name)]))
+            continue
+        if known_small:
+            calls.append(call_line("queue_ledger_file", [str(i), str(boot), sent_path(request.name),
+                                                         *(sent_path(r) for r in request.roots)]))
             continue
         if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
             resume, anchor = ["-"] * 9, ""
@@ -105,6 +118,7 @@ def build_command(
         calls.append(f"anchor_text={shlex.quote(anchor)}")
         calls.append(call_line("read_ledger_file", [str(i), str(boot), sent_path(request.name), *resume,
                                                     *(sent_path(r) for r in request.roots)]))
+    calls.append("cut_queued")
     return wrap(_ledger_program(), settings, calls)
 
 

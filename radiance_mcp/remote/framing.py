@@ -20,6 +20,7 @@ The ledger read (``parse_output``), one line each::
     #<n> T <i>                          the lines continue the boot the last read cut (files)
     #<n> U <i> <offset> <line> <cksum>  where this read of the newest boot stopped: the next one goes on
     #<n> N <i>                          nothing was added since that stop: the last read's answer stands
+    #<n> H <i>                          the file was read whole with the command's other small files
     #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
     #<n> E <i> <text>                   podman's last error line, for the message
     #<n> Z                              the command ran to its end
@@ -140,6 +141,8 @@ class Section:
     failure: str = ""
     """Set when the answer cannot be used (the message)."""
     unchanged: bool = False
+    whole: bool = False
+    """The file was small and read whole (the next read may queue it without taking its size)."""
 
 
 def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], bool]:
@@ -169,6 +172,8 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], 
                 section.continued = True
             elif kind == "N":
                 section.unchanged = True
+            elif kind == "H":
+                section.whole = True
             elif kind == "O":
                 offset, _, need = rest.partition(" ")
                 if offset.isdigit() and need.isdigit():  # digits only: the offset goes back into the next command

@@ -4,7 +4,8 @@ Connections are reused across tool calls and closed when idle; at most
 Limits.channels_per_host commands run at once on one. Every command is ``REMOTE_COMMAND``
 with a program on stdin (commands.py); its output is capped, timed and framed (framing.py).
 Ledger reads of one host that arrive in the same turn of the event loop go as one command
-(MAX_BATCH logs at most), and the last read of each file is remembered (MAX_CHECKPOINTS) so
+(MAX_BATCH logs at most; MAX_SMALL_BATCH of files the last read found small, which the host
+reads in one pass together), and the last read of each file is remembered (MAX_CHECKPOINTS) so
 the next one reads only what was added.
 
 asyncssh is imported inside the functions that use it, so the server starts without loading it.
@@ -75,12 +76,19 @@ MAX_BATCH = 4
 go as further commands on the same connection, which the host runs side by side (at most
 Limits.channels_per_host at once)."""
 
+MAX_SMALL_BATCH = 64
+"""Files the last read found small (at most Limits.small_file_bytes) read in one command at most:
+the host reads them all in one awk pass, with no process per file, so one command costs about
+what one small read does; side by side, each would pay a session and its start-up."""
+
 
 @dataclass(eq=False)  # compared and hashed by identity
 class _Batch:
     """Log reads of one host entry that go to the host as one command."""
 
     target: SSHTarget
+    small: bool
+    """Only files the last read found small (MAX_SMALL_BATCH of them), or any reads (MAX_BATCH)."""
     requests: list[LogRequest] = field(default_factory=list)
     keys: list[_ReadKey] = field(default_factory=list)
     task: asyncio.Task[list[Section]] = field(init=False)
@@ -97,11 +105,14 @@ class SSHPool:
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
         self.checkpoints: dict[tuple[SSHTarget, str], Checkpoint] = {}
+        self.small_files: dict[tuple[SSHTarget, str], None] = {}
+        """Files the last read found small, the most recently read last (MAX_CHECKPOINTS at most)."""
         self.transfer = Transfer()
         self._entries: dict[SSHTarget, _Entry] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: dict[SSHTarget, _Batch] = {}
-        """Per host entry, the batch that calls of this loop turn join (its command not yet sent)."""
+        self._pending: dict[tuple[SSHTarget, bool], _Batch] = {}
+        """Per host entry (and small or not), the batch that calls of this loop turn join (its command not yet
+        sent)."""
         self._inflight: dict[_ReadKey, tuple[_Batch, int]] = {}
         """Each read waiting or running, and where its answer will be."""
 
@@ -112,7 +123,8 @@ class SSHPool:
 
         Fan-out: the reads of every call that reaches here in the same turn of the event loop
         (many services read at once, say) go to the host together, MAX_BATCH logs per command,
-        the commands side by side on the one connection; a read identical to one already
+        the commands side by side on the one connection (files the last read found small go
+        MAX_SMALL_BATCH to a command: the host reads those in one pass); a read identical to one already
         waiting or running (same log or container, boot and roots) is not sent again, it shares
         that read's answer (so it may miss lines written after that read began). A command is
         stopped only when every call waiting on it is cancelled.
@@ -138,10 +150,11 @@ class SSHPool:
         found = self._inflight.get(key)
         if found is not None and not found[0].task.done():
             return found
-        batch = self._pending.get(target)
-        if batch is None or batch.task.done() or len(batch.requests) >= MAX_BATCH:
-            batch = _Batch(target)
-            self._pending[target] = batch
+        small = request.kind == "file" and (target, request.name) in self.small_files
+        batch = self._pending.get((target, small))
+        if batch is None or batch.task.done() or len(batch.requests) >= (MAX_SMALL_BATCH if small else MAX_BATCH):
+            batch = _Batch(target, small)
+            self._pending[target, small] = batch
             batch.task = asyncio.get_running_loop().create_task(self._run_batch(batch))
             # Forget the batch however it ends: answered, failed, or cancelled before it began.
             batch.task.add_done_callback(functools.partial(self._forget, batch))
@@ -152,13 +165,13 @@ class SSHPool:
 
     async def _run_batch(self, batch: _Batch) -> list[Section]:
         await asyncio.sleep(0)  # the calls started in this turn of the loop join the batch first
-        if self._pending.get(batch.target) is batch:
-            del self._pending[batch.target]
+        if self._pending.get((batch.target, batch.small)) is batch:
+            del self._pending[batch.target, batch.small]
         return await self._read_sections(batch.target, batch.requests)
 
     def _forget(self, batch: _Batch, _task: object = None) -> None:
-        if self._pending.get(batch.target) is batch:
-            del self._pending[batch.target]
+        if self._pending.get((batch.target, batch.small)) is batch:
+            del self._pending[batch.target, batch.small]
         for key in batch.keys:
             if self._inflight.get(key, (None, 0))[0] is batch:
                 del self._inflight[key]
@@ -167,15 +180,18 @@ class SSHPool:
         """One command for the requests; each section with the lines the last read kept put back."""
         nonce = new_nonce()
         resumes = [self.checkpoints.get((target, r.name)) if r.kind == "file" else None for r in requests]
+        small = [r.kind == "file" and (target, r.name) in self.small_files for r in requests]
         command = build_command(requests, nonce=nonce, checkpoints=resumes,
                                 timeout_s=self.limits.command_timeout_s,
                                 count_before_bytes=self.limits.count_before_bytes,
-                                small_file_bytes=self.limits.small_file_bytes)
+                                small_file_bytes=self.limits.small_file_bytes, small=small)
         what = ", ".join(r.label for r in requests)
         output = await self.run(target, command, what=what)
         sections, finished = parse_output(output, nonce=nonce, count=len(requests))
         check_finished(output, finished, target, what)
         for request, section, previous in zip(requests, sections, resumes, strict=True):
+            if request.kind == "file":
+                self._note_size((target, request.name), section.whole)
             if section.unchanged and previous is not None and previous.tail_line is not None:
                 # Nothing added since the last read of the newest boot: its answer again.
                 self.transfer.continued += 1
@@ -229,6 +245,14 @@ class SSHPool:
         check_finished(output, finished, target, what)
         return [dry_run_result(frame, mode, script.path, roots, target.name, nonce=nonce, timeout_s=limit_s)
                 for frame, mode in zip(frames, modes, strict=True)]
+
+    def _note_size(self, key: tuple[SSHTarget, str], small: bool) -> None:
+        """Remember whether the file was small (read whole), the most recent last."""
+        self.small_files.pop(key, None)
+        if small:
+            self.small_files[key] = None
+            while len(self.small_files) > MAX_CHECKPOINTS:
+                del self.small_files[next(iter(self.small_files))]
 
     def _remember(self, key: tuple[SSHTarget, str], section: Section, previous: Checkpoint | None) -> None:
         """Keep the newest marker (and, for the newest boot, its lines so far) for the next read."""

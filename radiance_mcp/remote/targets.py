@@ -47,4 +47,5 @@ class Limits:
     """A boot counted from the end gets exact line numbers and its index when the bytes before it are
     at most this many (counting them costs a pass over them); past that its lines count from its marker."""
     small_file_bytes: int = 1024 * 1024
-    """A log file this small is cut in one pass on every read (no checkpoint: checking one costs more)."""
+    """A log file this small is read whole on every read, with the command's other small files in one awk pass
+    (no checkpoint: checking one costs more)."""

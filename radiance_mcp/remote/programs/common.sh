@@ -19,8 +19,16 @@ real_path_under_roots() {
   f=$1; shift
   if [ ! -e "$f" ]; then control_line X "$i" missing; return 1; fi
   # Security: resolve symlinks and '..' here, on the host, and require the real path under
-  # a root: a symlink planted in a log directory cannot lead a read out of it.
-  r=$(readlink -f -- "$f") || { control_line X "$i" outside; return 1; }
+  # a root: a symlink planted in a log directory cannot lead a read out of it. A file that is
+  # no symlink itself has the real path of its directory (cd -P resolves every symlink and '..'
+  # in it; a builtin, no process) and its own name; else readlink -f resolves the whole path.
+  # (The programs name files by absolute paths only, so the working directory is free to move.)
+  b=${f##*/}
+  if [ ! -h "$f" ] && [ "$b" != . ] && [ "$b" != .. ] && cd -P -- "${f%/*}/" 2> /dev/null; then
+    r=${PWD%/}/$b
+  else
+    r=$(readlink -f -- "$f") || { control_line X "$i" outside; return 1; }
+  fi
   # (A resolved path that starts with the root as written lies in it: it has no symlink left.)
   ok=
   for root do

@@ -1,6 +1,7 @@
-# The cutter (ledger_read.sh's cut_boot): grep's numbered phrase lines in ("num:text", or
-# "num:offset:text" with withoff=1), the chosen boot's lines out, numbered as in the log, with
-# its B, K (and R when known) lines.
+# The cutter's functions: take() gets a log's numbered lines, finish() sends the chosen boot's
+# lines, numbered as in the log, with its B, K (and R when known) lines. Two drivers feed them:
+# cut_grep.awk (grep's numbered phrase lines, one log: cut_boot) and cut_files.awk (whole small
+# files, one after the other in one awk: cut_queued); each is sent after this text.
 # Boots start at marker lines; without any (and marks=0), at runs of echoed flags, else one
 # boot: the rules of ledger._boot_starts. A summary for the shell goes to fd 3:
 #   ok <boots> <boot> <first line> <last line, or -1: not known here> <count from: offset line>
@@ -16,40 +17,46 @@
 # (No single quote in the code: it travels in single quotes in the sh program; comments are not sent.)
 function iskw(t,  j) { for (j = 1; j <= nk; j++) if (index(t, K[j])) return 1; return 0 }
 function summary(s) { print s > "/dev/fd/3" }
-BEGIN { nk = split(kws, K, "|"); prev = -2; total += 0; bl += 0; bo += 0; bi += 0; seen += 0; rec = 0 }
-{
-  c = index($0, ":"); num = substr($0, 1, c - 1) + bl; t = substr($0, c + 1); off = -1
-  if (withoff) { c = index(t, ":"); off = substr(t, 1, c - 1) + bo; t = substr(t, c + 1); if (off >= lim) exit }
+# A fresh log: nothing taken yet (bl, bo, bi, seen come as settings).
+function start() {
+  nk = split(kws, K, "|"); prev = -2; total = 0; bl += 0; bo += 0; bi += 0; seen += 0; rec = 0
+  n = nm = nf = skip = stale = got = st = 0; err = ""
+  split("", N); split("", T); split("", M); split("", MO); split("", F); split("", B)
+}
+# One numbered line (its number, byte offset or -1, text); 1 when the pass is to stop here.
+function take(num, off, t) {
   # From an anchor, the first line must be the marker line of the anchor, byte for byte, where it was.
-  if (anchored && !rec++ && (off != bo || t != ENVIRON["anchor_text"])) { stale = 1; exit }
+  if (anchored && !rec++ && (off != bo || t != ENVIRON["anchor_text"])) { stale = 1; return 1 }
   if (sent != "" && (pos = index(t, sent))) {
     # The end line: alone if the log ended with a newline, else glued to its last line.
     st = substr(t, pos + length(sent)) + 0; got = 1
-    if (pos == 1) { total = num - 1; next }
+    if (pos == 1) { total = num - 1; return 0 }
     total = num; t = substr(t, 1, pos - 1)
   }
-  if (!iskw(t)) { if (index(t, "Error")) err = t; next }
-  if (length(t) > max) { skip++; next }
+  if (!iskw(t)) { if (index(t, "Error")) err = t; return 0 }
+  if (length(t) > max) { skip++; return 0 }
   n++; N[n] = num; T[n] = t
-  if (index(t, mk)) { M[++nm] = n; MO[nm] = off; MW[nm] = length(t) + 1 }
+  if (index(t, mk)) { M[++nm] = n; MO[nm] = off }
   u = t; gsub(/\033\[[0-9;?]*[ -\/]*[@-~]/, "", u); sub(/\r$/, "", u)
   if (u ~ /(^|[ \t])I[ \t]+--[a-z][a-z0-9-]*[ \t]+[^ \t]+[ \t]*$/) {
     if (num != prev + 1) F[++nf] = n
     prev = num
   }
+  return 0
 }
-END {
-  if (stale || (anchored && !rec)) { summary("stale"); exit }
+# The chosen boot out, once every line is in.
+function finish() {
+  if (stale || (anchored && !rec)) { summary("stale"); return }
   if (sent != "" && (!got || st != 0)) {
     printf "#%s X %s podman %.0f\n", nn, i, (got ? st : -1)
     if (err != "") printf "#%s E %s %s\n", nn, i, err
-    summary("podman"); exit
+    summary("podman"); return
   }
   if (cont) { cnt = nm + 1; B[1] = 1; for (j = 1; j <= nm; j++) B[j + 1] = M[j] }
   else if (nm) { cnt = nm; for (j = 1; j <= nm; j++) B[j] = M[j] }
   else if (nf && !marks) { cnt = nf; for (j = 1; j <= nf; j++) B[j] = F[j] }
   else if (n && !marks) { cnt = 1; B[1] = 1 }
-  else { if (!marks) printf "#%s X %s nophrase\n", nn, i; summary("none"); exit }
+  else { if (!marks) printf "#%s X %s nophrase\n", nn, i; summary("none"); return }
   tot = bi + cnt
   p = (k > 0) ? k : tot + 1 + k
   if (nm && marks && !nocp && length(T[M[nm]]) <= 4096)
@@ -58,9 +65,9 @@ END {
     printf "#%s C %s %s %.0f %.0f %.0f %s %s\n", nn, i, ino, c_off, first0, tot, cb, ENVIRON["anchor_text"]
   if (p < 1 || p > tot) {
     if (!marks) printf "#%s X %s range %.0f\n", nn, i, tot
-    summary(sprintf("range %.0f %.0f", tot, p)); exit
+    summary(sprintf("range %.0f %.0f", tot, p)); return
   }
-  if (p <= bi) { summary(sprintf("back %.0f %.0f", tot, p)); exit }
+  if (p <= bi) { summary(sprintf("back %.0f %.0f", tot, p)); return }
   j = p - bi
   e = (j < cnt) ? B[j + 1] - 1 : n
   first = (cont && j == 1) ? first0 : (nm || nf) ? N[B[j]] : 1

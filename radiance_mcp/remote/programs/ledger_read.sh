@@ -1,14 +1,17 @@
 # shellcheck shell=sh
-# The ledger read: read_ledger_file once per log file, read_podman_logs once per container.
-# Runs after common.sh. commands.build_command puts before the call lines the settings (nonce,
-# marker, keywords, max_line_bytes, count_before_max, overlap_bytes, small_file_max, time_limit),
-# phrase_lines (grep for ledger.KEYWORDS), the four awk programs (cut_awk, marks_awk, back_awk,
-# last_awk: the .awk files beside this one) and anchor_text before each file's call.
+# The ledger read: read_ledger_file (or queue_ledger_file) once per log file, read_podman_logs
+# once per container, then cut_queued. Runs after common.sh. commands.build_command puts before
+# the call lines the settings (nonce, marker, keywords, max_line_bytes, count_before_max,
+# overlap_bytes, small_file_max, time_limit), phrase_lines (grep for ledger.KEYWORDS), the awk
+# programs (cut_awk with its drivers grep_awk and files_awk, marks_awk, back_awk, last_awk: the
+# .awk files beside this one) and anchor_text before each file's call.
 # Files are only ever named in redirections and after '--', never where a tool reads options.
 # The cutter's summary comes back to the shell on fd 3; fd 4 is the command's stdout.
 #
 # How a file is read (read_ledger_file), cheapest first:
-#   * at most small_file_max bytes: one pass over the whole file (cut_whole_file);
+#   * at most small_file_max bytes: read whole, with every other small file of the command, in
+#     one awk at its end (cut_queued; no process per file). A file the last read found small is
+#     queued without even a size (queue_ledger_file): the awk hands it back if it has grown past;
 #   * a checkpoint of the last read (its newest boot marker, where it stopped) still holds: only
 #     the bytes after it (N when nothing was added, T when the lines go on);
 #   * a boot counted from the end (-1, -2, ...): the marker is searched back from the end in
@@ -19,7 +22,40 @@
 # shellcheck disable=SC2154  # the settings above are set by the lines the server puts before the calls; r by common.sh
 cut_boot() {
   anchor_text="$anchor_text" awk -v kws="$keywords" -v mk="$marker" -v max="$max_line_bytes" -v nn="$nonce" \
-    -v i="$i" -v k="$k" -v ino="$ino" -v cb="$count_base" "$@" "$cut_awk" 3>&1 1>&4
+    -v i="$i" -v k="$k" -v ino="$ino" -v cb="$count_base" "$@" "$cut_awk$grep_awk" 3>&1 1>&4
+}
+# Small files the command reads whole at its end, one line each: "<section> <boot> <size or -> <real path>".
+queued=
+# Section i, boot k of the file at real path r (size $1, or -): to cut_queued, unless its path
+# cannot travel in a line of the list (or is a special name to awk); then read here.
+queue_file() {
+  case $r in
+    *"
+"*|/dev/*|/inet*) if [ "$1" = - ]; then read_checked_file; else cut_whole_file; fi ;;
+    *) queued="$queued$i $k $1 $r
+" ;;
+  esac
+}
+# Every queued file in one awk pass (cut_files.awk); one that has grown past small_file_max since
+# the last read found it small comes back and is read here as any other log, from no checkpoint.
+cut_queued() {
+  if [ -z "$queued" ]; then return; fi
+  back=$(printf '%s' "$queued" | awk -v kws="$keywords" -v mk="$marker" -v max="$max_line_bytes" -v nn="$nonce" \
+    -v big="$small_file_max" "$cut_awk$files_awk" 5>&1 1>&4 3>/dev/null)
+  queued=
+  while IFS= read -r line; do
+    if [ -z "$line" ]; then continue; fi
+    i=${line%% *} line=${line#* }
+    k=${line%% *} line=${line#* }
+    r=${line#* }
+    control_line S "$i"
+    reset_checkpoint
+    read_checked_file < /dev/null
+  done <<EOF
+$back
+EOF
+  # (One that shrank again meanwhile was queued once more, with its size.)
+  cut_queued
 }
 # How many lines the bytes [$1, $2) hold ($1 a line start, $2 > $1): the newlines before the
 # last byte, plus the last line, ended by a newline or not.
@@ -73,6 +109,7 @@ mark_where_read_stopped() {
 # The whole file, [0, s), in one pass: the cutter finds its boots by the rules of ledger._boot_starts
 # (markers, else runs of echoed flags, else one boot); the nonce line after the bytes gives the last
 # line's number.
+# (cut_queued does the same for many files at less cost: this is for a path it cannot take.)
 cut_whole_file() {
   summary=$({ head -c "$s" < "$r"; printf '#%s P 0\n' "$nonce"; } | phrase_lines -b -e "#$nonce P " |
     cut_boot -v withoff=1 -v lim=$((s + 1)) -v marks=0 -v sent="#$nonce P ")
@@ -123,18 +160,34 @@ find_boot_from_end() {
 read_ledger_file() {
   i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${10} t_sum=${11} c_base=${12}
   shift 12
-  # The numbering the cutter's C line states: the file's own ('-') unless set below.
-  count_base=-
   control_line S "$i"
   real_path_under_roots "$f" "$@" || return
+  read_checked_file
+}
+# Section $1: boot $2 of file $3 (under the roots $4...), which the last read found small: checked
+# here, then queued for cut_queued without a size (no process of its own).
+queue_ledger_file() {
+  i=$1 k=$2 f=$3
+  shift 3
+  control_line S "$i"
+  real_path_under_roots "$f" "$@" || return
+  reset_checkpoint
+  queue_file -
+}
+reset_checkpoint() { c_ino=- c_off=- c_line=- c_idx=- c_len=- t_off=- t_line=- t_sum=- c_base=-; }
+# Section i, boot k of the file at real path r (checked under the roots), from the checkpoint in
+# c_* and t_* (the words of read_ledger_file).
+read_checked_file() {
+  # The numbering the cutter's C line states: the file's own ('-') unless set below.
+  count_base=-
   # One ls gives the inode (is it still the same file?) and the size the read stops at.
   # shellcheck disable=SC2046  # split into words on purpose: digits and fixed words (set -f is on)
   set -- $(ls -dinL -- "$r")
   if [ -z "${6-}" ]; then control_line X "$i" unreadable; return; fi
   ino=$1 s=$6
   if [ "$s" -eq 0 ]; then control_line X "$i" empty; return; fi
-  # A small file is cut in one pass, whatever the last read left: fewer processes than checking it.
-  if [ "$s" -le "$small_file_max" ]; then cut_whole_file; return; fi
+  # A small file is read whole at the end, whatever the last read left: cheaper than checking it.
+  if [ "$s" -le "$small_file_max" ]; then queue_file "$s"; return; fi
   # The anchor: the newest boot marker the last read found. If its line is still there, byte
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
   # (An anchor whose lines count from it serves only boots counted from the end.)
