@@ -82,14 +82,6 @@ def faulty_names() -> list[str]:
     return [a.name for a in FAULTY]
 
 
-async def score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
-    try:
-        text = answer.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise EvalError(f"--answer {answer}: cannot be read ({exc.strerror})") from None
-    return score(scenario, read_record(record), text)
-
-
 def report_json(agent: str, runs: Sequence[Run]) -> dict[str, object]:
     reports = [r.report for r in runs]
     return {"agent": agent, "breaks": breaks(agent), "expected": expected(agent, reports),
