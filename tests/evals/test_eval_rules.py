@@ -105,3 +105,20 @@ def test_a_scenario_file_named_otherwise_than_its_scenario_is_refused(tmp_path: 
     copy.write_text(Path("evals/scenarios/two-arm-plateau-claim.toml").read_text())
     with pytest.raises(EvalError, match=r"name it two-arm-plateau-claim.toml|name the file two-arm-plateau-claim.toml"):
         load_scenario(copy)
+
+
+@pytest.mark.parametrize("module", ["scenario", "rules", "score"])
+def test_the_scorer_is_pure(module: str) -> None:
+    """scenario, rules and score import no MCP, server, CLI, simulator or network code (read with ast)."""
+    path = PACKAGE / "evals" / f"{module}.py"
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    allowed_internal = {"radiance_mcp.errors", "radiance_mcp.constants", "radiance_mcp.evals.rules",
+                        "radiance_mcp.evals.scenario", "radiance_mcp.evals.record"}
+    wrong = sorted(m for m in imported if m.split(".")[0] in {"mcp", "httpx", "asyncssh", "anyio"}
+                   or (m.startswith("radiance_mcp") and m not in allowed_internal))
+    assert not wrong, f"evals/{module}.py imports {wrong}"

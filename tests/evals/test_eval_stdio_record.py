@@ -1,12 +1,15 @@
-"""A record written by a real stdio session (the SDK's stdio client spawning
-`radiance-mcp serve --config ... --record ...`) scores the same as the in-memory run of the same agent."""
+"""A record written by a real session (the SDK's stdio client spawning `radiance-mcp serve --config ...
+--record ...`, or its HTTP client on `serve --http --record`) scores the same as the in-memory run."""
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -77,3 +80,35 @@ async def test_a_refusal_is_recorded_with_its_rule(tmp_path: Path) -> None:
                        ("check_pool_contract", False, "argument_names")]
     assert all(e.error and e.error.endswith(f"[rule: {e.rule}]") for e in events if e.kind == "tool_call")
     assert [(e.kind, e.name) for e in events if e.kind == "prompt_get"] == [("prompt_get", prompt.name)]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_an_http_session_is_recorded_too(tmp_path: Path) -> None:
+    """serve --http --record: the same middleware, each stateless request one event."""
+    chosen = SCENARIOS["pool-below-contract"]
+    record = tmp_path / "http.jsonl"
+    port = _free_port()
+    async with scenario_fleet(chosen, tmp_path / "fleet") as config:
+        proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", "serve", "--http", "--port", str(port),
+                                 "--config", str(config), "--record", str(record)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(200):
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        break
+                except OSError:
+                    await anyio.sleep(0.05)
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                answer = await AGENTS["reference"](client, chosen).run()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    over_http = score(chosen, read_record(record), answer)
+    assert over_http.passed
+    assert _outcome(over_http) == _outcome((await run_agent(chosen, "reference")).report)
