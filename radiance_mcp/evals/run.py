@@ -1,4 +1,4 @@
-"""The edge: a scripted agent on scenarios, and ``radiance-mcp eval``.
+"""The edge: a scripted agent on a scenario, in one process, scored.
 
 ``run_agent(scenario, agent)`` starts the scenario's simulated fleet, builds the server with a
 record (serve --record's writer), lets the agent work through the SDK's in-memory MCP client,
@@ -18,7 +18,7 @@ from mcp import Client
 from radiance_mcp import __version__
 from radiance_mcp.config import load
 from radiance_mcp.errors import EvalError
-from radiance_mcp.evals.agents import AGENTS, FAULTY
+from radiance_mcp.evals.agents import AGENTS, FAULTY, ReferenceAgent
 from radiance_mcp.evals.fleet import running_fleet
 from radiance_mcp.evals.record import Event, Recorder, read_record
 from radiance_mcp.evals.scenario import Scenario
@@ -35,7 +35,7 @@ class Run:
     report: Report
 
 
-def agent_class(name: str) -> type:
+def agent_class(name: str) -> type[ReferenceAgent]:
     try:
         return AGENTS[name]
     except KeyError:
@@ -60,7 +60,7 @@ async def run_agent(scenario: Scenario, agent: str = "reference", record: Path |
 
 def breaks(agent: str) -> str | None:
     """The rule a faulty agent breaks (None: the reference)."""
-    return getattr(agent_class(agent), "breaks", None)
+    return agent_class(agent).breaks
 
 
 def scenarios_for(agent: str, scenarios: Sequence[Scenario]) -> list[Scenario]:
