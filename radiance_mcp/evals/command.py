@@ -74,8 +74,8 @@ def main(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for name, runs in results.items():
         reports = [r.report for r in runs]
-        expected = run.expected(name, reports)
-        ok &= expected
+        expected = run.expected(name, reports) if reports else None  # None: no scenario chosen lists its rule
+        ok &= expected is not False
         rows.append({"agent": name, "breaks": run.breaks(name), "expected": expected, "scenarios": len(reports),
                      "caught_on": [r.scenario for r in reports if r.broken],
                      "broken": sorted({b for r in reports for b in r.broken}),
@@ -127,12 +127,13 @@ def _verdict(name: str, reports: list[Report], run: Any) -> str:
 
 
 def _matrix(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'agent':<22} {'breaks':<22} {'caught on':>9}  {'rules broken':<40} result"]
+    lines = [f"{'agent':<22} {'breaks':<22} {'broken runs':>11}  {'rules broken':<40} result"]
     for row in rows:
         caught = f"{len(row['caught_on'])}/{row['scenarios']}"
         broken = ", ".join(row["broken"]) or "none"
-        lines.append(f"{row['agent']:<22} {row['breaks'] or '-':<22} {caught:>9}  {broken:<40} "
-                     f"{'as expected' if row['expected'] else 'UNEXPECTED'}")
+        result = {True: "as expected", False: "UNEXPECTED", None: "not run: no scenario chosen lists its rule"}
+        lines.append(f"{row['agent']:<22} {row['breaks'] or '-':<22} {caught:>11}  {broken:<40} "
+                     f"{result[row['expected']]}")
     return "\n".join(lines)
 
 
