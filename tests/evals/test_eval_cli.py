@@ -80,3 +80,12 @@ def test_all_agents_print_the_matrix(capsys: pytest.CaptureFixture[str]) -> None
     assert "1/1" in rows["two-arm-plateau"]
     assert rows["decode-8"].endswith("not run: no scenario chosen lists its rule")
     assert len(rows) == 17
+
+
+def test_eval_prints_its_table_and_nothing_else() -> None:
+    """The server built in-process logs every probe request at INFO: none of it reaches a person's terminal."""
+    done = subprocess.run([sys.executable, "-m", "radiance_mcp", "eval", "--scenario", "boundary-within-shape"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "boundary-within-shape" in done.stdout and "1/1 scenarios passed" in done.stdout
