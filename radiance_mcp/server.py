@@ -208,7 +208,9 @@ class RadianceServer(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-def build_server(runtime: Runtime) -> MCPServer:
+def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServer:
+    """The MCP server of the runtime's fleet; middleware wraps every request (e.g. evals.record.Recorder)."""
+
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
         try:
@@ -223,6 +225,7 @@ def build_server(runtime: Runtime) -> MCPServer:
         instructions=INSTRUCTIONS + skills.instructions(procedures),
         lifespan=lifespan,
         tools=[_tool(spec, runtime) for spec in TOOLS],
+        middleware=list(middleware),
     )
     for spec in TOOLS:
         server.add_resource(FunctionResource(  # the text is made on read: start-up is the client's wait
