@@ -649,6 +649,11 @@ def compute_ceiling(reading: BudgetReading, reserves: tuple[Reserve, ...] = ()) 
     cards = tuple(
         card_ceiling(c.card, c.free.size.mib, c.floor.size.mib, c.pair_mib) for c in reading.cards
     )
+    return hold_reserves(cards, reserves)
+
+
+def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...]) -> Ceiling:
+    """The cards' ceilings (the smallest binds) less the reserves each holds: compute_ceiling's second step."""
     binding = min(cards, key=lambda c: (c.ceiling_mib, c.card))
     personal = sum((r.mib for r in reserves if r.card is None), Decimal(0))
     held: list[CardCeiling] = []

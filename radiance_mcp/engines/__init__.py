@@ -15,12 +15,11 @@ file, network, MCP or CLI module); the tools that read a file or a host hand it 
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Literal, get_args
 
 from radiance_mcp.engines import llamacpp, sglang, vllm
 from radiance_mcp.engines.common import (
     BootView,
-    Cited,
     Dialect,
     EngineName,
     Figure,
@@ -32,7 +31,10 @@ from radiance_mcp.engines.common import (
     read,
 )
 from radiance_mcp.errors import LedgerError
+from radiance_mcp.ledger import Line, match_line
 
+LedgerEngine = Literal["radiance", "vllm", "sglang", "llama.cpp"]
+"""Which engine printed a boot ledger: radiance (read by radiance_mcp.ledger) or one of the dialects here."""
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DETECT_LINES = 20_000
 """Detection reads the first this many lines: a start-up ledger is at a log's top."""
@@ -49,9 +51,7 @@ def detect(text: str, *, source: str = "the log") -> EngineName:
     (a log holding two engines' output); name the engine then.
     """
     lines, _ = lines_of(text)
-    scores: dict[EngineName, int] = {}
-    for name, dialect in _dialects(None).items():
-        scores[name] = sum(1 for line in lines[:DETECT_LINES] if match(dialect.phrases, line, dialect.rank_of))
+    scores = {name: _score(dialect, lines) for name, dialect in _dialects(None).items()}
     ranked = sorted(scores.items(), key=lambda item: -item[1])
     (best, top), (second, runner_up) = ranked[0], ranked[1]
     if top == 0:
@@ -64,6 +64,35 @@ def detect(text: str, *, source: str = "the log") -> EngineName:
         raise LedgerError(
             f"{source}: as many lines read as {best} as {second} ({top} each); name the engine "
             f"(one of {', '.join(ENGINES)})"
+        )
+    return best
+
+
+def _score(dialect: Dialect, lines: list[Line]) -> int:
+    return sum(1 for line in lines[:DETECT_LINES] if match(dialect.phrases, line, dialect.rank_of))
+
+
+def detect_ledger(text: str, *, source: str = "the log") -> LedgerEngine:
+    """radiance, or the engine whose phrases match more lines than radiance's do.
+
+    A text with no engine's phrase is radiance's (whose reader then names what it lacks); a
+    text whose words none of the three engines print is never scanned line by line.
+    """
+    candidates = {name: d for name, d in _dialects(None).items()
+                  if any(p.keyword and p.keyword in text for p in d.phrases[1:])}
+    if not candidates:
+        return "radiance"
+    lines, _ = lines_of(text)
+    radiance = sum(1 for line in lines[:DETECT_LINES] if match_line(line))
+    scores = {name: _score(d, lines) for name, d in candidates.items()}
+    best = max(scores, key=lambda name: scores[name])
+    if scores[best] <= radiance:
+        return "radiance"
+    tied = [name for name, score in scores.items() if score == scores[best] and name != best]
+    if tied:
+        raise LedgerError(
+            f"{source}: as many lines read as {best} as {tied[0]} ({scores[best]} each); name the service's engine "
+            f"in the fleet config (engine = one of radiance, {', '.join(ENGINES)})"
         )
     return best
 
@@ -88,6 +117,6 @@ def read_engine_boot(
 
 
 __all__ = [
-    "ENGINES", "BootView", "Cited", "EngineName", "Figure", "Missing", "RankView", "Refusal", "detect",
-    "read_engine_boot",
+    "ENGINES", "BootView", "EngineName", "Figure", "LedgerEngine", "Missing", "RankView", "Refusal", "detect",
+    "detect_ledger", "read_engine_boot",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 from radiance_mcp import capacity, ledger
 from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
+from radiance_mcp.engine_source import engine_boot
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
@@ -33,6 +34,7 @@ from radiance_mcp.models.ledger import (
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import read_boot
+from radiance_mcp.tools import engine_ledger
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib
 
@@ -97,6 +99,9 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     boot that refused to start is named as such (then call audit_step_shape). Next:
     compute_ceiling.
     """
+    view = await engine_boot(runtime, args)
+    if view is not None:
+        return engine_ledger.budget_output(view)
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
     cards = [
@@ -136,6 +141,9 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     already counts (floor, arena, pair, totals, host memory) are refused. max_pair_mib is the
     ceiling less reserves. Next: check_pool_contract.
     """
+    view = await engine_boot(runtime, args)
+    if view is not None:
+        return engine_ledger.ceiling_output(view, args.reserves)
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
     reserves = trace_reserves(reading, args.reserves)
@@ -191,6 +199,9 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     both. Omitted values come from the ledger. Next: render_gates, or plan_free_vram for
     options.
     """
+    view = await engine_boot(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
+    if view is not None:
+        return engine_ledger.contract_output(view, args)
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {
         "pool_mib": args.pool_mib,
@@ -263,19 +274,26 @@ def _contract_formula(contract: capacity.PoolContract, model: ModelConstants) ->
     )
 
 
+def _names_ledger(runtime: Runtime, args: CheckPoolContractInput) -> bool:
+    """Whether the input names a ledger: log, log_text or container, or a service with one in the config."""
+    if args.log is not None or args.log_text is not None or args.container is not None:
+        return True
+    if args.service is None:
+        return False
+    entry = runtime.fleet.service(args.service)
+    return entry.log is not None or entry.container is not None
+
+
+def _contract_ref(runtime: Runtime, args: CheckPoolContractInput) -> LedgerRef:
+    explicit = args.log is not None or args.log_text is not None or args.container is not None
+    return LedgerRef(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
+                     host=args.host, container=args.container, boot=args.boot)
+
+
 async def _contract_ledger(runtime: Runtime, args: CheckPoolContractInput, missing: list[str]) -> Boot | None:
     """The boot the contract is checked against, if the input names a ledger (or its service has one)."""
-    explicit = args.log is not None or args.log_text is not None or args.container is not None
-    configured = False
-    if args.service is not None and not explicit:
-        entry = runtime.fleet.service(args.service)
-        configured = entry.log is not None or entry.container is not None
-    if explicit or configured:
-        return await read_boot(
-            runtime,
-            LedgerRef(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
-                      host=args.host, container=args.container, boot=args.boot),
-        )
+    if _names_ledger(runtime, args):
+        return await read_boot(runtime, _contract_ref(runtime, args))
     if missing:
         raise InputError(
             f"{', '.join(missing)} not given and no ledger to read them from: pass them, "
