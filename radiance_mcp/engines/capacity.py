@@ -126,7 +126,7 @@ class EngineContract:
     """Where each ledger input came from: kv_tokens, rate, window, seqs, pool_mib."""
 
 
-def _smallest(view: BootView) -> RankView:
+def binding_rank(view: BootView) -> RankView:
     """The rank whose KV cache holds the fewest tokens (or, where no rank prints tokens, the least memory)."""
     with_tokens = [r for r in view.ranks if r.kv_tokens is not None]
     if with_tokens:
@@ -147,7 +147,7 @@ def _given_or_read(given: int | None, figure: Figure | None, name: str, remedy: 
 
 def contract(view: BootView, seqs: int | None, window: int | None, pool_mib: Decimal | None) -> EngineContract:
     """seqs x window tokens against the KV tokens the engine holds (or a pool of pool_mib at its rate)."""
-    rank = _smallest(view)
+    rank = binding_rank(view)
     try:
         rate = rank.require("kv_bytes_per_token")
     except LedgerError as exc:
