@@ -60,7 +60,8 @@ async def test_vllm_service_from_the_config_reads_its_own_pair() -> None:
     assert rank["kv_tokens"]["value"] == 53_136 and lines(rank["kv_tokens"]) == [7]
     assert rank["kv_mib"]["value"] == pytest.approx(12.57 * GIB)  # "Available KV cache memory: 12.57 GiB"
     # 12.57 GiB x 2**30 B / 53,136 tokens = 254,007.35 B/token, from lines 6 and 7
-    assert rank["kv_bytes_per_token"]["value"] == pytest.approx(254_007.35) and lines(rank["kv_bytes_per_token"]) == [6, 7]
+    assert rank["kv_bytes_per_token"]["value"] == pytest.approx(254_007.35)
+    assert lines(rank["kv_bytes_per_token"]) == [6, 7]
     assert rank["weights_mib"]["value"] == pytest.approx(11.55 * GIB) and lines(rank["weights_mib"]) == [1]
     missing = " ".join(rank["missing"])
     assert rank["window_tokens"] is None and "Maximum concurrency for L tokens per request" in missing
