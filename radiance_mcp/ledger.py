@@ -6,7 +6,7 @@ locally and on remote hosts), the pattern that reads its figures, and the templa
 simulator writes it with, so reader and writer cannot drift apart (a round-trip test ties
 them). Entries marked ``seed`` are verbatim from the procedures; ``assumed`` ones are a
 plausible layout around seed words (see PHRASEBOOK section 8). Each entry also marks what
-every size it reads is to a reserve below the ceiling (``reserve=``; capacity's docstring
+every size it reads is to a reserve below the ceiling (``reserve=``; reserves' docstring
 gives the reasoning), and ``boot_state`` is the one rule by which every tool judges whether
 a boot settled, refused to start, or did neither.
 
@@ -47,9 +47,9 @@ class ReserveMark:
     """What one figure of a phrase is to a reserve held back below the ceiling.
 
     ``may serve``: the figure is card memory the ceiling may count as room for the pair
-    (capacity.reserve_candidates says how much of it); every other kind names why the
+    (reserves.reserve_candidates says how much of it); every other kind names why the
     ceiling already accounts for it, or why it is not card memory at all. The reasoning
-    behind each kind is written once, in capacity's docstring.
+    behind each kind is written once, in radiance_mcp.reserves' docstring.
     """
 
     kind: ReserveKind
