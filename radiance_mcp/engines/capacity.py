@@ -127,13 +127,14 @@ class EngineContract:
 
 
 def binding_rank(view: BootView) -> RankView:
-    """The rank whose KV cache holds the fewest tokens (or, where no rank prints tokens, the least memory)."""
+    """The rank whose KV cache holds the fewest tokens (or, where no rank prints tokens, the least memory;
+    where none prints either, the first)."""
     with_tokens = [r for r in view.ranks if r.kv_tokens is not None]
     if with_tokens:
         return min(with_tokens, key=lambda r: r.kv_tokens.value if r.kv_tokens else 0)
     with_memory = [r for r in view.ranks if r.kv_mib is not None and r.kv_bytes_per_token is not None]
     if not with_memory:
-        view.ranks[0].require("kv_tokens")
+        return view.ranks[0]  # no rank prints its cache: the figures it lacks are in its missing
     return min(with_memory, key=lambda r: r.kv_mib.value if r.kv_mib else 0)
 
 

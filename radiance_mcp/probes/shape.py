@@ -15,7 +15,7 @@ from radiance_mcp.capacity import PoolContract, pool_contract
 from radiance_mcp.constants import KV_DTYPES, ModelConstants
 from radiance_mcp.engines import BootView
 from radiance_mcp.engines.capacity import SEATS, binding_rank
-from radiance_mcp.errors import GuardRailError, InputError, LedgerError
+from radiance_mcp.errors import GuardRailError, InputError
 from radiance_mcp.ledger import Boot, Hit, Line, boot_state
 from radiance_mcp.units import fmt_mib
 
@@ -97,10 +97,7 @@ def engine_shape(view: BootView) -> LedgerShape:
     refused = tuple(r.line for r in view.refusals if r.final)
     if refused:  # predict_boundary refuses to plan on it, naming these lines
         return LedgerShape(view.source, None, None, None, None, refused, None, None, ())
-    try:
-        rank = binding_rank(view)
-    except LedgerError:  # no rank prints its KV tokens: the plan says so (missing) and checks what it can
-        rank = view.ranks[0]
+    rank = binding_rank(view)
     seqs, window = rank.full_length_sequences, rank.window_tokens
     backed = Figure(int(seqs.value), seqs.lines[0]) if seqs is not None else None
     window_figure = Figure(int(window.value), window.lines[0]) if window is not None else None

@@ -179,3 +179,22 @@ async def test_config_engine_wins_over_detection_and_radiance_still_reads() -> N
         ok, example = await call(client, "compute_ceiling", service="example")
     assert error and "radiance ledger phrase" in message  # engine = "radiance": read as radiance, which it is not
     assert not ok and example["ceiling_mib"] > 0 and example["cards"][0]["derivation"]
+
+
+async def test_plan_free_vram_plans_engine_services_beside_radiance() -> None:
+    async with served() as client:
+        error, one = await call(client, "plan_free_vram", service="told")
+        fleet_error, fleet = await call(client, "plan_free_vram")
+        refused, message = await call(client, "plan_free_vram", log_text=text("vllm/v0.2.7_alpaca2_refused.log"))
+    assert not error, one
+    (plan,) = one["services"]
+    # vLLM keeps exactly its (1 - 0.99) share free: 235.52 MiB free against a 235.52 MiB floor, nothing to spend;
+    # the ceiling is whole MiB rounded down (23,326) and the pair 23,326.72 MiB, so the headroom rounds to -1
+    assert plan["model"] == "vllm" and plan["usable_mib"] == -1 and plan["options"] == [] and plan["slope"] is None
+    assert plan["cards"][0]["vram_kv"]["value"] == pytest.approx(1_607.68) and plan["cards"][0]["vram_kv"]["line"] == 3
+    assert any("no headroom to spend" in note for note in plan["notes"])
+    assert not fleet_error, fleet
+    assert {p["service"] for p in fleet["services"]} == {"told", "example"}
+    unreadable = {u["service"]: u["error"] for u in fleet["unreadable"]}
+    assert "free_mib" in unreadable["a40"] and "radiance ledger phrase" in unreadable["mislabelled"]
+    assert refused and "refused to start" in message and "line 3:" in message
