@@ -198,3 +198,39 @@ async def test_plan_free_vram_plans_engine_services_beside_radiance() -> None:
     unreadable = {u["service"]: u["error"] for u in fleet["unreadable"]}
     assert "free_mib" in unreadable["a40"] and "radiance ledger phrase" in unreadable["mislabelled"]
     assert refused and "refused to start" in message and "line 3:" in message
+
+
+# A composed SGLang start-up (not a recorded log: no thread posts the server_args line, the pool and the
+# scheduler's summary of one boot together): its lines in SGLang's layout, at figures of our own, so the
+# floor, the ceiling and the more-KV option are checked by hand. One GPU, --mem-fraction-static 0.8.
+SGLANG_ONE_GPU = """\
+[2026-03-02 10:00:00] server_args=ServerArgs(model_path='m', mem_fraction_static=0.8, context_length=32768)
+[2026-03-02 10:00:05] Load weight begin. avail mem=78.50 GB
+[2026-03-02 10:00:40] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=63.50 GB, mem usage=15.00 GB.
+[2026-03-02 10:00:41] KV Cache is allocated. #tokens: 327680, K size: 24.00 GB, V size: 24.00 GB
+[2026-03-02 10:00:41] Memory pool end. avail mem=15.30 GB
+[2026-03-02 10:00:42] Capture cuda graph begin. This can take up to several minutes. avail mem=15.20 GB
+[2026-03-02 10:00:55] Capture cuda graph end. Time elapsed: 13.00 s. mem usage=0.70 GB. avail mem=14.50 GB.
+[2026-03-02 10:00:56] max_total_num_tokens=327680, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=64, context_len=32768, available_gpu_mem=18.70 GB
+"""  # noqa: E501 (SGLang's lines as it prints them)
+
+
+async def test_sglang_floor_ceiling_and_more_kv_option() -> None:
+    async with served() as client:
+        _, table = await call(client, "read_budget_table", log_text=SGLANG_ONE_GPU)
+        _, ceiling = await call(client, "compute_ceiling", log_text=SGLANG_ONE_GPU)
+        _, plan = await call(client, "plan_free_vram", log_text=SGLANG_ONE_GPU)
+    (rank,) = table["engine"]["ranks"]
+    # floor: 78.50 GiB before the weights x (1 - 0.8) = 15.70 GiB = 16,076.8 MiB, from lines 2 and 1
+    assert rank["floor_mib"]["value"] == pytest.approx(16_076.8) and lines(rank["floor_mib"]) == [2, 1]
+    assert rank["free_mib"]["value"] == pytest.approx(18.70 * GIB) and lines(rank["free_mib"]) == [8]
+    assert rank["full_length_sequences"]["value"] == 10  # 327,680 / 32,768
+    assert table["engine"]["settings"]["max_running_requests"]["value"] == 64
+    # ceiling: weights 15 GiB + KV 48 GiB = 64,512 MiB; + (19,148.8 free - 16,076.8 floor) = 67,584 MiB
+    assert ceiling["ceiling_mib"] == 67_584 and ceiling["headroom_mib"] == 3_072
+    (service,) = plan["services"]
+    (option,) = service["options"]
+    gains = {g["name"]: g["value"] for g in option["gains"]}
+    # 48 GiB / 327,680 tokens = 157,286.4 B/token; 3,072 MiB more hold 20,480 tokens: 348,160 / 32,768 = 10.62
+    assert option["adds_mib"] == 3_072 and gains == {"KV tokens": 348_160, "full-length sequences": 10.62}
+    assert "--mem-fraction-static" in option["flags"][0]
