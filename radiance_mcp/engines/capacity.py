@@ -83,14 +83,16 @@ def ceilings(view: BootView) -> tuple[RankCeiling, ...]:
     gaps: list[str] = []
     for position, rank in enumerate(ceiling_ranks(view)):
         figures: dict[str, Figure] = {}
+        lacking: list[str] = []
         for name in ("free_mib", "weights_mib", "kv_mib", "floor_mib"):
             if name == "floor_mib" and view.engine == "llama.cpp" and rank.floor_mib is None:
                 continue  # no --fit: llama.cpp keeps no floor of its own
             try:
                 figures[name] = rank.require(name)
             except LedgerError as exc:
-                gaps.append(str(exc))
-        if len(figures) < 3 or any(g.startswith(f"{rank.rank}:") for g in gaps):
+                lacking.append(str(exc))
+        if lacking:
+            gaps += lacking
             continue
         floor = figures.get("floor_mib")
         pair = figures["weights_mib"].value + figures["kv_mib"].value
