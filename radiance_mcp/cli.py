@@ -457,13 +457,14 @@ def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[s
     print(f"radiance-mcp: serving http://{f'[{address}]' if ':' in address else address}:{port}/mcp to clients "
           f"that name it {shown} (others get 421: add names with --allowed-host)", file=sys.stderr)
     if token:
-        expected = f"Bearer {token}".encode()
+        expected = token.encode()
         inner = app
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
-                given = dict(scope.get("headers") or []).get(b"authorization", b"")
-                if not hmac.compare_digest(given, expected):
+                # RFC 9110: the scheme is case-insensitive ("bearer" is Bearer); the token is not.
+                scheme, _, given = dict(scope.get("headers") or []).get(b"authorization", b"").partition(b" ")
+                if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(b" "), expected):
                     await send({"type": "http.response.start", "status": 401,
                                 "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
                     await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})

@@ -139,7 +139,8 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
     assert isinstance(tool, RadianceTool)  # from_function builds the class it is called on
     # tools/list is paid on every turn: the published schemas are compact (no titles, no null
     # defaults) and the output's is its top level; the full output schema is a resource.
-    tool.parameters = schemas.compact({**tool.parameters, "additionalProperties": False})  # what run enforces
+    # additionalProperties: what run enforces.
+    tool.parameters = schemas.compact({**tool.parameters, "additionalProperties": False}, arguments=True)
     tool.fn_metadata.output_schema = schemas.shallow(spec.output_model.model_json_schema())
     return tool
 

@@ -204,6 +204,11 @@ def test_http_token_is_required_when_set(http_server: str) -> None:
     assert wrong.status_code == 401
     right = httpx.post(http_server, json=body, headers={**headers, "authorization": "Bearer s3cret-token"})
     assert right.status_code != 401
+    # The scheme's name is case-insensitive (RFC 9110); the token is compared exactly.
+    lower = httpx.post(http_server, json=body, headers={**headers, "authorization": "bearer s3cret-token"})
+    assert lower.status_code != 401
+    for other in ("Basic s3cret-token", "Bearer S3CRET-TOKEN", "Bearer", "s3cret-token"):
+        assert httpx.post(http_server, json=body, headers={**headers, "authorization": other}).status_code == 401
 
 
 def test_http_refuses_a_public_bind_without_token() -> None:

@@ -64,11 +64,11 @@ def _dialect(engine: str | None, view: BootView | None) -> DialectChoice | None:
 # Sends only prompts above the window (refused before prefill) or tokenize calls.
 @FAMILY.tool("Count prompt tokens from a refusal (no prefill)", name="token_count_probe", open_world=True)
 async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) -> TokenCountProbeOutput:
-    """Count a text's tokens on the service's tokenizer without paying prefill: from the engine's
-    refusal of a prompt above its window, or a tokenize endpoint.
+    """Count a text's tokens on the service's tokenizer without prefill: from the refusal of a prompt
+    above the window, or a tokenize endpoint.
 
-    When: to size prompts or calibrate chars per token. Rule: it never sends a prompt that might
-    fit the window (that would pay full prefill). Next: boundary_probe.
+    When: to size prompts or calibrate chars per token. Rule: never sends a prompt that might fit
+    the window. Next: boundary_probe.
     """
     from radiance_mcp.probes.token_count import token_count_probe  # httpx loads on first use, not at start-up
 
@@ -84,12 +84,11 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
 async def run_boundary_probe(
     runtime: Runtime, args: BoundaryProbeInput, ctx: Context[Any, Any] | None = None
 ) -> BoundaryProbeOutput:
-    """Send n concurrent prompts sized to the window less gen_tokens, each with a unique marker at
-    its head, and check every marker comes back.
+    """Send n concurrent window-filling prompts, each with a unique marker at its head; check every
+    marker comes back.
 
     When: after a deploy, to prove the shape the ledger promises. Rule: n may not exceed the
-    sequences the ledger backs (over_shape=true to insist); it plans and prices the prefill
-    unless execute=true. Next: decode_probe.
+    sequences the ledger backs; nothing is sent unless execute=true. Next: decode_probe.
     """
     from radiance_mcp.probes.boundary import boundary_probe
 
@@ -103,12 +102,11 @@ async def run_boundary_probe(
 @FAMILY.tool("Prefill and decode rates of a cold request", name="decode_probe", read_only=False, open_world=True,
              idempotent=False)
 async def run_decode_probe(runtime: Runtime, args: DecodeProbeInput) -> DecodeProbeOutput:
-    """Measure prefill and decode rates of one cold request (a nonce at its head, thinking off) at
-    a given context.
+    """Measure prefill and decode rates of one cold request (nonce at its head, thinking off) at a
+    given context.
 
-    When: for any throughput figure. Rule: at least 128 generated tokens (fewer measure first-
-    token noise), and context plus generation must fit the window. Decode is an axis of its own,
-    apart from the slab. Next: compare_arms.
+    When: for any throughput figure. Rule: at least 128 generated tokens; context plus generation
+    must fit the window. Next: compare_arms.
     """
     from radiance_mcp.probes.decode import decode_probe
 
