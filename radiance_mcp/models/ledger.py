@@ -151,6 +151,9 @@ class EngineFigure(Output):
 
 
 class EngineRank(Output):
+    """One card or rank of a vLLM, SGLang or llama.cpp boot (read_budget_table's cards for such a boot)."""
+
+    engine: Literal["vllm", "sglang", "llama.cpp"] = Field(description="The engine that printed the log.")
     rank: str = Field(description="The card or rank: TP0, CUDA0, engine (one card), all (llama.cpp's total).")
     weights_mib: EngineFigure | None
     kv_mib: EngineFigure | None
@@ -164,21 +167,20 @@ class EngineRank(Output):
     full_length_sequences: EngineFigure | None = Field(description="KV tokens / window, rounded down.")
     missing: list[str] = Field(description="Figures the log does not print: where the engine prints them, how to get "
                                            "them. Nothing is estimated.")
-
-
-class EngineLedger(Output):
-    engine: Literal["vllm", "sglang", "llama.cpp"]
-    ranks: list[EngineRank]
-    settings: dict[str, EngineFigure] = Field(description="What the engine says it was set to.")
+    settings: dict[str, EngineFigure] = Field(description="What the engine says it was set to (the whole boot's).")
     kv_flag: str = Field(description="The flag that moves this engine's KV memory.")
     floor: str = Field(description="What the floor is in this engine's terms.")
 
 
 class ReadBudgetTableOutput(Output):
     ledger: BootRef
-    cards: list[BudgetCard] = Field(default_factory=list, description="radiance's cards (empty for another engine).")
+    cards: list[BudgetCard | EngineRank] = Field(
+        default_factory=list, description="Per card; for a vLLM, SGLang or llama.cpp boot, per rank (EngineRank)."
+    )
     flags: dict[str, str] = Field(default_factory=dict, description="Echoed flags of the boot, by name without dashes.")
-    pair_source: Literal["echoed flags", "table rows"] | None = None
+    pair_source: Literal["echoed flags", "table rows"] | None = Field(
+        default=None, description="null for another engine."
+    )
     disagreements: list[str] = Field(
         default_factory=list, description="Flag and table row that differ beyond rounding."
     )
@@ -186,7 +188,6 @@ class ReadBudgetTableOutput(Output):
         default_factory=list,
         description="The figures of this boot a traced reserve may cite; anything else is personal.",
     )
-    engine: EngineLedger | None = Field(default=None, description="A vLLM, SGLang or llama.cpp boot, per rank.")
 
 
 class CeilingCard(Output):
@@ -245,7 +246,7 @@ class PoolContractOutput(Output):
     pool_mib: float
     seqs: int
     max_model_len: int
-    kv_cache_dtype: KVDtype | None = Field(description="null for another engine: its rate is its own KV pair's.")
+    kv_cache_dtype: KVDtype | None
     rate_bytes_per_token: int
     kv_mib: float = Field(description="seqs * max_model_len * rate, in MiB.")
     per_seq_total_mib: int

@@ -15,12 +15,12 @@ from radiance_mcp.engines import capacity as engine_capacity
 from radiance_mcp.errors import GuardRailError, InputError, LedgerError
 from radiance_mcp.models.base import BootRef, LineRef, line_ref, mib
 from radiance_mcp.models.ledger import (
+    BudgetCard,
     CeilingCard,
     CeilingCheck,
     CheckPoolContractInput,
     ComputeCeilingOutput,
     EngineFigure,
-    EngineLedger,
     EngineRank,
     PoolContractOutput,
     ReadBudgetTableOutput,
@@ -33,8 +33,9 @@ RANK_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "act
 
 
 def boot_ref(view: BootView) -> BootRef:
-    return BootRef(source=view.source, boot=view.index, boots_seen=view.boots_seen, first_line=view.first_line,
-                   last_line=view.last_line, origin=view.origin, verified=view.origin != "caller text")
+    return BootRef(source=view.source, boot=view.index, boots_seen=view.boots_seen,
+                   first_line=view.first_line, last_line=view.last_line, origin=view.origin,
+                   verified=view.origin != "caller text")
 
 
 def figure_out(figure: Figure | None) -> EngineFigure | None:
@@ -55,17 +56,14 @@ def notes(view: BootView) -> list[str]:
 def budget_output(view: BootView) -> ReadBudgetTableOutput:
     """read_budget_table on another engine's boot: every rank's figures with their lines, and what is missing."""
     engine_capacity.require_served(view)
-    ranks = [
-        EngineRank(rank=r.rank, missing=[str(g) for g in r.missing],
+    settings = {name: out for name, f in view.settings.items() if (out := figure_out(f)) is not None}
+    ranks: list[BudgetCard | EngineRank] = [
+        EngineRank(engine=view.engine, rank=r.rank, missing=[str(g) for g in r.missing], settings=settings,
+                   kv_flag=engine_capacity.KV_FLAGS[view.engine], floor=engine_capacity.FLOORS[view.engine],
                    **{name: figure_out(getattr(r, name)) for name in RANK_FIGURES})
         for r in view.ranks
     ]
-    settings = {name: out for name, f in view.settings.items() if (out := figure_out(f)) is not None}
-    return ReadBudgetTableOutput(
-        ledger=boot_ref(view),
-        engine=EngineLedger(engine=view.engine, ranks=ranks, settings=settings,
-                            kv_flag=engine_capacity.KV_FLAGS[view.engine], floor=engine_capacity.FLOORS[view.engine]),
-    )
+    return ReadBudgetTableOutput(ledger=boot_ref(view), cards=ranks)
 
 
 def personal_reserves(view: BootView, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:

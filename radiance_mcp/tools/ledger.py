@@ -23,6 +23,7 @@ from radiance_mcp.models.ledger import (
     CheckPoolContractInput,
     ComputeCeilingInput,
     ComputeCeilingOutput,
+    EngineRank,
     PoolContractOutput,
     ReadBudgetTableInput,
     ReadBudgetTableOutput,
@@ -102,7 +103,7 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
         return engine_ledger.budget_output(view)
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
-    cards = [
+    cards: list[BudgetCard | EngineRank] = [
         BudgetCard(
             card=c.card,
             card_total=sourced(c.total),

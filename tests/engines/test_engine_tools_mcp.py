@@ -55,8 +55,8 @@ async def test_vllm_service_from_the_config_reads_its_own_pair() -> None:
     async with served() as client:
         error, out = await call(client, "read_budget_table", service="a40")
     assert not error, out
-    (rank,) = out["engine"]["ranks"]
-    assert out["engine"]["engine"] == "vllm" and out["cards"] == [] and out["ledger"]["origin"] == "local file"
+    (rank,) = out["cards"]
+    assert rank["engine"] == "vllm" and out["pair_source"] is None and out["ledger"]["origin"] == "local file"
     assert rank["kv_tokens"]["value"] == 53_136 and lines(rank["kv_tokens"]) == [7]
     assert rank["kv_mib"]["value"] == pytest.approx(12.57 * GIB)  # "Available KV cache memory: 12.57 GiB"
     # 12.57 GiB x 2**30 B / 53,136 tokens = 254,007.35 B/token, from lines 6 and 7
@@ -65,7 +65,7 @@ async def test_vllm_service_from_the_config_reads_its_own_pair() -> None:
     assert rank["weights_mib"]["value"] == pytest.approx(11.55 * GIB) and lines(rank["weights_mib"]) == [1]
     missing = " ".join(rank["missing"])
     assert rank["window_tokens"] is None and "Maximum concurrency for L tokens per request" in missing
-    assert rank["full_length_sequences"] is None and "--gpu-memory-utilization" in out["engine"]["kv_flag"]
+    assert rank["full_length_sequences"] is None and "--gpu-memory-utilization" in rank["kv_flag"]
 
 
 async def test_vllm_ceiling_names_what_a_v1_log_lacks_and_computes_nothing() -> None:
@@ -113,7 +113,7 @@ async def test_vllm_full_length_sequences_are_rounded_down_not_as_vllm_prints_th
         contract_error, message = await call(client, "check_pool_contract",
                                              log_text=text("vllm/heldout_v1_token_count_2k.log"), seqs=4)
     assert not error, out
-    rank = out["engine"]["ranks"][0]
+    rank = out["cards"][0]
     # 2,042,016 / 2,048 = 997.078: vLLM prints 997.08x; 997.07 sequences fit at once, not 997.08
     assert rank["full_length_sequences"]["value"] == pytest.approx(997.07)
     assert lines(rank["full_length_sequences"]) == [1, 2]
@@ -126,7 +126,7 @@ async def test_sglang_gemma3_rate_and_what_its_excerpt_lacks() -> None:
         error, out = await call(client, "read_budget_table", log_text=text("sglang/heldout_gemma3_tp0_pool.log"))
         no_ceiling, message = await call(client, "compute_ceiling", log_text=text("sglang/heldout_gemma3_tp0_pool.log"))
     assert not error, out
-    (rank,) = out["engine"]["ranks"]
+    (rank,) = out["cards"]
     assert rank["rank"] == "TP0" and rank["kv_tokens"]["value"] == 834_615
     assert rank["kv_mib"]["value"] == pytest.approx(108.24 * GIB)  # K 54.12 + V 54.12 GB (GiB)
     # Gemma 3 4B: 34 layers x 4 KV heads x 256 x 2 x 2 B = 139,264 B/token; 108.24 GiB / 834,615 = 139,252.0,
@@ -167,10 +167,10 @@ async def test_llama_cpp_fit_margin_is_its_floor() -> None:
     async with served() as client:
         _, kept = await call(client, "read_budget_table", log_text=text("llamacpp/fit_mmproj_no_changes.log"))
         _, reduced = await call(client, "read_budget_table", log_text=text("llamacpp/fit_context_reduced.log"))
-    (rank,) = kept["engine"]["ranks"]
+    (rank,) = kept["cards"]
     assert rank["floor_mib"]["value"] == 3_471 and lines(rank["floor_mib"]) == [4]  # "will leave 106812 >= 3471 MiB"
-    assert reduced["engine"]["ranks"][0]["floor_mib"]["value"] == 1_024  # "cannot fulfill margin of 1024 MiB"
-    assert reduced["engine"]["settings"]["fit_n_ctx"]["value"] == 4_096  # "context size reduced from 65536 to 4096"
+    assert reduced["cards"][0]["floor_mib"]["value"] == 1_024  # "cannot fulfill margin of 1024 MiB"
+    assert reduced["cards"][0]["settings"]["fit_n_ctx"]["value"] == 4_096  # "context size reduced from 65536 to 4096"
 
 
 async def test_config_engine_wins_over_detection_and_radiance_still_reads() -> None:
@@ -220,12 +220,12 @@ async def test_sglang_floor_ceiling_and_more_kv_option() -> None:
         _, table = await call(client, "read_budget_table", log_text=SGLANG_ONE_GPU)
         _, ceiling = await call(client, "compute_ceiling", log_text=SGLANG_ONE_GPU)
         _, plan = await call(client, "plan_free_vram", log_text=SGLANG_ONE_GPU)
-    (rank,) = table["engine"]["ranks"]
+    (rank,) = table["cards"]
     # floor: 78.50 GiB before the weights x (1 - 0.8) = 15.70 GiB = 16,076.8 MiB, from lines 2 and 1
     assert rank["floor_mib"]["value"] == pytest.approx(16_076.8) and lines(rank["floor_mib"]) == [2, 1]
     assert rank["free_mib"]["value"] == pytest.approx(18.70 * GIB) and lines(rank["free_mib"]) == [8]
     assert rank["full_length_sequences"]["value"] == 10  # 327,680 / 32,768
-    assert table["engine"]["settings"]["max_running_requests"]["value"] == 64
+    assert rank["settings"]["max_running_requests"]["value"] == 64
     # ceiling: weights 15 GiB + KV 48 GiB = 64,512 MiB; + (19,148.8 free - 16,076.8 floor) = 67,584 MiB
     assert ceiling["ceiling_mib"] == 67_584 and ceiling["headroom_mib"] == 3_072
     (service,) = plan["services"]

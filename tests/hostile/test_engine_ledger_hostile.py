@@ -40,7 +40,7 @@ def test_a_misspelt_engine_in_the_config_names_the_key_and_the_choices(tmp_path:
 async def test_twenty_parallel_reads_of_one_engine_log_agree() -> None:
     async with client_for(a40=Service(log=str(A40), engine="vllm")) as client:
         results = await asyncio.gather(*(call(client, "read_budget_table", service="a40") for _ in range(20)))
-    assert {r[1]["engine"]["ranks"][0]["kv_tokens"]["value"] for r in results} == {53_136}
+    assert {r[1]["cards"][0]["kv_tokens"]["value"] for r in results} == {53_136}
 
 
 async def test_an_engine_log_on_a_host_is_refused_with_what_to_do() -> None:
@@ -71,4 +71,4 @@ async def test_an_engine_ledger_buried_in_noise_is_read_with_its_own_line_number
     async with client_for() as client:
         error, out = await call(client, "read_budget_table", log_text=text)
     assert not error, out
-    assert out["engine"]["ranks"][0]["kv_tokens"]["lines"][0]["line"] == 15_007  # line 7 of the log, after the noise
+    assert out["cards"][0]["kv_tokens"]["lines"][0]["line"] == 15_007  # line 7 of the log, after the noise
