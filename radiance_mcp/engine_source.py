@@ -103,22 +103,29 @@ def _detect(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine:
 
 
 def _local(runtime: Runtime, ref: LedgerRef, engine: LedgerEngine | None) -> tuple[Path | None, str]:
-    """The file on this machine ref names; None for a ledger on a host (radiance's, unless the config says not)."""
-    host = ref.host
-    log = ref.log
-    if ref.service is not None and log is None and ref.container is None:
+    """The file on this machine ref names; None where there is none to read here (a ledger on a host,
+    radiance's unless the config says not, or a service with no log: sources says what is wrong)."""
+    if ref.service is not None and ref.log is None and ref.container is None:
         entry = runtime.fleet.service(ref.service)
-        host, log = entry.host, entry.log
-        if host is None and log is not None:
-            path = Path(log).expanduser()  # the operator's own path: no log root needed
+        if entry.log is None and entry.container is None:
+            return None, ""
+        if entry.host is None:
+            assert entry.log is not None  # a container is read on its host
+            path = Path(entry.log).expanduser()  # the operator's own path: no log root needed
             return path, str(path)
-    if host is not None or log is None:
+        on_host = True
+    else:
+        on_host = ref.host is not None
+        if not on_host and ref.log is None:
+            return None, ""
+    if on_host:
         if engine is not None:
             raise SourceError(
-                f"service {ref.service!r} runs {engine}, whose log is read from this machine only (a copy of it named "
-                "by the service's log, or log=), or given as log_text: reading it on a host over SSH is not "
+                f"service {ref.service!r} runs {engine}, whose log is read from this machine only (a copy of it "
+                "named by the service's log, or log=), or given as log_text: reading it on a host over SSH is not "
                 "supported yet"
             )
         return None, ""
-    path = local_path(runtime, log, "log")
+    assert ref.log is not None
+    path = local_path(runtime, ref.log, "log")
     return path, str(path)
