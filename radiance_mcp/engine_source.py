@@ -56,11 +56,10 @@ def _read(path: Path, limit: int, *, whole: bool, checkpoint: Checkpoint) -> str
 
 def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *, checkpoint: Checkpoint,
                ) -> BootView | None:
-    name = engine or detect_ledger(text, source=label)
-    checkpoint()
+    name = engine or detect_ledger(text, source=label, checkpoint=checkpoint)
     if name == "radiance":
         return None
-    return read_engine_boot(text, source=label, engine=name, boot=boot)
+    return read_engine_boot(text, source=label, engine=name, boot=boot, checkpoint=checkpoint)
 
 
 async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
@@ -98,8 +97,7 @@ async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
 
 
 def _detect(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine:
-    checkpoint()
-    return detect_ledger(text, source=label)
+    return detect_ledger(text, source=label, checkpoint=checkpoint)
 
 
 def _local(runtime: Runtime, ref: LedgerRef, engine: LedgerEngine | None) -> tuple[Path | None, str]:

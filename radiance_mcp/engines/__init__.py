@@ -31,7 +31,7 @@ from radiance_mcp.engines.common import (
     read,
 )
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import Line, match_line
+from radiance_mcp.ledger import Checkpoint, Line, match_line, no_checkpoint
 
 LedgerEngine = Literal["radiance", "vllm", "sglang", "llama.cpp"]
 """Which engine printed a boot ledger: radiance (read by radiance_mcp.ledger) or one of the dialects here."""
@@ -68,23 +68,33 @@ def detect(text: str, *, source: str = "the log") -> EngineName:
     return best
 
 
-def _score(dialect: Dialect, lines: list[Line]) -> int:
-    return sum(1 for line in lines[:DETECT_LINES] if match(dialect.phrases, line, dialect.rank_of))
+def _score(dialect: Dialect, lines: list[Line], checkpoint: Checkpoint = no_checkpoint) -> int:
+    score = 0
+    for line in lines[:DETECT_LINES]:
+        checkpoint()
+        score += bool(match(dialect.phrases, line, dialect.rank_of))
+    return score
 
 
-def detect_ledger(text: str, *, source: str = "the log") -> LedgerEngine:
+def detect_ledger(text: str, *, source: str = "the log", checkpoint: Checkpoint = no_checkpoint) -> LedgerEngine:
     """radiance, or the engine whose phrases match more lines than radiance's do.
 
     A text with no engine's phrase is radiance's (whose reader then names what it lacks); a
     text whose words none of the three engines print is never scanned line by line.
     """
-    candidates = {name: d for name, d in _dialects(None).items()
-                  if any(p.keyword and p.keyword in text for p in d.phrases[1:])}
+    candidates = {}
+    for name, dialect in _dialects(None).items():
+        checkpoint()
+        if any(p.keyword and p.keyword in text for p in dialect.phrases[1:]):
+            candidates[name] = dialect
     if not candidates:
         return "radiance"
     lines, _ = lines_of(text)
-    radiance = sum(1 for line in lines[:DETECT_LINES] if match_line(line))
-    scores = {name: _score(d, lines) for name, d in candidates.items()}
+    radiance = 0
+    for line in lines[:DETECT_LINES]:
+        checkpoint()
+        radiance += bool(match_line(line))
+    scores = {name: _score(d, lines, checkpoint) for name, d in candidates.items()}
     best = max(scores, key=lambda name: scores[name])
     if scores[best] <= radiance:
         return "radiance"
@@ -104,6 +114,7 @@ def read_engine_boot(
     engine: EngineName | None = None,
     boot: int = -1,
     block_size_tokens: int | None = None,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> BootView:
     """Read one boot (the newest by default) of a vLLM, SGLang or llama.cpp log.
 
@@ -113,7 +124,7 @@ def read_engine_boot(
     name = engine if engine is not None else detect(text, source=source)
     if name not in ENGINES:
         raise LedgerError(f"engine={name!r}: expected one of {', '.join(ENGINES)}")
-    return read(_dialects(block_size_tokens)[name], text, source=source, boot=boot)
+    return read(_dialects(block_size_tokens)[name], text, source=source, boot=boot, checkpoint=checkpoint)
 
 
 __all__ = [

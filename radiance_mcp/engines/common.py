@@ -21,7 +21,7 @@ from typing import Literal
 
 from radiance_mcp.constants import MIB
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import Hit, Line, Origin, Phrase, clean
+from radiance_mcp.ledger import Checkpoint, Hit, Line, Origin, Phrase, clean, no_checkpoint
 from radiance_mcp.units import UNIT_MIB
 
 EngineName = Literal["vllm", "sglang", "llama.cpp"]
@@ -281,12 +281,19 @@ class Dialect:
     build: Callable[[list[Hit]], Built]
 
 
-def read(dialect: Dialect, text: str, *, source: str, boot: int = -1) -> BootView:
-    """Read one boot (the newest by default) of an engine's log into its typed view."""
+def read(dialect: Dialect, text: str, *, source: str, boot: int = -1,
+         checkpoint: Checkpoint = no_checkpoint) -> BootView:
+    """Read one boot (the newest by default) of an engine's log into its typed view.
+
+    checkpoint runs per line (a caller's cancel, time limit or turn for other calls).
+    """
     lines, skipped = lines_of(text)
     if not any(line.text.strip() for line in lines):
         raise LedgerError(f"{source}: the log is empty; pass the {dialect.engine} server's start-up log")
-    hits_by_line = [match(dialect.phrases, line, dialect.rank_of) for line in lines]
+    hits_by_line = []
+    for line in lines:
+        checkpoint()
+        hits_by_line.append(match(dialect.phrases, line, dialect.rank_of))
     starts = _boot_starts(dialect, lines, hits_by_line)
     position = select(boot, len(starts), source, dialect.marker.template)
     end = starts[position + 1] if position + 1 < len(starts) else len(lines)
