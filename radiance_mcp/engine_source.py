@@ -14,11 +14,11 @@ from pathlib import Path
 
 from radiance_mcp.engines import BootView, LedgerEngine, detect_ledger, read_engine_boot
 from radiance_mcp.errors import SourceError
-from radiance_mcp.ledger import Checkpoint, Origin
+from radiance_mcp.ledger import Boot, Checkpoint, Origin, read_text
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import check_regular, file_error, local_path
+from radiance_mcp.sources import check_regular, file_error, local_path, read_boot
 
 MAX_ENGINE_LOG_BYTES = 256 * 1024 * 1024
 """An engine's start-up log is a few MiB; a larger file is read no further (name the boot's own lines)."""
@@ -60,6 +60,26 @@ def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *,
     if name == "radiance":
         return None
     return read_engine_boot(text, source=label, engine=name, boot=boot, checkpoint=checkpoint)
+
+
+async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
+    """The boot ref names, in its engine's dialect: radiance's Boot (read by sources) or another engine's view.
+
+    Caller text whose engine is not configured is told and read in one job off the event loop
+    (one turn among the workers, as radiance's own reader takes).
+    """
+    if ref.log_text is not None and configured_engine(runtime, ref) is None:
+        return await run(functools.partial(_inline, ref.log_text, ref.boot), label="log_text",
+                         remedy="pass the boot's own lines, not a whole log of noise")
+    view = await engine_boot(runtime, ref)
+    return view if view is not None else await read_boot(runtime, ref)
+
+
+def _inline(text: str, boot: int, *, checkpoint: Checkpoint) -> Boot | BootView:
+    name = detect_ledger(text, source="log_text", checkpoint=checkpoint)
+    if name == "radiance":
+        return read_text(text, source="log_text", boot=boot, checkpoint=checkpoint)
+    return read_engine_boot(text, source="log_text", engine=name, boot=boot, checkpoint=checkpoint)
 
 
 async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:

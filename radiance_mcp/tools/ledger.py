@@ -12,7 +12,8 @@ from typing import Any
 from radiance_mcp import capacity, ledger
 from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
-from radiance_mcp.engine_source import engine_boot
+from radiance_mcp.engine_source import engine_boot, read_ledger
+from radiance_mcp.engines import BootView
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
@@ -98,10 +99,9 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     When: first, for any resize; it lists the reserve_candidates a reserve may cite. Rule: free
     memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
-    view = await engine_boot(runtime, args)
-    if view is not None:
-        return engine_ledger.budget_output(view)
-    boot = await read_boot(runtime, args)
+    boot = await read_ledger(runtime, args)
+    if isinstance(boot, BootView):
+        return engine_ledger.budget_output(boot)
     reading = capacity.read_budget(boot)
     cards: list[BudgetCard | EngineRank] = [
         BudgetCard(
@@ -139,10 +139,9 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     reserve_candidates line or is personal=true; figures the ceiling already counts are refused.
     Next: check_pool_contract.
     """
-    view = await engine_boot(runtime, args)
-    if view is not None:
-        return engine_ledger.ceiling_output(view, args.reserves)
-    boot = await read_boot(runtime, args)
+    boot = await read_ledger(runtime, args)
+    if isinstance(boot, BootView):
+        return engine_ledger.ceiling_output(boot, args.reserves)
     reading = capacity.read_budget(boot)
     reserves = trace_reserves(reading, args.reserves)
     result = capacity.compute_ceiling(reading, reserves)
