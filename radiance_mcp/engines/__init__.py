@@ -31,11 +31,13 @@ from radiance_mcp.engines.common import (
     read,
 )
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import Checkpoint, Line, match_line, no_checkpoint
+from radiance_mcp.ledger import PHRASES, Checkpoint, Line, match_line, no_checkpoint
 
 LedgerEngine = Literal["radiance", "vllm", "sglang", "llama.cpp"]
 """Which engine printed a boot ledger: radiance (read by radiance_mcp.ledger) or one of the dialects here."""
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
+RADIANCE_WORDS = tuple(PHRASES[key].keyword for key in ("boot_start", "settled", "vram_kv", "budget_header"))
+"""Words of radiance's ledger that vLLM, SGLang and llama.cpp never print: a text holding one is radiance's."""
 DETECT_LINES = 20_000
 """Detection reads the first this many lines: a start-up ledger is at a log's top."""
 
@@ -80,8 +82,11 @@ def detect_ledger(text: str, *, source: str = "the log", checkpoint: Checkpoint 
     """radiance, or the engine whose phrases match more lines than radiance's do.
 
     A text with no engine's phrase is radiance's (whose reader then names what it lacks); a
-    text whose words none of the three engines print is never scanned line by line.
+    text holding one of radiance's own budget words, which none of the three engines prints,
+    is radiance's at once; neither is scanned line by line.
     """
+    if any(word in text for word in RADIANCE_WORDS):
+        return "radiance"
     candidates = {}
     for name, dialect in _dialects(None).items():
         checkpoint()
