@@ -25,6 +25,7 @@ fleet that may read only the example ledgers shipped in the package. Example::
     env_file = "/home/dank/scripts/frank-archon.env"
     model = "my-model"                        # default: the seed's model
     cards = ["dankserver:0"]                  # optional: the physical card(s), to see which services share one
+    engine = "radiance"                       # or "vllm", "sglang", "llama.cpp"; default: told from the log
 
 Every path in the file is absolute (from '/', or '~' for a file on this machine): a relative
 path would resolve against whatever directory the server was started in, so the file checked
@@ -44,6 +45,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from radiance_mcp.constants import DEFAULT_MODEL, ModelConstants
+from radiance_mcp.engines import LedgerEngine
 from radiance_mcp.errors import ConfigError
 from radiance_mcp.models.ledger_ref import source_problem
 
@@ -129,6 +131,9 @@ class Service(_Strict):
     model: str | None = None
     cards: tuple[Annotated[str, Field(min_length=1, max_length=100)], ...] = ()
     """The physical cards its card 0, 1, ... are, e.g. ["gpubox:0"]: services naming one card share it."""
+    engine: LedgerEngine | None = None
+    """The engine that serves it: its boot ledger is read in that engine's dialect, and the probes speak it.
+    None: told from the log's own lines."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Service:

@@ -6,7 +6,7 @@ locally and on remote hosts), the pattern that reads its figures, and the templa
 simulator writes it with, so reader and writer cannot drift apart (a round-trip test ties
 them). Entries marked ``seed`` are verbatim from the procedures; ``assumed`` ones are a
 plausible layout around seed words (see PHRASEBOOK section 8). Each entry also marks what
-every size it reads is to a reserve below the ceiling (``reserve=``; capacity's docstring
+every size it reads is to a reserve below the ceiling (``reserve=``; reserves' docstring
 gives the reasoning), and ``boot_state`` is the one rule by which every tool judges whether
 a boot settled, refused to start, or did neither.
 
@@ -47,9 +47,9 @@ class ReserveMark:
     """What one figure of a phrase is to a reserve held back below the ceiling.
 
     ``may serve``: the figure is card memory the ceiling may count as room for the pair
-    (capacity.reserve_candidates says how much of it); every other kind names why the
+    (reserves.reserve_candidates says how much of it); every other kind names why the
     ceiling already accounts for it, or why it is not card memory at all. The reasoning
-    behind each kind is written once, in capacity's docstring.
+    behind each kind is written once, in radiance_mcp.reserves' docstring.
     """
 
     kind: ReserveKind
@@ -73,9 +73,11 @@ class Phrase:
     """Plain substring every line of this phrase holds."""
     pattern: re.Pattern[str]
     template: str
-    """How the simulator writes the line; format fields are the pattern's groups."""
+    """How the simulator writes the line; format fields are the pattern's groups. For another
+    engine's phrase: the line as that engine prints it, named in messages."""
     seed: bool
-    """True: the words are verbatim from the seed; False: the layout is assumed."""
+    """True: the words are verbatim from the seed (or from the other engine's own log); False: the
+    layout is assumed."""
     reserve: Mapping[str, ReserveMark] = field(default_factory=dict)
     """What each size the line prints is to a reserve, by the pattern's group name (for the
     echoed flags, by '--flag'). Every size group has a mark: a phrase cannot be added without
@@ -231,29 +233,35 @@ class Line:
 
 @dataclass(frozen=True)
 class Hit:
-    """One line that matched one phrase, with the raw text of each field."""
+    """One line that matched one phrase, with the raw text of each field (radiance's and the other
+    engines' alike: radiance_mcp.engines reads its dialects into these records too)."""
 
     key: str
     line: Line
     fields: Mapping[str, str | None]
+    rank: str | None = None
+    """The card or rank the line names in another engine's log (``TP1``, ``CUDA0``); None for radiance."""
 
-    def raw(self, name: str, source: str) -> str:
+    def where(self, source: str | None) -> str:
+        return f"{source}:{self.line.number}" if source else f"line {self.line.number}"
+
+    def raw(self, name: str, source: str | None = None) -> str:
         value = self.fields.get(name)
         if value is None:
-            raise LedgerError(f"{source}:{self.line.number}: {self.key} line has no {name}: {self.line.text!r}")
+            raise LedgerError(f"{self.where(source)}: {self.key} line has no {name}: {self.line.text!r}")
         return value
 
-    def size(self, name: str, source: str) -> Size:
+    def size(self, name: str, source: str | None = None) -> Size:
         try:
             return parse_size(self.raw(name, source))
         except LedgerError as exc:
-            raise LedgerError(f"{source}:{self.line.number}: {exc} in line {self.line.text!r}") from exc
+            raise LedgerError(f"{self.where(source)}: {exc} in line {self.line.text!r}") from exc
 
-    def number(self, name: str, source: str) -> Decimal:
+    def number(self, name: str, source: str | None = None) -> Decimal:
         try:
             return parse_number(self.raw(name, source))
         except LedgerError as exc:
-            raise LedgerError(f"{source}:{self.line.number}: {exc} in line {self.line.text!r}") from exc
+            raise LedgerError(f"{self.where(source)}: {exc} in line {self.line.text!r}") from exc
 
 
 Origin = Literal["host", "local file", "caller text"]

@@ -20,8 +20,9 @@ import radiance_mcp
 
 PACKAGE_DIR = Path(radiance_mcp.__file__).parent
 CORE = frozenset({
-    "radiance_mcp.ledger", "radiance_mcp.capacity", "radiance_mcp.step_shape", "radiance_mcp.argv",
-    "radiance_mcp.units", "radiance_mcp.constants", "radiance_mcp.errors",
+    "radiance_mcp.ledger", "radiance_mcp.budget", "radiance_mcp.reserves", "radiance_mcp.capacity",
+    "radiance_mcp.step_shape", "radiance_mcp.argv", "radiance_mcp.units", "radiance_mcp.constants",
+    "radiance_mcp.errors",
     "radiance_mcp.planning",
 })
 """The pure core: text and numbers in, records out. The packages in CORE_PACKAGES belong to it too (is_core)."""
@@ -72,7 +73,7 @@ def test_the_walk_sees_every_layer() -> None:
     """The test reads the modules it claims to: the core, the I/O edge, the tools and the simulator."""
     assert {"radiance_mcp.ledger", "radiance_mcp.ledger_file", "radiance_mcp.server", "radiance_mcp.sim.engine",
             "radiance_mcp.engines.vllm", "radiance_mcp.probes.client"} <= set(MODULES)
-    assert "radiance_mcp.ledger" in {m for m, _ in imports_of("radiance_mcp.capacity")}
+    assert "radiance_mcp.ledger" in {m for m, _ in imports_of("radiance_mcp.budget")}
     # A function-level import is seen: the CLI loads the simulator only for --demo.
     assert any(m == "radiance_mcp.sim.demo" for m, _ in imports_of("radiance_mcp.cli"))
 

@@ -15,12 +15,11 @@ file, network, MCP or CLI module); the tools that read a file or a host hand it 
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Literal, get_args
 
 from radiance_mcp.engines import llamacpp, sglang, vllm
 from radiance_mcp.engines.common import (
     BootView,
-    Cited,
     Dialect,
     EngineName,
     Figure,
@@ -32,8 +31,13 @@ from radiance_mcp.engines.common import (
     read,
 )
 from radiance_mcp.errors import LedgerError
+from radiance_mcp.ledger import PHRASES, Checkpoint, Line, match_line, no_checkpoint
 
+LedgerEngine = Literal["radiance", "vllm", "sglang", "llama.cpp"]
+"""Which engine printed a boot ledger: radiance (read by radiance_mcp.ledger) or one of the dialects here."""
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
+RADIANCE_WORDS = tuple(PHRASES[key].keyword for key in ("boot_start", "settled", "vram_kv", "budget_header"))
+"""Words of radiance's ledger that vLLM, SGLang and llama.cpp never print: a text holding one is radiance's."""
 DETECT_LINES = 20_000
 """Detection reads the first this many lines: a start-up ledger is at a log's top."""
 
@@ -49,9 +53,7 @@ def detect(text: str, *, source: str = "the log") -> EngineName:
     (a log holding two engines' output); name the engine then.
     """
     lines, _ = lines_of(text)
-    scores: dict[EngineName, int] = {}
-    for name, dialect in _dialects(None).items():
-        scores[name] = sum(1 for line in lines[:DETECT_LINES] if match(dialect.phrases, line, dialect.rank_of))
+    scores = {name: _score(dialect, lines) for name, dialect in _dialects(None).items()}
     ranked = sorted(scores.items(), key=lambda item: -item[1])
     (best, top), (second, runner_up) = ranked[0], ranked[1]
     if top == 0:
@@ -68,6 +70,48 @@ def detect(text: str, *, source: str = "the log") -> EngineName:
     return best
 
 
+def _score(dialect: Dialect, lines: list[Line], checkpoint: Checkpoint = no_checkpoint) -> int:
+    score = 0
+    for line in lines[:DETECT_LINES]:
+        checkpoint()
+        score += bool(match(dialect.phrases, line, dialect.rank_of))
+    return score
+
+
+def detect_ledger(text: str, *, source: str = "the log", checkpoint: Checkpoint = no_checkpoint) -> LedgerEngine:
+    """radiance, or the engine whose phrases match more lines than radiance's do.
+
+    A text with no engine's phrase is radiance's (whose reader then names what it lacks); a
+    text holding one of radiance's own budget words, which none of the three engines prints,
+    is radiance's at once; neither is scanned line by line.
+    """
+    if any(word in text for word in RADIANCE_WORDS):
+        return "radiance"
+    candidates = {}
+    for name, dialect in _dialects(None).items():
+        checkpoint()
+        if any(p.keyword and p.keyword in text for p in dialect.phrases[1:]):
+            candidates[name] = dialect
+    if not candidates:
+        return "radiance"
+    lines, _ = lines_of(text)
+    radiance = 0
+    for line in lines[:DETECT_LINES]:
+        checkpoint()
+        radiance += bool(match_line(line))
+    scores = {name: _score(d, lines, checkpoint) for name, d in candidates.items()}
+    best = max(scores, key=lambda name: scores[name])
+    if scores[best] <= radiance:
+        return "radiance"
+    tied = [name for name, score in scores.items() if score == scores[best] and name != best]
+    if tied:
+        raise LedgerError(
+            f"{source}: as many lines read as {best} as {tied[0]} ({scores[best]} each); name the service's engine "
+            f"in the fleet config (engine = one of radiance, {', '.join(ENGINES)})"
+        )
+    return best
+
+
 def read_engine_boot(
     text: str,
     *,
@@ -75,6 +119,7 @@ def read_engine_boot(
     engine: EngineName | None = None,
     boot: int = -1,
     block_size_tokens: int | None = None,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> BootView:
     """Read one boot (the newest by default) of a vLLM, SGLang or llama.cpp log.
 
@@ -84,10 +129,10 @@ def read_engine_boot(
     name = engine if engine is not None else detect(text, source=source)
     if name not in ENGINES:
         raise LedgerError(f"engine={name!r}: expected one of {', '.join(ENGINES)}")
-    return read(_dialects(block_size_tokens)[name], text, source=source, boot=boot)
+    return read(_dialects(block_size_tokens)[name], text, source=source, boot=boot, checkpoint=checkpoint)
 
 
 __all__ = [
-    "ENGINES", "BootView", "Cited", "EngineName", "Figure", "Missing", "RankView", "Refusal", "detect",
-    "read_engine_boot",
+    "ENGINES", "BootView", "EngineName", "Figure", "LedgerEngine", "Missing", "RankView", "Refusal", "detect",
+    "detect_ledger", "read_engine_boot",
 ]

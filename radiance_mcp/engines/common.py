@@ -21,7 +21,8 @@ from typing import Literal
 
 from radiance_mcp.constants import MIB
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.units import UNIT_MIB, parse_number
+from radiance_mcp.ledger import Checkpoint, Hit, Line, Origin, Phrase, clean, no_checkpoint
+from radiance_mcp.units import UNIT_MIB
 
 EngineName = Literal["vllm", "sglang", "llama.cpp"]
 
@@ -30,58 +31,19 @@ NUM = r"(?:\d{1,3}(?:,\d{3})++|\d++)(?:\.\d++)?"
 MAX_LINE_CHARS = 16 * 1024
 """A longer line is no ledger line of any engine: skipped unread (and counted)."""
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*+[ -/]*+[@-~]")
-
-
-@dataclass(frozen=True)
-class Phrase:
-    """One line an engine prints that a figure is read from."""
-
-    key: str
-    keyword: str
-    """A plain substring every such line holds (a cheap prefilter)."""
-    pattern: re.Pattern[str]
-    says: str
-    """The engine's words, for messages: where this figure is printed."""
-
 
 def phrase(key: str, keyword: str, pattern: str, says: str) -> Phrase:
-    """A space in `pattern` stands for a run of blanks, " ?" for an optional one; {NUM} for a number."""
+    """A line an engine prints, as ledger.Phrase (one record for every engine's phrases).
+
+    A space in `pattern` stands for a run of blanks, " ?" for an optional one; {NUM} for a
+    number. `says` is the line as the engine prints it, named in messages.
+    """
     regex = pattern.replace("{NUM}", NUM).replace(" ?", r"\s*+").replace(" ", r"\s++")
-    return Phrase(key, keyword, re.compile(regex, re.ASCII), says)  # ASCII digits only, as engines print
+    return Phrase(key, keyword, re.compile(regex, re.ASCII), says, True)  # ASCII digits only, as engines print
 
 
 # ---------------------------------------------------------------------------------------
 # Records
-
-
-@dataclass(frozen=True)
-class Cited:
-    """A line of the log: 1-based number and text (ANSI codes and line end removed)."""
-
-    number: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Hit:
-    key: str
-    rank: str | None
-    """The card or rank the line names (``TP1``, ``CUDA0``), None where it names none."""
-    line: Cited
-    fields: Mapping[str, str | None]
-
-    def text(self, name: str) -> str:
-        value = self.fields.get(name)
-        if value is None:
-            raise LedgerError(f"line {self.line.number}: {self.key} line has no {name}: {self.line.text!r}")
-        return value
-
-    def number(self, name: str) -> Decimal:
-        try:
-            return parse_number(self.text(name))
-        except LedgerError as exc:
-            raise LedgerError(f"line {self.line.number}: {exc} in {self.line.text!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -91,7 +53,7 @@ class Figure:
     value: Decimal
     unit: str
     """``MiB``, ``tokens``, ``B/token``, ``sequences`` or ``fraction``."""
-    lines: tuple[Cited, ...]
+    lines: tuple[Line, ...]
     resolution: Decimal = Decimal(0)
     """The printed figure is known to +- resolution / 2 (0 for counts)."""
     arithmetic: str = ""
@@ -121,7 +83,7 @@ RefusalKind = Literal["window_exceeds_kv", "pool_below_window", "not_enough_memo
 @dataclass(frozen=True)
 class Refusal:
     kind: RefusalKind
-    line: Cited
+    line: Line
     detail: str
     """What was refused, with the figures of the line, and the flag that changes it."""
     final: bool = True
@@ -145,6 +107,9 @@ class RankView:
     window_tokens: Figure | None = None
     full_length_sequences: Figure | None = None
     """KV tokens / window: how many sequences at the full window the cache backs at once."""
+    floor_mib: Figure | None = None
+    """The free memory the engine keeps by design (vLLM's and SGLang's unclaimed share of the card,
+    llama.cpp's --fit margin): free memory above it is memory the KV cache could have had."""
     missing: tuple[Missing, ...] = ()
 
     def require(self, name: str) -> Figure:
@@ -173,6 +138,8 @@ class BootView:
     """What the engine says it was set to (slots, max running requests, utilization), with lines."""
     hits: tuple[Hit, ...] = field(default=(), repr=False)
     skipped_long_lines: int = 0
+    origin: Origin = "caller text"
+    """Where the text came from (the I/O edge sets it), as for radiance's Boot."""
 
     @property
     def refused(self) -> bool:
@@ -262,26 +229,22 @@ def derive(view: RankView, gaps: Iterable[Missing], *, rate_from_pair: bool = Tr
 # Lines, boots and hits
 
 
-def clean(raw: str) -> str:
-    return _ANSI.sub("", raw).rstrip("\r")
-
-
-def match(phrases: Iterable[Phrase], line: Cited, rank_of: Callable[[str], str | None]) -> list[Hit]:
+def match(phrases: Iterable[Phrase], line: Line, rank_of: Callable[[str], str | None]) -> list[Hit]:
     hits = []
     for p in phrases:
         if p.keyword in line.text:
             found = p.pattern.search(line.text)
             if found:
-                hits.append(Hit(p.key, rank_of(line.text), line, found.groupdict()))
+                hits.append(Hit(p.key, line, found.groupdict(), rank_of(line.text)))
     return hits
 
 
-def lines_of(text: str) -> tuple[list[Cited], int]:
+def lines_of(text: str) -> tuple[list[Line], int]:
     """Numbered, cleaned lines (split at '\\n' only, as a file reader counts), and how many were too long."""
     raw = text.split("\n")
     if raw and raw[-1] == "":
         raw.pop()
-    kept = [Cited(n, clean(r)) for n, r in enumerate(raw, 1) if len(r) <= MAX_LINE_CHARS]
+    kept = [Line(n, clean(r)) for n, r in enumerate(raw, 1) if len(r) <= MAX_LINE_CHARS]
     return kept, len(raw) - len(kept)
 
 
@@ -318,21 +281,28 @@ class Dialect:
     build: Callable[[list[Hit]], Built]
 
 
-def read(dialect: Dialect, text: str, *, source: str, boot: int = -1) -> BootView:
-    """Read one boot (the newest by default) of an engine's log into its typed view."""
+def read(dialect: Dialect, text: str, *, source: str, boot: int = -1,
+         checkpoint: Checkpoint = no_checkpoint) -> BootView:
+    """Read one boot (the newest by default) of an engine's log into its typed view.
+
+    checkpoint runs per line (a caller's cancel, time limit or turn for other calls).
+    """
     lines, skipped = lines_of(text)
     if not any(line.text.strip() for line in lines):
         raise LedgerError(f"{source}: the log is empty; pass the {dialect.engine} server's start-up log")
-    hits_by_line = [match(dialect.phrases, line, dialect.rank_of) for line in lines]
+    hits_by_line = []
+    for line in lines:
+        checkpoint()
+        hits_by_line.append(match(dialect.phrases, line, dialect.rank_of))
     starts = _boot_starts(dialect, lines, hits_by_line)
-    position = select(boot, len(starts), source, dialect.marker.says)
+    position = select(boot, len(starts), source, dialect.marker.template)
     end = starts[position + 1] if position + 1 < len(starts) else len(lines)
     chosen = lines[starts[position]:end]
     hits = [hit for found in hits_by_line[starts[position]:end] for hit in found]
     if not hits:
         raise LedgerError(
             f"{source}: no line of {dialect.engine}'s start-up ledger in lines {chosen[0].number}-{chosen[-1].number}"
-            f" (looked for {', '.join(repr(p.says) for p in dialect.phrases[1:5])}, ...); pass the log of the "
+            f" (looked for {', '.join(repr(p.template) for p in dialect.phrases[1:5])}, ...); pass the log of the "
             f"{dialect.engine} server's start-up, with its INFO lines"
         )
     if not any(hit.key == dialect.marker.key for hit in hits):
@@ -345,7 +315,7 @@ def read(dialect: Dialect, text: str, *, source: str, boot: int = -1) -> BootVie
                     built.ranks, built.refusals, built.settings, tuple(hits), skipped)
 
 
-def _boot_starts(dialect: Dialect, lines: list[Cited], hits_by_line: list[list[Hit]]) -> list[int]:
+def _boot_starts(dialect: Dialect, lines: list[Line], hits_by_line: list[list[Hit]]) -> list[int]:
     """Where each boot starts: at a marker line, unless no figure was printed since the last start.
 
     Engines print more than one marker line per start-up (vLLM's server version and engine
@@ -373,7 +343,7 @@ def _refuse_unmarked_boots(dialect: Dialect, hits: list[Hit], source: str) -> No
                 raise LedgerError(
                     f"{source}: lines {earlier.line.number} and {hit.line.number} both print {hit.key} "
                     f"({earlier.line.text!r}, {hit.line.text!r}), so the text holds more than one start-up, "
-                    f"and no {dialect.marker.says!r} line marks where each begins. Pass one start-up's log, "
+                    f"and no {dialect.marker.template!r} line marks where each begins. Pass one start-up's log, "
                     "or the whole log with its boot lines, so the newest boot can be told apart"
                 )
 

@@ -39,7 +39,6 @@ from radiance_mcp.engines.common import (
     Built,
     Dialect,
     Figure,
-    Hit,
     Missing,
     RankView,
     Refusal,
@@ -53,6 +52,7 @@ from radiance_mcp.engines.common import (
     size,
     total,
 )
+from radiance_mcp.ledger import Hit
 
 MARKER = phrase("boot", "", r"llama_model_loader: loaded meta data with|using device \S++ \(|\bbuild: \d++ \(",
                 "llama_model_loader: loaded meta data with ...")
@@ -96,6 +96,14 @@ PHRASES = (
            r"(?P<what>failed to allocate (?:buffer for kv cache|compute buffers))", "failed to allocate ..."),
     phrase("failed", "unable to allocate", r"error loading model: (?P<what>unable to allocate \S++ buffer)",
            "error loading model: unable to allocate CUDA0 buffer"),
+    # --fit (common_fit_params, llama_params_fit: late-2025 builds) sizes context and offload to a margin.
+    phrase("fit_leave", "of free device memory",
+           r"will leave (?P<free>{NUM}) >= (?P<margin>{NUM}) MiB of free device memory",
+           "llama_params_fit_impl: will leave F >= M MiB of free device memory, no changes needed"),
+    phrase("fit_margin", "cannot fulfill margin of", r"cannot fulfill margin of (?P<margin>{NUM}) MiB",
+           "llama_params_fit: cannot fulfill margin of M MiB on all devices, need to use X MiB less in total"),
+    phrase("fit_ctx", "context size reduced from", r"context size reduced from (?P<asked>\d++) to (?P<n>\d++)",
+           "llama_params_fit: context size reduced from A to N -> need X MiB less memory"),
     phrase("retry", "retrying without", r"(?P<what>retrying without [a-z ]++)", "... retrying without ..."),
 )
 
@@ -110,6 +118,9 @@ GAPS = (
     Missing("graph_mib", "nothing: llama.cpp's graphs live in its compute buffers", "read activation_mib"),
     Missing("free_mib", "'using device CUDA0 (...) - X MiB free' at load (builds from early 2025)",
             "run a build that prints it, or read the device's free memory (nvidia-smi) once the server is up"),
+    Missing("floor_mib", "the --fit margin ('will leave F >= M MiB of free device memory', 'cannot fulfill "
+            "margin of M MiB')", "llama.cpp keeps no floor of its own without --fit (-fit on): hold the headroom you "
+            "keep for the driver and other processes back as a personal reserve"),
     Missing("window_tokens", "n_ctx_seq = (n_ctx_per_seq =), or llama-server's n_ctx_slot =",
             INFO + "; the window per sequence is -c / --ctx-size over -np / --parallel"),
     Missing("full_length_sequences", "KV cells / window", "needs the KV tokens and the window"),
@@ -128,7 +139,7 @@ def _per_device(hits: list[Hit], key: str) -> dict[str, list[Figure]]:
     found: dict[str, list[Figure]] = {}
     for hit in hits:
         if hit.key == key:
-            found.setdefault(_device(hit.text("device")), []).append(size(hit, "size", "MiB"))
+            found.setdefault(_device(hit.raw("device")), []).append(size(hit, "size", "MiB"))
     return found
 
 
@@ -157,8 +168,8 @@ def _kv(hits: list[Hit]) -> tuple[Figure | None, Figure | None, Figure | None, s
     memory = total([size(h, "size", "MiB") for h in caches], "KV caches")
     full_marker = _one(hits, "iswa_full")
     after = [h for h in caches if full_marker is None or h.line.number > full_marker.line.number]
-    full = after[0] if full_marker is not None and after else max(caches, key=lambda h: int(h.text("cells")))
-    growing = [h for h in caches if h.text("cells") == full.text("cells") and int(h.text("layers")) > 0]
+    full = after[0] if full_marker is not None and after else max(caches, key=lambda h: int(h.raw("cells")))
+    growing = [h for h in caches if h.raw("cells") == full.raw("cells") and int(h.raw("layers")) > 0]
     tokens = count(full, "cells")
     if not growing:
         return memory, tokens, None, f"line {full.line.number}: the full cache holds no layers"
@@ -177,6 +188,12 @@ def _window(hits: list[Hit]) -> Figure | None:
     return None
 
 
+def _fit_margin(hits: list[Hit]) -> Figure | None:
+    """The free memory --fit keeps on each device (its --fit-target, with an mmproj's memory added)."""
+    hit = _one(hits, "fit_leave") or _one(hits, "fit_margin")
+    return size(hit, "margin", "MiB") if hit is not None else None
+
+
 def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
     refusals: list[Refusal] = []
     failures = [h for h in hits if h.key in ("alloc_failed", "failed")]
@@ -184,9 +201,9 @@ def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
         if hit.key == "failed" and i > 0 and failures[i - 1].key == "alloc_failed":
             continue  # the alloc line before it already names this failure
         then = next((f for f in failures[i + 1:] if f.key == "failed"), None) if hit.key == "alloc_failed" else hit
-        what = then.text("what") if then else "failed to allocate a buffer"
+        what = then.raw("what") if then else "failed to allocate a buffer"
         retried = any(h.key == "retry" and h.line.number > hit.line.number for h in hits)
-        on = f" ({hit.text('size')} MiB on device {hit.text('device')})" if hit.key == "alloc_failed" else ""
+        on = f" ({hit.raw('size')} MiB on device {hit.raw('device')})" if hit.key == "alloc_failed" else ""
         refusals.append(Refusal("allocation_failed", hit.line, (
             f"llama.cpp {what}{on}"
             + ("; it retried without pipeline parallelism and went on" if retried else
@@ -200,12 +217,13 @@ def _build(hits: list[Hit]) -> Built:
     window = _window(hits)
     weights, kv_buffers = _per_device(hits, "model_buffer"), _per_device(hits, "kv_buffer")
     compute = _per_device(hits, "compute_buffer")
-    free_at_load = {_device(h.text("device")): size(h, "free", "MiB") for h in hits if h.key == "device_free"}
+    free_at_load = {_device(h.raw("device")): size(h, "free", "MiB") for h in hits if h.key == "device_free"}
     gaps = GAPS if not note else tuple(
         replace(g, remedy=f"{note}; read the SWA cache's size line") if g.figure == "kv_bytes_per_token" else g
         for g in GAPS)
+    floor = _fit_margin(hits)
     whole = RankView("all", _sum(weights, "model buffers"), memory, tokens, rate,
-                     _sum(compute, "compute buffers"), None, None, window)
+                     _sum(compute, "compute buffers"), None, None, window, floor_mib=floor)
     views = [derive(whole, gaps, rate_from_pair=not note)]
     one_cache = sum(1 for h in hits if h.key == "kv_size") <= 1  # else a device's buffers mix full and SWA caches
     used = {*weights, *kv_buffers, *compute}
@@ -216,16 +234,18 @@ def _build(hits: list[Hit]) -> Built:
             free = difference(free_at_load[device], total(buffers, f"{device} buffers"), "free at load - buffers")
         view = RankView(device, _sum({device: weights.get(device, [])}, "model buffers"),
                         _sum({device: kv_buffers.get(device, [])}, "KV buffers"), tokens, None,
-                        _sum({device: compute.get(device, [])}, "compute buffers"), None, free, window)
+                        _sum({device: compute.get(device, [])}, "compute buffers"), None, free, window,
+                        floor_mib=floor)
         views.append(derive(view, gaps, rate_from_pair=one_cache))
     settings: dict[str, Figure] = {}
-    for key, name, field_ in (("n_ctx", "n_ctx", "n"), ("n_seq_max", "n_seq_max", "n"), ("slots", "slots", "slots")):
+    for key, name, field_ in (("n_ctx", "n_ctx", "n"), ("n_seq_max", "n_seq_max", "n"), ("slots", "slots", "slots"),
+                              ("fit_ctx", "fit_n_ctx", "n")):
         if (hit := _one(hits, key)) is not None:
-            settings[name] = count(hit, field_, "tokens" if name == "n_ctx" else "sequences")
+            settings[name] = count(hit, field_, "tokens" if name.endswith("n_ctx") else "sequences")
     return Built(tuple(views), _refusals(hits), settings)
 
 
-ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots"})
+ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots", "fit_leave", "fit_margin"})
 DIALECT = Dialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build)
 
 

@@ -34,7 +34,6 @@ from radiance_mcp.engines.common import (
     Built,
     Dialect,
     Figure,
-    Hit,
     Missing,
     RankView,
     Refusal,
@@ -48,6 +47,7 @@ from radiance_mcp.engines.common import (
     size,
     total,
 )
+from radiance_mcp.ledger import Hit
 
 MARKER = phrase("boot", "server_args=", r"server_args=ServerArgs\(", "server_args=ServerArgs(...)")
 
@@ -59,7 +59,7 @@ PHRASES = (
            r"Load weight end\.[^\n]*?avail mem=(?P<avail>{NUM}) ?GB, mem usage=(?P<usage>{NUM}) ?GB",
            "Load weight end. ... avail mem=X GB, mem usage=W GB"),
     phrase("kv_alloc", "KV Cache is allocated",
-           r"KV Cache is allocated\. #tokens: (?P<tokens>{NUM}), (?:K size: (?P<k>{NUM}) ?GB, "
+           r"KV Cache is allocated\. (?:dtype: \S++, )?#tokens: (?P<tokens>{NUM}), (?:K size: (?P<k>{NUM}) ?GB, "
            r"V size: (?P<v>{NUM}) ?GB|KV size: (?P<kv>{NUM}) ?GB)",
            "KV Cache is allocated. #tokens: N, K size: K GB, V size: V GB"),
     phrase("pool_end", "Memory pool end", r"Memory pool end\. avail mem=(?P<avail>{NUM}) ?GB",
@@ -71,6 +71,8 @@ PHRASES = (
            "Capture cuda graph end. ... mem usage=G GB. avail mem=X GB."),
     phrase("summary", "max_total_num_tokens=", r"\bmax_total_num_tokens=(?P<pairs>.++)",
            "max_total_num_tokens=N, ..., max_running_requests=R, context_len=C, available_gpu_mem=X GB"),
+    phrase("fraction", "mem_fraction_static=", r"\bmem_fraction_static=(?P<fraction>{NUM})",
+           "server_args=ServerArgs(..., mem_fraction_static=F, ...)"),
     phrase("not_enough", "Not enough memory", r"Not enough memory\. Please try to increase --mem-fraction-static",
            "Not enough memory. Please try to increase --mem-fraction-static."),
 )
@@ -90,6 +92,8 @@ GAPS = (
             "absent under --disable-cuda-graph; otherwise " + INFO),
     Missing("free_mib", "available_gpu_mem= of the scheduler's summary, or 'Capture cuda graph end ... avail mem'",
             INFO + "; the summary is printed once the server is ready"),
+    Missing("floor_mib", "(1 - mem_fraction_static=) x 'Load weight begin. avail mem=X GB'",
+            INFO + "; the floor needs the server_args line and the rank's 'Load weight begin' line"),
     Missing("window_tokens", "context_len= of the scheduler's summary", INFO + "; the window is --context-length"),
     Missing("full_length_sequences", "#tokens / context_len", "needs the pool's tokens and context_len="),
 )
@@ -101,14 +105,29 @@ def rank_of(text: str) -> str | None:
 
 
 def _pairs(hit: Hit) -> dict[str, str]:
-    return {"max_total_num_tokens": hit.text("pairs").split(",", 1)[0].strip()} | {
-        m["name"]: m["value"] for m in _PAIR.finditer(hit.text("pairs"))}
+    return {"max_total_num_tokens": hit.raw("pairs").split(",", 1)[0].strip()} | {
+        m["name"]: m["value"] for m in _PAIR.finditer(hit.raw("pairs"))}
 
 
 def _summary_figure(hit: Hit, pairs: dict[str, str], name: str, unit: str) -> Figure | None:
     if name not in pairs or not pairs[name].isdigit():
         return None
     return Figure(Decimal(pairs[name]), unit, (hit.line,))
+
+
+def _floor(load_begin: Hit | None, fraction: Hit | None) -> Figure | None:
+    """What --mem-fraction-static keeps back: (1 - F) x the memory SGLang found before loading.
+
+    SGLang sizes its pool as (free memory after the weights) - total x (1 - F), where total is
+    the memory available before the weights ('Load weight begin. avail mem=X GB').
+    """
+    if load_begin is None or fraction is None:
+        return None
+    total, kept = size(load_begin, "avail", "GB"), 1 - fraction.number("fraction")
+    value = total.value * kept
+    return Figure(value, "MiB", (load_begin.line, fraction.line), total.resolution * kept,
+                  f"avail mem before the weights x (1 - mem_fraction_static): {total.value:,.2f} x {kept} = "
+                  f"{value:,.2f} MiB")
 
 
 def _rank_view(rank: str, groups: list[dict[str, list[Hit]]]) -> RankView:
@@ -127,13 +146,14 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]]) -> RankView:
         kv_tokens = kv_tokens or _summary_figure(summary, pairs, "max_total_num_tokens", "tokens")
         window = _summary_figure(summary, pairs, "context_len", "tokens")
         if "available_gpu_mem" in pairs:
-            free = size(Hit(summary.key, summary.rank, summary.line, {"x": pairs["available_gpu_mem"]}), "x", "GB")
+            free = size(Hit(summary.key, summary.line, {"x": pairs["available_gpu_mem"]}, summary.rank), "x", "GB")
     if free is None and graph_end is not None:
         free = size(graph_end, "avail", "GB")
     if free is None and first(groups, "graph_begin") is None and (pool_end := last(groups, "pool_end")) is not None:
         free = size(pool_end, "avail", "GB")  # no CUDA graphs follow the pool: this is where it settles
     view = RankView(rank, weights, kv_mib, kv_tokens, None, None,
-                    size(graph_end, "usage", "GB") if graph_end else None, free, window)
+                    size(graph_end, "usage", "GB") if graph_end else None, free, window,
+                    floor_mib=_floor(first(groups, "load_begin"), first(groups, "fraction")))
     return derive(view, GAPS)
 
 
@@ -161,10 +181,12 @@ def _build(hits: list[Hit]) -> Built:
         running = _summary_figure(summary, _pairs(summary), "max_running_requests", "sequences")
         if running is not None:
             settings["max_running_requests"] = running
+    if (fraction := first([*grouped.values()], "fraction")) is not None:
+        settings["mem_fraction_static"] = count(fraction, "fraction", "fraction")
     return Built(views, _refusals(hits, views), settings)
 
 
-ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough"})
+ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction"})
 DIALECT = Dialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build)
 
 

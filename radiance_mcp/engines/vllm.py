@@ -39,7 +39,6 @@ from radiance_mcp.engines.common import (
     Built,
     Dialect,
     Figure,
-    Hit,
     Missing,
     RankView,
     Refusal,
@@ -54,6 +53,7 @@ from radiance_mcp.engines.common import (
     size,
 )
 from radiance_mcp.errors import LedgerError
+from radiance_mcp.ledger import Hit
 
 MARKER = phrase("boot", "", r"Initializing an? (?:V\d++ )?LLM engine|vLLM API server version",
                 "Initializing a(n) ... LLM engine ... with config")
@@ -119,8 +119,9 @@ def rank_of(text: str) -> str | None:
 
 def gaps(block_size_tokens: int | None) -> tuple[Missing, ...]:
     blocks_remedy = (
-        "a V0 boot prints '# GPU blocks: B' only: pass the block size the server ran with (its --block-size; "
-        "16 tokens unless set) as block_size_tokens" if block_size_tokens is None else INFO
+        "a V0 boot prints '# GPU blocks: B' only: its tokens are B x the server's --block-size (16 tokens "
+        "unless set), which the log does not print; read a boot that prints 'GPU KV cache size: N tokens', or (in "
+        "Python) pass block_size_tokens" if block_size_tokens is None else INFO
     )
     return (
         Missing("weights_mib", "'Model loading took X GiB memory'", INFO),
@@ -134,6 +135,9 @@ def gaps(block_size_tokens: int | None) -> tuple[Missing, ...]:
         Missing("free_mib", "total_gpu_memory and gpu_memory_utilization of the profiling line (V0)",
                 "a V1 boot logs the card's total at DEBUG only (VLLM_LOGGING_LEVEL=DEBUG); or read the card's "
                 "free memory (nvidia-smi) once the server is up"),
+        Missing("floor_mib", "total_gpu_memory and gpu_memory_utilization of the memory profiling line (V0)",
+                "a V1 boot prints neither at INFO: the floor is (1 - --gpu-memory-utilization) x the card's total "
+                "(nvidia-smi --query-gpu=memory.total); VLLM_LOGGING_LEVEL=DEBUG prints the profile"),
         Missing("window_tokens", "'Maximum concurrency for L tokens per request' or max_seq_len= in the config line",
                 INFO + "; the window is the server's --max-model-len"),
         Missing("full_length_sequences", "KV tokens / window", "needs the KV tokens and the window"),
@@ -145,36 +149,42 @@ def _gib(hit: Hit, name: str) -> Figure:
 
 
 def _pairs(hit: Hit) -> dict[str, str]:
-    return {m["name"]: m["value"] for m in _PAIR.finditer(hit.text("pairs"))}
+    return {m["name"]: m["value"] for m in _PAIR.finditer(hit.raw("pairs"))}
 
 
 def _pair(hit: Hit, pairs: dict[str, str], name: str) -> Figure:
     if name not in pairs:
         raise LedgerError(f"line {hit.line.number}: the memory profiling line has no {name}=: {hit.line.text!r}")
-    return _gib(Hit(hit.key, hit.rank, hit.line, {name: pairs[name]}), name)
+    return _gib(Hit(hit.key, hit.line, {name: pairs[name]}, hit.rank), name)
+
+
+def _floor(total: Figure, util: Decimal) -> Figure:
+    """The share of the card vLLM leaves unclaimed by design: total x (1 - --gpu-memory-utilization)."""
+    left = total.value * (1 - util)
+    return Figure(left, "MiB", total.lines, total.resolution * (1 - util),
+                  f"total_gpu_memory x (1 - gpu_memory_utilization): {total.value:,.2f} x (1 - {util}) "
+                  f"= {left:,.2f} MiB")
 
 
 def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens: int | None) -> RankView:
     weights = first(groups, "weights")
-    weights_mib = size(weights, "size", weights.text("unit")) if weights else None
-    kv_mib = kv_tokens = rate = activation = free = window = None
+    weights_mib = size(weights, "size", weights.raw("unit")) if weights else None
+    kv_mib = kv_tokens = rate = activation = free = floor = window = None
     if (hit := first(groups, "available")) is not None:
-        kv_mib = size(hit, "size", hit.text("unit"))
+        kv_mib = size(hit, "size", hit.raw("unit"))
     if (hit := first(groups, "breakdown_v08")) is not None:
         weights_mib = weights_mib or _gib(hit, "weights")
         kv_mib = kv_mib or _gib(hit, "kv")
         activation = _gib(hit, "activation")
     if (hit := first(groups, "usable_v08")) is not None:
-        free = difference(_gib(hit, "total"), _gib(hit, "usable"), "card total - what the instance may use")
+        # What the instance leaves of the card is, by design, all the floor: forgone is 0, not rounding noise.
+        free = floor = difference(_gib(hit, "total"), _gib(hit, "usable"), "card total - what the instance may use")
     if (hit := first(groups, "profile_v06")) is not None:
         pairs = _pairs(hit)
         kv_mib = kv_mib or _pair(hit, pairs, "kv_cache_size")
         total, util = _pair(hit, pairs, "total_gpu_memory"), Decimal(pairs.get("gpu_memory_utilization", "0"))
         if util:
-            left = total.value * (1 - util)
-            free = Figure(left, "MiB", total.lines, total.resolution,
-                          f"total_gpu_memory x (1 - gpu_memory_utilization): {total.value:,.2f} x (1 - {util}) "
-                          f"= {left:,.2f} MiB")
+            free = floor = _floor(total, util)
         if weights_mib is not None:
             activation = difference(_pair(hit, pairs, "peak_torch_memory"), weights_mib, "peak torch memory - weights")
     if (hit := first(groups, "kv_tokens")) is not None:
@@ -195,7 +205,7 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
             window = count(hit, "window")
     graphs = first(groups, "graphs")
     view = RankView(rank, weights_mib, kv_mib, kv_tokens, rate, activation,
-                    size(graphs, "size", graphs.text("unit")) if graphs else None, free, window)
+                    size(graphs, "size", graphs.raw("unit")) if graphs else None, free, window, floor_mib=floor)
     return derive(view, gaps(block_size_tokens))
 
 
@@ -213,7 +223,7 @@ def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
             fits = f"; vLLM estimates a window of {estimate} tokens fits" if estimate else ""
             refusals.append(Refusal("window_exceeds_kv", hit.line, (
                 f"vLLM refused to start: one sequence at the window of {hit.number('window'):,} tokens needs "
-                f"{hit.text('needed')} GiB of KV cache, more than the {hit.text('available')} GiB available{fits}. "
+                f"{hit.raw('needed')} GiB of KV cache, more than the {hit.raw('available')} GiB available{fits}. "
                 "Raise --gpu-memory-utilization (or set --kv-cache-memory), or lower --max-model-len")))
     return tuple(refusals)
 

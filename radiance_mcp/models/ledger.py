@@ -143,14 +143,50 @@ class ReserveCandidate(Output):
     why: str = Field(description="Why this figure may back a reserve below the ceiling.")
 
 
+class EngineFigure(Output):
+    value: float
+    unit: str = Field(description="MiB, tokens, B/token, sequences or fraction.")
+    lines: list[LineRef] = Field(description="The engine's lines the figure is read or derived from.")
+    arithmetic: str = Field("", description="For a derived figure: how it follows from the lines.")
+
+
+class EngineRank(Output):
+    """One card or rank of a vLLM, SGLang or llama.cpp boot (read_budget_table's cards for such a boot)."""
+
+    engine: Literal["vllm", "sglang", "llama.cpp"] = Field(description="The engine that printed the log.")
+    rank: str = Field(description="The card or rank: TP0, CUDA0, engine (one card), all (llama.cpp's total).")
+    weights_mib: EngineFigure | None
+    kv_mib: EngineFigure | None
+    kv_tokens: EngineFigure | None
+    kv_bytes_per_token: EngineFigure | None = Field(description="KV memory over KV tokens: the engine's own pair.")
+    activation_mib: EngineFigure | None
+    graph_mib: EngineFigure | None
+    free_mib: EngineFigure | None = Field(description="What the engine left free once it settled.")
+    floor_mib: EngineFigure | None = Field(description="What the engine keeps free by design.")
+    window_tokens: EngineFigure | None
+    full_length_sequences: EngineFigure | None = Field(description="KV tokens / window, rounded down.")
+    missing: list[str] = Field(description="Figures the log does not print: where the engine prints them, how to get "
+                                           "them. Nothing is estimated.")
+    settings: dict[str, EngineFigure] = Field(description="What the engine says it was set to (the whole boot's).")
+    kv_flag: str = Field(description="The flag that moves this engine's KV memory.")
+    floor: str = Field(description="What the floor is in this engine's terms.")
+
+
 class ReadBudgetTableOutput(Output):
     ledger: BootRef
-    cards: list[BudgetCard]
-    flags: dict[str, str] = Field(description="Echoed flags of the boot, by name without dashes.")
-    pair_source: Literal["echoed flags", "table rows"]
-    disagreements: list[str] = Field(description="Flag and table row that differ beyond rounding.")
+    cards: list[BudgetCard | EngineRank] = Field(
+        default_factory=list, description="Per card; for a vLLM, SGLang or llama.cpp boot, per rank (EngineRank)."
+    )
+    flags: dict[str, str] = Field(default_factory=dict, description="Echoed flags of the boot, by name without dashes.")
+    pair_source: Literal["echoed flags", "table rows"] | None = Field(
+        default=None, description="null for another engine."
+    )
+    disagreements: list[str] = Field(
+        default_factory=list, description="Flag and table row that differ beyond rounding."
+    )
     reserve_candidates: list[ReserveCandidate] = Field(
-        description="The figures of this boot a traced reserve may cite; anything else is personal."
+        default_factory=list,
+        description="The figures of this boot a traced reserve may cite; anything else is personal.",
     )
 
 
@@ -210,7 +246,7 @@ class PoolContractOutput(Output):
     pool_mib: float
     seqs: int
     max_model_len: int
-    kv_cache_dtype: KVDtype
+    kv_cache_dtype: KVDtype | None
     rate_bytes_per_token: int
     kv_mib: float = Field(description="seqs * max_model_len * rate, in MiB.")
     per_seq_total_mib: int

@@ -186,7 +186,7 @@ class ServicePlan(Output):
     personal_reserves: list[str]
     headroom_mib: int = Field(description="The binding card's headroom, counted once where a card is shared.")
     usable_mib: int = Field(description="headroom_mib less every reserve: what the options spend.")
-    slope: Traced = Field(description="Resident expert slots per slab MiB.")
+    slope: Traced | None = Field(description="Resident expert slots per slab MiB (radiance; null for another engine).")
     slab: Traced | None = Field(description="Resident slots now, from the `slab slots` line.")
     options: list[PlanOption]
     decode: str

@@ -1,8 +1,8 @@
 """What a service's boot ledger says a probe may ask of it: the backed sequences and the window.
 
-Pure: a parsed ``Boot`` in, a ``LedgerShape`` out, and the checks the probes make against it
-before anything is sent. The figures come from the ledger's own lines, each kept with its
-line: ``backs N sequences all at M tokens at once`` (the capacity referee) and the echoed
+Pure: a parsed ``Boot`` (or another engine's ``BootView``) in, a ``LedgerShape`` out, and the
+checks the probes make against it before anything is sent. The figures come from the ledger's
+own lines, each kept with its line: ``backs N sequences all at M tokens at once`` (the capacity referee) and the echoed
 ``--max-num-seqs`` and ``--max-model-len``. A line the boot lacks is said, never guessed.
 """
 
@@ -13,6 +13,8 @@ from decimal import Decimal
 
 from radiance_mcp.capacity import PoolContract, pool_contract
 from radiance_mcp.constants import KV_DTYPES, ModelConstants
+from radiance_mcp.engines import BootView
+from radiance_mcp.engines.capacity import SEATS, binding_rank
 from radiance_mcp.errors import GuardRailError, InputError
 from radiance_mcp.ledger import Boot, Hit, Line, boot_state
 from radiance_mcp.units import fmt_mib
@@ -84,6 +86,29 @@ def ledger_shape(boot: Boot, model: ModelConstants) -> LedgerShape:
     refused = state.lines if state.status == "refused" else ()
     return LedgerShape(src, backed_seqs, backed_tokens, seats, window, refused, pool_figure, contract,
                        tuple(missing))
+
+
+def engine_shape(view: BootView) -> LedgerShape:
+    """The shape another engine's boot states: the full-length sequences its KV cache backs at its window
+    (KV tokens / window, rounded down), its slots or running requests, and its refusal's lines.
+
+    The rank whose cache holds the fewest tokens binds. What the log does not print is listed in missing.
+    """
+    refused = tuple(r.line for r in view.refusals if r.final)
+    if refused:  # predict_boundary refuses to plan on it, naming these lines
+        return LedgerShape(view.source, None, None, None, None, refused, None, None, ())
+    rank = binding_rank(view)
+    seqs, window = rank.full_length_sequences, rank.window_tokens
+    backed = Figure(int(seqs.value), seqs.lines[0]) if seqs is not None else None
+    window_figure = Figure(int(window.value), window.lines[0]) if window is not None else None
+    seats_figure = view.settings.get(SEATS.get(view.engine, "")) or view.settings.get("n_seq_max")
+    seats = Figure(int(seats_figure.value), seats_figure.lines[0]) if seats_figure is not None else None
+    missing = [f"{gap.printed_in} ({gap.figure})" for gap in rank.missing
+               if gap.figure in ("kv_tokens", "window_tokens", "full_length_sequences")]
+    if seats is None:
+        missing.append(f"the sequences {view.engine} serves at once" + (
+            f" ({SEATS[view.engine]})" if view.engine in SEATS else " (--max-num-seqs, not printed at INFO)"))
+    return LedgerShape(view.source, backed, window_figure, seats, window_figure, (), None, None, tuple(missing))
 
 
 def checked_window(

@@ -12,6 +12,8 @@ from typing import Any
 from radiance_mcp import capacity, ledger
 from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
+from radiance_mcp.engine_source import engine_boot, read_ledger
+from radiance_mcp.engines import BootView
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
@@ -22,6 +24,7 @@ from radiance_mcp.models.ledger import (
     CheckPoolContractInput,
     ComputeCeilingInput,
     ComputeCeilingOutput,
+    EngineRank,
     PoolContractOutput,
     ReadBudgetTableInput,
     ReadBudgetTableOutput,
@@ -33,6 +36,7 @@ from radiance_mcp.models.ledger import (
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import read_boot
+from radiance_mcp.tools import engine_ledger
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib
 
@@ -95,9 +99,11 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     When: first, for any resize; it lists the reserve_candidates a reserve may cite. Rule: free
     memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
-    boot = await read_boot(runtime, args)
+    boot = await read_ledger(runtime, args)
+    if isinstance(boot, BootView):
+        return engine_ledger.budget_output(boot)
     reading = capacity.read_budget(boot)
-    cards = [
+    cards: list[BudgetCard | EngineRank] = [
         BudgetCard(
             card=c.card,
             card_total=sourced(c.total),
@@ -133,7 +139,9 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     reserve_candidates line or is personal=true; figures the ceiling already counts are refused.
     Next: check_pool_contract.
     """
-    boot = await read_boot(runtime, args)
+    boot = await read_ledger(runtime, args)
+    if isinstance(boot, BootView):
+        return engine_ledger.ceiling_output(boot, args.reserves)
     reading = capacity.read_budget(boot)
     reserves = trace_reserves(reading, args.reserves)
     result = capacity.compute_ceiling(reading, reserves)
@@ -186,6 +194,9 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     When: for any change of seats, window, dtype or pool. Rule: with a ledger, ok also needs the
     pair within the ceiling. Next: render_gates, or plan_free_vram.
     """
+    view = await engine_boot(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
+    if view is not None:
+        return engine_ledger.contract_output(view, args)
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {
         "pool_mib": args.pool_mib,
@@ -258,19 +269,26 @@ def _contract_formula(contract: capacity.PoolContract, model: ModelConstants) ->
     )
 
 
+def _names_ledger(runtime: Runtime, args: CheckPoolContractInput) -> bool:
+    """Whether the input names a ledger: log, log_text or container, or a service with one in the config."""
+    if args.log is not None or args.log_text is not None or args.container is not None:
+        return True
+    if args.service is None:
+        return False
+    entry = runtime.fleet.service(args.service)
+    return entry.log is not None or entry.container is not None
+
+
+def _contract_ref(runtime: Runtime, args: CheckPoolContractInput) -> LedgerRef:
+    explicit = args.log is not None or args.log_text is not None or args.container is not None
+    return LedgerRef(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
+                     host=args.host, container=args.container, boot=args.boot)
+
+
 async def _contract_ledger(runtime: Runtime, args: CheckPoolContractInput, missing: list[str]) -> Boot | None:
     """The boot the contract is checked against, if the input names a ledger (or its service has one)."""
-    explicit = args.log is not None or args.log_text is not None or args.container is not None
-    configured = False
-    if args.service is not None and not explicit:
-        entry = runtime.fleet.service(args.service)
-        configured = entry.log is not None or entry.container is not None
-    if explicit or configured:
-        return await read_boot(
-            runtime,
-            LedgerRef(service=None if explicit else args.service, log=args.log, log_text=args.log_text,
-                      host=args.host, container=args.container, boot=args.boot),
-        )
+    if _names_ledger(runtime, args):
+        return await read_boot(runtime, _contract_ref(runtime, args))
     if missing:
         raise InputError(
             f"{', '.join(missing)} not given and no ledger to read them from: pass them, "

@@ -25,6 +25,8 @@ from radiance_mcp.constants import (
     KVDtype,
     ModelConstants,
 )
+from radiance_mcp.engine_source import engine_boot
+from radiance_mcp.engines import BootView
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.ledger import Boot, Hit, Line
 from radiance_mcp.models.base import (
@@ -51,6 +53,7 @@ from radiance_mcp.models.plan import (
 )
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import read_boot
+from radiance_mcp.tools import engine_plan
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib, round_down
@@ -266,17 +269,11 @@ def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> 
     return options, notes
 
 
-async def _read(runtime: Runtime, **source: Any) -> Boot:
-    return await read_boot(runtime, LedgerRef.model_validate(source))
-
-
-async def _read_boots(runtime: Runtime, args: PlanFreeVramInput,
-                      single: bool) -> tuple[list[str], dict[str, Boot], list[Unreadable]]:
-    """The boots to plan, read concurrently: the one asked for (and its card's co-tenants), or the fleet's.
-
-    The asked ledger's failure is the call's; another service's goes to unreadable with its reason.
-    """
+def _names(runtime: Runtime, args: PlanFreeVramInput, single: bool) -> list[str]:
+    """The services to plan: the one asked for and its card's co-tenants, or the fleet's; [""] for a log."""
     fleet = runtime.fleet
+    if single and args.service is None:
+        return [""]
     names: list[str] = sorted(fleet.services) if not single else []
     if args.service is not None:
         mine = set(fleet.service(args.service).cards)
@@ -284,25 +281,55 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput,
                                         if n != args.service and mine & set(s.cards))
     if not single and not names:
         raise InputError("the fleet config names no services: name a ledger (service, log or log_text) to plan")
-    reads: list[Any]
-    if single and args.service is None:
-        given = {n: getattr(args, n) for n in ("log", "log_text", "host", "container") if getattr(args, n) is not None}
-        reads, names = [await _read(runtime, boot=args.boot, **given)], [""]
-    else:
-        # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
-        wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
-        reads = await asyncio.gather(*(_read(runtime, service=n, boot=b) for n, b in zip(names, wanted, strict=True)),
-                                     return_exceptions=True)
+    return names
+
+
+def _ref(args: PlanFreeVramInput, name: str, boot: int) -> LedgerRef:
+    if name:
+        return LedgerRef(service=name, boot=boot)
+    given = {n: getattr(args, n) for n in ("log", "log_text", "host", "container") if getattr(args, n) is not None}
+    return LedgerRef.model_validate({**given, "boot": boot})
+
+
+async def _engine_views(runtime: Runtime, args: PlanFreeVramInput, names: list[str],
+                        single: bool) -> tuple[dict[str, BootView], dict[str, RadianceMCPError]]:
+    """The boots among names that another engine (vLLM, SGLang, llama.cpp) printed, and the reads that failed."""
+    wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
+    reads = await asyncio.gather(*(engine_boot(runtime, _ref(args, n, b)) for n, b in zip(names, wanted, strict=True)),
+                                 return_exceptions=True)
+    views: dict[str, BootView] = {}
+    failed: dict[str, RadianceMCPError] = {}
+    for name, result in zip(names, reads, strict=True):
+        if isinstance(result, RadianceMCPError) and not (single and name == names[0]):
+            failed[name] = result
+        elif isinstance(result, BaseException):
+            raise result
+        elif result is not None:
+            views[name] = result
+    return views, failed
+
+
+async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str], single: bool,
+                      skip: set[str]) -> tuple[dict[str, Boot], list[Unreadable]]:
+    """The radiance boots to plan (names less skip, read in another engine's dialect), read concurrently.
+
+    The asked ledger's failure is the call's; another service's goes to unreadable with its reason.
+    """
+    to_read = [n for n in names if n not in skip]
+    # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
+    wanted = [args.boot if single and n == names[0] else -1 for n in to_read]
+    reads: list[Any] = await asyncio.gather(*(read_boot(runtime, _ref(args, n, b))
+                                              for n, b in zip(to_read, wanted, strict=True)), return_exceptions=True)
     boots: dict[str, Boot] = {}
     unreadable: list[Unreadable] = []
-    for name, result in zip(names, reads, strict=True):
+    for name, result in zip(to_read, reads, strict=True):
         if isinstance(result, RadianceMCPError) and not (single and name == names[0]):
             unreadable.append(Unreadable(service=name, error=str(result)))
         elif isinstance(result, BaseException):
             raise result
         else:
             boots[name] = result
-    return names, boots, unreadable
+    return boots, unreadable
 
 
 def picture(out: PlanFreeVramOutput) -> str:
@@ -353,9 +380,20 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     sharing a card (config cards) share its headroom once. Next: render_gates.
     """
     single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
-    names, boots, unreadable = await _read_boots(runtime, args, single)
+    names = _names(runtime, args, single)
+    engines, failed = await _engine_views(runtime, args, names, single)
+    boots, unreadable = await _read_boots(runtime, args, names, single, set(engines) | set(failed))
+    unreadable += [Unreadable(service=name, error=str(exc)) for name, exc in failed.items()]
     plans: dict[str, tuple[Boot, capacity.BudgetReading, list[CardPlan]]] = {}
+    engine_cards: dict[str, tuple[BootView, list[CardPlan]]] = {}
     notes: list[str] = []
+    for name, view in engines.items():
+        try:
+            engine_cards[name] = (view, engine_plan.cards(view, runtime.fleet.services[name].cards if name else ()))
+        except RadianceMCPError as exc:
+            if single and name == names[0]:
+                raise
+            unreadable.append(Unreadable(service=name, error=str(exc)))
     for name, boot in boots.items():
         try:
             reading = capacity.read_budget(boot)
@@ -372,10 +410,11 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
         plans[name] = (boot, reading, [
             _card_plan(c, boot, cards_of[i] if cards_of else None) for i, c in enumerate(reading.cards)
         ])
+    every = {name: cards for name, (_, _, cards) in plans.items()} | {n: c for n, (_, c) in engine_cards.items()}
     views = [planning.CardView(name, c.card, c.physical, c.headroom_mib, Decimal(str(c.engine_floor.value)))
-             for name, (_, _, cards) in plans.items() for c in cards]
+             for name, cards in every.items() for c in cards]
     shared = planning.share(views)
-    for name, (_, _, cards) in plans.items():
+    for name, cards in every.items():
         for i, c in enumerate(cards):
             if c.physical is not None:
                 group = shared[c.physical]
@@ -383,14 +422,16 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                     "shared_with": sorted({v.service for v in group.views if v.service != name}),
                     "headroom_once_mib": group.headroom_mib,
                 })
-    wanted = [n for n in plans if not single or n == names[0]]
-    services = [_service_plan(runtime, args, name, *plans[name]) for name in wanted]
+    wanted = [n for n in names if n in every and (not single or n == names[0])]
+    services = [_service_plan(runtime, args, name, *plans[name]) if name in plans else
+                engine_plan.service_plan(engine_cards[name][0], name, engine_cards[name][1], args.reserves)
+                for name in wanted]
     physical = [
         PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),
                      headroom_mib=s.headroom_mib, derivation=s.derivation)
         for p, s in sorted(shared.items())
     ]
-    unmapped = [(n, c) for n, (_, _, cards) in plans.items() for c in cards if c.physical is None]
+    unmapped = [(n, c) for n, cards in every.items() for c in cards if c.physical is None]
     fleet_headroom = sum(max(0, s.headroom_mib) for s in shared.values()) + sum(max(0, c.headroom_mib)
                                                                                for _, c in unmapped)
     mapped = len(views) - len(unmapped)

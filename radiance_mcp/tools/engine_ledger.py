@@ -1,0 +1,191 @@
+"""The ledger tools on a vLLM, SGLang or llama.cpp boot: the engines' typed view shaped into the tools' outputs.
+
+tools/ledger.py hands a boot here when engine_source read it in another engine's dialect;
+the arithmetic is radiance_mcp.engines.capacity's (pure), the same ceiling and contract as
+radiance's, with every figure from the engine's own lines.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from radiance_mcp import capacity
+from radiance_mcp.engines import BootView, Figure
+from radiance_mcp.engines import capacity as engine_capacity
+from radiance_mcp.errors import GuardRailError, InputError, LedgerError
+from radiance_mcp.models.base import BootRef, LineRef, line_ref, mib
+from radiance_mcp.models.ledger import (
+    BudgetCard,
+    CeilingCard,
+    CeilingCheck,
+    CheckPoolContractInput,
+    ComputeCeilingOutput,
+    EngineFigure,
+    EngineRank,
+    PoolContractOutput,
+    ReadBudgetTableOutput,
+    ReserveInput,
+)
+from radiance_mcp.units import fmt_mib
+
+RANK_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "activation_mib", "graph_mib", "free_mib",
+                "floor_mib", "window_tokens", "full_length_sequences")
+
+
+def boot_ref(view: BootView) -> BootRef:
+    return BootRef(source=view.source, boot=view.index, boots_seen=view.boots_seen,
+                   first_line=view.first_line, last_line=view.last_line, origin=view.origin,
+                   verified=view.origin != "caller text")
+
+
+def figure_out(figure: Figure | None) -> EngineFigure | None:
+    if figure is None:
+        return None
+    return EngineFigure(value=float(figure.value), unit=figure.unit, lines=[line_ref(line) for line in figure.lines],
+                        arithmetic=figure.arithmetic)
+
+
+def notes(view: BootView) -> list[str]:
+    said = [f"{view.engine}: the KV memory moves with {engine_capacity.KV_FLAGS[view.engine]}"]
+    if view.origin == "caller text":
+        said.append(f"figures from caller-supplied text ({view.source}), unverified: read the service's own log "
+                    "before a gate relies on them")
+    return said
+
+
+def budget_output(view: BootView) -> ReadBudgetTableOutput:
+    """read_budget_table on another engine's boot: every rank's figures with their lines, and what is missing."""
+    engine_capacity.require_served(view)
+    settings = {name: out for name, f in view.settings.items() if (out := figure_out(f)) is not None}
+    ranks: list[BudgetCard | EngineRank] = [
+        EngineRank(engine=view.engine, rank=r.rank, missing=[str(g) for g in r.missing], settings=settings,
+                   kv_flag=engine_capacity.KV_FLAGS[view.engine], floor=engine_capacity.FLOORS[view.engine],
+                   **{name: figure_out(getattr(r, name)) for name in RANK_FIGURES})
+        for r in view.ranks
+    ]
+    return ReadBudgetTableOutput(ledger=boot_ref(view), cards=ranks)
+
+
+def personal_reserves(view: BootView, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
+    """Reserves below another engine's ceiling are personal: none of its lines prints memory that may back one."""
+    held: list[capacity.Reserve] = []
+    for r in given:
+        if not r.personal or r.line is not None:
+            raise GuardRailError(
+                f"reserve {r.label!r}: {view.engine}'s log prints no figure a traced reserve may cite (its free memory "
+                "and floor are the ceiling's own inputs); label it personal=true with what it is for"
+            )
+        if not r.label.strip():
+            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why")
+        held.append(capacity.Reserve(Decimal(str(r.mib)), r.label, None))
+    return tuple(held)
+
+
+def ceiling_output(view: BootView, given: list[ReserveInput]) -> ComputeCeilingOutput:
+    """compute_ceiling on another engine's boot: per rank (free - floor) + weights + KV, the smallest binding."""
+    ranks = engine_capacity.ceilings(view)
+    reserves = personal_reserves(view, given)
+    result = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
+    name = {r.card.card: r.rank for r in ranks}
+    binding = next(r for r in ranks if r.card.card == result.binding_card)
+    return ComputeCeilingOutput(
+        ledger=boot_ref(view),
+        ceiling_mib=result.ceiling_mib,
+        binding_card=result.binding_card,
+        pair_mib=mib(result.pair_mib),
+        headroom_mib=result.headroom_mib,
+        derivation=f"{binding.rank}: {binding.card.derivation} (weights + KV + (free - floor))",
+        cards=[
+            CeilingCard(card=c.card, settled_free_mib=mib(c.free_mib), engine_floor_mib=mib(c.floor_mib),
+                        pair_mib=mib(c.pair_mib), ceiling_mib=c.ceiling_mib,
+                        headroom_mib=int(c.ceiling_mib - c.pair_mib),
+                        derivation=f"{name[c.card]}: {c.derivation}", max_pair_mib=c.max_pair_mib or 0)
+            for c in result.cards
+        ],
+        reserves=[],
+        personal_reserves=[r.label for r in reserves],
+        max_pair_mib=result.max_pair_mib,
+        reserve_candidates=[],
+        warnings=list(result.warnings),
+        sources=[line_ref(line) for line in dict.fromkeys(line for r in ranks for line in r.lines)],
+        notes=[*notes(view), f"the floor: {binding.floor_note}",
+               f"the pair is the weights and the KV memory; cards are numbered in rank order "
+               f"({', '.join(f'{n}={r}' for n, r in name.items())})"],
+    )
+
+
+def contract_output(view: BootView, args: CheckPoolContractInput) -> PoolContractOutput:
+    """check_pool_contract on another engine's boot: seqs x window tokens against its KV tokens, at its own rate."""
+    if args.kv_cache_dtype is not None:
+        raise InputError(
+            f"kv_cache_dtype={args.kv_cache_dtype!r}: {view.engine}'s rate is its own KV pair's (KV memory over KV "
+            "tokens); change its cache type on the engine and read its new boot, or leave kv_cache_dtype out"
+        )
+    pool = Decimal(str(args.pool_mib)) if args.pool_mib is not None else None
+    result = engine_capacity.contract(view, args.seqs, args.max_model_len, pool)
+    said = notes(view)
+    refusal_lines: list[LineRef] = []
+    check = None
+    if view.refused:
+        refusal_lines = [line_ref(r.line) for r in view.refusals if r.final]
+        said.append(engine_capacity.refusal_finding(view))
+    else:
+        check = _ceiling_check(view, result, args, said)
+    inputs_from: dict[str, LineRef | str] = {"pool_mib": "argument" if pool is not None else line_ref(
+        result.lines["kv_tokens"]), "rate_bytes_per_token": line_ref(result.lines["rate"])}
+    for name, key in (("max_model_len", "window"), ("seqs", "seqs")):
+        inputs_from[name] = line_ref(result.lines[key]) if key in result.lines else "argument"
+    return PoolContractOutput(
+        model=f"{view.engine} ({result.rank})",
+        pool_mib=mib(result.pool_mib),
+        seqs=result.seqs,
+        max_model_len=result.window,
+        kv_cache_dtype=None,
+        rate_bytes_per_token=int(result.rate.value.to_integral_value()),
+        kv_mib=mib(result.required_mib),
+        per_seq_total_mib=0,
+        fixed_mib=0,
+        required_mib=mib(result.required_mib),
+        margin_mib=mib(result.margin_mib),
+        ok=result.ok and (check is None or check.ok) and not view.refused,
+        max_seqs_at_window=result.max_seqs_at_window,
+        max_window_at_seqs=result.max_window_at_seqs,
+        formula=result.formula,
+        refusal=result.refusal,
+        inputs_from=inputs_from,
+        contract_ok=result.ok,
+        ceiling=check,
+        ledger=boot_ref(view),
+        boot_status="refused" if view.refused else "settled",
+        refusal_lines=refusal_lines,
+        notes=said,
+    )
+
+
+def _ceiling_check(view: BootView, result: engine_capacity.EngineContract, args: CheckPoolContractInput,
+                   said: list[str]) -> CeilingCheck | None:
+    """weights + pool + reserves against the ceiling, where the log prints what the ceiling needs."""
+    try:
+        ranks = engine_capacity.ceilings(view)
+    except LedgerError as exc:
+        said.append(f"the ceiling was not checked: {exc}")
+        return None
+    reserves = personal_reserves(view, args.reserves)
+    ceiling = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
+    tightest = min(ceiling.cards, key=lambda c: (c.max_pair_mib or 0, c.card))
+    rank = next(r for r in ranks if r.card.card == tightest.card)
+    weights_figure = next(v for v in view.ranks if v.rank == rank.rank).weights_mib
+    assert weights_figure is not None  # ceilings() needs it
+    weights = Decimal(str(args.weights_mib)) if args.weights_mib is not None else weights_figure.value
+    pair = weights + result.pool_mib
+    margin = (tightest.max_pair_mib or 0) - pair
+    held = tightest.ceiling_mib - (tightest.max_pair_mib or 0)
+    return CeilingCheck(
+        ok=margin >= 0, ceiling_mib=ceiling.ceiling_mib, binding_card=ceiling.binding_card, weights_mib=mib(weights),
+        weights_from="argument" if args.weights_mib is not None else line_ref(weights_figure.lines[0]),
+        pool_mib=mib(result.pool_mib), reserves_mib=mib(Decimal(held)), reserves=[], max_pair_mib=ceiling.max_pair_mib,
+        pair_mib=mib(pair), margin_mib=mib(margin),
+        formula=(f"weights {fmt_mib(weights, 2)} + pool {fmt_mib(result.pool_mib, 2)} = {fmt_mib(pair, 2)} MiB "
+                 f"{'<=' if margin >= 0 else '>'} {rank.rank}'s ceiling less reserves "
+                 f"{fmt_mib(tightest.max_pair_mib or 0)} MiB ({tightest.derivation})"),
+    )

@@ -1,0 +1,80 @@
+"""Hostile and careless calls of the ledger tools on vLLM, SGLang and llama.cpp logs, over the SDK's client."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from radiance_mcp.config import Fleet, Host, ServerSettings, Service, load
+from radiance_mcp.errors import ConfigError
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server
+
+LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
+A40 = LEDGERS / "vllm" / "heldout_v1_a40_53k.log"
+
+
+def client_for(**services: Service) -> Client:
+    hosts = {"gpubox": Host(log_roots=("/var/log",))}
+    return Client(build_server(Runtime(Fleet(services=services, hosts=hosts, server=ServerSettings()))))
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, Any]:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        return True, result.content[0].text  # type: ignore[union-attr]
+    return False, result.structured_content
+
+
+def test_a_misspelt_engine_in_the_config_names_the_key_and_the_choices(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.toml"
+    config.write_text(f'[services.a]\nlog = "{A40}"\nengine = "vLLM"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"services\.a\.engine: .*'vllm'"):
+        load(config)
+
+
+async def test_twenty_parallel_reads_of_one_engine_log_agree() -> None:
+    async with client_for(a40=Service(log=str(A40), engine="vllm")) as client:
+        results = await asyncio.gather(*(call(client, "read_budget_table", service="a40") for _ in range(20)))
+    assert {r[1]["cards"][0]["kv_tokens"]["value"] for r in results} == {53_136}
+
+
+async def test_an_engine_log_on_a_host_is_refused_with_what_to_do() -> None:
+    remote = Service(host="gpubox", log="/var/log/vllm.log", engine="vllm")
+    async with client_for(remote=remote) as client:
+        error, message = await call(client, "compute_ceiling", service="remote")
+    assert error and "not supported yet" in message and "log_text" in message
+
+
+async def test_a_dtype_for_an_engine_whose_rate_is_its_own_is_refused() -> None:
+    async with client_for(a40=Service(log=str(A40), engine="vllm")) as client:
+        error, message = await call(client, "check_pool_contract", service="a40", seqs=1, max_model_len=1024,
+                                    kv_cache_dtype="fp8")
+    assert error and "kv_cache_dtype='fp8'" in message and "own KV pair" in message
+
+
+async def test_two_engines_lines_in_equal_measure_are_not_guessed_between() -> None:
+    mixed = (A40.read_text(encoding="utf-8").splitlines()[-1] + "\n"
+             + (LEDGERS / "sglang" / "heldout_tp4_qwen3-235b-fp8.log").read_text(encoding="utf-8"))
+    async with client_for() as client:
+        error, message = await call(client, "read_budget_table", log_text=mixed)
+    assert error and "as many lines read as" in message and "engine" in message
+
+
+async def test_an_engine_ledger_buried_in_noise_is_read_with_its_own_line_numbers() -> None:
+    noise = "".join(f"INFO 02-12 08:{i % 60:02d}:00 [api_server.py:1] GET /health 200\n" for i in range(15_000))
+    text = noise + A40.read_text(encoding="utf-8")
+    async with client_for() as client:
+        error, out = await call(client, "read_budget_table", log_text=text)
+    assert not error, out
+    assert out["cards"][0]["kv_tokens"]["lines"][0]["line"] == 15_007  # line 7 of the log, after the noise
+
+
+async def test_an_engine_service_with_no_log_says_so_not_that_ssh_is_unsupported() -> None:
+    async with client_for(bare=Service(endpoint="http://127.0.0.1:9", engine="sglang")) as client:
+        error, message = await call(client, "read_budget_table", service="bare")
+    assert error and "names no log" in message and "SSH" not in message
