@@ -130,11 +130,7 @@ MAX_FUNCTION_LINES = 80
 """From its 'def' line to its last, docstring included."""
 REPO = PACKAGE_DIR.parent
 SIZED_DIRS = ("radiance_mcp", "bench", "tests")
-LONG_ALLOWED: dict[str, str] = {
-    "radiance_mcp/capacity.py": "split into modules on another branch of issue 14 (with the other engines' "
-                                "wiring); remove this entry when that lands",
-    "radiance_mcp/capacity.py::read_budget": "split on the same branch as capacity.py; remove with it",
-}
+LONG_ALLOWED: dict[str, str] = {}
 """Modules (path) and functions (path::qualified name) past the limits, each with the reason it must be so."""
 
 
