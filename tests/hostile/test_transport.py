@@ -250,10 +250,15 @@ class _Stdio:
         self.proc.stdout.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def stdio() -> Iterator[_Stdio]:
+    """One initialized server for every test below: each sends its garbage to the server the
+    tests before it left, so it also shows the server reading on after all of theirs."""
     server = _Stdio()
     try:
+        server.send(json.dumps(_initialize()).encode() + b"\n")
+        assert "result" in server.answer()
+        server.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         yield server
     finally:
         server.close()
@@ -273,9 +278,6 @@ GARBAGE = [
 
 @pytest.mark.parametrize("garbage", GARBAGE)
 def test_garbage_on_stdio_is_answered_and_the_server_reads_on(stdio: _Stdio, garbage: bytes) -> None:
-    stdio.send(json.dumps(_initialize()).encode() + b"\n")
-    assert "result" in stdio.answer()
-    stdio.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
     stdio.send(garbage)
     reply = stdio.answer()
     if "result" in reply:
@@ -294,8 +296,6 @@ def test_garbage_on_stdio_is_answered_and_the_server_reads_on(stdio: _Stdio, gar
 
 
 def test_json_that_is_not_a_message_is_an_invalid_request(stdio: _Stdio) -> None:
-    stdio.send(json.dumps(_initialize()).encode() + b"\n")
-    assert "result" in stdio.answer()
     for line in (b"[1, 2, 3]\n", b'{"jsonrpc": "2.0", "id": 3}\n', b'"ping"\n'):
         stdio.send(line)
         reply = stdio.answer()
