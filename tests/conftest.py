@@ -20,11 +20,12 @@ import pytest
 if importlib.util.find_spec("sniffio") is None:
     sys.modules["sniffio"] = None  # type: ignore[assignment]
 
-# The real engine (llama-cpp-python's server), one per session for the probe and engine-ledger tests.
+# The real engine (llama-cpp-python's server), one per session (per pytest-xdist worker) for the
+# probe and engine-ledger tests.
 from llama_server import llama_server  # noqa: F401
 
-# Real SSH servers on loopback (asyncssh's and OpenSSH's sshd), one of each per session for every
-# directory whose tests reach a host (tests/remote, tests/step_shape): see tests/ssh_hosts.py.
+# Real SSH servers on loopback (asyncssh's and OpenSSH's sshd), one of each per session (per
+# pytest-xdist worker) for every directory whose tests reach a host: see tests/ssh_hosts.py.
 from ssh_hosts import asyncssh_host, ssh_host, sshd_host  # noqa: F401
 
 from radiance_mcp.config import EXAMPLES_DIR
