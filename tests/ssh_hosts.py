@@ -1,7 +1,8 @@
 """Real SSH servers on 127.0.0.1 for the tests that reach a host; no transport is mocked.
 
 tests/conftest.py imports the fixtures (asyncssh_host, sshd_host, ssh_host), so every test
-directory (tests/remote, tests/step_shape, ...) shares one server of each kind per session.
+directory (tests/remote, tests/step_shape, ...) shares one server of each kind per session
+(under pytest-xdist, one per worker).
 
 Two servers serve the same kind of test host directory:
 

@@ -356,8 +356,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
+    """One HTTP server for the module's HTTP tests (stateless: no call leaves anything behind)."""
     port = _free_port()
     proc = subprocess.Popen([*SERVER_ARGV, "--http", "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -6,9 +6,12 @@ itself, LoopbackHost and its servers, is in tests/ssh_hosts.py.)
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ssh_hosts import LoopbackHost
+
+from radiance_mcp.ledger import Boot, read_text
 
 # An older boot than the example's: a 28,096 MiB pair (24,000 + 4,096) settled at 2.51 GiB free,
 # so its ceiling is (2,570.24 - 209.19) + 28,096 = 30,457 MiB, against the example's 30,969.
@@ -30,6 +33,18 @@ def ledger(example: str, boots: int = 3, filler: int = 5) -> str:
         parts.append(example if number == boots - 1 else older_boot(example))
         parts.extend(FILLER.format(n=number * 1000 + i) for i in range(filler))
     return "".join(parts)
+
+
+@functools.lru_cache(maxsize=16)
+def local_boot(text: str, boot: int = -1) -> Boot:
+    """The oracle: the local reader's boot of the text (ledger.read_text), kept for the next reader.
+
+    The big-file tests ask it for the same text and boot once per pool and per SSH server; on
+    13 MiB of text one local read costs seconds. Its source is a placeholder: the tests compare
+    the index, boots seen, line range and hits, not the source's name.
+    """
+    return read_text(text, source="local", boot=boot)
+
 
 # {pwned} is a file the payload would create, {canary} one it would delete.
 INJECTIONS = [

@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, ledger, older_boot
+from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, ledger, local_boot, older_boot
 from ssh_hosts import LoopbackHost
 
 from radiance_mcp import tools
@@ -151,7 +151,7 @@ async def test_an_older_boot_is_found_back_from_the_resume_point(ssh_host: Loopb
     text = "".join(boot + filler for boot in [older_boot(example_text)] * 3 + [example_text])
     source = file_source(ssh_host, pool, text)
     for boot in (-1, -2, -3, -1, 1):
-        same(await source.read(boot), read_text(text, source=source.label, boot=boot))
+        same(await source.read(boot), local_boot(text, boot))
 
 
 @pytest.mark.parametrize("boot", [-1, -2, 1, 2])

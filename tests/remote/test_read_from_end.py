@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from remote_hosts import FILLER, ledger, older_boot
+from remote_hosts import FILLER, ledger, local_boot, older_boot
 from ssh_hosts import LoopbackHost
 
 from radiance_mcp.errors import LedgerError
@@ -33,7 +33,7 @@ async def uncounting() -> AsyncIterator[SSHPool]:
 
 def agrees(remote: Boot, text: str, boot: int) -> None:
     """remote is the local reader's boot, line for line, in the file's numbering or from its byte offset."""
-    local = read_text(text, source=remote.source, boot=boot)
+    local = local_boot(text, boot)
     data = text.encode()
     if remote.lines_from_byte is None:
         assert (remote.index, remote.boots_seen) == (local.index, local.boots_seen)
