@@ -111,4 +111,5 @@ def test_a_long_probe_shows_progress_on_a_terminal_and_none_when_piped(tmp_path:
     assert shown.returncode == 0, shown.stdout
     # The two requests run concurrently: either may be the first to come back.
     assert re.search(r"\[1/2\] request [12]/2", shown.stdout) and re.search(r"\[2/2\] request [12]/2", shown.stdout)
+    assert "request 1/2: retrieved" in shown.stdout and "request 2/2: retrieved" in shown.stdout
     assert "[1/2]" not in (tmp_path / "out.txt").read_text()
