@@ -389,13 +389,23 @@ def _line_start(stream: BufferedReader, at: int, checkpoint: Checkpoint) -> int:
     return 0
 
 
+def _fits(stream: BufferedReader, line_start: int, at: int) -> bool:
+    """Whether the line starting at line_start, which holds byte `at`, is at most MAX_LINE_BYTES long
+    (a longer line is no ledger line: ledger.read_text skips it, and a marker on it starts no boot)."""
+    if at - line_start > MAX_LINE_BYTES:
+        return False
+    stream.seek(at)
+    window = stream.read(line_start + MAX_LINE_BYTES + 1 - at)
+    return b"\n" in window or len(window) < line_start + MAX_LINE_BYTES + 1 - at  # a newline, or the file's end
+
+
 def last_marker_line(
     stream: BufferedReader, marker: bytes, *, search_from: int, end: int, checkpoint: Checkpoint = no_checkpoint
 ) -> int | None:
     """The start of the line holding the last marker that starts in [search_from, end) and ends by
-    end; None if there is none. Blocks are read backwards from end, so the cost is the bytes from
-    that marker to end (and back to its line's start). A marker split across two blocks is found:
-    each block reads len(marker) - 1 bytes of the one after it."""
+    end, on a line of at most MAX_LINE_BYTES; None if there is none. Blocks are read backwards from
+    end, so the cost is the bytes from that marker to end (and back to its line's start). A marker
+    split across two blocks is found: each block reads len(marker) - 1 bytes of the one after it."""
     overlap = len(marker) - 1
     position = end
     while position > search_from:
@@ -404,10 +414,14 @@ def last_marker_line(
         block = stream.read(min(end, position + overlap) - low)
         checkpoint()
         hit = block.rfind(marker)
-        if hit >= 0:
-            newline = block.rfind(b"\n", 0, hit)
-            return low + newline + 1 if newline >= 0 else _line_start(stream, low, checkpoint)
-        position = low
+        if hit < 0:
+            position = low
+            continue
+        newline = block.rfind(b"\n", 0, hit)
+        line_start = low + newline + 1 if newline >= 0 else _line_start(stream, low, checkpoint)
+        if _fits(stream, line_start, low + hit):
+            return line_start
+        position = end = line_start  # an overlong line: every marker on it is passed over
     return None
 
 
@@ -458,10 +472,11 @@ def _count_forward(
 ) -> tuple[_Position, int | None]:
     """Count newlines and marker lines from start to end, in blocks that end at index steps.
 
+    A marker line is counted at its newline, if it is at most MAX_LINE_BYTES long (a longer line
+    starts no boot, as ledger.read_text skips it); a line holding the marker twice is one boot.
     record: where to put the position at each step crossed. stop_at_boot: stop at the marker line
     that is boot number stop_at_boot (1-based) and return its start too. Works with find/count in
-    C on one buffer, so a 1 GiB log is counted in about a second. A line holding the marker twice
-    is one boot, as ledger.read_text counts it.
+    C on one reused buffer, so a 1 GiB log is counted in about a second.
     """
     overlap = len(marker) - 1
     newlines, boots, line_start, marked = start.newlines, start.boots, start.line_start, start.marked
@@ -479,27 +494,33 @@ def _count_forward(
             break
         checkpoint()
         filled = shift + size
+        origin = base - shift  # the file offset of joined[0]
         search_from = 0
-        if marked:  # the counted line goes on to the block's first newline
-            first_newline = joined.find(b"\n", shift, filled)
-            search_from = filled if first_newline < 0 else first_newline + 1
-            marked = first_newline < 0
-        counted_to = shift
+        if marked:  # the marker line in progress ends at the block's first newline
+            search_from = filled
+            newline = joined.find(b"\n", shift, filled)
+            if newline >= 0:
+                marked, search_from = False, newline + 1
+                if origin + newline - line_start <= MAX_LINE_BYTES:
+                    boots += 1
+                    if boots == stop_at_boot:
+                        return _Position(origin + newline, newlines, boots, line_start, False), line_start
         while (hit := joined.find(marker, search_from, filled)) >= 0:
-            newlines += joined.count(b"\n", counted_to, max(counted_to, hit))
-            counted_to = max(counted_to, hit)
             newline_before = joined.rfind(b"\n", 0, hit)
-            found_start = base - shift + newline_before + 1 if newline_before >= 0 else line_start
-            boots += 1
-            if boots == stop_at_boot:
-                return _Position(base - shift + hit, newlines, boots, found_start, True), found_start
-            newline_after = joined.find(b"\n", hit + len(marker), filled)
-            search_from = filled if newline_after < 0 else newline_after + 1
-            marked = newline_after < 0
-        newlines += joined.count(b"\n", counted_to, filled)
+            found_start = origin + newline_before + 1 if newline_before >= 0 else line_start
+            newline = joined.find(b"\n", hit + len(marker), filled)
+            if newline < 0:  # counted at its newline, in a later block
+                marked, line_start, search_from = True, found_start, filled
+                continue
+            search_from = newline + 1
+            if origin + newline - found_start <= MAX_LINE_BYTES:
+                boots += 1
+                if boots == stop_at_boot:
+                    return _Position(origin + newline, newlines, boots, found_start, False), found_start
+        newlines += joined.count(b"\n", shift, filled)
         last_newline = joined.rfind(b"\n", shift, filled)
-        if last_newline >= 0:
-            line_start = base - shift + last_newline + 1
+        if last_newline >= 0 and not marked:
+            line_start = origin + last_newline + 1
         keep = min(overlap, filled)
         joined[:keep] = joined[filled - keep : filled]
         shift = keep
@@ -703,7 +724,7 @@ class _Reader:
     def newest(self, last: _LastRead | None) -> tuple[int | None, _Cut | None]:
         """The newest boot: the last read's lines, and only what was added since if no marker was."""
         search_from = 0
-        if last is not None:
+        if last is not None and last.start < last.cut.tail.offset:  # (else its marker line was unfinished)
             if last.size == self.size:
                 return last.start, last.cut
             # The last read's search back found no marker after its boot's: search only what was added.
@@ -732,7 +753,8 @@ class _Reader:
             self.boots_after = -boot - 1
             return start, _scan(self.stream, _Tail(start, 1), stop, self.needles, self.checkpoint, self.keep)
         self.index = _extended(self.index, self.stream, self.size, self.marker, self.checkpoint)
-        total = self.index.last.boots
+        last = self.index.last  # its line in progress is the file's last, unfinished: a boot if it fits
+        total = last.boots + (last.marked and self.size - last.line_start <= MAX_LINE_BYTES)
         if total == 0:
             return None, None
         position = select_boot(boot, total, source)
@@ -743,6 +765,8 @@ class _Reader:
 
     def _boot_start(self, number: int) -> int:
         """The line start of boot `number` (1-based), from the index's nearest step before it."""
+        if number > self.index.last.boots:  # the file's last line, unfinished
+            return self.index.last.line_start
         k = max(0, bisect.bisect_left(self.index.steps[1], number) - 1)
         begin = self.index.at_step(k) if self.index.steps[0] else FileIndex().last
         _, start = _count_forward(self.stream, begin, self.size, self.marker, self.checkpoint, stop_at_boot=number)
@@ -781,8 +805,10 @@ def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: 
         fresh = _FileState(now, seen_ns, _samples(stream, now.size, (0, now.size)), index, marker)
     with _files_lock:  # a read may have kept a newer state meanwhile: give it the index
         current = _files.get(key)
-        if current is None or current is state:
-            _files[key] = fresh if state is None else replace(state, index=index)
+        if state is None or current is None:
+            _files[key] = fresh
+        elif current is state:
+            _files[key] = replace(state, index=index)
         elif (state is not None and current.identity.inode == now.inode
               and current.index.last.offset < index.last.offset <= current.identity.size):
             _files[key] = replace(current, index=index)
