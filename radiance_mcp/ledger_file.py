@@ -376,13 +376,15 @@ def _found_lines(
 
 def _line_start(stream: BufferedReader, at: int, checkpoint: Checkpoint) -> int:
     """The offset of the start of the line holding byte `at` (blocks read backwards; memrchr speed)."""
+    block = bytearray(CHUNK_BYTES)
+    view = memoryview(block)
     position = at
     while position > 0:
         low = max(0, position - CHUNK_BYTES)
         stream.seek(low)
-        block = stream.read(position - low)
+        size = stream.readinto(view[: position - low])
         checkpoint()
-        newline = block.rfind(b"\n")
+        newline = block.rfind(b"\n", 0, size)
         if newline >= 0:
             return low + newline + 1
         position = low
@@ -407,13 +409,15 @@ def last_marker_line(
     end, so the cost is the bytes from that marker to end (and back to its line's start). A marker
     split across two blocks is found: each block reads len(marker) - 1 bytes of the one after it."""
     overlap = len(marker) - 1
+    block = bytearray(CHUNK_BYTES + overlap)
+    view = memoryview(block)
     position = end
     while position > search_from:
         low = max(search_from, position - CHUNK_BYTES)
         stream.seek(low)
-        block = stream.read(min(end, position + overlap) - low)
+        size = stream.readinto(view[: min(end, position + overlap) - low])
         checkpoint()
-        hit = block.rfind(marker)
+        hit = block.rfind(marker, 0, size)
         if hit < 0:
             position = low
             continue
