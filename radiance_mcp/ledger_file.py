@@ -3,7 +3,8 @@
 The pure reader (radiance_mcp.ledger) takes text; this module feeds it from a file without
 holding the file. The newest boot is found by searching backwards from the end for the last
 boot marker, in blocks, and only that boot is scanned: of its lines only those that can hold a
-phrase are decoded. So a first read costs the newest boot, not the file.
+phrase are decoded (found by `grep -F` in a child process in a span of GREP_FROM_BYTES or
+more, else here). So a first read costs the newest boot, not the file.
 
 Provenance stays exact. Line numbers are the file's own when they are known cheaply: the bytes
 before the boot are at most COUNT_BEFORE_BYTES (then they are counted), or this process has
@@ -14,10 +15,10 @@ extended as the file grows). Otherwise the boot's lines count from 1 at its mark
 boot) and ``boots_seen`` None. ``index_file`` fills the index (sources.py runs it in the
 background after such a read), and later reads of that file give the file's line numbers.
 
-A repeat read of an unchanged file (same device, inode, size and mtime, and the same bytes at
-three sampled places) parses the lines kept from the last read; a file that grew is read only
-from where the last read stopped; a file that shrank, or was replaced or rewritten (rotated),
-is read and indexed afresh. Costs:
+A repeat read of an unchanged file (same device, inode, size and mtime, the mtime RACY_NS older
+than the last read) parses the lines kept from the last read; a file that grew (the same bytes
+at three sampled places) is read only from where the last read stopped; a file that shrank, or
+was replaced or rewritten (rotated), is read and indexed afresh. Costs:
 
 - the newest boot (``boot=-1``): the bytes from its marker to the end, twice in C (the search
   back, then the scan); a repeat read, the bytes added since;
@@ -26,9 +27,10 @@ is read and indexed afresh. Costs:
   every marker, and leaves the file indexed), then that boot;
 - a file with no boot marker: one pass over the whole file.
 
-Memory: a block (CHUNK_BYTES), a partial line of at most MAX_LINE_BYTES, the phrase lines of one
-boot, and 32 bytes of index per INDEX_STEP_BYTES of file, whatever the file holds (a 1 GiB line
-without a newline, a file of nothing but markers). The caller's checkpoint (a cancel, a time
+Memory: a block (CHUNK_BYTES), a partial line of at most MAX_LINE_BYTES, the lines of one boot
+the caller keeps, and 32 bytes of index per INDEX_STEP_BYTES of file, whatever the file holds (a
+1 GiB line without a newline, a file of nothing but markers); grep is given no line over
+MAX_LINE_BYTES. The caller's checkpoint (a cancel, a time
 limit) runs per block. The boot marker and the phrase keywords are parameters of ``cut_boot``,
 so another engine's marker can be searched the same way. Imports point one way: this module
 reads ledger, never the reverse.
@@ -703,11 +705,10 @@ def cut_boot(
         else:
             start, cut = reader.older(boot, source)
             kept = last
+        found = None if start is None or cut is None else reader.numbered(start, cut)
         _keep(key, _FileState(now, seen_ns, _samples(stream, now.size, (0, start or 0, now.size)), reader.index,
                               marker, kept), state)
-        if start is None or cut is None:
-            return None
-        return reader.numbered(start, cut, boot)
+        return found
 
 
 def _keep_line(marker: str, keep: Keep, line: Line) -> bool:
@@ -777,7 +778,7 @@ class _Reader:
         assert start is not None
         return start
 
-    def numbered(self, start: int, cut: _Cut, boot: int) -> CutBoot:
+    def numbered(self, start: int, cut: _Cut) -> CutBoot:
         """The cut with the file's line numbers where they come cheap (see the module's docstring)."""
         lines, last_line = cut.all_lines(), cut.last_number()
         if start - self.index.last.offset <= COUNT_BEFORE_BYTES:
@@ -813,8 +814,7 @@ def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: 
             _files[key] = fresh
         elif current is state:
             _files[key] = replace(state, index=index)
-        elif (state is not None and current.identity.inode == now.inode
-              and current.index.last.offset < index.last.offset <= current.identity.size):
+        elif current.identity.inode == now.inode and current.index.last.offset < index.last.offset <= now.size:
             _files[key] = replace(current, index=index)
 
 

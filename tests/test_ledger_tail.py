@@ -197,14 +197,29 @@ def spy_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return starts
 
 
-def test_an_unchanged_file_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("count_before", [1024, 16 << 20])
+def test_an_unchanged_file_is_not_read_again(
+    count_before: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither scanned nor counted again: lines counted from the marker, or the file's own (counted once)."""
+    monkeypatch.setattr(ledger_file, "COUNT_BEFORE_BYTES", count_before)
     path = tmp_path / "x.log"
     path.write_text(boots("a", "b"), encoding="utf-8")
     settle(path)
     first = read_file(path, source="x")
+    assert (first.lines_from_byte is None) == (count_before > 1024)
     scans = spy_scans(monkeypatch)
+    counted: list[int] = []
+    count = ledger_file._count_forward
+
+    def counting(stream: Any, start: Any, end: int, *args: Any, **kwargs: Any) -> Any:
+        counted.append(end - start.offset)
+        return count(stream, start, end, *args, **kwargs)
+
+    monkeypatch.setattr(ledger_file, "_count_forward", counting)
     assert read_file(path, source="x") == first
     assert scans == []
+    assert sum(counted) == 0
 
 
 def test_an_appended_file_is_read_from_where_the_last_read_stopped(
