@@ -301,7 +301,10 @@ def _scan(
     view = memoryview(data)
     kept = 0  # data[:kept]: the partial line carried over from the last block
     span = (os.fstat(stream.fileno()).st_size if end is None else end) - position
-    grep = _Grep(GREP, needles, number, keep) if GREP and span >= GREP_FROM_BYTES else None
+    grep = None
+    if GREP and span >= GREP_FROM_BYTES:
+        with contextlib.suppress(OSError):  # grep gone since the server started: searched here instead
+            grep = _Grep(GREP, needles, number, keep)
     try:
         while end is None or position < end:
             size = stream.readinto(

@@ -435,3 +435,12 @@ async def test_parallel_reads_of_one_growing_file(tmp_path: Path) -> None:
     task = sources._indexing.get(path)
     if task is not None:
         task.cancel()
+
+
+def test_grep_gone_since_start_is_searched_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_file, "GREP", str(tmp_path / "no-such-grep"))
+    monkeypatch.setattr(ledger_file, "GREP_FROM_BYTES", 0)
+    text = boots("a", "b")
+    path = tmp_path / "x.log"
+    path.write_text(text, encoding="utf-8")
+    assert in_file_numbers(read_file(path, source="x"), path.read_bytes()) == expected(text)
