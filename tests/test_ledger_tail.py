@@ -386,7 +386,7 @@ def lines_cited(out: Any) -> list[int]:
 async def test_tools_report_the_text_reader_s_figures_and_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sources, "INDEX_DELAY_S", 0)
+    monkeypatch.setattr(sources, "INDEX_DELAY_S", 3600)  # not yet: both tools read before the file is indexed
     text = boots("alpha", "beta")
     path = tmp_path / "svc.log"
     path.write_text(text, encoding="utf-8")
@@ -402,10 +402,13 @@ async def test_tools_report_the_text_reader_s_figures_and_lines(
             assert out["ledger"]["lines_from_byte"] == offset
             assert out["ledger"]["origin"] == "local file"
             assert [n + shift for n in lines_cited(out)] == lines_cited(inline[name])
-        # The server indexed the file after that read: now the lines are the file's, as inline.
-        task = sources._indexing.get(path)
-        if task is not None:
-            await task
+        # The server indexes the file after such a read: then the lines are the file's, as inline.
+        waiting = sources._indexing[path]
+        waiting.cancel()
+        monkeypatch.setattr(sources, "INDEX_DELAY_S", 0)
+        await asyncio.gather(waiting, return_exceptions=True)
+        await tool(client, "read_budget_table", log=str(path))
+        await sources._indexing[path]
         for name in inline:
             out = await tool(client, name, log=str(path))
             assert out["ledger"]["lines_from_byte"] is None
@@ -421,7 +424,8 @@ async def test_tools_report_the_text_reader_s_figures_and_lines(
         assert ceiling["reserves"][0]["line"] == candidate["line"]
 
 
-async def test_parallel_reads_of_one_growing_file(tmp_path: Path) -> None:
+async def test_parallel_reads_of_one_growing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "INDEX_DELAY_S", 3600)  # the file is not indexed between the reads
     path = tmp_path / "svc.log"
     path.write_text(boots("a", "b"), encoding="utf-8")
     source = sources.LocalFileSource(path)
