@@ -133,6 +133,10 @@ LONG_ALLOWED: dict[str, str] = {
     "radiance_mcp/capacity.py": "split into modules on another branch of issue 14 (with the other engines' "
                                 "wiring); remove this entry when that lands",
     "radiance_mcp/capacity.py::read_budget": "split on the same branch as capacity.py; remove with it",
+    "radiance_mcp/ledger_file.py": "issue 15's read from the end (h/tailread) landed at about 850 lines, before this "
+                                   "limit reached its branch: to split into the block search and scan (needles, grep, "
+                                   "markers back and forward) and the per-file index and read state, the names tests "
+                                   "patch moving with them; remove this entry then",
 }
 """Modules (path) and functions (path::qualified name) past the limits, each with the reason it must be so."""
 
