@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, SourceError
 from radiance_mcp.ledger import Boot, parse_boot, read_text
-from radiance_mcp.ledger_file import read_file
+from radiance_mcp.ledger_file import index_file, read_file
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime
@@ -64,18 +64,48 @@ class LocalFileSource:
     async def read(self, boot: int = -1) -> Boot:
         check_regular(self.path, self.label)
         try:
-            # Streamed in chunks, off the event loop, stopped by a cancel or the time limit (offload.run).
+            # Read from the end in blocks, off the event loop, stopped by a cancel or the time limit (offload.run).
             parsed = await run(functools.partial(read_file, self.path, source=self.label, boot=boot),
                                label=self.label, remedy=SLOW_FILE_REMEDY)
-            return replace(parsed, origin="local file")
         except OSError as exc:
             raise file_error(self.label, exc) from exc
+        if parsed.lines_from_byte is not None:
+            index_in_background(self.path)
+        return replace(parsed, origin="local file")
 
 
 SLOW_FILE_REMEDY = (
     "a boot log of 1 GiB reads in about a second, so this is no boot log (a sparse, growing or device-backed file): "
     "name the radiance service's boot log, or cut the boots you need out of it"
 )
+
+INDEX_DELAY_S = 0.5
+"""A read whose lines counted from its boot (a large file) has the file indexed this long after it, in the
+background: a one-shot CLI command has ended by then and pays nothing; a server's next read of the file
+gives the file's own line numbers."""
+_indexing: dict[Path, asyncio.Task[None]] = {}
+
+
+def index_in_background(path: Path) -> asyncio.Task[None]:
+    """Count the file's lines up to its newest boot, soon, once at a time per file (ledger_file.index_file)."""
+    loop = asyncio.get_running_loop()
+    task = _indexing.get(path)
+    if task is None or task.done() or task.get_loop() is not loop:
+        task = loop.create_task(_index_later(path))
+        _indexing[path] = task
+    return task
+
+
+async def _index_later(path: Path) -> None:
+    try:
+        await asyncio.sleep(INDEX_DELAY_S)
+        # In a worker slot like any read: it takes turns with the calls, and stops at the read time limit.
+        await run(functools.partial(index_file, path), label=str(path), remedy=SLOW_FILE_REMEDY)
+    except (OSError, SourceError):
+        pass  # unreadable or too slow: reads go on citing lines from their boot's byte offset
+    finally:
+        if _indexing.get(path) is asyncio.current_task():
+            del _indexing[path]
 
 
 def file_error(label: str, exc: OSError, setting: str = "log") -> SourceError:

@@ -139,7 +139,7 @@ class BootRef(Output):
     lines_from_byte: int | None = Field(
         default=None,
         description="null: every line number is the file's own. Else the lines before the boot were not counted "
-                    "(a large remote file read from its end): line numbers count from 1 at the line that starts "
+                    "(a large file read from its end): line numbers count from 1 at the line that starts "
                     "at this byte offset; line n is `tail -c +<offset+1> FILE | sed -n <n>p`.",
     )
 

@@ -1,0 +1,450 @@
+"""ledger_file reads the newest boot from the file's end (issue 15): exact provenance, growing,
+rotated and pathological files, and the same figures over MCP as the text reader gives.
+
+Line numbers and byte offsets are checked against the file with plain Python (bytes.split and
+bytes.count), never with the reader's own helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from radiance_mcp import ledger_file, sources
+from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings
+from radiance_mcp.errors import LedgerError
+from radiance_mcp.ledger import MAX_LINE_BYTES, Boot, read_text
+from radiance_mcp.ledger_file import read_file
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server
+
+EXAMPLE = (EXAMPLES_DIR / "frank-archon.log").read_text(encoding="utf-8")
+FILLER = "".join(f"2026-12-01T10:{n // 60:02d}:{n % 60:02d}Z GET /health 200 rid={n:06x} took {n % 97} ms\n"
+                 for n in range(400))
+
+
+@pytest.fixture(autouse=True)
+def fresh_files(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts with nothing remembered; a boot after 1 KiB already counts from its marker."""
+    ledger_file.forget_files()
+    monkeypatch.setattr(ledger_file, "COUNT_BEFORE_BYTES", 1024)
+    yield
+    ledger_file.forget_files()
+
+
+@pytest.fixture(params=["grep", "python"])
+def search(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both needle searches, on every span: grep -F in a child process, and the search in Python."""
+    if request.param == "grep":
+        if ledger_file.GREP is None:
+            pytest.skip("no grep on this machine")
+        monkeypatch.setattr(ledger_file, "GREP_FROM_BYTES", 0)
+    else:
+        monkeypatch.setattr(ledger_file, "GREP", None)
+    return str(request.param)
+
+
+def settle(path: Path) -> None:
+    """Date the file's mtime 10 s back: a file modified just before a read may change again within its
+    mtime's granularity, so the reader trusts an unchanged size and mtime only after RACY_NS."""
+    old = path.stat().st_mtime_ns - 10**10
+    os.utime(path, ns=(old, old))
+
+
+def boots(*names: str, filler: str = FILLER) -> str:
+    return "".join(filler + EXAMPLE.replace("frank-archon", name) for name in names)
+
+
+def in_file_numbers(boot: Boot, data: bytes) -> list[tuple[str, int, str]]:
+    """Every hit as (phrase, the file's own line number, text), checked against the file's bytes.
+
+    A boot counted from a byte offset must cite lines that are `tail -c +<offset+1> | sed -n <n>p`.
+    """
+    shift = 0
+    if boot.lines_from_byte is not None:
+        offset = boot.lines_from_byte
+        assert offset == 0 or data[offset - 1 : offset] == b"\n"  # the offset starts a line
+        tail_lines = data[offset:].split(b"\n")
+        for hit in boot.hits:
+            raw = tail_lines[hit.line.number - 1].decode("utf-8", "replace").rstrip("\r")
+            assert raw == hit.line.text
+        shift = data.count(b"\n", 0, offset)
+    file_lines = data.split(b"\n")
+    out = []
+    for hit in boot.hits:
+        number = hit.line.number + shift
+        assert file_lines[number - 1].decode("utf-8", "replace").rstrip("\r") == hit.line.text
+        out.append((hit.key, number, hit.line.text))
+    return out
+
+
+def expected(text: str, boot: int = -1) -> list[tuple[str, int, str]]:
+    return [(hit.key, hit.line.number, hit.line.text) for hit in read_text(text, source="t", boot=boot).hits]
+
+
+# ---------------------------------------------------------------------------------------
+# Provenance
+
+
+def test_newest_boot_of_a_large_file_cites_its_byte_offset(tmp_path: Path) -> None:
+    text = boots("alpha", "beta", "gamma")
+    path = tmp_path / "big.log"
+    path.write_text(text, encoding="utf-8")
+    boot = read_file(path, source="big.log")
+    data = path.read_bytes()
+    assert boot.lines_from_byte == data.rindex(b"I radiance boot: gamma")
+    assert (boot.index, boot.boots_seen, boot.first_line) == (-1, None, 1)
+    assert boot.last_line == data[boot.lines_from_byte :].count(b"\n")
+    assert in_file_numbers(boot, data) == expected(text)
+    assert "counted from byte" in boot.where()
+
+
+@pytest.mark.parametrize("boot", [-1, -2, -3, 1, 2, 3])
+def test_every_boot_reads_as_the_text_reader_reads_it(boot: int, search: str, tmp_path: Path) -> None:
+    text = boots("alpha", "beta", "gamma")
+    path = tmp_path / "big.log"
+    path.write_text(text, encoding="utf-8")
+    got = read_file(path, source="big.log", boot=boot)
+    assert in_file_numbers(got, path.read_bytes()) == expected(text, boot)
+    if boot > 0:  # counted from the oldest: the whole file was counted, so its line numbers are the file's
+        assert (got.lines_from_byte, got.index, got.boots_seen) == (None, boot, 3)
+    else:
+        assert (got.index, got.boots_seen) == (boot, None)
+
+
+def test_boot_out_of_range_counted_from_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "two.log"
+    path.write_text(boots("alpha", "beta"), encoding="utf-8")
+    with pytest.raises(LedgerError, match=r"boot=-3 but the log holds 2 boot\(s\)"):
+        read_file(path, source="two.log", boot=-3)
+
+
+def test_the_index_gives_the_file_s_line_numbers(tmp_path: Path) -> None:
+    text = boots("alpha", "beta", "gamma")
+    path = tmp_path / "big.log"
+    path.write_text(text, encoding="utf-8")
+    settle(path)
+    assert read_file(path, source="big.log").lines_from_byte is not None
+    ledger_file.index_file(path)
+    boot = read_file(path, source="big.log")
+    assert (boot.lines_from_byte, boot.index, boot.boots_seen) == (None, 3, 3)
+    assert [(h.key, h.line.number, h.line.text) for h in boot.hits] == expected(text)
+    assert in_file_numbers(boot, path.read_bytes()) == expected(text)
+
+
+@pytest.mark.parametrize("layout", ["one boot at offset 0", "one boot, no newline", "CRLF", "marker twice"])
+def test_small_layouts(layout: str, search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_file, "COUNT_BEFORE_BYTES", 0)  # only a boot at offset 0 gets the file's numbers
+    text = {
+        "one boot at offset 0": EXAMPLE,
+        "one boot, no newline": EXAMPLE.rstrip("\n"),
+        "CRLF": boots("a", "b").replace("\n", "\r\n"),
+        "marker twice": boots("a", "radiance boot radiance boot"),
+    }[layout]
+    path = tmp_path / "x.log"
+    path.write_bytes(text.encode())
+    boot = read_file(path, source="x.log")
+    assert in_file_numbers(boot, path.read_bytes()) == expected(text)
+    assert boot.require("settled").line.text.startswith("W card 0 settled at")  # no '\r' left on it
+    if layout.startswith("one boot"):
+        assert (boot.lines_from_byte, boot.index, boot.boots_seen, boot.first_line) == (None, 1, 1, 1)
+        assert boot.last_line == len(text.rstrip("\n").split("\n"))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 12, 13, 14, 27, 4096])
+def test_a_marker_split_across_blocks(
+    chunk: int, search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks of every size put the block boundary at every place inside some marker, searching back and forward."""
+    monkeypatch.setattr(ledger_file, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(ledger_file, "INDEX_STEP_BYTES", max(chunk, 64))
+    text = boots("a", "b", "c", filler="x\n" * 3 + "noise radiance boo\n")
+    path = tmp_path / "x.log"
+    path.write_text(text, encoding="utf-8")
+    settle(path)
+    for boot in (-1, -2, -3, 1, 2, 3):
+        assert in_file_numbers(read_file(path, source="x", boot=boot), path.read_bytes()) == expected(text, boot)
+    ledger_file.index_file(path)
+    got = read_file(path, source="x")
+    assert (got.lines_from_byte, got.index, got.boots_seen) == (None, 3, 3)
+
+
+# ---------------------------------------------------------------------------------------
+# Files that change
+
+
+def spy_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The byte offset each scan of a file started at."""
+    starts: list[int] = []
+    scan = ledger_file._scan
+
+    def recording(stream: Any, start: Any, *args: Any, **kwargs: Any) -> Any:
+        starts.append(start.offset)
+        return scan(stream, start, *args, **kwargs)
+
+    monkeypatch.setattr(ledger_file, "_scan", recording)
+    return starts
+
+
+@pytest.mark.parametrize("count_before", [1024, 16 << 20])
+def test_an_unchanged_file_is_not_read_again(
+    count_before: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither scanned nor counted again: lines counted from the marker, or the file's own (counted once)."""
+    monkeypatch.setattr(ledger_file, "COUNT_BEFORE_BYTES", count_before)
+    path = tmp_path / "x.log"
+    path.write_text(boots("a", "b"), encoding="utf-8")
+    settle(path)
+    first = read_file(path, source="x")
+    assert (first.lines_from_byte is None) == (count_before > 1024)
+    scans = spy_scans(monkeypatch)
+    counted: list[int] = []
+    count = ledger_file._count_forward
+
+    def counting(stream: Any, start: Any, end: int, *args: Any, **kwargs: Any) -> Any:
+        counted.append(end - start.offset)
+        return count(stream, start, end, *args, **kwargs)
+
+    monkeypatch.setattr(ledger_file, "_count_forward", counting)
+    assert read_file(path, source="x") == first
+    assert scans == []
+    assert sum(counted) == 0
+
+
+def test_an_appended_file_is_read_from_where_the_last_read_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = boots("a", "b")
+    cut = text.rindex("W card 0 settled at") + 7  # the last line ends mid-line
+    path = tmp_path / "x.log"
+    path.write_text(text[:cut], encoding="utf-8")
+    with pytest.raises(LedgerError):  # nothing settled yet
+        read_file(path, source="x").require("settled")
+    size = path.stat().st_size
+    scans = spy_scans(monkeypatch)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(text[cut:] + FILLER)
+    boot = read_file(path, source="x")
+    assert scans == [text.encode()[:size].rindex(b"\n") + 1]  # the unfinished line, then what was added
+    assert in_file_numbers(boot, path.read_bytes()) == expected(text + FILLER)
+    # A new boot appended: the read goes on from there.
+    with path.open("a", encoding="utf-8") as out:
+        out.write(boots("c"))
+    boot = read_file(path, source="x")
+    assert in_file_numbers(boot, path.read_bytes()) == expected(text + FILLER + boots("c"))
+    assert boot.require("boot_start").line.text == "I radiance boot: c"
+
+
+@pytest.mark.parametrize(("how", "new", "newest"), [
+    ("rotated", boots("c", "d", "e"), "e"), ("truncated", boots("c"), "c"),
+    ("rewritten in place, same size", boots("a", "x"), "x"),
+])
+def test_a_replaced_file_is_read_afresh(how: str, new: str, newest: str, tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    path.write_text(boots("a", "b"), encoding="utf-8")
+    settle(path)
+    ledger_file.index_file(path)
+    assert read_file(path, source="x").boots_seen == 2
+    if how == "rotated":
+        (tmp_path / "new.log").write_text(new, encoding="utf-8")
+        os.replace(tmp_path / "new.log", path)
+    else:
+        path.write_text(new, encoding="utf-8")  # same inode
+    boot = read_file(path, source="x")
+    assert in_file_numbers(boot, path.read_bytes()) == expected(new)
+    assert boot.require("boot_start").line.text == f"I radiance boot: {newest}"
+
+
+PIECES = {"boot": EXAMPLE, "filler": FILLER, "head": EXAMPLE[:333], "rest": EXAMPLE[333:], "newline": "\n",
+          "long": "x" * (MAX_LINE_BYTES + 9), "radiance": "radiance", "boot: z": " boot: z\n", "crlf": "\r\n"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.sampled_from(sorted(PIECES)), min_size=1, max_size=8))
+def test_a_file_growing_piece_by_piece_reads_as_a_fresh_read(pieces: list[str], search: str, tmp_path: Path) -> None:
+    """Each append (a line cut anywhere, a marker cut in two, a long line) reads as the whole text does."""
+    ledger_file.forget_files()
+    path = tmp_path / "grow.log"
+    path.write_bytes(b"")
+    text = ""
+    for name in pieces:
+        piece = PIECES[name]
+        text += piece
+        with path.open("a", encoding="utf-8") as out:
+            out.write(piece)
+        try:
+            grown: Any = in_file_numbers(read_file(path, source="g"), path.read_bytes())
+        except LedgerError as exc:
+            grown = str(exc)
+        try:
+            fresh: Any = expected(text)
+        except LedgerError as exc:
+            fresh = str(exc)
+        if isinstance(fresh, str) or isinstance(grown, str):  # both fail, with the file's words or the text's
+            assert isinstance(fresh, str) and isinstance(grown, str)
+        else:
+            assert grown == fresh
+
+
+# ---------------------------------------------------------------------------------------
+# Memory: a 1 GiB line with no newline, sparse (no disk used)
+
+GIB = 1 << 30
+
+
+@pytest.fixture
+def gib_line(tmp_path: Path) -> Path:
+    path = tmp_path / "line.log"
+    with path.open("wb") as out:
+        out.write(EXAMPLE.encode())
+        out.truncate(GIB)  # the boot, then NULs to 1 GiB and no newline
+    return path
+
+
+def traced_peak(read: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_gib_line_after_a_boot_costs_a_few_mib(gib_line: Path) -> None:
+    found: list[Boot] = []
+    assert traced_peak(lambda: found.append(read_file(gib_line, source="line.log"))) < 8 << 20
+    assert (found[0].require("settled").line.number, found[0].skipped_long_lines) == (26, 1)
+    grown: list[Boot] = []
+    with gib_line.open("ab") as out:
+        out.write(b"\nI serving on 0.0.0.0:9\n")
+    assert traced_peak(lambda: grown.append(read_file(gib_line, source="line.log"))) < 8 << 20
+    assert [hit.line.number for hit in grown[0].all("serving")] == [27, 29]  # the NUL line is 28
+    assert (grown[0].last_line, grown[0].skipped_long_lines) == (29, 1)
+
+
+def test_a_gib_line_and_no_boot_marker(tmp_path: Path) -> None:
+    path = tmp_path / "zeros.log"
+    with path.open("wb") as out:
+        out.truncate(GIB)
+
+    def read() -> None:
+        with pytest.raises(LedgerError, match=r"no radiance ledger phrase in the file \(1 line\(s\) over 65536"):
+            read_file(path, source="zeros.log")
+
+    assert traced_peak(read) < 8 << 20
+
+
+def test_peak_rss_of_a_gib_line_read_stays_within_64_mib_of_an_idle_server(gib_line: Path) -> None:
+    """The whole process's peak RSS, in a child: one that builds the server, one that also reads."""
+    idle = "from radiance_mcp.server import build_server; from radiance_mcp.runtime import Runtime; " \
+           "from radiance_mcp.config import Fleet; build_server(Runtime(Fleet()))"
+    read = idle + f"; from radiance_mcp.ledger_file import read_file; from pathlib import Path; " \
+                  f"read_file(Path({str(gib_line)!r}), source='x')"
+
+    def peak_kib(code: str) -> int:
+        proc = subprocess.Popen([sys.executable, "-c", code])
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 0
+        return usage.ru_maxrss
+
+    assert peak_kib(read) - peak_kib(idle) < 64 * 1024
+
+
+# ---------------------------------------------------------------------------------------
+# Over MCP: the same figures and lines as the text reader
+
+
+async def tool(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(name, arguments)
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def lines_cited(out: Any) -> list[int]:
+    """Every 'line' number in a tool's output, in order."""
+    if isinstance(out, dict):
+        found = [out["line"]] if isinstance(out.get("line"), int) else []
+        return found + [n for key, value in out.items() if key != "ledger" for n in lines_cited(value)]
+    if isinstance(out, list):
+        return [n for item in out for n in lines_cited(item)]
+    return []
+
+
+async def test_tools_report_the_text_reader_s_figures_and_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sources, "INDEX_DELAY_S", 3600)  # not yet: both tools read before the file is indexed
+    text = boots("alpha", "beta")
+    path = tmp_path / "svc.log"
+    path.write_text(text, encoding="utf-8")
+    settle(path)
+    data = path.read_bytes()
+    fleet = Fleet(server=ServerSettings(log_roots=(str(tmp_path),)))
+    async with Client(build_server(Runtime(fleet))) as client:
+        inline = {name: await tool(client, name, log_text=text) for name in ("read_budget_table", "compute_ceiling")}
+        from_file = {name: await tool(client, name, log=str(path)) for name in inline}
+        offset = data.rindex(b"I radiance boot: beta")
+        shift = data.count(b"\n", 0, offset)
+        for name, out in from_file.items():
+            assert out["ledger"]["lines_from_byte"] == offset
+            assert out["ledger"]["origin"] == "local file"
+            assert [n + shift for n in lines_cited(out)] == lines_cited(inline[name])
+        # The server indexes the file after such a read: then the lines are the file's, as inline.
+        waiting = sources._indexing[path]
+        waiting.cancel()
+        monkeypatch.setattr(sources, "INDEX_DELAY_S", 0)
+        await asyncio.gather(waiting, return_exceptions=True)
+        await tool(client, "read_budget_table", log=str(path))
+        await sources._indexing[path]
+        for name in inline:
+            out = await tool(client, name, log=str(path))
+            assert out["ledger"]["lines_from_byte"] is None
+            assert (out["ledger"]["boot"], out["ledger"]["boots_seen"]) == (2, 2)
+            # Everything but where it came from: caller text gets a note that it is unverified.
+            assert {k: v for k, v in out.items() if k not in ("ledger", "notes")} == {
+                k: v for k, v in inline[name].items() if k not in ("ledger", "notes")}
+        # A reserve cited by the file's line number is traced, as it is on the inline text.
+        candidate = inline["read_budget_table"]["reserve_candidates"][0]
+        cited = {"mib": candidate["mib"], "label": "spare", "line": candidate["line"]["line"]}
+        ceiling = await tool(client, "compute_ceiling", log=str(path), reserves=[cited])
+        assert ceiling["reserves"][0]["kind"] == "traced"
+        assert ceiling["reserves"][0]["line"] == candidate["line"]
+
+
+async def test_parallel_reads_of_one_growing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "INDEX_DELAY_S", 3600)  # the file is not indexed between the reads
+    path = tmp_path / "svc.log"
+    path.write_text(boots("a", "b"), encoding="utf-8")
+    source = sources.LocalFileSource(path)
+    results = await asyncio.gather(*(source.read() for _ in range(8)))
+    assert len({tuple((h.key, h.line) for h in r.hits) for r in results}) == 1
+    with path.open("a", encoding="utf-8") as out:
+        out.write(FILLER + EXAMPLE.replace("frank-archon", "c"))
+    results = await asyncio.gather(*(source.read() for _ in range(8)))
+    assert {r.require("boot_start").line.text for r in results} == {"I radiance boot: c"}
+    assert len({r.lines_from_byte for r in results}) == 1
+    task = sources._indexing.get(path)
+    if task is not None:
+        task.cancel()
+
+
+def test_grep_gone_since_start_is_searched_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_file, "GREP", str(tmp_path / "no-such-grep"))
+    monkeypatch.setattr(ledger_file, "GREP_FROM_BYTES", 0)
+    text = boots("a", "b")
+    path = tmp_path / "x.log"
+    path.write_text(text, encoding="utf-8")
+    assert in_file_numbers(read_file(path, source="x"), path.read_bytes()) == expected(text)
