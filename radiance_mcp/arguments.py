@@ -45,7 +45,7 @@ def parse_arguments(
     fields = list(model.model_fields)
     unknown = [name for name in raw if name not in model.model_fields]
     if unknown:
-        raise InputError(unknown_names(tool, unknown, fields, spell))
+        raise InputError(unknown_names(tool, unknown, fields, spell), rule="argument_names")
     try:
         return model.model_validate(dict(raw))
     except ValidationError as exc:

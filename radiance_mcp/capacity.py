@@ -500,7 +500,7 @@ def trace_reserve(
         if line_number is not None:
             raise InputError(f"reserve {label!r}: give either line (traced) or personal=true, not both")
         if not label.strip():
-            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why")
+            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why", rule="reserve_traced")
         return Reserve(mib, label, None)
     candidates = reserve_candidates(reading)
     head = f"reserve {label!r} of {shown_mib(mib)} MiB"
@@ -508,19 +508,22 @@ def trace_reserve(
         raise GuardRailError(
             f"{head} is neither traced nor labelled: cite the line of this boot ({boot.where()}) that holds "
             f"its figure (line=N), or label it personal (personal=true) so the gate records it as a personal "
-            f"reserve. {_candidate_list(candidates)}"
+            f"reserve. {_candidate_list(candidates)}",
+            rule="reserve_traced",
         )
     if not boot.first_line <= line_number <= boot.last_line:
         raise GuardRailError(
             f"{head}: line {line_number} is outside the boot read ({boot.where()}); a reserve is traced "
             f"only to the boot whose ceiling it lowers: cite a line of it, or read the other boot with "
-            f"boot=N. {_candidate_list(candidates)}"
+            f"boot=N. {_candidate_list(candidates)}",
+            rule="reserve_traced",
         )
     line = boot.line(line_number)
     if line is None:
         raise GuardRailError(
             f"{head}: line {line_number} holds no ledger phrase of {boot.where()}, so no figure on it is traced. "
-            f"{_candidate_list(candidates)}"
+            f"{_candidate_list(candidates)}",
+            rule="reserve_traced",
         )
     for candidate in candidates:
         if candidate.line.number == line_number and abs(candidate.mib - mib) <= candidate.tolerance_mib:
@@ -528,7 +531,8 @@ def trace_reserve(
             if used is not None:
                 raise GuardRailError(
                     f"{head}: line {line_number}'s figure already backs reserve {used.label!r}; a figure backs "
-                    "one reserve, once"
+                    "one reserve, once",
+                    rule="reserve_not_counted",
                 )
             return Reserve(mib, label, line, candidate.card)
     figures = _figures_on(boot, line)
@@ -541,18 +545,21 @@ def trace_reserve(
                     f"({rest.printed})" if rest else "this boot's floor leaves none of it to serve")
             raise GuardRailError(
                 f"{head}: line {line_number} holds it as {mark.what} ({size.text}), which counts the engine "
-                f"floor the ceiling already subtracts; {part}. {_candidate_list(candidates)}"
+                f"floor the ceiling already subtracts; {part}. {_candidate_list(candidates)}",
+                rule="reserve_not_counted",
             )
         reason, remedy = REFUSALS[mark.kind if mark is not None else "unnamed"]
         what = mark.what if mark is not None else "a figure"
         raise GuardRailError(
             f"{head}: line {line_number} holds it as {what} ({size.text}), which cannot back a reserve: {reason}. "
-            f"Remedy: {remedy}. {_candidate_list(candidates)}"
+            f"Remedy: {remedy}. {_candidate_list(candidates)}",
+            rule="reserve_not_counted",
         )
     shown = ", ".join(f"{s.text} = {fmt_mib(s.mib, 2)} MiB" for s, _ in figures) or "no size"
     raise GuardRailError(
         f"{head}: line {line_number} ({line.text.strip()!r}) does not hold {shown_mib(mib)} MiB (it holds "
-        f"{shown}). {_candidate_list(candidates)}"
+        f"{shown}). {_candidate_list(candidates)}",
+        rule="reserve_traced",
     )
 
 

@@ -106,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
         "required to bind anything but loopback"
     )
     serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
+    serve.add_argument("--record", metavar="FILE", type=Path, default=None,
+                       help="append one JSON line per tool call, prompt and resource read to FILE, for evals "
+                       "(format: evals/README.md)")
     serve.set_defaults(handler=_serve)
     demo = commands.add_parser(
         "demo", help="walk the resize procedure through MCP on a simulated fleet",
@@ -409,7 +412,12 @@ def _serve(args: argparse.Namespace) -> int:
             split_allowed_host(name)
         except ValueError as exc:
             raise InputError(f"--allowed-host {exc}") from None
-    server = build_server(Runtime(fleet))
+    middleware = []
+    if args.record is not None:
+        from radiance_mcp.evals.record import Recorder
+
+        middleware.append(Recorder(args.record, __version__))
+    server = build_server(Runtime(fleet), middleware=middleware)
     if not args.http:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.
         run_stdio(server)

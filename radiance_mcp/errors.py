@@ -13,7 +13,8 @@ Each message names the input, the rule that was broken and the remedy.
     ├── LedgerError          the ledger was read but does not say what is needed
     │   ├── PhraseNotFound   a phrase of the table is absent from the boot (names the phrase)
     │   └── BootNotSettled   the boot refused to start or never settled: a finding, with its lines
-    └── ProbeError           an HTTP probe failed (endpoint, status, the body's start)
+    ├── ProbeError           an HTTP probe failed (endpoint, status, the body's start)
+    └── EvalError            an eval's scenario or session record cannot be read (file, line, remedy)
 
 The MCP layer turns any of them into the SDK's ``ToolError`` with the same message, and the
 CLI prints the message and exits non-zero; neither ever shows a traceback for these.
@@ -21,9 +22,21 @@ CLI prints the message and exits non-zero; neither ever shows a traceback for th
 
 from __future__ import annotations
 
+RULE_TAG = "[rule: {}]"
+"""How a refusal names the procedures' rule it keeps, at the end of its message."""
+
 
 class RadianceMCPError(Exception):
-    """Base of every error radiance-mcp raises on purpose."""
+    """Base of every error radiance-mcp raises on purpose.
+
+    ``rule``: the procedures' rule a refusal keeps, by its name in radiance_mcp.evals.rules
+    (e.g. ``reserve_traced``); the message then ends with ``[rule: NAME]``, so a record of the
+    session (``serve --record``) says which rule each refusal kept, and an eval scores it.
+    """
+
+    def __init__(self, message: str = "", *, rule: str | None = None) -> None:
+        self.rule = rule
+        super().__init__(f"{message} {RULE_TAG.format(rule)}" if rule else message)
 
 
 class ConfigError(RadianceMCPError):
@@ -87,3 +100,7 @@ class BootNotSettled(LedgerError):
 
 class ProbeError(RadianceMCPError):
     """An HTTP probe could not get a usable answer from an endpoint."""
+
+
+class EvalError(RadianceMCPError):
+    """A scenario file or a session record (serve --record) cannot be read: the file, the line, the remedy."""

@@ -189,7 +189,9 @@ def request_body_limit_bytes() -> int:
     return ENVELOPE_BYTES + largest
 
 
-def build_server(runtime: Runtime) -> MCPServer:
+def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServer:
+    """The MCP server of the runtime's fleet; middleware wraps every request (e.g. evals.record.Recorder)."""
+
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
         try:
@@ -204,6 +206,7 @@ def build_server(runtime: Runtime) -> MCPServer:
         instructions=INSTRUCTIONS + skills.instructions(procedures),
         lifespan=lifespan,
         tools=[_tool(spec, runtime) for spec in TOOLS],
+        middleware=list(middleware),
     )
     for spec in TOOLS:
         server.add_resource(TextResource(

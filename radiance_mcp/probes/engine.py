@@ -74,7 +74,8 @@ class Engine:
             raise GuardRailError(
                 f"refusing to send a prompt of at least {lower_bound_tokens:,} tokens against a {what} of "
                 f"{window:,}: it may fit, and a prompt below the window is accepted and pays real prefill "
-                "(about 22 s for ~200k tokens). Counts come from a refusal above the window or a tokenize endpoint."
+                "(about 22 s for ~200k tokens). Counts come from a refusal above the window or a tokenize endpoint.",
+                rule="count_above_window",
             )
 
     async def refusal(self, api: Api, content: str, lower_bound_tokens: int) -> Refusal:
@@ -95,7 +96,8 @@ class Engine:
                 f"{where}: the engine accepted a prompt sized above the window (it reports {paid:,} prompt tokens) "
                 f"and paid its prefill. Either its window is larger than {window:,} (pass the real window_tokens / "
                 "max_model_len, or a larger max_window_tokens), or it silently truncates prompts instead of "
-                "refusing them, and then no count can be read from it and a boundary probe on it fails."
+                "refusing them, and then no count can be read from it and a boundary probe on it fails.",
+                rule="count_above_window",
             )
         refusal, note = parse_refusal(answer.status, answer.text, self.choice)
         if refusal is None:

@@ -164,6 +164,7 @@ def predict_boundary(shape: LedgerShape | None, n: int, *, over_shape: bool, no_
         raise GuardRailError(
             "boundary_probe: " + "; ".join(parts) + f". The probe checks the shape at its own width: pass "
             f"n={backed.value} (or less), or over_shape=true to spend {n} full-window prefills past the shape "
-            "knowingly"
+            "knowingly",
+            rule="probe_within_shape",
         )
     return Prediction("over the shape: " + "; ".join(parts), lines, not_checked)

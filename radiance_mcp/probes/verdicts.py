@@ -123,7 +123,8 @@ def check_decode_tokens(gen_tokens: int) -> None:
         raise GuardRailError(
             f"gen_tokens={gen_tokens}: a decode figure needs at least {MIN_DECODE_TOKENS} generated tokens "
             f"({PREFERRED_DECODE_TOKENS} preferred); at 8-9 tokens the inter-token time is first-token noise, "
-            "and rates like 92.7 against 85.8 t/s are noise. Ask for 512."
+            "and rates like 92.7 against 85.8 t/s are noise. Ask for 512.",
+            rule="decode_tokens",
         )
 
 

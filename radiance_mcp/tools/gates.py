@@ -71,7 +71,8 @@ def _sampler_rows(boot: Boot, seqs: int, spec: int | None) -> tuple[int | None, 
     if rows > SAMPLER_ROW_BOUND:
         raise GuardRailError(
             f"sampler rows {seqs} x (1 + {spec}) = {rows} exceed the {SAMPLER_ROW_BOUND}-row wht6 exactness bound: "
-            f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec"
+            f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec",
+            rule="sampler_rows",
         )
     return spec, rows
 
@@ -122,7 +123,8 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
             f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
             f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
             f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''}: its gate would fail; plan a pair of "
-            f"at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)"
+            f"at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)",
+            rule="pair_within_ceiling",
         )
     contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
     contract_text = (
@@ -134,7 +136,8 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         raise GuardRailError(
             f"the pool fails its contract: {contract_text}; radiance would boot, then refuse every long request "
             f"('{contract.refusal}'). At {args.vram_kv_mib:,} MiB the contract allows {contract.max_seqs_at_window} "
-            f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats"
+            f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats",
+            rule="pool_contract",
         )
     spec, rows = _sampler_rows(boot, seqs, args.spec)
     floor = settled.floor.size.mib

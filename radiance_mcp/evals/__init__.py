@@ -1,0 +1,13 @@
+"""Evals: score any agent's run against the procedures.
+
+    scenario.py  Scenario, load_scenario, load_scenarios: a question, its facts, its rules, its fleet
+    record.py    RECORD_VERSION, Event, read_record, Recorder (the server's --record writer)
+    rules.py     RULES: every rule named once, with how a run is caught breaking it
+    score.py     score(scenario, events, answer) -> Report; render_table
+    fleet.py     scenario_fleet(scenario): the simulated fleet, as a config file (edge)
+    agents.py    the scripted agents: the reference and one faulty agent per rule (edge, MCP client)
+    run.py       run a scripted agent on scenarios; radiance-mcp eval (edge)
+
+scenario, rules and score are pure (no MCP, no I/O beyond reading a scenario file); the rest
+sits at the edge. The format of records and scenarios is in evals/README.md.
+"""

@@ -1,0 +1,176 @@
+"""A scenario: a question about a simulated fleet, the facts a right answer holds, the rules a right run keeps.
+
+One TOML file each under evals/scenarios/ (format in evals/README.md)::
+
+    name = "resize-to-the-ceiling"
+    procedure = "radiance-kv-cache-resize"        # a skill of skills/
+    question = "How far can frank-archon's KV / VRAM pair grow?"
+    rules = ["ledger_first", "engine_ceiling"]
+
+    [[facts]]                                      # a figure, within a tolerance
+    name = "ceiling_mib"
+    value = 30969
+    tolerance = 1
+    [[facts]]                                      # a verdict: any of the phrases
+    name = "verdict"
+    any_of = ["fails its contract", "below its contract"]
+
+    [[traps]]                                      # a figure only a wrong method gives
+    rule = "engine_ceiling"
+    value = 31178
+    why = "the pair plus settled free, without the engine floor"
+
+    [[fleet.services]]                             # the simulator builds the fleet from these
+    like = "frank-archon"                          # a service of the demo fleet (sim.DEFAULT_SERVICES)
+    shape = { vram_kv_mib = 3000 }                 # sim.Shape fields changed
+    boots = [{ vram_kv_mib = 4096 }]               # later boots appended to its log, oldest first
+
+    [agent]                                        # what the scripted agents do (a real agent reads the question)
+    task = "ceiling"
+    service = "frank-archon"
+
+Pure: parsing and validation only (the fleet is started by radiance_mcp.evals.fleet).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from radiance_mcp.errors import EvalError
+from radiance_mcp.evals.rules import BY_NAME
+
+SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "evals" / "scenarios"
+"""The shipped scenarios (a checkout's evals/scenarios/)."""
+PROCEDURES = ("radiance-kv-cache-resize", "radiance-step-shape-ledger-audit")
+"""The skills of skills/ a scenario exercises."""
+MAX_SCENARIO_BYTES = 256 * 1024
+
+Task = Literal["ceiling", "free_vram", "pool", "audit", "serve_script", "rate", "arms", "count", "boundary"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Fact(_Strict):
+    """A figure within a tolerance (value), or a verdict (any_of: one of the phrases, case-insensitive)."""
+
+    name: str
+    value: float | None = None
+    tolerance: float = Field(0, ge=0)
+    any_of: tuple[str, ...] = ()
+    why: str = ""
+
+    def model_post_init(self, _: Any) -> None:
+        if (self.value is None) == (not self.any_of):
+            raise ValueError(f"fact {self.name!r}: give either value (a figure) or any_of (verdict phrases)")
+
+
+class Trap(_Strict):
+    """A figure only a wrong method gives: stating it breaks the rule."""
+
+    rule: str
+    value: float
+    tolerance: float = Field(0, ge=0)
+    why: str = ""
+
+
+class FleetService(_Strict):
+    like: str
+    """A service of the demo fleet (radiance_mcp.sim.DEFAULT_SERVICES) to start from."""
+    name: str | None = None
+    shape: dict[str, Any] = Field(default_factory=dict)
+    """sim.Shape fields changed for its first boot."""
+    boots: tuple[dict[str, Any], ...] = ()
+    """Later boots, oldest first, each Shape fields changed from the boot before; the last is the newest."""
+
+
+class Fleet(_Strict):
+    services: tuple[FleetService, ...] = Field(min_length=1)
+
+
+class AgentPlan(_Strict):
+    """What the scripted agents do on this scenario (a real agent reads only the question)."""
+
+    task: Task
+    service: str | None = None
+    proven_service: str | None = None
+    candidate_service: str | None = None
+    reserve_mib: float | None = None
+    reserve_label: str | None = None
+    text: str | None = None
+    arms: tuple[tuple[float, float], ...] = ()
+    claim: Literal["plateau", "threshold"] | None = None
+    quoted_rate: float | None = None
+    """A rate the question quotes (the faulty agents repeat it)."""
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    procedure: Literal["radiance-kv-cache-resize", "radiance-step-shape-ledger-audit"]
+    question: str = Field(min_length=1)
+    facts: tuple[Fact, ...] = Field(min_length=1)
+    traps: tuple[Trap, ...] = ()
+    rules: tuple[str, ...] = Field(min_length=1)
+    fleet: Fleet
+    agent: AgentPlan
+
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, rules: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [r for r in rules if r not in BY_NAME]
+        if unknown:
+            raise ValueError(f"unknown rule(s) {unknown}; the rules: {', '.join(BY_NAME)}")
+        return rules
+
+    def model_post_init(self, _: Any) -> None:
+        unknown = [t.rule for t in self.traps if t.rule not in BY_NAME]
+        if unknown:
+            raise ValueError(f"trap rule(s) {unknown} unknown; the rules: {', '.join(BY_NAME)}")
+
+
+def parse_scenario(text: str, source: str = "scenario") -> Scenario:
+    """A scenario's TOML text -> Scenario, or EvalError naming the source, the key and the remedy."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise EvalError(f"{source}: not TOML: {exc}") from None
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise EvalError(f"{source}: {problems} (the scenario format is in evals/README.md)") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    source = Path(path)
+    try:
+        raw = source.read_bytes()
+    except OSError as exc:
+        raise EvalError(f"scenario {source}: cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_SCENARIO_BYTES:
+        raise EvalError(f"scenario {source}: {len(raw):,} bytes, more than {MAX_SCENARIO_BYTES:,}; a scenario is short")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvalError(f"scenario {source}: not UTF-8 text") from None
+    scenario = parse_scenario(text, f"scenario {source}")
+    if scenario.name != source.stem:
+        raise EvalError(f"scenario {source}: its name {scenario.name!r} differs from the file's; name the file "
+                        f"{scenario.name}.toml")
+    return scenario
+
+
+def load_scenarios(directory: str | Path | None = None) -> list[Scenario]:
+    """Every *.toml scenario of the directory (default: the shipped evals/scenarios/), by name."""
+    folder = Path(directory) if directory is not None else SCENARIOS_DIR
+    paths = sorted(folder.glob("*.toml"))
+    if not paths:
+        raise EvalError(f"{folder}: holds no *.toml scenario")
+    return [load_scenario(p) for p in paths]

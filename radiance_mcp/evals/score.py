@@ -1,0 +1,217 @@
+"""The scorer: a scenario, the record of a run and the agent's final answer -> a Report.
+
+Pure: events and text in, a Report out. A fact is found when the answer states its figure
+within the tolerance (thousands separators and decimals read: '30,969', '30 969', '1849.5'),
+or, for a verdict, one of its phrases (case-insensitive). A rule is broken when the record or
+the answer holds its evidence (radiance_mcp.evals.rules says how each is caught); the rules a
+scenario lists are reported kept otherwise, and any other rule the run broke is reported too.
+The report passes when every fact is found and no rule is broken.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from radiance_mcp.constants import MIN_DECODE_TOKENS
+from radiance_mcp.evals.record import Event
+from radiance_mcp.evals.rules import BY_NAME, Rule
+from radiance_mcp.evals.scenario import Fact, Scenario
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:[,\u202f\u00a0]\d{3})+(?:\.\d+)?(?!\d)|(?<![\w.])-?\d+(?:\.\d+)?")
+"""A figure: '30,969', '30\u202f969' (a narrow no-break space), '1849.5'; a plain space separates two figures."""
+
+
+class Evidence(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    call: int | None = None
+    """The record's seq of the call, when the evidence is a call."""
+    tool: str | None = None
+    text: str
+    """What was seen: the refusal, the argument, the answer's figure, or what is missing."""
+
+
+class FactResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    found: bool
+    expected: str
+    evidence: str
+    """The answer's figure or phrase that matched, or what it lacked."""
+
+
+class RuleResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    statement: str
+    kept: bool
+    listed: bool
+    """True when the scenario lists the rule; a rule broken but not listed is reported all the same."""
+    evidence: tuple[Evidence, ...] = ()
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    scenario: str
+    procedure: str
+    facts: tuple[FactResult, ...]
+    rules: tuple[RuleResult, ...]
+    calls: int
+
+    @property
+    def passed(self) -> bool:
+        return all(f.found for f in self.facts) and all(r.kept for r in self.rules)
+
+    @property
+    def broken(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.rules if not r.kept)
+
+    @property
+    def score(self) -> float:
+        """Facts found and rules kept, over all of them (1.0 is 100 %)."""
+        total = len(self.facts) + len(self.rules)
+        return (sum(f.found for f in self.facts) + sum(r.kept for r in self.rules)) / total if total else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_dump(mode="json"), "passed": self.passed, "score": round(self.score, 4),
+                "broken": list(self.broken)}
+
+
+def numbers_in(text: str) -> list[float]:
+    """Every figure the text states, thousands separators and decimals read."""
+    found = []
+    for match in _NUMBER.finditer(text):
+        raw = re.sub(r"[,\u202f\u00a0]", "", match.group(0))
+        try:
+            found.append(float(raw))
+        except ValueError:
+            continue
+    return found
+
+
+def _near(numbers: Sequence[float], value: float, tolerance: float) -> float | None:
+    return next((n for n in numbers if abs(n - value) <= tolerance + 1e-9), None)
+
+
+def _fact(fact: Fact, answer: str, numbers: Sequence[float]) -> FactResult:
+    if fact.value is not None:
+        expected = f"{fact.value:,g} +- {fact.tolerance:g}"
+        hit = _near(numbers, fact.value, fact.tolerance)
+        return FactResult(name=fact.name, found=hit is not None, expected=expected,
+                          evidence=f"the answer states {hit:,g}" if hit is not None else "no figure within tolerance")
+    lowered = answer.casefold()
+    phrase = next((p for p in fact.any_of if p.casefold() in lowered), None)
+    return FactResult(name=fact.name, found=phrase is not None, expected=" | ".join(fact.any_of),
+                      evidence=f"the answer says {phrase!r}" if phrase else "none of the phrases")
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _call_evidence(rule: Rule, call: Event) -> str | None:
+    """The argument that breaks the rule in an accepted or refused call, if any."""
+    args = call.arguments or {}
+    if rule.name == "reserve_traced":
+        for reserve in _reserves(args):
+            if isinstance(reserve, dict) and reserve.get("line") is None and reserve.get("personal") is not True:
+                return f"a reserve with neither line nor personal=true: {_short(reserve)}"
+    elif rule.name == "decode_tokens" and call.tool == "decode_probe":
+        gen = args.get("gen_tokens")
+        if isinstance(gen, int | float) and not isinstance(gen, bool) and gen < MIN_DECODE_TOKENS:
+            return f"gen_tokens={gen}"
+    elif rule.name == "probe_within_shape" and call.tool == "boundary_probe":
+        if args.get("over_shape") is True or args.get("over_shape") == "true":
+            return f"over_shape=true with n={args.get('n')}"
+    elif rule.name == "no_two_arm_claim" and call.tool == "compare_arms":
+        arms = args.get("arms")
+        if args.get("claim") and isinstance(arms, list) and len(arms) < 3:
+            return f"claim={args.get('claim')!r} on {len(arms)} arms"
+    return None
+
+
+def _reserves(args: dict[str, Any]) -> list[Any]:
+    value = args.get("reserves")
+    if isinstance(value, str):  # clients sometimes send a nested list as a JSON string
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return value if isinstance(value, list) else []
+
+
+def _required_met(rule: Rule, calls: Sequence[Event]) -> bool:
+    for call in calls:
+        if call.ok and call.tool in rule.required_tools:
+            if rule.name == "cold_rate" and not ((call.result or {}).get("cold") and (call.result or {}).get("valid")):
+                continue
+            return True
+    return False
+
+
+def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], numbers: Sequence[float]) -> list[Evidence]:
+    evidence: list[Evidence] = []
+    for call in calls:
+        if "refusal" in rule.detection and not call.ok and call.rule == rule.name:
+            evidence.append(Evidence(call=call.seq, tool=call.tool, text=f"refused: {_short(call.error or '')}"))
+        elif "call" in rule.detection and (seen := _call_evidence(rule, call)):
+            evidence.append(Evidence(call=call.seq, tool=call.tool, text=seen))
+    if "trap" in rule.detection:
+        for trap in scenario.traps:
+            if trap.rule == rule.name and (hit := _near(numbers, trap.value, trap.tolerance)) is not None:
+                evidence.append(Evidence(text=f"the answer states {hit:,g}: {trap.why or 'a trap figure'}"))
+    if "required" in rule.detection and rule.name in scenario.rules and not _required_met(rule, calls):
+        tools = ", ".join(sorted(rule.required_tools))
+        evidence.append(Evidence(text=f"no successful call of {tools} in the run's {len(calls)} call(s)"))
+    return evidence
+
+
+def score(scenario: Scenario, events: Sequence[Event], answer: str) -> Report:
+    """Score one run: the scenario, the record's events and the agent's final answer."""
+    calls = [e for e in events if e.kind == "tool_call"]
+    numbers = numbers_in(answer)
+    facts = tuple(_fact(f, answer, numbers) for f in scenario.facts)
+    results = []
+    for rule in BY_NAME.values():
+        evidence = _rule(rule, scenario, calls, numbers)
+        listed = rule.name in scenario.rules
+        if listed or evidence:
+            results.append(RuleResult(name=rule.name, statement=rule.statement, kept=not evidence, listed=listed,
+                                      evidence=tuple(evidence)))
+    return Report(scenario=scenario.name, procedure=scenario.procedure, facts=facts, rules=tuple(results),
+                  calls=len(calls))
+
+
+def render_table(reports: Sequence[Report]) -> str:
+    """Plain text: one row per scenario, then one per rule (kept / broken across the runs), then the evidence."""
+    lines = [f"{'scenario':<34} {'facts':>7} {'rules':>7} {'score':>6}  result"]
+    for r in reports:
+        found = sum(f.found for f in r.facts)
+        kept = sum(x.kept for x in r.rules)
+        verdict = "pass" if r.passed else "FAIL " + ", ".join(
+            [f"missed {f.name}" for f in r.facts if not f.found] + [f"broke {n}" for n in r.broken])
+        lines.append(f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(r.rules):<3} "
+                     f"{r.score:>6.0%}  {verdict}")
+    lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7}"]
+    for name in BY_NAME:
+        kept = sum(1 for r in reports for x in r.rules if x.name == name and x.kept)
+        broken = sum(1 for r in reports for x in r.rules if x.name == name and not x.kept)
+        if kept or broken:
+            lines.append(f"{name:<22} {kept:>5} {broken:>7}")
+    details = [(r, x) for r in reports for x in r.rules if not x.kept]
+    if details:
+        lines += ["", "evidence:"]
+        for report, result in details:
+            for item in result.evidence:
+                where = f"call {item.call} {item.tool}: " if item.call is not None else "answer/record: "
+                lines.append(f"  {report.scenario}: {result.name}: {where}{item.text}")
+    return "\n".join(lines)
