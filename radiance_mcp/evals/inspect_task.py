@@ -22,21 +22,33 @@ merged record is kept in the sample's store, so ``inspect score`` re-scores a lo
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from inspect_ai import Task, task
 from inspect_ai.agent import as_solver, react
 from inspect_ai.dataset import Sample
-from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageTool
-from inspect_ai.scorer import Score, Scorer, Target, accuracy, mean, scorer, stderr
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageTool,
+    Model,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
+from inspect_ai.scorer import Metric, Score, Scorer, Target, accuracy, mean, scorer, stderr
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import mcp_server_stdio, mcp_tools
+from mcp import Client
+from mcp.types import CallToolResult, TextContent
 
 from radiance_mcp.errors import EvalError
 from radiance_mcp.evals.fleet import scenario_fleet
@@ -157,7 +169,8 @@ def _inspect_refusal(tool: str, arguments: dict[str, Any], message: str) -> Even
 def report_of(state: TaskState) -> Report:
     """Our scorer's report on a sample: its scenario, its merged record, its submitted answer."""
     scenario = Scenario.model_validate(state.metadata["scenario"])
-    events = [Event.model_validate(e) for e in state.store.get(STORE_RECORD, [])]
+    stored: list[dict[str, Any]] = state.store.get(STORE_RECORD, [])
+    events = [Event.model_validate(e) for e in stored]
     return score(scenario, events, state.output.completion)
 
 
@@ -183,8 +196,14 @@ def score_of(report: Report) -> Score:
     return Score(value=value, explanation=render_table([report]), metadata=report.to_json())
 
 
-@scorer(metrics={"passed": [accuracy(), stderr()], "score": [mean()], "facts": [mean()], "rules": [mean()],
-                 "rule:*": [mean()]})
+def metrics(scenarios: Sequence[Scenario]) -> dict[str, list[Metric]]:
+    """The task's metrics: the pass rate, the mean score, and the share kept of each rule its scenarios list."""
+    listed = [name for name in BY_NAME if any(name in s.rules for s in scenarios)]
+    return {"passed": [accuracy(), stderr()], "score": [mean()], "facts": [mean()], "rules": [mean()],
+            **{f"rule:{name}": [mean()] for name in listed}}
+
+
+@scorer(metrics=metrics([]))
 def radiance_scorer() -> Scorer:
     """Our scorer (radiance_mcp.evals.score) on the sample's record and submitted answer."""
 
@@ -212,8 +231,78 @@ def radiance_task(
         dataset=samples(scenarios),
         solver=radiance_agent(skills=skills),
         scorer=radiance_scorer(),
+        metrics=metrics(scenarios),
         message_limit=message_limit,
     )
+
+
+# ---------------------------------------------------------------------------------------
+# A scripted agent as Inspect's model (the suite's own check of the task, no network)
+
+
+class _InspectClient:
+    """What a scripted agent calls tools through (``call_tool``, as on the SDK's Client), played as a model.
+
+    Each call the agent makes becomes the model's next output (a tool call); Inspect runs it
+    through react() and the server, and the tool message it adds is handed back to the agent
+    as a CallToolResult (the text content; an error as is_error). The agent's answer becomes
+    the call of react()'s submit tool.
+    """
+
+    def __init__(self, play: Callable[[Client], Awaitable[str]]) -> None:
+        self._play = play
+        self._turns: asyncio.Queue[ModelOutput | BaseException] = asyncio.Queue()
+        self._waiting: tuple[str, asyncio.Future[CallToolResult]] | None = None
+        self._agent: asyncio.Task[None] | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> CallToolResult:
+        call_id = f"call_{uuid.uuid4().hex[:12]}"
+        answered: asyncio.Future[CallToolResult] = asyncio.get_running_loop().create_future()
+        self._waiting = (call_id, answered)
+        await self._turns.put(_output(ModelOutput.for_tool_call(
+            "mockllm/model", name, dict(arguments or {}), tool_call_id=call_id, content="")))
+        return await answered
+
+    async def _run(self) -> None:
+        try:
+            answer = await self._play(cast(Client, self))
+        except BaseException as exc:  # handed to the generate that waits, so the sample shows it
+            await self._turns.put(exc)
+            raise
+        submit = ModelOutput.for_tool_call("mockllm/model", SUBMIT_TOOL, {"answer": answer}, content="")
+        await self._turns.put(_output(submit))
+
+    async def generate(self, messages: list[ChatMessage], *_: Any) -> ModelOutput:
+        """mockllm's custom_outputs: the agent's next call, once the last one's result is handed back."""
+        if self._agent is None:
+            self._agent = asyncio.create_task(self._run())
+        elif self._waiting is not None:
+            call_id, answered = self._waiting
+            self._waiting = None
+            reply = next(m for m in reversed(messages) if isinstance(m, ChatMessageTool) and m.tool_call_id == call_id)
+            text = reply.error.message if reply.error is not None else reply.text
+            answered.set_result(CallToolResult(content=[TextContent(type="text", text=text)],
+                                               is_error=reply.error is not None))
+        turn = await self._turns.get()
+        if isinstance(turn, BaseException):
+            raise turn
+        return turn
+
+
+def _output(output: ModelOutput) -> ModelOutput:
+    # Usage given, so mockllm does not count tokens (its tokenizer's data is a download).
+    output.usage = ModelUsage(input_tokens=0, output_tokens=0, total_tokens=0)
+    return output
+
+
+def scripted_model(play: Callable[[Client], Awaitable[str]]) -> Model:
+    """Inspect's mock model playing a scripted agent: ``play(client)`` calls tools and returns the answer.
+
+    For one sample at a time (``eval(..., max_samples=1)``)::
+
+        model = scripted_model(lambda client: AGENTS["reference"](client, scenario).run())
+    """
+    return get_model("mockllm/model", custom_outputs=_InspectClient(play).generate, memoize=False)
 
 
 @task
