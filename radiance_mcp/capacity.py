@@ -500,7 +500,8 @@ def trace_reserve(
         if line_number is not None:
             raise InputError(f"reserve {label!r}: give either line (traced) or personal=true, not both")
         if not label.strip():
-            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why", rule="reserve_traced")
+            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why",
+                                 rule="reserve_traced")
         return Reserve(mib, label, None)
     candidates = reserve_candidates(reading)
     head = f"reserve {label!r} of {shown_mib(mib)} MiB"

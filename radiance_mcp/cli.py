@@ -117,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 15 s).",
     )
     demo.set_defaults(handler=_demo)
+    _add_eval(commands)
 
     for spec in TOOLS:
         # No abbreviations: a misspelled flag is refused with the closest one, as over MCP.
@@ -138,6 +139,38 @@ def _parser() -> argparse.ArgumentParser:
                                  metavar="PATH", help=f"read {_flag(name)} from a file, or - for standard input")
         sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), spec=spec)
     return parser
+
+
+def _add_eval(commands: Any) -> None:
+    """radiance-mcp eval: its handler imports the evals (and, to run agents, the simulator) when it runs."""
+    ev = commands.add_parser(
+        "eval", help="score agent runs against the procedures' scenarios", allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the eval scenarios (evals/scenarios) with a scripted agent on a simulated fleet and score "
+        "each run: the facts its answer holds, the rules it kept and broke. Or score any agent's run: the record "
+        "serve --record wrote, its final answer and the scenario.",
+        epilog="exit status: 0 the run came out as expected (the reference agent or a scored record passes every "
+        "scenario; a faulty agent is caught by its own rule and no other); 3 it did not; 1 an error; 2 a usage "
+        "error.",
+    )
+    ev.add_argument("--agent", default="reference", metavar="NAME",
+                    help="reference (default), a faulty agent's name, or all (--list names them)")
+    ev.add_argument("--scenario", action="append", default=[], metavar="NAME",
+                    help="a scenario's name or .toml path; repeatable (default: every scenario)")
+    ev.add_argument("--scenarios-dir", type=Path, default=None, metavar="DIR",
+                    help="where the scenarios are (default: evals/scenarios of the checkout)")
+    ev.add_argument("--record", type=Path, default=None, metavar="FILE",
+                    help="score this record (written by serve --record) instead of running an agent")
+    ev.add_argument("--answer", type=Path, default=None, metavar="FILE", help="the agent's final answer, for --record")
+    ev.add_argument("--json", action="store_true", help="print the reports as JSON")
+    ev.add_argument("--list", action="store_true", help="list the scenarios, the agents and the rules")
+    ev.set_defaults(handler=_eval)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from radiance_mcp.evals.command import main as eval_main
+
+    return eval_main(args)
 
 
 def _flag(name: str) -> str:

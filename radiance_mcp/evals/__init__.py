@@ -6,7 +6,8 @@
     score.py     score(scenario, events, answer) -> Report; render_table
     fleet.py     scenario_fleet(scenario): the simulated fleet, as a config file (edge)
     agents.py    the scripted agents: the reference and one faulty agent per rule (edge, MCP client)
-    run.py       run a scripted agent on scenarios; radiance-mcp eval (edge)
+    run.py       run a scripted agent on a scenario in one process, scored (edge)
+    command.py   radiance-mcp eval: the tables, the JSON and the exit status (edge)
 
 scenario, rules and score are pure (no MCP, no I/O beyond reading a scenario file); the rest
 sits at the edge. The format of records and scenarios is in evals/README.md.

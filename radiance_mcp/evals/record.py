@@ -18,7 +18,8 @@ one JSON object per line, appended (several sessions may share a file)::
 
 ``seq`` counts the session's requests in the order they arrived (a call answered later keeps
 its place); ``rule`` is the procedures' rule a refusal names (radiance_mcp.evals.rules).
-A result past ``MAX_RESULT_BYTES`` is left out (``result_bytes`` says how large it was).
+A result past ``MAX_RESULT_BYTES`` is left out (``result_bytes`` says how large it was), and so
+are arguments that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``).
 
 The writer is SDK server middleware (``Recorder``): it sees every request of stdio and HTTP
 sessions alike. The reader (``read_record``) refuses, with the line and the remedy, a line
@@ -70,6 +71,7 @@ class Event(BaseModel):
     ok: bool | None = None
     result: dict[str, Any] | None = None
     result_bytes: int | None = None
+    arguments_bytes: int | None = None
     error: str | None = None
     rule: str | None = None
     duration_s: float | None = None
@@ -132,6 +134,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def _line(event: dict[str, Any]) -> bytes:
+    text = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+    return text.encode("utf-8", "replace")  # a lone surrogate from a client becomes '?', never a crash
+
+
 def _as_dict(value: Any) -> dict[str, Any]:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -169,10 +176,14 @@ class Recorder:
             return self._seq
 
     def write(self, fields: dict[str, Any], seq: int = 0) -> None:
+        """Append one event; arguments too large for a line are left out (arguments_bytes says how large)."""
         event = {"version": RECORD_VERSION, "seq": seq, "time": _now(), **fields}
-        line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        line = _line(event)
+        if len(line) > MAX_LINE_BYTES and "arguments" in event:
+            event["arguments_bytes"] = len(_line({"a": event.pop("arguments")}))
+            line = _line(event)
         with self._lock:
-            os.write(self._fd, line.encode("utf-8", "replace"))
+            os.write(self._fd, line)
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         kind = _RECORDED.get(getattr(ctx, "method", ""))

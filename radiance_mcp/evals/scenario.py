@@ -107,6 +107,11 @@ class AgentPlan(_Strict):
     claim: Literal["plateau", "threshold"] | None = None
     quoted_rate: float | None = None
     """A rate the question quotes (the faulty agents repeat it)."""
+    pool_mib: int | None = None
+    seqs: int | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: Literal["bf16", "fp8"] | None = None
+    """The shape the question states, if it states one."""
 
 
 class Scenario(_Strict):

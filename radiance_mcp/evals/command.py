@@ -1,0 +1,154 @@
+"""``radiance-mcp eval``: run scenarios with a scripted agent, or score a given record and answer.
+
+    radiance-mcp eval                                   # the reference agent on every scenario
+    radiance-mcp eval --agent decode-8                  # a faulty agent, where its rule is listed
+    radiance-mcp eval --agent all                       # the reference and every faulty agent
+    radiance-mcp eval --scenario NAME --record FILE --answer FILE   # score any agent's run
+
+Exit status: 0 when the run came out as expected: the reference agent, or a scored record,
+passes every scenario (every fact found, no rule broken); a faulty agent is caught by its own
+rule and by no other (so 0 means the suite caught it). 3 when not; 1 on an error (a record
+that cannot be read, an unknown scenario); 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from radiance_mcp.errors import EvalError
+from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios
+from radiance_mcp.evals.score import Report, render_table
+
+FAILED = 3
+
+
+def _scenarios(args: argparse.Namespace) -> list[Scenario]:
+    everything = load_scenarios(args.scenarios_dir)
+    if not args.scenario:
+        return everything
+    by_name = {s.name: s for s in everything}
+    chosen = []
+    for name in args.scenario:
+        if name.endswith(".toml"):
+            chosen.append(load_scenario(name))
+        elif name in by_name:
+            chosen.append(by_name[name])
+        else:
+            raise EvalError(f"--scenario {name!r}: no such scenario; the scenarios: {', '.join(by_name)}")
+    return chosen
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list(args)
+    if (args.record is None) != (args.answer is None):
+        raise EvalError("--record and --answer go together: the record of the run and the agent's final answer")
+    scenarios = _scenarios(args)
+    if args.record is not None:
+        if len(scenarios) != 1 or not args.scenario:
+            raise EvalError("--record scores one run: name its scenario with one --scenario")
+        return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json)
+    from radiance_mcp.evals import run  # the server, the simulator and the MCP client, only to run agents
+
+    names = ["reference", *run.faulty_names()] if args.agent == "all" else [args.agent]
+    for name in names:
+        run.agent_class(name)
+    results = {name: asyncio.run(_run(name, run.scenarios_for(name, scenarios))) for name in names}
+    if len(names) == 1:
+        name = names[0]
+        runs = results[name]
+        if not runs:
+            raise EvalError(f"--agent {name}: none of the scenarios chosen lists its rule {run.breaks(name)!r}")
+        if args.json:
+            print(json.dumps(run.report_json(name, runs), indent=2))
+        else:
+            print(render_table([r.report for r in runs]))
+            print(_verdict(name, [r.report for r in runs], run))
+        return 0 if run.expected(name, [r.report for r in runs]) else FAILED
+    ok = True
+    rows: list[dict[str, Any]] = []
+    for name, runs in results.items():
+        reports = [r.report for r in runs]
+        expected = run.expected(name, reports) if reports else None  # None: no scenario chosen lists its rule
+        ok &= expected is not False
+        rows.append({"agent": name, "breaks": run.breaks(name), "expected": expected, "scenarios": len(reports),
+                     "caught_on": [r.scenario for r in reports if r.broken],
+                     "broken": sorted({b for r in reports for b in r.broken}),
+                     "facts_missed": sum(not f.found for r in reports for f in r.facts)})
+    if args.json:
+        print(json.dumps({"expected": ok, "agents": rows}, indent=2))
+    else:
+        print(_matrix(rows))
+    return 0 if ok else FAILED
+
+
+async def _run(name: str, scenarios: list[Scenario]) -> list[Any]:
+    from radiance_mcp.evals.run import run_agent
+
+    return [await run_agent(scenario, name) for scenario in scenarios]
+
+
+def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
+    from radiance_mcp.evals.record import read_record
+    from radiance_mcp.evals.score import score
+
+    events = read_record(record)
+    try:
+        text = answer.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise EvalError(f"--answer {answer}: cannot be read ({exc.strerror})") from None
+    return score(scenario, events, text)
+
+
+def _print_reports(name: str, reports: list[Report], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"agent": name, "passed": all(r.passed for r in reports),
+                          "reports": [r.to_json() for r in reports]}, indent=2))
+    else:
+        print(render_table(reports))
+    return 0 if all(r.passed for r in reports) else FAILED
+
+
+def _verdict(name: str, reports: list[Report], run: Any) -> str:
+    rule = run.breaks(name)
+    broken = sorted({b for r in reports for b in r.broken})
+    if rule is None:
+        passed = sum(r.passed for r in reports)
+        return f"\n{name}: {passed}/{len(reports)} scenarios passed"
+    caught = [r.scenario for r in reports if rule in r.broken]
+    others = [b for b in broken if b != rule]
+    return (f"\n{name} breaks {rule}: caught on {len(caught)}/{len(reports)} scenario(s)"
+            + (f"; also broke {', '.join(others)}" if others else "; no other rule broken"))
+
+
+def _matrix(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'agent':<22} {'breaks':<22} {'broken runs':>11}  {'rules broken':<40} result"]
+    for row in rows:
+        caught = f"{len(row['caught_on'])}/{row['scenarios']}"
+        broken = ", ".join(row["broken"]) or "none"
+        result = {True: "as expected", False: "UNEXPECTED", None: "not run: no scenario chosen lists its rule"}
+        lines.append(f"{row['agent']:<22} {row['breaks'] or '-':<22} {caught:>11}  {broken:<40} "
+                     f"{result[row['expected']]}")
+    return "\n".join(lines)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from radiance_mcp.evals.agents import AGENTS
+    from radiance_mcp.evals.rules import RULES
+
+    out = sys.stdout
+    print("scenarios:", file=out)
+    for scenario in load_scenarios(args.scenarios_dir):
+        print(f"  {scenario.name:<32} {scenario.procedure:<34} rules: {', '.join(scenario.rules)}", file=out)
+    print("agents:", file=out)
+    for name, cls in AGENTS.items():
+        print(f"  {name:<22} {cls.breaks or '-':<22} {cls.fault}", file=out)
+    print("rules:", file=out)
+    for rule in RULES:
+        print(f"  {rule.name:<22} {rule.statement}", file=out)
+    return 0

@@ -1,0 +1,124 @@
+"""Rules are named once: every rule a refusal names is in RULES; the scorer reads figures and phrases
+as a person writes them; scenario files are checked with errors that name the key."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import radiance_mcp
+from radiance_mcp.errors import EvalError, GuardRailError
+from radiance_mcp.evals.record import Event
+from radiance_mcp.evals.rules import BY_NAME, rule_of_refusal
+from radiance_mcp.evals.scenario import load_scenario, parse_scenario
+from radiance_mcp.evals.score import numbers_in, score
+
+PACKAGE = Path(radiance_mcp.__file__).parent
+
+
+def _rule_names_raised() -> dict[str, list[str]]:
+    """rule="..." at every call site in the package, by rule name (read with ast, not imported)."""
+    found: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                for keyword in node.keywords:
+                    if keyword.arg == "rule" and isinstance(keyword.value, ast.Constant):
+                        found.setdefault(keyword.value.value, []).append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_every_rule_a_refusal_names_is_a_rule_of_the_evals() -> None:
+    raised = _rule_names_raised()
+    assert set(raised) - set(BY_NAME) == set(), raised
+    # The guard rails cover the rules caught by refusal.
+    assert {n for n, r in BY_NAME.items() if "refusal" in r.detection} <= set(raised)
+
+
+def test_a_refusal_ends_with_its_rule_and_reads_back() -> None:
+    exc = GuardRailError("gen_tokens=8: ask for 512", rule="decode_tokens")
+    assert str(exc) == "gen_tokens=8: ask for 512 [rule: decode_tokens]" and exc.rule == "decode_tokens"
+    assert rule_of_refusal(str(exc)) == "decode_tokens"
+    assert rule_of_refusal("a [rule: decode_tokens] in the middle is no tag") is None
+    assert str(GuardRailError("no rule")) == "no rule"
+
+
+@pytest.mark.parametrize(("text", "figures"), [
+    ("ceiling 30,969 MiB/card", [30969]),            # thousands separator
+    ("headroom: 1849.5 MiB; card 1 binds", [1849.5, 1]),
+    ("between 6,282 and 5,062.67", [6282, 5062.67]),
+    ("card 1 209 MiB", [1, 209]),                     # a plain space separates two figures
+    ("card\u00a030\u202f969", [30969]),              # a narrow no-break space groups thousands
+    ("x2 or v3.1", []),                              # figures glued to a word are not figures
+    ("-3.15 %", [-3.15]),
+])
+def test_the_scorer_reads_figures_as_written(text: str, figures: list[float]) -> None:
+    assert numbers_in(text) == figures
+
+
+def test_a_fact_within_its_tolerance_is_found_and_outside_it_missed() -> None:
+    scenario = load_scenario(Path("evals/scenarios/resize-to-the-ceiling.toml"))
+    found = score(scenario, [], "ceiling 30,970 MiB; headroom 1,848; pool 6,969 MiB; contract 6,600.89 MiB")
+    assert [f.found for f in found.facts] == [True, True, True, True]
+    missed = score(scenario, [], "ceiling 30,968 MiB, headroom 1,851 MiB")  # 1,851 is 2 off: outside +-1
+    assert [f.name for f in missed.facts if not f.found] == ["headroom_mib", "new_pool_mib", "contract_mib_at_4_seqs"]
+    # No call at all: the ledger was never read.
+    assert missed.broken == ("ledger_first",)
+
+
+def test_a_refused_call_breaks_its_rule_even_when_the_run_goes_on() -> None:
+    scenario = load_scenario(Path("evals/scenarios/untraceable-reserve.toml"))
+    untraced = '[{"mib": 512, "label": "safety"}]'  # sent as a JSON string, as some clients do
+    events = [
+        Event(version=1, seq=1, time="t", kind="tool_call", tool="compute_ceiling", arguments={
+            "service": "frank-archon", "reserves": untraced}, ok=False,
+            error="reserve 'safety' ... [rule: reserve_traced]", rule="reserve_traced"),
+        Event(version=1, seq=2, time="t", kind="tool_call", tool="compute_ceiling", arguments={}, ok=True, result={}),
+        # A server without the guard rail accepted it: the argument alone is the evidence.
+        Event(version=1, seq=3, time="t", kind="tool_call", tool="render_gates", arguments={
+            "service": "frank-archon", "reserves": untraced}, ok=True, result={}),
+    ]
+    report = score(scenario, events, "ceiling 30,969; max pair 30,457; pool 6,457; a personal reserve")
+    broken = {r.name: [(e.call, e.text[:30]) for e in r.evidence] for r in report.rules if not r.kept}
+    assert broken == {"reserve_traced": [(1, "refused: reserve 'safety' ... "), (3, "a reserve with neither line no")]}
+    assert [f.found for f in report.facts] == [True, True, True, True]
+
+
+@pytest.mark.parametrize(("patch", "message"), [
+    (("rules = [\"no_two_arm_claim\"]", "rules = [\"no_two_arms\"]"), r"rules: .*unknown rule\(s\) \['no_two_arms'\]"),
+    (("procedure = \"radiance-kv-cache-resize\"", "procedure = \"resize\""), r"procedure: "),
+    (("task = \"arms\"", "task = \"vibes\""), r"agent.task: "),
+    (("value = -3.15", "value = -3.15\nany_of = [\"x\"]"), r"give either value .* or any_of"),
+    (("[[facts]]", "[[facts"), r"not TOML"),
+])
+def test_a_broken_scenario_names_its_key(patch: tuple[str, str], message: str) -> None:
+    text = Path("evals/scenarios/two-arm-plateau-claim.toml").read_text()
+    assert patch[0] in text
+    with pytest.raises(EvalError, match=message):
+        parse_scenario(text.replace(*patch, 1), "scenario x")
+
+
+def test_a_scenario_file_named_otherwise_than_its_scenario_is_refused(tmp_path: Path) -> None:
+    copy = tmp_path / "other-name.toml"
+    copy.write_text(Path("evals/scenarios/two-arm-plateau-claim.toml").read_text())
+    with pytest.raises(EvalError, match=r"name it two-arm-plateau-claim.toml|name the file two-arm-plateau-claim.toml"):
+        load_scenario(copy)
+
+
+@pytest.mark.parametrize("module", ["scenario", "rules", "score"])
+def test_the_scorer_is_pure(module: str) -> None:
+    """scenario, rules and score import no MCP, server, CLI, simulator or network code (read with ast)."""
+    path = PACKAGE / "evals" / f"{module}.py"
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    allowed_internal = {"radiance_mcp.errors", "radiance_mcp.constants", "radiance_mcp.evals.rules",
+                        "radiance_mcp.evals.scenario", "radiance_mcp.evals.record"}
+    wrong = sorted(m for m in imported if m.split(".")[0] in {"mcp", "httpx", "asyncssh", "anyio"}
+                   or (m.startswith("radiance_mcp") and m not in allowed_internal))
+    assert not wrong, f"evals/{module}.py imports {wrong}"
