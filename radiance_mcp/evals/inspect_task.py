@@ -39,6 +39,7 @@ from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageTool,
+    ContentText,
     Model,
     ModelOutput,
     ModelUsage,
@@ -266,9 +267,9 @@ class _InspectClient:
     async def _run(self) -> None:
         try:
             answer = await self._play(cast(Client, self))
-        except BaseException as exc:  # handed to the generate that waits, so the sample shows it
+        except Exception as exc:  # handed to the generate that waits, so the sample shows it
             await self._turns.put(exc)
-            raise
+            return
         submit = ModelOutput.for_tool_call("mockllm/model", SUBMIT_TOOL, {"answer": answer}, content="")
         await self._turns.put(_output(submit))
 
@@ -280,13 +281,20 @@ class _InspectClient:
             call_id, answered = self._waiting
             self._waiting = None
             reply = next(m for m in reversed(messages) if isinstance(m, ChatMessageTool) and m.tool_call_id == call_id)
-            text = reply.error.message if reply.error is not None else reply.text
-            answered.set_result(CallToolResult(content=[TextContent(type="text", text=text)],
-                                               is_error=reply.error is not None))
+            answered.set_result(_call_tool_result(reply))
         turn = await self._turns.get()
         if isinstance(turn, BaseException):
             raise turn
         return turn
+
+
+def _call_tool_result(reply: ChatMessageTool) -> CallToolResult:
+    """Inspect's tool message as the MCP result it came from: its text items in order (images left out)."""
+    if reply.error is not None:
+        return CallToolResult(content=[TextContent(type="text", text=reply.error.message)], is_error=True)
+    items = [reply.content] if isinstance(reply.content, str) else [c.text for c in reply.content
+                                                                    if isinstance(c, ContentText)]
+    return CallToolResult(content=[TextContent(type="text", text=text) for text in items], is_error=False)
 
 
 def _output(output: ModelOutput) -> ModelOutput:

@@ -27,6 +27,7 @@ from mcp import Client  # noqa: E402
 
 from radiance_mcp.config import load  # noqa: E402
 from radiance_mcp.errors import EvalError  # noqa: E402
+from radiance_mcp.evals.agents import AGENTS  # noqa: E402
 from radiance_mcp.evals.fleet import scenario_fleet  # noqa: E402
 from radiance_mcp.evals.inspect_task import (  # noqa: E402
     STORE_RECORD,
@@ -35,12 +36,14 @@ from radiance_mcp.evals.inspect_task import (  # noqa: E402
     scripted_model,
 )
 from radiance_mcp.evals.record import RECORD_VERSION, Event, Recorder, read_record  # noqa: E402
-from radiance_mcp.evals.scenario import Scenario, load_scenario  # noqa: E402
+from radiance_mcp.evals.run import run_agent  # noqa: E402
+from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios  # noqa: E402
 from radiance_mcp.evals.score import Report, score  # noqa: E402
 from radiance_mcp.runtime import Runtime  # noqa: E402
 from radiance_mcp.server import build_server  # noqa: E402
 
 Play = Callable[[Client], Awaitable[str]]
+TASK_FILE = Path(__file__).resolve().parents[2] / "evals" / "inspect_tasks.py"
 
 # Two warnings from inside Inspect (inspect-ai 0.3.285), not from this package: its retry set-up
 # passes tenacity a deprecated argument on every generate, and an anyio memory stream of its run
@@ -177,6 +180,34 @@ async def test_inspect_scores_as_the_sdk_route(
     # The evidence a person reads in Inspect's viewer names each broken rule.
     for name in broken:
         assert name in (result.explanation or "")
+
+
+@pytest.mark.parametrize(
+    ("agent", "name"),
+    [
+        ("reference", "resize-to-the-ceiling"),
+        ("reference", "free-vram-shared-cards"),  # plan_free_vram's result carries a picture beside its JSON
+        ("misspelled-reserves", "untraceable-reserve"),
+    ],
+)
+async def test_a_scripted_agent_scores_the_same_under_inspect(agent: str, name: str) -> None:
+    [scenario] = [s for s in load_scenarios() if s.name == name]
+    direct = (await run_agent(scenario, agent)).report.to_json()
+    # The task as `inspect eval evals/inspect_tasks.py -T scenario=NAME` loads it.
+    [log] = await eval_async(f"{TASK_FILE}@radiance", task_args={"scenario": name}, max_samples=1,
+                             model=scripted_model(lambda client: AGENTS[agent](client, scenario).run()))
+    assert log.status == "success", log.error
+    [sample] = log.samples or []
+    result = (sample.scores or {})["radiance_scorer"]
+    assert verdicts(result.metadata or {}) == verdicts(direct)
+    assert result.metadata is not None and result.metadata["broken"] == ([] if agent == "reference" else [
+        AGENTS[agent].breaks])
+    # Inspect's own summary of the run: the pass rate, and each listed rule's share kept.
+    summary = {s.name: s.metrics for s in (log.results.scores if log.results else [])}
+    assert summary["passed"]["accuracy"].value == (1.0 if agent == "reference" else 0.0)
+    kept = {name.removeprefix("rule:"): m["mean"].value for name, m in summary.items() if name.startswith("rule:")}
+    assert set(kept) == set(scenario.rules)
+    assert kept == {rule: float(rule != AGENTS[agent].breaks) for rule in scenario.rules}
 
 
 async def test_the_misspelled_call_never_reaches_the_server_but_is_in_the_record(
