@@ -1,7 +1,8 @@
 """Inspect AI: the scenarios as an Inspect task, the server as the agent's MCP tools, our scorer as Inspect's.
 
-    inspect eval evals/inspect_tasks.py --model openai/gpt-4o [-T scenario=NAME] [-T skills=false]
+    inspect eval evals/inspect_tasks.py --model PROVIDER/MODEL [-T scenario=NAME] [-T skills=false]
 
+``radiance_task()`` builds the task (evals/inspect_tasks.py names it for ``inspect eval``).
 One sample per scenario (its id is the scenario's name; ``-T scenario=NAME`` keeps one).
 Per sample, the solver starts the scenario's simulated fleet, runs ``radiance-mcp serve
 --config <fleet> --record <file>`` as a stdio MCP server (Inspect's ``mcp_server_stdio``) and
@@ -32,7 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from inspect_ai import Task, task
+from inspect_ai import Task
 from inspect_ai.agent import as_solver, react
 from inspect_ai.dataset import Sample
 from inspect_ai.model import (
@@ -52,10 +53,11 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from radiance_mcp.errors import EvalError
+from radiance_mcp.evals.agents import AGENTS
 from radiance_mcp.evals.fleet import scenario_fleet
 from radiance_mcp.evals.record import RECORD_VERSION, Event, read_record
 from radiance_mcp.evals.rules import BY_NAME
-from radiance_mcp.evals.scenario import Scenario, load_scenarios
+from radiance_mcp.evals.scenario import Fact, Scenario, load_scenarios
 from radiance_mcp.evals.score import Report, render_table, score
 from radiance_mcp.skills import SKILLS_DIR, parse
 
@@ -76,11 +78,18 @@ def samples(scenarios: Sequence[Scenario]) -> list[Sample]:
         Sample(
             id=s.name,
             input=s.question,
-            target=[f.name for f in s.facts],
+            target=[_expected(f) for f in s.facts],
             metadata={"scenario": s.model_dump(mode="json"), "procedure": s.procedure},
         )
         for s in scenarios
     ]
+
+
+def _expected(fact: Fact) -> str:
+    """A fact as Inspect's viewer shows the target: ``ceiling_mib: 30969 +- 1`` or its phrases."""
+    if fact.value is not None:
+        return f"{fact.name}: {fact.value:g} +- {fact.tolerance:g}"
+    return f"{fact.name}: " + " | ".join(fact.any_of)
 
 
 def _instructions(scenario: Scenario, skills: bool) -> str:
@@ -96,8 +105,14 @@ def _instructions(scenario: Scenario, skills: bool) -> str:
 
 
 @solver
-def radiance_agent(skills: bool = True) -> Solver:
-    """Per sample: the scenario's fleet, the server on it with --record, react() with its tools."""
+def radiance_agent(skills: bool = True, agent: str | None = None) -> Solver:
+    """Per sample: the scenario's fleet, the server on it with --record, react() with its tools.
+
+    agent names a scripted agent (radiance_mcp.evals.agents) to play the model instead of the
+    eval's own: ``-T agent=reference`` runs with no model service at all.
+    """
+    if agent is not None and agent not in AGENTS:
+        raise EvalError(f"-T agent={agent}: no such scripted agent; the agents: {', '.join(AGENTS)}")
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         scenario = Scenario.model_validate(state.metadata["scenario"])
@@ -109,9 +124,11 @@ def radiance_agent(skills: bool = True) -> Solver:
                     command=sys.executable,
                     args=["-m", "radiance_mcp", "serve", "--config", str(config_path), "--record", str(record_path)],
                 )
-                agent = react(prompt=_instructions(scenario, skills), tools=[mcp_tools(server)])
+                model = None if agent is None else scripted_model(
+                    lambda client: AGENTS[agent](client, scenario).run())
+                react_agent = react(prompt=_instructions(scenario, skills), tools=[mcp_tools(server)], model=model)
                 try:
-                    state = await as_solver(agent)(state, generate)
+                    state = await as_solver(react_agent)(state, generate)
                 finally:
                     # A run stopped by a limit is scored too: keep what it did.
                     events = read_record(record_path) if record_path.exists() else []
@@ -219,9 +236,10 @@ def radiance_scorer() -> Scorer:
 
 def radiance_task(
     scenario: str | None = None, scenarios_dir: str | None = None, skills: bool = True,
-    message_limit: int = MESSAGE_LIMIT,
+    agent: str | None = None, message_limit: int = MESSAGE_LIMIT,
 ) -> Task:
-    """The task over the scenarios of scenarios_dir (default: the shipped ones), or the one named."""
+    """The task over the scenarios of scenarios_dir (default: the shipped ones), or the one named;
+    agent: a scripted agent plays the model (see radiance_agent)."""
     scenarios = load_scenarios(scenarios_dir)
     if scenario is not None:
         scenarios = [s for s in scenarios if s.name == scenario]
@@ -230,7 +248,7 @@ def radiance_task(
             raise EvalError(f"-T scenario={scenario}: no such scenario; the scenarios: {names}")
     return Task(
         dataset=samples(scenarios),
-        solver=radiance_agent(skills=skills),
+        solver=radiance_agent(skills=skills, agent=agent),
         scorer=radiance_scorer(),
         metrics=metrics(scenarios),
         message_limit=message_limit,
@@ -252,7 +270,7 @@ class _InspectClient:
 
     def __init__(self, play: Callable[[Client], Awaitable[str]]) -> None:
         self._play = play
-        self._turns: asyncio.Queue[ModelOutput | BaseException] = asyncio.Queue()
+        self._turns: asyncio.Queue[ModelOutput | Exception] = asyncio.Queue()
         self._waiting: tuple[str, asyncio.Future[CallToolResult]] | None = None
         self._agent: asyncio.Task[None] | None = None
 
@@ -283,7 +301,7 @@ class _InspectClient:
             reply = next(m for m in reversed(messages) if isinstance(m, ChatMessageTool) and m.tool_call_id == call_id)
             answered.set_result(_call_tool_result(reply))
         turn = await self._turns.get()
-        if isinstance(turn, BaseException):
+        if isinstance(turn, Exception):
             raise turn
         return turn
 
@@ -306,14 +324,9 @@ def _output(output: ModelOutput) -> ModelOutput:
 def scripted_model(play: Callable[[Client], Awaitable[str]]) -> Model:
     """Inspect's mock model playing a scripted agent: ``play(client)`` calls tools and returns the answer.
 
-    For one sample at a time (``eval(..., max_samples=1)``)::
+    One model per sample (``radiance_task(agent=...)`` makes one for each), or one sample at a
+    time (``eval(..., max_samples=1)``)::
 
         model = scripted_model(lambda client: AGENTS["reference"](client, scenario).run())
     """
     return get_model("mockllm/model", custom_outputs=_InspectClient(play).generate, memoize=False)
-
-
-@task
-def radiance(scenario: str | None = None, scenarios_dir: str | None = None, skills: bool = True) -> Task:
-    """Every scenario (or ``-T scenario=NAME``), any model, scored by the procedures' facts and rules."""
-    return radiance_task(scenario=scenario, scenarios_dir=scenarios_dir, skills=skills)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ import pytest
 pytest.importorskip("inspect_ai", reason="the Inspect task needs the evals extra: pip install -e '.[evals]'")
 
 from inspect_ai import eval_async  # noqa: E402
-from inspect_ai.log import EvalLog  # noqa: E402
+from inspect_ai.log import EvalLog, read_eval_log  # noqa: E402
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser  # noqa: E402
 from inspect_ai.tool import ToolCall, ToolCallError  # noqa: E402
 from mcp import Client  # noqa: E402
@@ -208,6 +210,31 @@ async def test_a_scripted_agent_scores_the_same_under_inspect(agent: str, name: 
     kept = {name.removeprefix("rule:"): m["mean"].value for name, m in summary.items() if name.startswith("rule:")}
     assert set(kept) == set(scenario.rules)
     assert kept == {rule: float(rule != AGENTS[agent].breaks) for rule in scenario.rules}
+
+
+def test_inspect_eval_on_the_command_line_with_a_scripted_agent(tmp_path: Path) -> None:
+    """`inspect eval` as a person types it; -T agent=... plays the model, so no model service is needed."""
+    logs = tmp_path / "cli-logs"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "inspect"), "eval", "evals/inspect_tasks.py", "--model", "mockllm/model",
+         "-T", "agent=misspelled-reserves", "-T", "scenario=untraceable-reserve", "--log-dir", str(logs),
+         "--log-format", "json", "--no-ansi"],
+        capture_output=True, text=True, timeout=600, check=False, cwd=TASK_FILE.parents[1],
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [path] = logs.glob("*.json")
+    log = read_eval_log(str(path))
+    assert log.status == "success", log.error
+    [sample] = log.samples or []
+    value = (sample.scores or {})["radiance_scorer"].value
+    assert isinstance(value, dict)
+    assert value["passed"] == 0.0 and value["rule:argument_names"] == 0.0
+    assert value["rule:reserve_traced"] == 1.0 and value["fact:ceiling_mib"] == 1.0
+
+
+def test_an_unknown_scripted_agent_is_refused_with_the_names_there_are() -> None:
+    with pytest.raises(EvalError, match=r"-T agent=referense: no such scripted agent; the agents: reference, "):
+        radiance_task(scenario="resize-to-the-ceiling", agent="referense")
 
 
 async def test_the_misspelled_call_never_reaches_the_server_but_is_in_the_record(
