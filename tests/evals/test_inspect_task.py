@@ -9,11 +9,12 @@ match. The model is Inspect's mockllm, its outputs the scripted agent's calls (n
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,10 @@ pytestmark = [
     pytest.mark.filterwarnings(
         "ignore:Exception ignored in. <function MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
     ),
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <function BaseEventLoop:pytest.PytestUnraisableExceptionWarning"
+    ),
+    pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"),
 ]
 
 # A scenario in this test's own words: the demo fleet's frank-archon under another name, on one
@@ -118,9 +123,14 @@ def scenario(tmp_path: Path) -> Scenario:
 
 
 @pytest.fixture(autouse=True)
-def _inspect_quiet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _inspect_quiet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("INSPECT_LOG_DIR", str(tmp_path / "inspect-logs"))
     monkeypatch.setenv("INSPECT_DISPLAY", "none")
+    yield
+    # An Inspect run leaves an asyncio event loop (and its self-pipe) unclosed somewhere in this
+    # process (cause not found: a script running the same evals leaves none); collected later,
+    # its ResourceWarning failed an unrelated test. Collect it here, under this module's filters.
+    gc.collect()
 
 
 async def over_sdk_client(scenario: Scenario, play: Play, record: Path) -> Report:
