@@ -1,12 +1,22 @@
-"""Cold start: spawn to the tools/list answer over stdio, radiance-mcp against a minimal one-tool MCPServer.
+"""Cold start: a tool command against `python -c pass`, and the server against a one-tool MCPServer.
 
-Target (issue 2): at most 1.2x the minimal server, measured in the same run. Both are spawned
-by the SDK's own client (mcp.Client over StdioServerParameters) with the same interpreter; the
-clock runs from before the spawn until list_tools() returns (shutdown is not counted). The
-two alternate, after one discarded warm-up each (so both read warm .pyc files), and the
-medians are compared.
+1. A tool command, whole process (issue 15: <= 5x): `radiance-mcp compute-ceiling` and
+   `read-budget-table` on the 27-line example ledger, `check-serve-script` on a given script,
+   against `python -c pass` with the same interpreter; beside them the shares of asyncio and
+   of pydantic (imported, one model validated), and both together: the least any command
+   built like ours costs, which no import order can undercut. Wall time from spawn to exit,
+   and the child's CPU time (user + sys, from os.wait4), which a busy machine disturbs less.
+2. The server (issue 2: <= 1.2x; issue 15: <= 1.1x): spawn to the tools/list answer over
+   stdio, `radiance-mcp serve` against a minimal one-tool MCPServer script, both spawned by
+   the SDK's own client (mcp.Client over StdioServerParameters) with the same interpreter;
+   the clock stops when list_tools() returns (shutdown is not counted); the server's CPU
+   time from spawn to exit beside it; then where radiance-mcp's start goes, in process.
 
-    .venv/bin/python bench/bench_cold_start.py [--repeat 9]
+Within each part the commands alternate, after one discarded warm-up each, so every one reads
+warm .pyc files (written even when PYTHONDONTWRITEBYTECODE is set here, as an install would
+have them); medians are compared.
+
+    .venv/bin/python bench/bench_cold_start.py [--repeat 9] [--part cli|server]
 
 Prints ratios; asserts nothing.
 """
@@ -15,7 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +39,42 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "radiance_mcp" / "examples" / "frank-archon.log"
 
+PYDANTIC = """\
+import argparse, json
+from pydantic import BaseModel
+class Figure(BaseModel):
+    mib: int
+print(Figure(mib=30969).model_dump_json())
+"""
+FLOOR = """\
+import argparse, asyncio, json
+from pydantic import BaseModel
+class Figure(BaseModel):
+    mib: int
+async def run() -> Figure:
+    return Figure(mib=30969)
+print(asyncio.run(run()).model_dump_json())
+"""
+BREAKDOWN = """\
+import json, time
+clock = time.process_time
+marks = [("start", clock())]
+import mcp.server.mcpserver
+marks.append(("the SDK (both servers import it)", clock()))
+from radiance_mcp import cli, server
+from radiance_mcp.config import load
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.tools import TOOLS
+marks.append(("radiance_mcp's modules, the 14 tools and their models", clock()))
+built = server.build_server(Runtime(load(None)))
+marks.append(("build_server: the SDK's schemas of 14 tools, skills", clock()))
+import anyio
+anyio.run(built.list_tools)
+marks.append(("the first tools/list", clock()))
+print(json.dumps([(name, now - then) for (_, then), (name, now) in zip(marks, marks[1:])]))
+"""
 MINIMAL = '''\
 from mcp.server.mcpserver import MCPServer
 
@@ -42,40 +91,108 @@ server.run("stdio")
 '''
 
 
-async def spawn_to_tools_list(args: list[str]) -> tuple[float, int]:
+async def spawn_to_tools_list(args: list[str]) -> tuple[float, float, int]:
+    """Wall seconds from spawn to the tools/list answer, the server's CPU seconds to its exit, and its tool count."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     async with Client(StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))) as client:
         tools = (await client.list_tools()).tools
         elapsed = time.perf_counter() - start
-    return elapsed, len(tools)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the client has waited for the server's exit
+    cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed, cpu_s, len(tools)
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--repeat", type=int, default=9)
-    options = parser.parse_args()
+def warm_env() -> dict[str, str]:
+    """This environment, less PYTHONDONTWRITEBYTECODE: a child writes and then reads .pyc files, as an install has."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
+def run_to_exit(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """Wall seconds from spawn to exit, the child's CPU seconds, and its exit status."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status)
+
+
+def cli_part(repeat: int) -> None:
+    python = sys.executable
+    tool = [python, "-m", "radiance_mcp"]
+    commands = {
+        "python -c pass": [python, "-c", "pass"],
+        "import asyncio": [python, "-c", "import asyncio"],
+        "a pydantic model": [python, "-c", PYDANTIC],
+        "pydantic + asyncio floor": [python, "-c", FLOOR],
+        "compute-ceiling": [*tool, "compute-ceiling", "--log", str(EXAMPLE)],
+        "read-budget-table": [*tool, "read-budget-table", "--log", str(EXAMPLE), "--json"],
+        "check-serve-script": [*tool, "check-serve-script", "--script-text", "#!/bin/sh\nexec radiance --tp 1\n"],
+    }
+    env = warm_env()
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
+    for argv in commands.values():
+        run_to_exit(argv, env)  # warm-up, discarded (writes the .pyc files)
+    for i in range(repeat):
+        order = list(commands.items()) if i % 2 == 0 else list(reversed(commands.items()))
+        for name, argv in order:
+            seconds, cpu_s, status = run_to_exit(argv, env)
+            if status not in (0, 3):
+                raise SystemExit(f"{name} exited {status}: {' '.join(argv)}")
+            wall[name].append(seconds)
+            cpu[name].append(cpu_s)
+    base_wall, base_cpu = statistics.median(wall["python -c pass"]), statistics.median(cpu["python -c pass"])
+    print(f"a tool command, spawn to exit, {repeat} runs each (python {sys.version.split()[0]}; "
+          f"the 27-line example ledger)")
+    for name in commands:
+        print(f"  {name:26s} wall median {statistics.median(wall[name]):.3f} s = "
+              f"{statistics.median(wall[name]) / base_wall:5.2f}x   cpu median {statistics.median(cpu[name]):.3f} s = "
+              f"{statistics.median(cpu[name]) / base_cpu:5.2f}x")
+    print("  (ratios against python -c pass; target <= 5x)")
+
+
+async def server_part(repeat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
         minimal = Path(tmp) / "minimal_server.py"
         minimal.write_text(MINIMAL)
         servers = {"radiance-mcp serve": ["-m", "radiance_mcp", "serve"], "minimal MCPServer": [str(minimal)]}
         times: dict[str, list[float]] = {name: [] for name in servers}
+        cpu: dict[str, list[float]] = {name: [] for name in servers}
         counts: dict[str, int] = {}
         for args in servers.values():
             await spawn_to_tools_list(args)  # warm-up, discarded
-        for i in range(options.repeat):
+        for i in range(repeat):
             order = list(servers.items()) if i % 2 == 0 else list(reversed(servers.items()))
             for name, args in order:
-                elapsed, counts[name] = await spawn_to_tools_list(args)
+                elapsed, cpu_s, counts[name] = await spawn_to_tools_list(args)
                 times[name].append(elapsed)
-    print(f"spawn to tools/list answer over stdio, {options.repeat} runs each (python {sys.version.split()[0]})")
+                cpu[name].append(cpu_s)
+    print(f"spawn to tools/list answer over stdio, {repeat} runs each (python {sys.version.split()[0]})")
     for name, values in times.items():
         print(f"  {name:20s} median {statistics.median(values):.3f} s  min {min(values):.3f}  max {max(values):.3f}  "
-              f"({counts[name]} tools)")
+              f"cpu median {statistics.median(cpu[name]):.3f} s  ({counts[name]} tools)")
+    parts = [json.loads(subprocess.run([sys.executable, "-c", BREAKDOWN], capture_output=True, text=True, check=True,
+                                       cwd=ROOT, env=warm_env()).stdout) for _ in range(repeat)]
+    print("  where radiance-mcp's start goes, in process (CPU, medians):")
+    for index, (name, _) in enumerate(parts[0]):
+        print(f"    {statistics.median(run[index][1] for run in parts) * 1e3:6.1f} ms  {name}")
     ratio = statistics.median(times["radiance-mcp serve"]) / statistics.median(times["minimal MCPServer"])
     pairs = [a / b for a, b in zip(times["radiance-mcp serve"], times["minimal MCPServer"], strict=True)]
-    print(f"  ratio of medians {ratio:.2f}x (median of paired ratios {statistics.median(pairs):.2f}x)"
-          "   (target <= 1.2x)")
+    cpu_ratio = statistics.median(cpu["radiance-mcp serve"]) / statistics.median(cpu["minimal MCPServer"])
+    print(f"  ratio of medians {ratio:.2f}x (median of paired ratios {statistics.median(pairs):.2f}x; "
+          f"cpu, spawn to exit, {cpu_ratio:.2f}x)   (target <= 1.1x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--part", choices=("cli", "server"), default=None, help="run one part only")
+    options = parser.parse_args()
+    if options.part in (None, "cli"):
+        cli_part(options.repeat)
+    if options.part in (None, "server"):
+        asyncio.run(server_part(options.repeat))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +247,21 @@ async def close(runtime: Runtime) -> None:
         await pool.close()
 
 
+@dataclass
+class Bench:
+    """What every stage shares: the options, the servers, the log and the seed's two scripts."""
+
+    options: argparse.Namespace
+    base: Path
+    sshd: Sshd
+    relay: Relay
+    log: Path
+    script: str
+    tac: str
+    args: ReadBudgetTableInput
+    fleet: Fleet
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -270,129 +286,155 @@ async def main() -> None:
         relay = Relay(sshd.port)
         await relay.start()
         sshd.trust_port(relay.port)
-        script = seed_script(log)
-        args = ReadBudgetTableInput.model_validate({"service": "svc-bench"})
-        fleet = fleet_for(sshd, log, {"bench": sshd.port})
-        relayed = fleet_for(sshd, log, {"bench": relay.port})
-
-        # Which boot each approach returns.
-        seed_boot = read_text(await run_seed(sshd, sshd.port, script), source="seed")
-        seed_pair = capacity.read_budget(seed_boot).cards[0].pair_mib
-        tac = tac_script(log)
-        tac_pair = capacity.read_budget(read_text(await run_seed(sshd, sshd.port, tac), source="tac")).cards[0].pair_mib
-        warm_runtime = Runtime(fleet)
-        ours = await read_budget_table(warm_runtime, args)
-        counted = (f" counted from byte {ours.ledger.lines_from_byte:,}" if ours.ledger.lines_from_byte is not None
-                   else "")
-        print(f"seed approach returns pair {seed_pair:,.0f} MiB (grep -m1 stops in the OLDEST boot); tac | awk "
-              f"returns {tac_pair:,.0f} MiB; read_budget_table returns pair {ours.cards[0].pair_mib:,.0f} MiB from "
-              f"boot {ours.ledger.boot} of {ours.ledger.boots_seen or 'not counted'}, lines "
-              f"{ours.ledger.first_line:,}-{ours.ledger.last_line:,}{counted}")
-
-        # Bytes over SSH, both directions, one run each through the relay.
-        relay.reset()
-        await run_seed(sshd, relay.port, script)
-        seed_bytes = (relay.up, relay.down)
-        relay.reset()
-        relay_runtime = Runtime(relayed)
-        await read_budget_table(relay_runtime, args)
-        cold_bytes = (relay.up, relay.down)
-        relay.reset()
-        await read_budget_table(relay_runtime, args)
-        await close(relay_runtime)
-        warm_bytes = (relay.up, relay.down)
-        for name, (up, down) in (("seed", seed_bytes), ("cold", cold_bytes), ("warm", warm_bytes)):
-            print(f"bytes over SSH, {name:4}: {up + down:>7,} ({up:,} up, {down:,} down)  "
-                  f"{'<= 64 KiB' if up + down <= 65536 else '> 64 KiB'}")
-        pool = warm_runtime.ssh_pool
-        print(f"payload per warm read: command {pool.transfer.sent_bytes // pool.transfer.commands:,} B, "
-              f"answer {pool.transfer.received_bytes // pool.transfer.commands:,} B")
-
-        # Wall time, alternating.
-        seed_s: list[float] = []
-        tac_s: list[float] = []
-        cold_s: list[float] = []
-        warm_s: list[float] = []
-        for _ in range(options.repeat):
-            seed_s.append((await timed(lambda: run_seed(sshd, sshd.port, script)))[0])
-            tac_s.append((await timed(lambda: run_seed(sshd, sshd.port, tac)))[0])
-            cold_runtime = Runtime(fleet)
-            cold_s.append((await timed(lambda: read_budget_table(cold_runtime, args)))[0])  # noqa: B023
-            await close(cold_runtime)
-            warm_s.append((await timed(lambda: read_budget_table(warm_runtime, args)))[0])
-        seed_m, tac_m, cold_m, warm_m = (statistics.median(x) for x in (seed_s, tac_s, cold_s, warm_s))
-        print(f"\nwall time, median of {options.repeat}:")
-        print(f"  seed (ssh + grep -m1 per phrase)  {seed_m * 1000:7.1f} ms   (the OLDEST boot)")
-        print(f"  ssh + tac | awk | tac              {tac_m * 1000:7.1f} ms   ratio {tac_m / seed_m:.2f}x seed")
-        print(f"  read_budget_table, cold            {cold_m * 1000:7.1f} ms   ratio {cold_m / seed_m:.2f}x seed, "
-              f"{cold_m / tac_m:.2f}x tac   (goal <= 1.25x seed)")
-        print(f"  read_budget_table, warm            {warm_m * 1000:7.1f} ms   ratio {warm_m / seed_m:.2f}x seed   "
-              f"(goal <= 0.1x)")
+        bench = Bench(options, base, sshd, relay, log, seed_script(log), tac_script(log),
+                      ReadBudgetTableInput.model_validate({"service": "svc-bench"}),
+                      fleet_for(sshd, log, {"bench": sshd.port}))
+        warm_runtime = Runtime(bench.fleet)
+        await which_boot(bench, warm_runtime)
+        await bytes_over_ssh(bench, warm_runtime)
+        await wall_time(bench, warm_runtime)
         await close(warm_runtime)
-
-        # Fan-out: services on ONE host entry, read at once; cold = a fresh Runtime (connect first).
-        small = base / "small"
-        small.mkdir()
-        for n in range(options.services):
-            (small / f"s{n:02d}.log").write_text(older_boot(EXAMPLE) * 2 + EXAMPLE)
-        scenarios: dict[str, Callable[[int], str]] = {
-            f"all naming the 1 GiB log (its newest boot holds {options.size_mib // options.boots} MiB)":
-                lambda n: str(log),
-            "a log of its own each (3 boots, 3 KiB)": lambda n: str(small / f"s{n:02d}.log"),
-        }
-        services = [ReadBudgetTableInput.model_validate({"service": f"svc-{n:02d}"}) for n in range(options.services)]
-        for title, log_of in scenarios.items():
-            many = Fleet.model_validate({
-                "hosts": {"bench": sshd.host()},
-                "services": {f"svc-{n:02d}": {"host": "bench", "log": log_of(n)} for n in range(options.services)},
-            })
-            print(f"\n{options.services} services on one host entry, {title}:")
-            one_warm_s: list[float] = []
-            one_cold_s: list[float] = []
-            all_s: dict[str, list[float]] = {"cold": [], "warm": []}
-            commands: dict[str, int] = {}
-            for _ in range(max(3, options.repeat // 2)):
-                runtime = Runtime(many)
-                one_cold_s.append((await timed(lambda: read_budget_table(runtime, services[0])))[0])  # noqa: B023
-                one_warm_s.append((await timed(lambda: read_budget_table(runtime, services[0])))[0])  # noqa: B023
-                await close(runtime)
-                for label in ("cold", "warm"):
-                    runtime = Runtime(many)
-                    if label == "warm":
-                        await asyncio.gather(*(read_budget_table(runtime, s) for s in services))
-                    before = runtime.ssh_pool.transfer.commands if label == "warm" else 0
-                    elapsed, results = await timed(
-                        lambda: asyncio.gather(*(read_budget_table(runtime, s) for s in services))  # noqa: B023
-                    )
-                    commands[label] = runtime.ssh_pool.transfer.commands - before
-                    await close(runtime)
-                    assert all(r.cards[0].pair_mib == 29_120 for r in results)
-                    all_s[label].append(elapsed)
-            one_warm_m, one_cold_m = statistics.median(one_warm_s), statistics.median(one_cold_s)
-            print(f"  one read: warm {one_warm_m * 1000:6.1f} ms, cold {one_cold_m * 1000:6.1f} ms")
-            for label in ("cold", "warm"):
-                all_m = statistics.median(all_s[label])
-                one_m = one_cold_m if label == "cold" else one_warm_m
-                print(f"  {label}: {options.services} at once {all_m * 1000:7.1f} ms in {commands[label]} command(s), "
-                      f"ratio {all_m / one_warm_m:5.2f}x one warm read (goal <= 3x), {all_m / one_m:5.2f}x one "
-                      f"{label} read")
-            # The seed's approach under the same load, for comparison: one ssh per service.
-            scripts = [seed_script(Path(log_of(n))) for n in range(options.services)]
-            one_s, seed_all_s = [], []
-            for _ in range(max(3, options.repeat // 2)):
-                one_s.append((await timed(lambda: run_seed(sshd, sshd.port, scripts[0])))[0])  # noqa: B023
-                seed_all_s.append((await timed(
-                    lambda: asyncio.gather(*(run_seed(sshd, sshd.port, x) for x in scripts))  # noqa: B023
-                ))[0])
-            one_m, all_m = statistics.median(one_s), statistics.median(seed_all_s)
-            print(f"  seed: one read {one_m * 1000:6.1f} ms, {options.services} at once {all_m * 1000:7.1f} ms, "
-                  f"ratio {all_m / one_m:5.2f}x")
+        await fan_out(bench)
     finally:
         if relay is not None:
             relay.close()
         if sshd is not None:
             sshd.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def which_boot(b: Bench, warm_runtime: Runtime) -> None:
+    """Which boot each approach returns (the first read of warm_runtime)."""
+    seed_boot = read_text(await run_seed(b.sshd, b.sshd.port, b.script), source="seed")
+    seed_pair = capacity.read_budget(seed_boot).cards[0].pair_mib
+    tac_boot = read_text(await run_seed(b.sshd, b.sshd.port, b.tac), source="tac")
+    tac_pair = capacity.read_budget(tac_boot).cards[0].pair_mib
+    ours = await read_budget_table(warm_runtime, b.args)
+    counted = (f" counted from byte {ours.ledger.lines_from_byte:,}" if ours.ledger.lines_from_byte is not None
+               else "")
+    print(f"seed approach returns pair {seed_pair:,.0f} MiB (grep -m1 stops in the OLDEST boot); tac | awk "
+          f"returns {tac_pair:,.0f} MiB; read_budget_table returns pair {ours.cards[0].pair_mib:,.0f} MiB from "
+          f"boot {ours.ledger.boot} of {ours.ledger.boots_seen or 'not counted'}, lines "
+          f"{ours.ledger.first_line:,}-{ours.ledger.last_line:,}{counted}")
+
+
+async def bytes_over_ssh(b: Bench, warm_runtime: Runtime) -> None:
+    """Bytes over SSH, both directions, one run each through the relay."""
+    relay = b.relay
+    relayed = fleet_for(b.sshd, b.log, {"bench": relay.port})
+    relay.reset()
+    await run_seed(b.sshd, relay.port, b.script)
+    seed_bytes = (relay.up, relay.down)
+    relay.reset()
+    relay_runtime = Runtime(relayed)
+    await read_budget_table(relay_runtime, b.args)
+    cold_bytes = (relay.up, relay.down)
+    relay.reset()
+    await read_budget_table(relay_runtime, b.args)
+    await close(relay_runtime)
+    warm_bytes = (relay.up, relay.down)
+    for name, (up, down) in (("seed", seed_bytes), ("cold", cold_bytes), ("warm", warm_bytes)):
+        print(f"bytes over SSH, {name:4}: {up + down:>7,} ({up:,} up, {down:,} down)  "
+              f"{'<= 64 KiB' if up + down <= 65536 else '> 64 KiB'}")
+    pool = warm_runtime.ssh_pool
+    print(f"payload per warm read: command {pool.transfer.sent_bytes // pool.transfer.commands:,} B, "
+          f"answer {pool.transfer.received_bytes // pool.transfer.commands:,} B")
+
+
+async def wall_time(b: Bench, warm_runtime: Runtime) -> None:
+    """Wall time of the seed, tac, a cold and a warm read, alternating; medians compared."""
+    repeat, sshd, args = b.options.repeat, b.sshd, b.args
+    seed_s: list[float] = []
+    tac_s: list[float] = []
+    cold_s: list[float] = []
+    warm_s: list[float] = []
+    for _ in range(repeat):
+        seed_s.append((await timed(lambda: run_seed(sshd, sshd.port, b.script)))[0])
+        tac_s.append((await timed(lambda: run_seed(sshd, sshd.port, b.tac)))[0])
+        cold_runtime = Runtime(b.fleet)
+        cold_s.append((await timed(lambda: read_budget_table(cold_runtime, args)))[0])  # noqa: B023
+        await close(cold_runtime)
+        warm_s.append((await timed(lambda: read_budget_table(warm_runtime, args)))[0])
+    seed_m, tac_m, cold_m, warm_m = (statistics.median(x) for x in (seed_s, tac_s, cold_s, warm_s))
+    print(f"\nwall time, median of {repeat}:")
+    print(f"  seed (ssh + grep -m1 per phrase)  {seed_m * 1000:7.1f} ms   (the OLDEST boot)")
+    print(f"  ssh + tac | awk | tac              {tac_m * 1000:7.1f} ms   ratio {tac_m / seed_m:.2f}x seed")
+    print(f"  read_budget_table, cold            {cold_m * 1000:7.1f} ms   ratio {cold_m / seed_m:.2f}x seed, "
+          f"{cold_m / tac_m:.2f}x tac   (goal <= 1.25x seed)")
+    print(f"  read_budget_table, warm            {warm_m * 1000:7.1f} ms   ratio {warm_m / seed_m:.2f}x seed   "
+          f"(goal <= 0.1x)")
+
+
+async def fan_out(b: Bench) -> None:
+    """Services on ONE host entry, read at once, naming one big log or a small log each."""
+    options = b.options
+    small = b.base / "small"
+    small.mkdir()
+    for n in range(options.services):
+        (small / f"s{n:02d}.log").write_text(older_boot(EXAMPLE) * 2 + EXAMPLE)
+    scenarios: dict[str, Callable[[int], str]] = {
+        f"all naming the 1 GiB log (its newest boot holds {options.size_mib // options.boots} MiB)":
+            lambda n: str(b.log),
+        "a log of its own each (3 boots, 3 KiB)": lambda n: str(small / f"s{n:02d}.log"),
+    }
+    for title, log_of in scenarios.items():
+        print(f"\n{options.services} services on one host entry, {title}:")
+        await fan_out_ours(b, log_of)
+        await fan_out_seed(b, log_of)
+
+
+async def fan_out_ours(b: Bench, log_of: Callable[[int], str]) -> None:
+    """One read against all at once, cold (a fresh Runtime: connect first) and warm."""
+    count = b.options.services
+    many = Fleet.model_validate({
+        "hosts": {"bench": b.sshd.host()},
+        "services": {f"svc-{n:02d}": {"host": "bench", "log": log_of(n)} for n in range(count)},
+    })
+    services = [ReadBudgetTableInput.model_validate({"service": f"svc-{n:02d}"}) for n in range(count)]
+    one_warm_s: list[float] = []
+    one_cold_s: list[float] = []
+    all_s: dict[str, list[float]] = {"cold": [], "warm": []}
+    commands: dict[str, int] = {}
+    for _ in range(max(3, b.options.repeat // 2)):
+        runtime = Runtime(many)
+        one_cold_s.append((await timed(lambda: read_budget_table(runtime, services[0])))[0])  # noqa: B023
+        one_warm_s.append((await timed(lambda: read_budget_table(runtime, services[0])))[0])  # noqa: B023
+        await close(runtime)
+        for label in ("cold", "warm"):
+            runtime = Runtime(many)
+            if label == "warm":
+                await asyncio.gather(*(read_budget_table(runtime, s) for s in services))
+            before = runtime.ssh_pool.transfer.commands if label == "warm" else 0
+            elapsed, results = await timed(
+                lambda: asyncio.gather(*(read_budget_table(runtime, s) for s in services))  # noqa: B023
+            )
+            commands[label] = runtime.ssh_pool.transfer.commands - before
+            await close(runtime)
+            assert all(r.cards[0].pair_mib == 29_120 for r in results)
+            all_s[label].append(elapsed)
+    one_warm_m, one_cold_m = statistics.median(one_warm_s), statistics.median(one_cold_s)
+    print(f"  one read: warm {one_warm_m * 1000:6.1f} ms, cold {one_cold_m * 1000:6.1f} ms")
+    for label in ("cold", "warm"):
+        all_m = statistics.median(all_s[label])
+        one_m = one_cold_m if label == "cold" else one_warm_m
+        print(f"  {label}: {count} at once {all_m * 1000:7.1f} ms in {commands[label]} command(s), "
+              f"ratio {all_m / one_warm_m:5.2f}x one warm read (goal <= 3x), {all_m / one_m:5.2f}x one "
+              f"{label} read")
+
+
+async def fan_out_seed(b: Bench, log_of: Callable[[int], str]) -> None:
+    """The seed's approach under the same load, for comparison: one ssh per service."""
+    sshd, count = b.sshd, b.options.services
+    scripts = [seed_script(Path(log_of(n))) for n in range(count)]
+    one_s, seed_all_s = [], []
+    for _ in range(max(3, b.options.repeat // 2)):
+        one_s.append((await timed(lambda: run_seed(sshd, sshd.port, scripts[0])))[0])
+        seed_all_s.append((await timed(
+            lambda: asyncio.gather(*(run_seed(sshd, sshd.port, x) for x in scripts))
+        ))[0])
+    one_m, all_m = statistics.median(one_s), statistics.median(seed_all_s)
+    print(f"  seed: one read {one_m * 1000:6.1f} ms, {count} at once {all_m * 1000:7.1f} ms, "
+          f"ratio {all_m / one_m:5.2f}x")
 
 
 if __name__ == "__main__":

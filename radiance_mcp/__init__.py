@@ -10,7 +10,8 @@ What lives where, and which way imports go (tests/test_layers.py holds it)::
         capacity    ceiling, reserves, pool contract, slab slope, arms
         step_shape  the step-shape audit's row-by-row diff
         argv        the dry-run proof: two printed argv, byte for byte
-        serve_script  which mode carries its own shaped number
+        serve_script/  which mode carries its own shaped number: lexer, parser, sourcing,
+                    tracing, check
         engines/    boot ledgers of vLLM, SGLang and llama.cpp
       <- I/O (reads files, hosts and endpoints; bounded, off the event loop)
         ledger_file  a boot out of a ledger file, streaming

@@ -62,6 +62,12 @@ def unknown_names(tool: str, unknown: list[str], fields: list[str], spell: Calla
     return "; ".join(parts) + f". Nothing was run: call it again with only its arguments ({listing})."
 
 
+def unknown_tool(name: str, tools: list[str]) -> str:
+    """A tool name the server does not have, with the closest one and the list."""
+    return (f"no tool {_short_name(name, str)}{_suggest(name, tools, str)}; the tools are {', '.join(tools)} "
+            "(list_fleet first, to see the fleet)")
+
+
 def _suggest(name: str, fields: list[str], spell: Callable[[str], str]) -> str:
     close = difflib.get_close_matches(str(name)[:_NAME_SHOWN_CHARS], fields, n=1, cutoff=0.6)
     return f" (did you mean {spell(close[0])!r}?)" if close else ""

@@ -32,15 +32,16 @@ from radiance_mcp import __version__
 from radiance_mcp.arguments import parse_arguments, unknown_names, unwrap
 from radiance_mcp.config import load, split_allowed_host
 from radiance_mcp.errors import InputError, RadianceMCPError
-from radiance_mcp.models import LineRef
+from radiance_mcp.models.base import LineRef
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import TOOLS, ToolSpec
+from radiance_mcp.tools import FAMILIES, ToolSpec, family
 
 TOKEN_ENV = "RADIANCE_MCP_TOKEN"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser(_tools_for(argv))
     args, extra = parser.parse_known_args(argv)
     if extra:
         return _unknown_flags(parser, args, extra)
@@ -83,7 +84,18 @@ def _is_text(name: str) -> bool:
     return name == "text" or name.endswith(("_text", "_argv"))
 
 
-def _parser() -> argparse.ArgumentParser:
+def _tools_for(argv: Sequence[str]) -> list[ToolSpec]:
+    """The tools to make subcommands of: for a tool's command, that tool alone, so the command
+    imports only its own family's code; for anything else (help, serve, a misspelling), all."""
+    command = next((word for word in argv if not word.startswith("-")), "")
+    for module, names in FAMILIES.items():
+        for name in names:
+            if command == name.replace("_", "-"):
+                return [spec for spec in family(module) if spec.name == name]
+    return [spec for module in FAMILIES for spec in family(module)]
+
+
+def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="radiance-mcp", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -119,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
     _add_eval(commands)
 
-    for spec in TOOLS:
+    for spec in tools:
         # No abbreviations: a misspelled flag is refused with the closest one, as over MCP.
         sub = commands.add_parser(
             spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec), allow_abbrev=False
@@ -137,7 +149,8 @@ def _parser() -> argparse.ArgumentParser:
             if _is_text(name):
                 sub.add_argument(_flag(name + TEXT_FILE_SUFFIX), dest=name + TEXT_FILE_SUFFIX, default=None,
                                  metavar="PATH", help=f"read {_flag(name)} from a file, or - for standard input")
-        sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), spec=spec)
+        # _tool, not spec: a default of the subparser would shadow a field of that name (render-gates --spec).
+        sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), _tool=spec)
     return parser
 
 
@@ -179,7 +192,7 @@ def _flag(name: str) -> str:
 
 def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> int:
     """An unknown flag of a tool subcommand, refused with the closest valid one (exit 2)."""
-    spec: ToolSpec | None = getattr(args, "spec", None)
+    spec: ToolSpec | None = getattr(args, "_tool", None)
     if spec is None:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     names = [word.split("=", 1)[0].lstrip("-").replace("-", "_") for word in extra if word.startswith("-")]
@@ -498,13 +511,14 @@ def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[s
     print(f"radiance-mcp: serving http://{f'[{address}]' if ':' in address else address}:{port}/mcp to clients "
           f"that name it {shown} (others get 421: add names with --allowed-host)", file=sys.stderr)
     if token:
-        expected = f"Bearer {token}".encode()
+        expected = token.encode()
         inner = app
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
-                given = dict(scope.get("headers") or []).get(b"authorization", b"")
-                if not hmac.compare_digest(given, expected):
+                # RFC 9110: the scheme is case-insensitive ("bearer" is Bearer); the token is not.
+                scheme, _, given = dict(scope.get("headers") or []).get(b"authorization", b"").partition(b" ")
+                if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(b" "), expected):
                     await send({"type": "http.response.start", "status": 401,
                                 "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
                     await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})

@@ -6,13 +6,18 @@ Pure: a schema in, a smaller schema out, accepting exactly the same values an ag
 - ``compact`` (input schemas, and output schemas' shared parts): drops the ``title`` pydantic
   writes for every property and model (the property's name already says it) and the
   ``"default": null`` of an optional argument (absent and null mean the same to the server),
-  and writes a nullable ``anyOf`` as a type list.
+  writes a nullable ``anyOf`` as a type list, and names the bounds pydantic leaves as ``ge`` /
+  ``le`` on a nullable field with JSON Schema's words (``minimum`` / ``maximum``). In an input
+  schema an optional argument is published with its own type alone: leaving it out says
+  "none" (the server also reads an explicit null so).
   Everything that constrains a value stays: types, enums, bounds, maxLength, required,
   additionalProperties.
 - ``shallow`` (output schemas): the top level of a tool's structured output, each property with
-  its JSON type (and enum), nested records as plain objects and arrays. The structured output
-  is a value of the full schema, so it is a value of this one too; the full schema of every
-  tool is served as a resource (``schema://<tool>/output``) for a client that wants it.
+  its JSON type (and enum), nested records as plain objects and arrays, and no ``required``
+  list (every property of an output is always present; listing them again would repeat every
+  name). The structured output is a value of the full schema, so it is a value of this one too;
+  the full schema of every tool is served as a resource (``schema://<tool>/output``) for a
+  client that wants it.
 """
 
 from __future__ import annotations
@@ -24,16 +29,25 @@ Schema = dict[str, Any]
 _NAME_MAPS = ("properties", "$defs", "patternProperties")
 """Keys whose value maps names to schemas: a property named 'title' is not a title."""
 
+_BOUND_KEYWORDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+"""pydantic writes a Field's bounds under their own names when the field is a union (``int |
+None``), where JSON Schema readers ignore them; they are the same bounds in JSON Schema's words."""
 
-def compact(schema: Schema) -> Schema:
-    """The schema without titles and null defaults; the values it accepts are unchanged."""
-    out: Schema = _compact(schema)
+
+def compact(schema: Schema, *, arguments: bool = False) -> Schema:
+    """The schema without titles and null defaults; the values it accepts are unchanged.
+
+    arguments: a tool's input schema, where an optional argument (default null) is published
+    with its own type alone: leaving it out is how an agent says nothing, and the server reads
+    an explicit null the same way. The schema then accepts every value but that null.
+    """
+    out: Schema = _compact(schema, arguments)
     return out
 
 
-def _compact(node: Any) -> Any:
+def _compact(node: Any, arguments: bool) -> Any:
     if isinstance(node, list):
-        return [_compact(item) for item in node]
+        return [_compact(item, arguments) for item in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
@@ -43,14 +57,16 @@ def _compact(node: Any) -> Any:
         if key == "default" and value is None:
             continue
         if key in _NAME_MAPS and isinstance(value, dict):
-            out[key] = {name: _compact(sub) for name, sub in value.items()}
+            out[key] = {name: _compact(sub, arguments) for name, sub in value.items()}
         else:
-            out[key] = _compact(value)
-    return _nullable_as_type_list(out)
+            out[_BOUND_KEYWORDS.get(key) or key] = _compact(value, arguments)
+    optional = arguments and "default" in node and node["default"] is None
+    return _nullable_as_type_list(out, drop_null=optional)
 
 
-def _nullable_as_type_list(node: dict[str, Any]) -> dict[str, Any]:
-    """{"anyOf": [{"type": T, ...}, {"type": "null"}]} -> {"type": [T, "null"], ...}: the same values.
+def _nullable_as_type_list(node: dict[str, Any], *, drop_null: bool = False) -> dict[str, Any]:
+    """{"anyOf": [{"type": T, ...}, {"type": "null"}]} -> {"type": [T, "null"], ...}: the same values
+    (drop_null: {"type": T, ...}, for an optional argument).
 
     Only where the other arm is a plain typed schema whose keywords (bounds, maxLength, enum)
     apply to T alone and would let null through anyway; an enum gains null, as the anyOf did.
@@ -63,6 +79,8 @@ def _nullable_as_type_list(node: dict[str, Any]) -> dict[str, Any]:
         return node
     merged = {k: v for k, v in node.items() if k != "anyOf"}
     merged.update(arm)
+    if drop_null:
+        return merged
     merged["type"] = [arm["type"], "null"]
     if "enum" in arm:
         merged["enum"] = [*arm["enum"], None]
@@ -73,10 +91,7 @@ def shallow(schema: Schema) -> Schema:
     """The top level of an object schema: each property's JSON type(s), enums kept, nesting cut."""
     defs = schema.get("$defs", {})
     properties = {name: _shallow_property(sub, defs) for name, sub in schema.get("properties", {}).items()}
-    out: Schema = {"type": "object", "properties": properties}
-    if schema.get("required"):
-        out["required"] = list(schema["required"])
-    return out
+    return {"type": "object", "properties": properties}
 
 
 def _shallow_property(node: Schema, defs: Schema) -> Schema:

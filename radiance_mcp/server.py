@@ -30,7 +30,7 @@ from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts import Prompt
-from mcp.server.mcpserver.resources import TextResource
+from mcp.server.mcpserver.resources import FunctionResource, TextResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -50,7 +50,7 @@ from pydantic import Field, ValidationError
 from starlette.types import ASGIApp
 
 from radiance_mcp import __version__, schemas, skills
-from radiance_mcp.arguments import parse_arguments
+from radiance_mcp.arguments import parse_arguments, unknown_tool
 from radiance_mcp.config import split_allowed_host
 from radiance_mcp.errors import RadianceMCPError
 from radiance_mcp.runtime import Runtime
@@ -139,9 +139,16 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
     assert isinstance(tool, RadianceTool)  # from_function builds the class it is called on
     # tools/list is paid on every turn: the published schemas are compact (no titles, no null
     # defaults) and the output's is its top level; the full output schema is a resource.
-    tool.parameters = schemas.compact({**tool.parameters, "additionalProperties": False})  # what run enforces
-    tool.fn_metadata.output_schema = schemas.shallow(spec.output_model.model_json_schema())
+    # additionalProperties: what run enforces.
+    tool.parameters = schemas.compact({**tool.parameters, "additionalProperties": False}, arguments=True)
+    full = tool.fn_metadata.output_schema  # the SDK's, from spec.output_model: generated once, not again here
+    assert full is not None  # structured_output=True
+    tool.fn_metadata.output_schema = schemas.shallow(full)
     return tool
+
+
+def _output_schema_text(spec: ToolSpec) -> str:
+    return json.dumps(schemas.compact(spec.output_model.model_json_schema()), separators=(",", ":"))
 
 
 def output_schema_uri(name: str) -> str:
@@ -189,6 +196,18 @@ def request_body_limit_bytes() -> int:
     return ENVELOPE_BYTES + largest
 
 
+class RadianceServer(MCPServer):
+    """The SDK's server, answering a misspelled tool name with the closest one, as arguments are."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        names = [tool.name for tool in await self.list_tools()]
+        if name not in names:
+            raise ToolError(unknown_tool(name, names))
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServer:
     """The MCP server of the runtime's fleet; middleware wraps every request (e.g. evals.record.Recorder)."""
 
@@ -200,7 +219,7 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServ
             await runtime.close()  # SSH connections end with the server
 
     procedures = skills.load(spec.name for spec in TOOLS)
-    server: MCPServer = MCPServer(
+    server: MCPServer = RadianceServer(
         "radiance-mcp",
         version=__version__,
         instructions=INSTRUCTIONS + skills.instructions(procedures),
@@ -209,10 +228,10 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServ
         middleware=list(middleware),
     )
     for spec in TOOLS:
-        server.add_resource(TextResource(
+        server.add_resource(FunctionResource(  # the text is made on read: start-up is the client's wait
             uri=output_schema_uri(spec.name), name=f"{spec.name} output", mime_type="application/schema+json",
             description=f"The full JSON schema of {spec.name}'s structured output (tools/list gives its top level).",
-            text=json.dumps(schemas.compact(spec.output_model.model_json_schema()), separators=(",", ":")),
+            fn=functools.partial(_output_schema_text, spec),
         ))
     for skill in procedures:
         server.add_resource(TextResource(uri=skill.uri, name=skill.name, title=skill.title,

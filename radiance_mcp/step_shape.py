@@ -134,64 +134,82 @@ def read_shape(boot: Boot) -> ShapeLedger:
     size("weights_vram", tiers, "vram")
     size("weights_host", tiers, "host")
     size("weights_disk", tiers, "disk")
-
     backing = boot.first("kv_backing")
-    worst_seqs = worst_tokens = None
-    if backing is not None:
-        size("kv_cache", backing)
-        percent = backing.number("percent", src)
-        values["backing"] = Value(f"{backing.raw('percent', src)}%", backing.line, percent)
-        sessions = backing.number("sessions", src)
-        values["sessions"] = Value(backing.raw("sessions", src), backing.line, sessions)
-        worst_seqs = int(backing.number("seqs", src))
-        worst_tokens = int(backing.number("tokens", src))
-
+    size("kv_cache", backing)
+    worst_seqs, worst_tokens = _backing(backing, src, values)
     prefetch = boot.first("expert_prefetch")
     size("expert_prefetch", prefetch)
-    lender = boot.first("no_lender")
-    if lender is not None:
-        values["lender"] = Value("no lender", lender.line)
+    _lender(boot.first("no_lender"), prefetch, values)
+    stopped = boot.first("startup_stopped")
+    if stopped is not None:
+        values["refusal"] = Value(stopped.raw("reason", src), stopped.line)
+    fix = boot.first("fix_text")
+    fix_text = Value(fix.raw("text", src), fix.line) if fix is not None else None
+    return ShapeLedger(boot, values, worst_seqs, worst_tokens, _step_tokens(arena, src, values), fix_text,
+                       _status(boot), _missing(src, values))
+
+
+def _backing(backing: Hit | None, src: str, values: dict[str, Value]) -> tuple[int | None, int | None]:
+    """The KV backing line's percent and sessions into values; (its worst-case seqs, tokens)."""
+    if backing is None:
+        return None, None
+    percent = backing.number("percent", src)
+    values["backing"] = Value(f"{backing.raw('percent', src)}%", backing.line, percent)
+    sessions = backing.number("sessions", src)
+    values["sessions"] = Value(backing.raw("sessions", src), backing.line, sessions)
+    return int(backing.number("seqs", src)), int(backing.number("tokens", src))
+
+
+def _lender(no_lender: Hit | None, prefetch: Hit | None, values: dict[str, Value]) -> None:
+    """Who lends the expert prefetch its memory: 'no lender', or the engine's words after the size."""
+    if no_lender is not None:
+        values["lender"] = Value("no lender", no_lender.line)
     elif prefetch is not None:
         # The engine's own words after the size, e.g. 'lender: the KV cache'.
         printed = str(prefetch.fields.get("size") or "")
         rest = prefetch.line.text.split(printed, 1)[-1].strip(" ,;") if printed else ""
         if rest:
             values["lender"] = Value(rest, prefetch.line)
-    stopped = boot.first("startup_stopped")
-    if stopped is not None:
-        values["refusal"] = Value(stopped.raw("reason", src), stopped.line)
 
-    fix = boot.first("fix_text")
-    fix_text = Value(fix.raw("text", src), fix.line) if fix is not None else None
 
-    mnbt: int | None = None
+def _step_tokens(arena: Hit | None, src: str, values: dict[str, Value]) -> int | None:
+    """The step (max-num-batched-tokens): as the arena line states it, else the echoed flag."""
     if arena is not None and arena.fields.get("mnbt"):
-        mnbt = int(arena.number("mnbt", src))
-    elif (flag_value := values.get("--max-num-batched-tokens")) and flag_value.quantity is not None:
-        mnbt = int(flag_value.quantity)
+        return int(arena.number("mnbt", src))
+    if (flag_value := values.get("--max-num-batched-tokens")) and flag_value.quantity is not None:
+        return int(flag_value.quantity)
+    return None
 
+
+def _status(boot: Boot) -> Status:
     if boot_state(boot).status == "refused":  # the one rule every ledger tool judges a boot by
-        status: Status = "refused"
-    elif boot.first("serving") is not None or boot.first("settled") is not None:
-        status = "booted"
-    else:
-        status = "unknown"
+        return "refused"
+    if boot.first("serving") is not None or boot.first("settled") is not None:
+        return "booted"
+    return "unknown"
 
-    wanted = {
-        "activation arena": "arena",
-        "claimable": "claimable",
-        "vram_kv": "vram_kv",
-        "weights by tier": "weights_vram",
-        "full-length sessions": "sessions",
-    }
-    missing = tuple(words for words, key in wanted.items() if key not in values)
-    if len(missing) == len(wanted) and not any(f"--{flag}" in values for flag in STEP_FLAGS):
+
+_WANTED = {
+    "activation arena": "arena",
+    "claimable": "claimable",
+    "vram_kv": "vram_kv",
+    "weights by tier": "weights_vram",
+    "full-length sessions": "sessions",
+}
+"""The step-shape lines a boot should print (their words -> the value read from each)."""
+
+
+def _missing(src: str, values: dict[str, Value]) -> tuple[str, ...]:
+    """The step-shape lines the boot does not print; a boot that prints none of them, nor any step
+    flag, is not a radiance step-shape ledger, and is refused."""
+    missing = tuple(words for words, key in _WANTED.items() if key not in values)
+    if len(missing) == len(_WANTED) and not any(f"--{flag}" in values for flag in STEP_FLAGS):
         raise LedgerError(
             f"{src}: this boot prints none of the step-shape lines (echoed --max-num-batched-tokens and "
-            f"the other step flags, {', '.join(repr(w) for w in wanted)}); point the audit at the radiance "
+            f"the other step flags, {', '.join(repr(w) for w in _WANTED)}); point the audit at the radiance "
             "boot log that holds the step-shape ledger"
         )
-    return ShapeLedger(boot, values, worst_seqs, worst_tokens, mnbt, fix_text, status, missing)
+    return missing
 
 
 # ---------------------------------------------------------------------------------------

@@ -203,3 +203,10 @@ def test_a_real_process(example_path: Path, tmp_path: Path) -> None:
     assert bad.stderr == (
         f"radiance-mcp: {tmp_path / 'x.log'}: no such file; check the path or the service's log setting\n"
     )
+
+
+def test_render_gates_without_spec_takes_the_ledgers(capsys: pytest.CaptureFixture[str], example_path: Path) -> None:
+    """--spec omitted is the boot's own 3 draft tokens, not the CLI's bookkeeping (it once shadowed the field)."""
+    code, out, err = run(capsys, "render-gates", "--log", str(example_path), "--vram-kv-mib", "5120", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["sampler_rows"] == 8  # 2 seqs x (1 + 3 draft tokens) = 8 rows

@@ -204,6 +204,11 @@ def test_http_token_is_required_when_set(http_server: str) -> None:
     assert wrong.status_code == 401
     right = httpx.post(http_server, json=body, headers={**headers, "authorization": "Bearer s3cret-token"})
     assert right.status_code != 401
+    # The scheme's name is case-insensitive (RFC 9110); the token is compared exactly.
+    lower = httpx.post(http_server, json=body, headers={**headers, "authorization": "bearer s3cret-token"})
+    assert lower.status_code != 401
+    for other in ("Basic s3cret-token", "Bearer S3CRET-TOKEN", "Bearer", "s3cret-token"):
+        assert httpx.post(http_server, json=body, headers={**headers, "authorization": other}).status_code == 401
 
 
 def test_http_refuses_a_public_bind_without_token() -> None:
@@ -219,3 +224,13 @@ def test_every_registered_tool_is_listed_once() -> None:
     names = [spec.name for spec in TOOLS]
     assert len(names) == len(set(names))
     assert LEDGER_TOOLS <= set(names)
+
+
+async def test_a_misspelled_tool_name_gets_the_closest_tool_and_the_list() -> None:
+    async with Client(build_server(Runtime(Fleet()))) as client:
+        typo = await client.call_tool("compute_cieling", {"log": EXAMPLE_LOG})
+        huge = await client.call_tool("x" * 100_000, {})
+    text = typo.content[0].text  # type: ignore[union-attr]
+    assert typo.is_error and "no tool 'compute_cieling' (did you mean 'compute_ceiling'?)" in text, text
+    assert "list_fleet" in text and "plan_free_vram" in text
+    assert huge.is_error and len(huge.content[0].text) < 1_000  # type: ignore[union-attr]

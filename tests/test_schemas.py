@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import jsonschema
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, Strict
 
 from radiance_mcp.schemas import compact, shallow
 
@@ -61,10 +61,22 @@ def test_compact_drops_titles_and_null_defaults_but_not_a_property_called_title(
     assert len(str(small)) < len(str(_In.model_json_schema()))
 
 
+class _Strict(BaseModel):
+    seqs: Annotated[int, Strict()] | None = Field(None, ge=1, le=64)
+
+
+@pytest.mark.parametrize(("seqs", "valid"), [(None, True), (1, True), (64, True), (0, False), (65, False)])
+def test_compact_names_the_bounds_pydantic_leaves_under_their_own_names(seqs: int | None, valid: bool) -> None:
+    # A strict int that may be null: pydantic writes {"ge": 1, "le": 64} beside the anyOf, which
+    # a JSON Schema reader ignores; the compact schema says minimum / maximum, as the model checks.
+    assert "ge" in str(_Strict.model_json_schema())
+    assert _valid(compact(_Strict.model_json_schema()), {"seqs": seqs}) is valid
+
+
 def test_shallow_describes_the_top_level_and_every_full_output_fits_it() -> None:
     full = _Out.model_json_schema()
     top = shallow(full)
-    assert top["required"] == ["ok", "status", "ref", "refs", "note"]
+    assert "required" not in top  # every property of an output is always there: not listed twice
     assert top["properties"] == {
         "ok": {"type": "boolean"},
         "status": {"type": ["string", "null"], "enum": ["settled", "refused", None]},
@@ -89,3 +101,29 @@ def _valid(schema: dict[str, object], value: object) -> bool:
     except jsonschema.ValidationError:
         return False
     return True
+
+
+def test_an_optional_argument_is_published_without_null_and_the_rest_is_kept() -> None:
+    small = compact(_In.model_json_schema(), arguments=True)
+    assert small["properties"]["mib"] == {"type": "number", "minimum": 0, "maximum": 100}
+    assert _valid(small, {"title": "x", "mib": 50}) and not _valid(small, {"title": "x", "mib": 101})
+    # Leaving an optional argument out is how to say nothing; a null is no longer advertised.
+    assert not _valid(small, {"title": "x", "mib": None})
+    # An output's nullable fields keep their null: outputs are not arguments.
+    assert compact(_Out.model_json_schema())["properties"]["ref"]["anyOf"][1] == {"type": "null"}
+
+
+async def test_the_server_still_reads_an_explicit_null_as_an_argument_left_out() -> None:
+    from mcp import Client
+
+    from radiance_mcp.config import EXAMPLES_DIR, Fleet
+    from radiance_mcp.runtime import Runtime
+    from radiance_mcp.server import build_server
+
+    text = (EXAMPLES_DIR / "frank-archon.log").read_text()
+    async with Client(build_server(Runtime(Fleet()))) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        with_null = await client.call_tool("compute_ceiling", {"log_text": text, "service": None, "log": None})
+        left_out = await client.call_tool("compute_ceiling", {"log_text": text})
+    assert listed["compute_ceiling"].input_schema["properties"]["log"]["type"] == "string"
+    assert not with_null.is_error and with_null.structured_content == left_out.structured_content

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,10 @@ def main(args: argparse.Namespace) -> int:
             raise EvalError("--record scores one run: name its scenario with one --scenario")
         return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json)
     from radiance_mcp.evals import run  # the server, the simulator and the MCP client, only to run agents
+
+    # The server built in this process would set the root logger to INFO (the SDK's basicConfig), and every
+    # probe request and refused call would be logged to stderr under the table; warnings only.
+    logging.basicConfig(level=logging.WARNING, format="radiance-mcp eval: %(name)s: %(message)s")
 
     names = ["reference", *run.faulty_names()] if args.agent == "all" else [args.agent]
     for name in names:

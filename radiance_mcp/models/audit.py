@@ -179,20 +179,17 @@ class AuditStepShapeOutput(Output):
 
 class CheckServeScriptInput(Input):
     service: Name | None = Field(
-        None, description="A service from the config: its serve_script and env_file entries are read."
+        None, description="A fleet service: its serve_script and env_file."
     )
     script: PathArg | None = Field(
-        None, description="The serve script's absolute path under the log roots (on host, if given)."
+        None, description="Serve script path under the log roots (on host, if given)."
     )
-    script_text: ScriptText | None = Field(None, description="The serve script itself.")
+    script_text: ScriptText | None = Field(None, description="The serve script's text.")
     env_file: PathArg | None = Field(
-        None, description="The env file that owns the shape (default: the service's env_file, else the files the "
-        "script itself sources).",
+        None, description="The env file owning the shape. Omitted: the service's, else what the script sources."
     )
     env_text: ScriptText | None = Field(None, description="The env file's text.")
-    host: Name | None = Field(
-        None, description="The fleet host script and env_file are on (not needed with service).",
-    )
+    host: Name | None = Field(None, description="Fleet host of script and env_file.")
 
     @model_validator(mode="after")
     def _sources(self) -> CheckServeScriptInput:
@@ -259,22 +256,20 @@ class CheckServeScriptOutput(Output):
 
 
 class CompareDryRunInput(Input):
-    proven_mode: Name | None = Field(None, description="The proven mode: '<script> <proven_mode> --dry-run' is run.")
+    proven_mode: Name | None = Field(None, description="Proven mode: runs '<script> <mode> --dry-run'.")
     candidate_mode: Name | None = Field(None, description="The mode under review.")
-    service: Name | None = Field(None, description="A service from the config whose serve_script is run.")
-    script: PathArg | None = Field(None, description="Absolute path of a serve script a service of the config names.")
-    host: Name | None = Field(
-        None, description="With script: the fleet host it is on.",
-    )
+    service: Name | None = Field(None, description="A fleet service: its serve_script is run.")
+    script: PathArg | None = Field(None, description="Path of a serve script a fleet service names.")
+    host: Name | None = Field(None, description="Fleet host of script.")
     proven_argv: ArgvText | None = Field(
-        None, description="The proven mode's dry-run output, for a comparison without running anything."
+        None, description="Proven dry-run output: compare without running."
     )
-    candidate_argv: ArgvText | None = Field(None, description="The candidate mode's dry-run output.")
+    candidate_argv: ArgvText | None = Field(None, description="Candidate dry-run output.")
     argv_format: Literal["auto", "lines", "shell", "nul"] = Field(
-        "auto", description="How the dry run prints argv: one per line, a shell command line, NUL-separated, or auto."
+        "auto", description="How the dry run prints argv."
     )
     timeout_s: Seconds = Field(
-        DRY_RUN_TIMEOUT_S, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run, seconds."
+        DRY_RUN_TIMEOUT_S, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run."
     )
 
     @model_validator(mode="after")

@@ -106,7 +106,9 @@ Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0), *_NUMBER]
 class Input(BaseModel):
     """A tool's input: flat fields, no other names allowed."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Its validator is built on the first call: the server lists 14 tools from the SDK's own
+    # argument models, and a CLI command validates one input.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Output(BaseModel):

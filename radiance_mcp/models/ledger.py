@@ -34,14 +34,14 @@ class ReadBudgetTableInput(LedgerRef):
 
 
 class ReserveInput(Input):
-    mib: SizeMib = Field(ge=0, description="MiB held back below the engine's ceiling.")
-    label: Name = Field(min_length=1, description="What the reserve is for, in a few words.")
-    line: LineNumber | None = Field(None, description="The ledger line that holds this figure (a traced reserve).")
-    personal: Flag = Field(False, description="True for a reserve no ledger line backs: it is labelled personal.")
+    mib: SizeMib = Field(ge=0, description="MiB held back below the ceiling.")
+    label: Name = Field(min_length=1, description="What the reserve is for.")
+    line: LineNumber | None = Field(None, description="Its reserve_candidates line.")
+    personal: Flag = Field(False, description="No line backs it: labelled personal.")
 
 
 RESERVES_DESCRIPTION = (
-    "Reserves below the ceiling: each cites a reserve_candidates line (line=N) or is personal=true."
+    "Each cites a reserve_candidates line (line=N) or is personal=true."
 )
 
 
@@ -72,12 +72,12 @@ class ComputeCeilingInput(LedgerRef):
 
 class CheckPoolContractInput(Input):
     pool_mib: SizeMib | None = Field(
-        None, gt=0, description="The KV pool per card (--vram-kv-mib), MiB. Omitted: read from the ledger."
+        None, gt=0, description="KV pool per card (--vram-kv-mib)."
     )
-    seqs: Seqs | None = Field(None, description="--max-num-seqs. Omitted: read from the ledger.")
-    max_model_len: Tokens | None = Field(None, ge=1, description="--max-model-len, tokens. Omitted: from the ledger.")
+    seqs: Seqs | None = Field(None, description="--max-num-seqs.")
+    max_model_len: Tokens | None = Field(None, ge=1, description="--max-model-len.")
     kv_cache_dtype: KVDtype | None = Field(
-        None, description="--kv-cache-dtype: bf16 or fp8 only. Omitted: read from the ledger."
+        None, description="--kv-cache-dtype."
     )
     service: Name | None = ledger_field("contract", "service")
     log: PathArg | None = ledger_field("contract", "log")
@@ -86,7 +86,7 @@ class CheckPoolContractInput(Input):
     container: Name | None = ledger_field("contract", "container")
     boot: BootIndex = ledger_field("contract", "boot")
     weights_mib: SizeMib | None = Field(
-        None, ge=0, description="--vram-weights-mib of the pair. Omitted: the ledger's.",
+        None, ge=0, description="--vram-weights-mib of the pair.",
     )
     reserves: Reserves = Field(default_factory=list)
 

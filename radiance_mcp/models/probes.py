@@ -25,34 +25,34 @@ class Repeated(Output):
         return [cls(text=text, count=count) for text, count in collapse_alike(texts)]
 
 
-_SERVICE = Field(description="A fleet service; only its endpoint is contacted.")
+_SERVICE = Field(description="A service list_fleet names.")
 _DIALECT: DialectChoice = Field(
     "auto",
-    description="The engine's dialect; auto detects it from its first refusal.",
+    description="auto: detected from the first refusal.",
 )
-_MODEL = Field(None, description="The served model name, where the engine requires it.")
+_MODEL = Field(None, description="Served model name.")
 _MAX_WINDOW = Field(
     DEFAULT_MAX_WINDOW_TOKENS,
     ge=16,
     le=4_194_304,
-    description="While the window is unknown: a bound above it, so the first probe's refusal names it.",
+    description="Above an unknown window, so a refusal names it.",
 )
 
 
 class TokenCountProbeInput(Input):
     service: Name = _SERVICE
     text: Annotated[str, MaxChars(MAX_PROBE_TEXT_CHARS)] = Field(
-        min_length=1, description="The text to count (a corpus sample)."
+        min_length=1, description="The text to count."
     )
     window_tokens: Tokens | None = Field(
-        None, ge=16, description="The engine's window (--max-model-len). Omitted: the first refusal names it."
+        None, ge=16, description="The window (--max-model-len). Omitted: a refusal names it."
     )
     max_window_tokens: Int = _MAX_WINDOW
     dialect: DialectChoice = _DIALECT
-    use_tokenize_endpoint: Flag = Field(True, description="Use the engine's tokenize endpoint where it has one.")
+    use_tokenize_endpoint: Flag = Field(True)
     model: Name | None = _MODEL
-    timeout_s: Seconds = Field(120, le=3600, description="Per request.")
-    total_timeout_s: Seconds = Field(600, le=7200, description="For the whole probe.")
+    timeout_s: Seconds = Field(120, le=3600)
+    total_timeout_s: Seconds = Field(600, le=7200)
 
 
 class TokenCountProbeOutput(Output):
@@ -83,26 +83,25 @@ class TokenCountProbeOutput(Output):
 class BoundaryProbeInput(Input):
     service: Name = _SERVICE
     n: Int = Field(
-        ge=1, le=64, description="Concurrent requests: at most the sequences the ledger backs, unless over_shape."
+        ge=1, le=64, description="Concurrent requests: at most the sequences the ledger backs."
     )
-    gen_tokens: Int = Field(64, ge=1, le=8192, description="Tokens each request generates; prompts are window - gen.")
+    gen_tokens: Int = Field(64, ge=1, le=8192, description="Tokens each request generates.")
     max_model_len: Tokens | None = Field(
-        None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's, else a refusal names it."
+        None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's."
     )
-    execute: Flag = Field(False, description="false (default): plan only, nothing sent. true: send the requests.")
+    execute: Flag = Field(False, description="true: send the requests; false: plan only.")
     over_shape: Flag = Field(
-        False, description="Allow n above the sequences the ledger backs.",
+        False, description="Allow n above the backed sequences.",
     )
     dialect: DialectChoice = _DIALECT
-    api: Api = Field("chat", description="chat (thinking off via chat_template_kwargs) or completions.")
+    api: Api = Field("chat", description="chat (thinking off) or completions.")
     chars_per_token: Number = Field(
-        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Calibrated filler ratio for the "
-        "first sizing."
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler chars per token."
     )
     max_window_tokens: Int = _MAX_WINDOW
     model: Name | None = _MODEL
-    timeout_s: Seconds = Field(900, le=7200, description="Per request (a full-window prefill is slow).")
-    total_timeout_s: Seconds = Field(3600, le=14400, description="For the whole probe.")
+    timeout_s: Seconds = Field(900, le=7200)
+    total_timeout_s: Seconds = Field(3600, le=14400)
 
 
 class BoundaryPlan(Output):
@@ -172,26 +171,26 @@ class BoundaryProbeOutput(Output):
 
 class DecodeProbeInput(Input):
     service: Name = _SERVICE
-    context_tokens: Tokens = Field(4096, ge=16, description="Prompt size of the cold request, tokens.")
+    context_tokens: Tokens = Field(4096, ge=16, description="Prompt tokens of the cold request.")
     gen_tokens: Int = Field(
-        PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: at least 128 (512 preferred)."
+        PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: >= 128, 512 preferred."
     )
     max_model_len: Tokens | None = Field(
-        None, ge=64, description="The window context + gen must fit; must equal the ledger's. Omitted: the ledger's."
+        None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's."
     )
     dialect: DialectChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     count_prompt: Flag = Field(
         True,
-        description="Count the prompt afterwards (no prefill) when the answer gives no count.",
+        description="Count the prompt after (no prefill) if unreported.",
     )
     max_window_tokens: Int = _MAX_WINDOW
     chars_per_token: Number = Field(
-        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler ratio used for sizing."
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler chars per token."
     )
     model: Name | None = _MODEL
-    timeout_s: Seconds = Field(900, le=7200, description="Per request: the longest silence on the stream.")
-    total_timeout_s: Seconds = Field(1800, le=14400, description="For the whole probe.")
+    timeout_s: Seconds = Field(900, le=7200, description="Longest silence on the stream.")
+    total_timeout_s: Seconds = Field(1800, le=14400)
 
 
 class DecodeProbeOutput(Output):

@@ -7,6 +7,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import httpx
 
@@ -132,6 +133,7 @@ async def boundary_probe(
 async def _execute(
     engine: Engine, args: BoundaryProbeInput, bound: Bound, progress: Progress | None
 ) -> BoundaryProbeOutput:
+    """Learn the window, size every prompt to it, send them all at once, judge each answer."""
     client = engine.client
     counter = ExtensionCounter(engine, args.api)
     if engine.window_tokens is None:
@@ -140,13 +142,41 @@ async def _execute(
     first_units = units_for_tokens(engine.window_tokens - args.gen_tokens, args.chars_per_token)
     built = [boundary_prompt(i, first_units) for i in range(args.n)]
     calibration = await counter.calibrate(built[0][0])
-    window = engine.window_tokens
-    the_plan = plan(args, window, engine.window_source, engine.dialect, bound)
-    margin = counter.uncertainty_tokens
-    target = the_plan.tokens_per_prompt - margin
-    unit = calibration.unit_tokens
+    the_plan = plan(args, engine.window_tokens, engine.window_source, engine.dialect, bound)
+    unit, margin = calibration.unit_tokens, counter.uncertainty_tokens
+    sized = await _sized(engine, counter, built, the_plan.tokens_per_prompt, unit)
+    count_requests = client.requests_sent
 
-    # Count every prompt, then resize it in whole units (each adds `unit` tokens in the body).
+    started = time.perf_counter()
+    results = await _send_all(client, args, sized, margin, progress)
+    wall = time.perf_counter() - started
+    retrieved = sum(r.retrieved for r in results)
+    paid = sum(r.prompt_tokens_reported or (r.prompt_tokens if r.status == 200 else 0) for r in results)
+    engine.prefill_tokens_paid += paid
+    plan_sent = the_plan.model_copy(
+        update={"tokens_per_prompt": max(t for _, _, t in sized), "total_prefill_tokens": sum(t for _, _, t in sized)}
+    )
+    failures = sorted({r.verdict for r in results if not r.retrieved})
+    if failures:
+        engine.note("failed requests: " + ", ".join(failures))
+    engine.note(f"{count_requests} counting requests (refusals or tokenize, no prefill) before the probe")
+    return BoundaryProbeOutput(
+        service=args.service, endpoint=client.endpoint, plan=plan_sent, executed=True,
+        verdict=f"{retrieved}/{args.n} retrieved", passed=retrieved == args.n, retrieved=retrieved,
+        requests=_collapse(results), count_method=counter.method, unit_tokens=float(unit),
+        count_uncertainty_tokens=margin, requests_sent=client.requests_sent,
+        prefill_tokens_paid=engine.prefill_tokens_paid, wall_s=round(wall, 3),
+        refusals=Repeated.collapse(engine.refusals), notes=engine.notes,
+    )
+
+
+async def _sized(
+    engine: Engine, counter: ExtensionCounter, built: list[tuple[Prompt, str]], target_tokens: int, unit: Fraction
+) -> list[tuple[Prompt, str, int]]:
+    """Every prompt counted, then resized in whole filler units (each adds `unit` tokens) to sit just
+    under target_tokens less the count's uncertainty: (prompt, its marker, its tokens)."""
+    margin = counter.uncertainty_tokens
+    target = target_tokens - margin
     counts = await asyncio.gather(*(counter.count(prompt) for prompt, _ in built))
     sized: list[tuple[Prompt, str, int]] = []
     for (prompt, mark), tokens in zip(built, counts, strict=True):
@@ -167,68 +197,59 @@ async def _execute(
     engine.note(
         f"each prompt was counted {exactness} before sending ({counter.method}); one filler unit is "
         f"{float(unit):.4g} tokens, so prompts sit up to {math.ceil(unit) + margin} tokens under "
-        f"the target of {the_plan.tokens_per_prompt} (max_model_len - gen - the edge reserve)"
+        f"the target of {target_tokens} (max_model_len - gen - the edge reserve)"
     )
-    count_requests = client.requests_sent
+    return sized
 
+
+async def _send_all(
+    client: ProbeClient, args: BoundaryProbeInput, sized: list[tuple[Prompt, str, int]], margin: int,
+    progress: Progress | None,
+) -> list[BoundaryRequestResult]:
+    """Every sized prompt sent at once, each answer judged, progress reported as each one ends."""
     done = 0
     lock = asyncio.Lock()
 
     async def run(index: int, prompt: Prompt, mark: str, tokens: int) -> BoundaryRequestResult:
         nonlocal done
-        route, body = generation(args.api, prompt.text(), args.gen_tokens, args.model)
-        started = time.perf_counter()
-        try:
-            answer = await client.post_json(route, body)
-        except ProbeError as exc:
-            verdict: Verdict = "timeout" if "no answer within" in str(exc) else "error"
-            result = BoundaryRequestResult(
-                index=index, marker=mark, prompt_tokens=tokens, prompt_tokens_reported=None, status=None,
-                refusal=None, finish_reason=None, tokens_generated=None, tokens_asked=args.gen_tokens,
-                latency_s=round(time.perf_counter() - started, 3), retrieved=False, verdict=verdict,
-                answer_start="", note=str(exc),
-            )
-        else:
-            judged = judge_boundary(
-                answer.status, answer.text, answer.data, mark, tokens, args.gen_tokens, args.dialect, margin
-            )
-            result = BoundaryRequestResult(
-                index=index, marker=mark, prompt_tokens=tokens, prompt_tokens_reported=judged.prompt_tokens_reported,
-                status=answer.status, refusal=judged.refusal, finish_reason=judged.finish_reason,
-                tokens_generated=judged.tokens_generated, tokens_asked=args.gen_tokens,
-                latency_s=round(answer.latency_s, 3), retrieved=judged.retrieved, verdict=judged.verdict,
-                answer_start=judged.answer_start, note=judged.note,
-            )
+        result = await _ask(client, args, margin, index, prompt, mark, tokens)
         async with lock:
             done += 1
             if progress is not None:
                 await progress(done, args.n, f"request {index + 1}/{args.n}: {result.verdict}")
         return result
 
-    started = time.perf_counter()
     # A TaskGroup: cancelling the probe (or its total timeout) cancels every request in flight.
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(run(i, p, m, t)) for i, (p, m, t) in enumerate(sized)]
-    wall = time.perf_counter() - started
-    results = [task.result() for task in tasks]
-    grouped = _collapse(results)
-    retrieved = sum(r.retrieved for r in results)
-    paid = sum(r.prompt_tokens_reported or (r.prompt_tokens if r.status == 200 else 0) for r in results)
-    engine.prefill_tokens_paid += paid
-    plan_sent = the_plan.model_copy(
-        update={"tokens_per_prompt": max(t for _, _, t in sized), "total_prefill_tokens": sum(t for _, _, t in sized)}
+    return [task.result() for task in tasks]
+
+
+async def _ask(
+    client: ProbeClient, args: BoundaryProbeInput, margin: int, index: int, prompt: Prompt, mark: str, tokens: int
+) -> BoundaryRequestResult:
+    """One prompt sent, and its answer judged: was the head marker retrieved, or why not."""
+    route, body = generation(args.api, prompt.text(), args.gen_tokens, args.model)
+    started = time.perf_counter()
+    try:
+        answer = await client.post_json(route, body)
+    except ProbeError as exc:
+        verdict: Verdict = "timeout" if "no answer within" in str(exc) else "error"
+        return BoundaryRequestResult(
+            index=index, marker=mark, prompt_tokens=tokens, prompt_tokens_reported=None, status=None,
+            refusal=None, finish_reason=None, tokens_generated=None, tokens_asked=args.gen_tokens,
+            latency_s=round(time.perf_counter() - started, 3), retrieved=False, verdict=verdict,
+            answer_start="", note=str(exc),
+        )
+    judged = judge_boundary(
+        answer.status, answer.text, answer.data, mark, tokens, args.gen_tokens, args.dialect, margin
     )
-    failures = sorted({r.verdict for r in results if not r.retrieved})
-    if failures:
-        engine.note("failed requests: " + ", ".join(failures))
-    engine.note(f"{count_requests} counting requests (refusals or tokenize, no prefill) before the probe")
-    return BoundaryProbeOutput(
-        service=args.service, endpoint=client.endpoint, plan=plan_sent, executed=True,
-        verdict=f"{retrieved}/{args.n} retrieved", passed=retrieved == args.n, retrieved=retrieved, requests=grouped,
-        count_method=counter.method, unit_tokens=float(unit), count_uncertainty_tokens=margin,
-        requests_sent=client.requests_sent,
-        prefill_tokens_paid=engine.prefill_tokens_paid, wall_s=round(wall, 3),
-        refusals=Repeated.collapse(engine.refusals), notes=engine.notes,
+    return BoundaryRequestResult(
+        index=index, marker=mark, prompt_tokens=tokens, prompt_tokens_reported=judged.prompt_tokens_reported,
+        status=answer.status, refusal=judged.refusal, finish_reason=judged.finish_reason,
+        tokens_generated=judged.tokens_generated, tokens_asked=args.gen_tokens,
+        latency_s=round(answer.latency_s, 3), retrieved=judged.retrieved, verdict=judged.verdict,
+        answer_start=judged.answer_start, note=judged.note,
     )
 
 

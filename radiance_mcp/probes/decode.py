@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 from typing import Literal
 
 import httpx
@@ -27,7 +28,7 @@ from radiance_mcp.probes.payloads import (
 )
 from radiance_mcp.probes.prompts import Prompt, decode_prompt, units_for_tokens
 from radiance_mcp.probes.shape import LedgerShape, checked_window
-from radiance_mcp.probes.verdicts import check_decode_tokens, stream_rates
+from radiance_mcp.probes.verdicts import StreamRates, check_decode_tokens, stream_rates
 
 Source = Literal["timings", "stream", "none"]
 
@@ -75,75 +76,21 @@ async def decode_probe(
 async def _run(
     client: ProbeClient, args: DecodeProbeInput, route: str, body: dict[str, object], prompt: Prompt
 ) -> DecodeProbeOutput:
+    """One streamed request read, then its token counts, rates and cache use told from what it said."""
     notes: list[str] = []
-    token_times: list[float] = []
-    finish: str | None = None
-    usage: Usage | None = None
-    timings: Timings | None = None
-    sent = time.perf_counter()
-    streamed = False
-    async with client.stream_events(route, body) as (status, events):
-        async for event in events:
-            if status != 200:
-                refusal, _ = parse_refusal(status, event.raw, args.dialect)
-                said = refusal.message if refusal else quote(event.raw)
-                remedy = ""
-                if refusal is not None and refusal.window_tokens is not None:
-                    remedy = (f"; the engine's window is {refusal.window_tokens:,} tokens: lower context_tokens to "
-                              f"at most {max(refusal.window_tokens - args.gen_tokens, 0):,}")
-                raise ProbeError(
-                    f"service {args.service!r} ({client.endpoint}) POST {route}: HTTP {status}, {said}{remedy}"
-                )
-            data = event.data
-            if not event.raw:
-                streamed = True
-                if content_of(data) or reasoning_of(data):  # a reasoning token is a generated token too
-                    token_times.append(event.at_s)
-            finish = finish_reason_of(data) or finish
-            usage = usage_of(data) or usage
-            timings = timings_of(data) or timings
-    if not streamed:
+    stream = await _read_stream(client, args, route, body)
+    if not stream.streamed:
         notes.append("the engine answered without streaming: no time to first token or inter-token times")
-
-    prompt_tokens = usage.prompt_tokens if usage and usage.prompt_tokens else None
-    if prompt_tokens is None and timings and timings.prompt_n:
-        prompt_tokens = timings.prompt_n + (timings.cache_n or 0)
+    usage, timings = stream.usage, stream.timings
+    prompt_tokens = _prompt_tokens(usage, timings)
     if prompt_tokens is None and args.count_prompt:
         prompt_tokens = await _count_after(client, args, prompt, notes)
-    generated = usage.completion_tokens if usage and usage.completion_tokens is not None else None
-    if generated is None and timings and timings.predicted_n:
-        generated = timings.predicted_n
-    if generated is None and token_times:
-        generated = len(token_times)
-        notes.append("generated tokens counted as streamed chunks (no usage in the answer)")
-
-    timings_state: Literal["full", "null_rates", "missing"] = "missing"
-    if timings is not None:
-        rates_null = timings.prompt_per_second is None or timings.predicted_per_second is None
-        timings_state = "null_rates" if rates_null else "full"
-    if timings_state == "null_rates":
-        notes.append("timings carry null rates: rates computed from their token counts and milliseconds where given")
-    elif timings_state == "missing":
-        notes.append("the answer has no timings: rates measured on the stream")
-
-    rates = stream_rates(sent, token_times, generated)
-    prefill = timings.prefill_rate() if timings else None
-    prefill_source: Source = "timings" if prefill else "none"
-    if prefill is None and rates.ttft_s and prompt_tokens:
-        prefill = prompt_tokens / rates.ttft_s
-        prefill_source = "stream"
-        notes.append("prefill rate = prompt tokens / time to first token (includes queueing and the first step)")
-    decode = timings.decode_rate() if timings else None
-    decode_source: Source = "timings" if decode else "none"
-    if decode is None and rates.decode_tokens_per_s:
-        decode = rates.decode_tokens_per_s
-        decode_source = "stream"
-
-    cached = usage.cached_tokens if usage and usage.cached_tokens else None
-    if cached is None and timings and timings.cache_n:
-        cached = timings.cache_n
-    if cached is None and timings and timings.prompt_n and prompt_tokens and timings.prompt_n < prompt_tokens:
-        cached = prompt_tokens - timings.prompt_n
+    generated = _generated_tokens(stream, notes)
+    timings_state = _timings_state(timings, notes)
+    rates = stream_rates(stream.sent_s, stream.token_times_s, generated)
+    prefill, prefill_source = _prefill_rate(timings, rates, prompt_tokens, notes)
+    decode, decode_source = _decode_rate(timings, rates)
+    cached = _cached_tokens(usage, timings, prompt_tokens)
     cold = not cached
     if not cold:
         notes.append(
@@ -153,8 +100,8 @@ async def _run(
     valid = generated is not None and generated >= MIN_DECODE_TOKENS
     if not valid:
         notes.append(
-            f"only {generated} tokens generated (finish_reason {finish}): under {MIN_DECODE_TOKENS} the inter-token "
-            "time is first-token noise, so no decode rate is reported"
+            f"only {generated} tokens generated (finish_reason {stream.finish}): under {MIN_DECODE_TOKENS} the "
+            "inter-token time is first-token noise, so no decode rate is reported"
         )
         decode = None
         decode_source = "none"
@@ -166,7 +113,7 @@ async def _run(
         prompt_tokens_estimate=args.context_tokens,
         generated_tokens=generated,
         asked_tokens=args.gen_tokens,
-        finish_reason=finish,
+        finish_reason=stream.finish,
         ttft_s=_round(rates.ttft_s),
         prefill_tokens_per_s=_round(prefill, 1),
         prefill_source=prefill_source,
@@ -183,6 +130,107 @@ async def _run(
         requests_sent=client.requests_sent,
         notes=notes,
     )
+
+
+@dataclass
+class _Stream:
+    """What one streamed answer said: when each token came, and the last finish, usage and timings seen."""
+
+    sent_s: float
+    token_times_s: list[float] = field(default_factory=list)
+    finish: str | None = None
+    usage: Usage | None = None
+    timings: Timings | None = None
+    streamed: bool = False
+
+
+async def _read_stream(client: ProbeClient, args: DecodeProbeInput, route: str, body: dict[str, object]) -> _Stream:
+    """The request sent and its events read to the end; a refusal raises, naming the window it gives."""
+    stream = _Stream(time.perf_counter())
+    async with client.stream_events(route, body) as (status, events):
+        async for event in events:
+            if status != 200:
+                refusal, _ = parse_refusal(status, event.raw, args.dialect)
+                said = refusal.message if refusal else quote(event.raw)
+                remedy = ""
+                if refusal is not None and refusal.window_tokens is not None:
+                    remedy = (f"; the engine's window is {refusal.window_tokens:,} tokens: lower context_tokens to "
+                              f"at most {max(refusal.window_tokens - args.gen_tokens, 0):,}")
+                raise ProbeError(
+                    f"service {args.service!r} ({client.endpoint}) POST {route}: HTTP {status}, {said}{remedy}"
+                )
+            data = event.data
+            if not event.raw:
+                stream.streamed = True
+                if content_of(data) or reasoning_of(data):  # a reasoning token is a generated token too
+                    stream.token_times_s.append(event.at_s)
+            stream.finish = finish_reason_of(data) or stream.finish
+            stream.usage = usage_of(data) or stream.usage
+            stream.timings = timings_of(data) or stream.timings
+    return stream
+
+
+def _prompt_tokens(usage: Usage | None, timings: Timings | None) -> int | None:
+    """The prompt tokens the answer says it prefilled: usage, else timings (prefilled plus cached)."""
+    if usage and usage.prompt_tokens:
+        return usage.prompt_tokens
+    if timings and timings.prompt_n:
+        return timings.prompt_n + (timings.cache_n or 0)
+    return None
+
+
+def _generated_tokens(stream: _Stream, notes: list[str]) -> int | None:
+    """The tokens generated: usage, else timings, else the streamed chunks counted."""
+    usage, timings = stream.usage, stream.timings
+    if usage and usage.completion_tokens is not None:
+        return usage.completion_tokens
+    if timings and timings.predicted_n:
+        return timings.predicted_n
+    if stream.token_times_s:
+        notes.append("generated tokens counted as streamed chunks (no usage in the answer)")
+        return len(stream.token_times_s)
+    return None
+
+
+def _timings_state(timings: Timings | None, notes: list[str]) -> Literal["full", "null_rates", "missing"]:
+    """Whether the answer's timings carry both rates, null rates, or are missing."""
+    if timings is None:
+        notes.append("the answer has no timings: rates measured on the stream")
+        return "missing"
+    if timings.prompt_per_second is None or timings.predicted_per_second is None:
+        notes.append("timings carry null rates: rates computed from their token counts and milliseconds where given")
+        return "null_rates"
+    return "full"
+
+
+def _prefill_rate(
+    timings: Timings | None, rates: StreamRates, prompt_tokens: int | None, notes: list[str]
+) -> tuple[float | None, Source]:
+    """The prefill rate from the timings, else prompt tokens over the time to first token."""
+    prefill = timings.prefill_rate() if timings else None
+    if prefill is None and rates.ttft_s and prompt_tokens:
+        notes.append("prefill rate = prompt tokens / time to first token (includes queueing and the first step)")
+        return prompt_tokens / rates.ttft_s, "stream"
+    return prefill, "timings" if prefill else "none"
+
+
+def _decode_rate(timings: Timings | None, rates: StreamRates) -> tuple[float | None, Source]:
+    """The decode rate from the timings, else from the stream's inter-token times."""
+    decode = timings.decode_rate() if timings else None
+    if decode is None and rates.decode_tokens_per_s:
+        return rates.decode_tokens_per_s, "stream"
+    return decode, "timings" if decode else "none"
+
+
+def _cached_tokens(usage: Usage | None, timings: Timings | None, prompt_tokens: int | None) -> int | None:
+    """Prompt tokens served from the prefix cache: usage, else timings, else prompt tokens not prefilled."""
+    if usage and usage.cached_tokens:
+        return usage.cached_tokens
+    if timings and timings.cache_n:
+        return timings.cache_n
+    if timings and timings.prompt_n and prompt_tokens and timings.prompt_n < prompt_tokens:
+        return prompt_tokens - timings.prompt_n
+    return None
 
 
 async def _count_after(client: ProbeClient, args: DecodeProbeInput, prompt: Prompt, notes: list[str]) -> int | None:

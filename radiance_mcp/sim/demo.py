@@ -100,8 +100,31 @@ def _newest_line(path: Path, key: str) -> str:
 
 
 async def _walk(w: _Walk) -> None:
-    fleet, service = w.fleet, w.fleet.services[SERVICE]
+    """The resize procedure step by step on the simulated fleet, then the step-shape audit."""
+    await _fleet(w)
+    table, ceiling = await _ceiling(w)
+    if "plan_free_vram" in w.tools:
+        await _plan(w)
+    new_kv, seats = await _seats(w, table, ceiling)
+    shipped = await _ship(w, SERVICE, new_kv, seats) if "render_gates" in w.tools else None
+    window = int(table["flags"]["max-model-len"])
+    await _deploy(w, int(table["flags"]["vram-weights-mib"]), new_kv, seats, window, shipped)
 
+    w.head("Then the live probes, against the deployed endpoint")
+    found = await _probes(w, seats, window)
+    if shipped is not None:
+        w.head("The verdicts: each prediction of the env file, kept or killed")
+        final = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"], boundary_found=found)
+        for verdict in final["verdicts"]:
+            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text'][:110]}")
+        w.expect(all(v["verdict"] == "kept" for v in final["verdicts"]),
+                 "every prediction kept; the env file comes back with its verdicts written")
+        await _killed(w)
+    await _step_shape(w)
+
+
+async def _fleet(w: _Walk) -> None:
+    fleet = w.fleet
     w.head("The fleet (simulated: every ledger and endpoint below is the simulator's)")
     for name, s in fleet.services.items():
         state = f"serving on {s.url}" if s.endpoint.serving else "boot refused, not serving"
@@ -115,6 +138,9 @@ async def _walk(w: _Walk) -> None:
     w.say(f"config: {fleet.config_path}")
     w.say(f"MCP tools: {', '.join(sorted(w.tools))}")
 
+
+async def _ceiling(w: _Walk) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The budget table and the ceiling it gives (the worked example), and the reserve rule: (table, ceiling)."""
     w.head("Read the engine's own budget table; rocm-smi free memory is not spare capacity")
     table = await w.need("read_budget_table", service=SERVICE)
     card = table["cards"][0]
@@ -137,10 +163,11 @@ async def _walk(w: _Walk) -> None:
     personal = await w.need("compute_ceiling", service=SERVICE,
                             reserves=[{"mib": 256, "label": "my margin for a second context", "personal": True}])
     w.say(f"personal: max pair {personal['max_pair_mib']:,} MiB; personal reserves {personal['personal_reserves']}")
+    return table, ceiling
 
-    if "plan_free_vram" in w.tools:
-        await _plan(w)
 
+async def _seats(w: _Walk, table: dict[str, Any], ceiling: dict[str, Any]) -> tuple[int, int]:
+    """The ceiling less the weights as KV pool, and the seats its pool contract allows: (pool MiB, seats)."""
     w.head("Spend the headroom on the KV cache: how many seats does the pool contract allow?")
     flags = table["flags"]
     weights_mib = int(flags["vram-weights-mib"])
@@ -156,17 +183,23 @@ async def _walk(w: _Walk) -> None:
                         kv_cache_dtype=dtype)
     w.say(f"{seats + 1} seats: {over['formula']}; clients would see: {over['refusal']!r}")
     w.expect(fits["ok"] and not over["ok"], f"{seats} seats fit, {seats + 1} do not")
-    rows = seats * (1 + service.shape.spec)
+    spec = w.fleet.services[SERVICE].shape.spec
+    rows = seats * (1 + spec)
     w.expect(rows <= SAMPLER_ROW_BOUND,
-             f"sampler rows {seats} x (1 + {service.shape.spec}) = {rows}, inside the {SAMPLER_ROW_BOUND}-row bound")
+             f"sampler rows {seats} x (1 + {spec}) = {rows}, inside the {SAMPLER_ROW_BOUND}-row bound")
     lowpool = await w.need("check_pool_contract", service="lowpool")
     w.say(f"lowpool, from its ledger: {lowpool['formula']}")
     w.expect(not lowpool["ok"], "lowpool's pool fails its contract (it booted all the same)")
+    return new_kv, seats
 
-    shipped = await _ship(w, SERVICE, new_kv, seats) if "render_gates" in w.tools else None
 
+async def _deploy(
+    w: _Walk, weights_mib: int, new_kv: int, seats: int, window: int, shipped: dict[str, Any] | None
+) -> None:
+    """The simulator redeploys the new shape; the new boot's ledger is read back and checked."""
+    service = w.fleet.services[SERVICE]
     w.head(f"Deploy {weights_mib:,} + {new_kv:,} MiB with --max-num-seqs {seats} (the simulator redeploys)")
-    await fleet.redeploy(SERVICE, replace(service.shape, vram_kv_mib=new_kv, seqs=seats))
+    await w.fleet.redeploy(SERVICE, replace(service.shape, vram_kv_mib=new_kv, seqs=seats))
     w.say(_newest_line(service.log_path, "backs"))
     w.say(_newest_line(service.log_path, "settled"))
 
@@ -192,17 +225,8 @@ async def _walk(w: _Walk) -> None:
                   f"{check['found']}")
         w.expect(verified["ok"], "every ledger check of the new boot passes")
 
-    w.head("Then the live probes, against the deployed endpoint")
-    found = await _probes(w, seats, window)
-    if shipped is not None:
-        w.head("The verdicts: each prediction of the env file, kept or killed")
-        final = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"], boundary_found=found)
-        for verdict in final["verdicts"]:
-            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text'][:110]}")
-        w.expect(all(v["verdict"] == "kept" for v in final["verdicts"]),
-                 "every prediction kept; the env file comes back with its verdicts written")
-        await _killed(w)
 
+async def _step_shape(w: _Walk) -> None:
     w.head("The step-shape audit: a mode that carried its own 65,536-token step")
     if "audit_step_shape" in w.tools:
         wide = await w.need("audit_step_shape", proven_service="qwen38-proven", candidate_service="qwen38-wide")

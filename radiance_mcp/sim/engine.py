@@ -293,36 +293,10 @@ def boot_figures(shape: Shape) -> BootFigures:
     arena = arena_mib(shape.max_num_batched_tokens)
     step = step_buffers_mib(shape.max_num_batched_tokens)
     claimable = max(Decimal(0), shape.card_total_mib - arena - step)
-    floor = shape.floor_mib
     rate = model.rate_bytes_per_token[shape.kv_cache_dtype]
     session_mib = Decimal(shape.max_model_len * rate) / MIB + model.per_seq_mib
 
-    cards: list[CardFigures] = []
-    for number in range(shape.tp):
-        extra = Decimal(shape.card_extra_mib[number]) if number < len(shape.card_extra_mib) else Decimal(0)
-        fundable = max(Decimal(0), claimable - RUNTIME_COMMITTED_MIB - extra - floor)
-        weights = min(Decimal(shape.vram_weights_mib), fundable)
-        kv = _floor_to(min(Decimal(shape.vram_kv_mib), fundable - weights), KV_BLOCK_MIB)
-        raw_free = fundable - weights - kv + floor
-        lazy = raw_free >= floor + 2 * LAZY_DRIVER_MIB
-        free = raw_free - LAZY_DRIVER_MIB if lazy else raw_free
-        cards.append(
-            CardFigures(
-                card=number,
-                total_mib=shape.card_total_mib,
-                extra_mib=extra,
-                fundable_mib=fundable,
-                weights_mib=weights,
-                kv_mib=kv,
-                unclaimed_mib=floor + UNUSABLE_MIB,
-                headroom_mib=Decimal(shape.gpu_headroom_mib),
-                static_mib=SEED_STATIC_REGION_MIB,
-                floor_mib=floor,
-                free_mib=free,
-                lazy_mapped=lazy,
-                ceiling_mib=round_down(free - floor + shape.pair_mib),
-            )
-        )
+    cards = [_card_figures(shape, number, claimable) for number in range(shape.tp)]
     binding = min(cards, key=lambda c: (c.fundable_mib, c.card))
     weights, kv = binding.weights_mib, binding.kv_mib
 
@@ -336,14 +310,7 @@ def boot_figures(shape: Shape) -> BootFigures:
     contract = pool_contract(kv, shape.seqs, shape.max_model_len, shape.kv_cache_dtype, model)
     lend = max(Decimal(0), contract.margin_mib)
     rows = shape.seqs * (1 + shape.spec)
-    refusal = None
-    if sessions < 1:
-        refusal = "out of memory"
-    elif rows > SAMPLER_ROW_BOUND:
-        refusal = (
-            f"sampler: {shape.seqs} seqs x (1 + {shape.spec} spec) = {rows} rows, outside the "
-            f"{SAMPLER_ROW_BOUND}-row wht6 exactness bound"
-        )
+    refusal = _refusal(shape, sessions, rows)
     return BootFigures(
         shape=shape,
         arena_mib=arena,
@@ -370,6 +337,46 @@ def boot_figures(shape: Shape) -> BootFigures:
         refusal=refusal,
     )
 
+
+
+def _card_figures(shape: Shape, number: int, claimable: Decimal) -> CardFigures:
+    """One card of the tensor-parallel group: what it funds, weights first, then the KV pool in
+    whole blocks; what stays free (less the lazily mapped driver pages when there is room)."""
+    floor = shape.floor_mib
+    extra = Decimal(shape.card_extra_mib[number]) if number < len(shape.card_extra_mib) else Decimal(0)
+    fundable = max(Decimal(0), claimable - RUNTIME_COMMITTED_MIB - extra - floor)
+    weights = min(Decimal(shape.vram_weights_mib), fundable)
+    kv = _floor_to(min(Decimal(shape.vram_kv_mib), fundable - weights), KV_BLOCK_MIB)
+    raw_free = fundable - weights - kv + floor
+    lazy = raw_free >= floor + 2 * LAZY_DRIVER_MIB
+    free = raw_free - LAZY_DRIVER_MIB if lazy else raw_free
+    return CardFigures(
+        card=number,
+        total_mib=shape.card_total_mib,
+        extra_mib=extra,
+        fundable_mib=fundable,
+        weights_mib=weights,
+        kv_mib=kv,
+        unclaimed_mib=floor + UNUSABLE_MIB,
+        headroom_mib=Decimal(shape.gpu_headroom_mib),
+        static_mib=SEED_STATIC_REGION_MIB,
+        floor_mib=floor,
+        free_mib=free,
+        lazy_mapped=lazy,
+        ceiling_mib=round_down(free - floor + shape.pair_mib),
+    )
+
+
+def _refusal(shape: Shape, sessions: Decimal, rows: int) -> str | None:
+    """Why the engine refuses to boot the shape: no whole session fits, or too many sampler rows."""
+    if sessions < 1:
+        return "out of memory"
+    if rows > SAMPLER_ROW_BOUND:
+        return (
+            f"sampler: {shape.seqs} seqs x (1 + {shape.spec} spec) = {rows} rows, outside the "
+            f"{SAMPLER_ROW_BOUND}-row wht6 exactness bound"
+        )
+    return None
 
 # ---------------------------------------------------------------------------------------
 # The ledger

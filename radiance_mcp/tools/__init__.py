@@ -1,13 +1,8 @@
 """The tools: one module per family, each tool declared beside its code; ``TOOLS`` gathers them.
 
-What lives where:
-  registry.py  ``ToolSpec`` and ``ToolFamily.tool``, the decorator every tool is declared with
-  ledger.py    read_budget_table, compute_ceiling, check_pool_contract (the boot ledger)
-  audit.py     audit_step_shape, check_serve_script, compare_dry_run (the step-shape audit)
-  probes.py    token_count_probe, boundary_probe, decode_probe (live endpoints)
-  fleet.py     list_fleet (the loaded config)
-  plan.py      compare_arms, plan_free_vram (what the free VRAM buys; its picture)
-  gates.py     render_gates, verify_deploy (shipping a resize)
+What lives where: ``FAMILIES`` below names each family module and its tools, in the order of
+tools/list; registry.py holds ``ToolSpec`` and ``ToolFamily.tool``, the decorator every tool
+is declared with.
 
 Each tool reads its sources (sources.py, scripts.py, probes), calls the pure core and shapes
 its output model (models/). Imports go one way: core <- I/O (sources, scripts, remote,
@@ -23,15 +18,40 @@ To add a family: a module here with ``FAMILY = ToolFamily()`` and each tool decl
     async def my_tool(runtime: Runtime, args: MyToolInput) -> MyToolOutput:
         \"\"\"What it does, when to use it, the rule it keeps, what to call next.\"\"\"
 
-(its models in models/<family>.py; a parameter annotated ``Context`` gets the MCP request
-context), then one line in ``TOOLS`` below. The order of ``TOOLS`` is the order of tools/list.
+(its models in models/<family>.py; a parameter annotated ``Progress`` gets the MCP request
+context, to report progress), then its line in ``FAMILIES`` below.
+
+Importing this package loads no family: a CLI subcommand imports its tool's family alone
+(``family``), so compute-ceiling never loads the probes' or the audit's code; ``TOOLS`` loads
+them all on first use (the server, the CLI's help).
 """
 
-from radiance_mcp.tools import audit, fleet, gates, ledger, plan, probes
-from radiance_mcp.tools.registry import ToolFamily, ToolSpec
+import importlib
 
-TOOLS: list[ToolSpec] = [
-    *ledger.FAMILY, *audit.FAMILY, *probes.FAMILY, *fleet.FAMILY, *plan.FAMILY, *gates.FAMILY,
-]
+from radiance_mcp.tools.registry import Progress, ToolFamily, ToolSpec
 
-__all__ = ["TOOLS", "ToolFamily", "ToolSpec"]
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "ledger": ("read_budget_table", "compute_ceiling", "check_pool_contract"),  # the boot ledger
+    "audit": ("audit_step_shape", "check_serve_script", "compare_dry_run"),  # the step-shape audit
+    "probes": ("token_count_probe", "boundary_probe", "decode_probe"),  # live endpoints
+    "fleet": ("list_fleet",),  # the loaded config
+    "plan": ("compare_arms", "plan_free_vram"),  # what the free VRAM buys; its picture
+    "gates": ("render_gates", "verify_deploy"),  # shipping a resize
+}
+"""Each family module and the tools it declares, in the order of tools/list."""
+
+
+def family(module: str) -> ToolFamily:
+    """The tools of one family module (tests/tools/test_registry.py checks they are the ones FAMILIES names)."""
+    declared: ToolFamily = importlib.import_module(f"{__name__}.{module}").FAMILY
+    return declared
+
+
+def __getattr__(name: str) -> list[ToolSpec]:
+    # TOOLS is gathered on first use rather than at import, so that importing one family loads no other.
+    if name == "TOOLS":
+        return [spec for module in FAMILIES for spec in family(module)]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["FAMILIES", "TOOLS", "Progress", "ToolFamily", "ToolSpec", "family"]

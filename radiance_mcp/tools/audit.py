@@ -142,13 +142,11 @@ def _lines(shape: step_shape.ShapeLedger) -> list[LineRef]:
 
 @FAMILY.tool("Audit a step-shape change from two boots", open_world=True)
 async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> AuditStepShapeOutput:
-    """Compare a proven boot with a candidate row by row: flags, activation arena, claimable,
-    vram_kv, weight tiers, full-length sessions, refusal; with a diagnosis and the engine's fix
-    text.
+    """Compare a proven boot with a candidate row by row (flags, arena, claimable, vram_kv, weight
+    tiers, sessions, refusal), with a diagnosis and the engine's fix text.
 
-    When: a shape change boots differently or stops out of memory. Rule: --max-num-batched-
-    tokens sizes the arena, charged to the card before weights and KV, so a wider step costs
-    both. Sources: proven_* and candidate_*, or two boots of one ledger. Next:
+    When: a shape change boots differently or runs out of memory. Rule: a wider step
+    (--max-num-batched-tokens) grows the arena, charged before weights and KV. Next:
     check_serve_script.
     """
 
@@ -304,12 +302,11 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
 
 @FAMILY.tool("Find per-mode shape literals in a serve script", open_world=True)
 async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
-    """Find the modes of a serve script that carry their own --max-num-seqs, step, host-pool or
-    headroom number instead of the env file's, with file and line.
+    """Find the serve script's modes that carry their own seats, step, host-pool or headroom number
+    instead of the env file's, with file and line.
 
-    When: after audit_step_shape traces a failure to a mode's shape. Rule: the env file the
-    script sources owns the shape; ownership comes from which variable reaches which flag, never
-    from names. Next: fix the mode, then compare_dry_run.
+    When: after audit_step_shape blames a mode's shape. Rule: the sourced env file owns the shape,
+    traced by which variable reaches which flag. Next: compare_dry_run.
     """
     notes: list[str] = []
     script = await _script_and_env(runtime, args, notes)
@@ -372,12 +369,11 @@ def _refuse_without_dry_run(label: str, text: str) -> None:
 # Runs '<script> <mode> --dry-run' (argv, timeout, cap), here or on a host: not read-only, never destructive.
 @FAMILY.tool("Compare two modes' dry-run argv byte for byte", read_only=False, open_world=True)
 async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> CompareDryRunOutput:
-    """Compare two modes' dry-run argv byte for byte: runs `<script> <mode> --dry-run` for a
-    configured serve script, or takes two argv outputs.
+    """Compare two modes' dry-run argv byte for byte, running `<script> <mode> --dry-run` or reading
+    two given outputs.
 
-    When: to prove a fixed mode inherits the proven shape. Rule: only a serve_script named in
-    the config is ever run, by the path that was checked. Gives identical, or the first
-    differing argument and the flag changes.
+    When: to prove a fixed mode inherits the proven shape. Rule: only a serve_script the config
+    names is run. Next: deploy, then verify_deploy.
     """
     sides: dict[str, DryRunSide] = {}
     host: str | None = None

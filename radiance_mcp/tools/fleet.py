@@ -45,9 +45,9 @@ def fleet_listing(fleet: Fleet) -> ListFleetOutput:
 
 @FAMILY.tool("List the fleet's services and hosts")
 async def list_fleet(runtime: Runtime, args: ListFleetInput) -> ListFleetOutput:
-    """List the configured services (host, ledger, endpoint, model, serve script, env file), the
-    hosts with their log roots, and the example ledgers.
+    """List the services (host, ledger, endpoint, model, serve script, env file), hosts with their
+    log roots, and example ledgers.
 
-    When: first; the other tools take a service by name. Reads only the loaded config.
+    When: first; other tools take a service by name. Reads only the config.
     """
     return fleet_listing(runtime.fleet)

@@ -94,6 +94,67 @@ def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
         f"within {SLAB_TOLERANCE_PCT:g} %")
 
 
+def _checked_contract(
+    pool_mib: int, seqs: int, window: int, dtype: KVDtype, model: ModelConstants
+) -> tuple[capacity.PoolContract, str]:
+    """The pool's contract and its arithmetic as text; a pool under its contract is refused."""
+    contract = capacity.pool_contract(Decimal(pool_mib), seqs, window, dtype, model)
+    contract_text = (
+        f"{seqs} x {window:,} x {contract.rate_bytes_per_token:,} B = {fmt_mib(contract.kv_mib, 2)} MiB + "
+        f"{model.per_seq_mib} x {seqs} + {model.fixed_mib} = {fmt_mib(contract.required_mib, 2)} MiB "
+        f"{'<=' if contract.ok else '>'} pool {pool_mib:,} MiB ({dtype})"
+    )
+    if not contract.ok:
+        raise GuardRailError(
+            f"the pool fails its contract: {contract_text}; radiance would boot, then refuse every long request "
+            f"('{contract.refusal}'). At {pool_mib:,} MiB the contract allows {contract.max_seqs_at_window} "
+            f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats",
+            rule="pool_contract",
+        )
+    return contract, contract_text
+
+
+def _predictions(
+    boot: Boot, *, ceiling_mib: int, floor_mib: Decimal, weights_mib: int, pool_mib: int, seqs: int, window: int,
+    contract: capacity.PoolContract, spec: int | None, rows: int | None,
+) -> list[gates.Prediction]:
+    """What the new boot must show, each falsifiable: the referee line, the ceiling, settled free,
+    the contract's margin, the sampler rows and slab slots where known, the boundary probe."""
+    pair = weights_mib + pool_mib
+    predictions = [
+        gates.Prediction("referee", f"{seqs}x{window}",
+                         f"the boot prints 'backs {seqs} sequences all at {window} tokens at once'"),
+        gates.Prediction("ceiling", str(ceiling_mib),
+                         f"the new boot's ceiling ({ceiling_mib:,} MiB/card on this boot) stays at or above "
+                         f"the pair {pair:,} MiB"),
+        gates.Prediction("settled", fmt_mib(floor_mib, 2).replace(",", ""),
+                         f"settled free stays at or above the floor {fmt_mib(floor_mib, 2)} MiB "
+                         f"({fmt_mib(ceiling_mib - pair)} MiB under the ceiling left; a pair at the ceiling settles "
+                         f"about {AT_CEILING_WORST_FREE_MIB} MiB free at worst)"),
+        gates.Prediction("contract", fmt_mib(contract.margin_mib, 2).replace(",", ""),
+                         f"pool {pool_mib:,} >= contract {fmt_mib(contract.required_mib, 2)} MiB, margin "
+                         f"{fmt_mib(contract.margin_mib, 2)} MiB"),
+    ]
+    if rows is not None:
+        predictions.append(gates.Prediction("sampler", str(rows), f"sampler: {seqs} x (1 + {spec}) = {rows} rows, "
+                                            f"inside the {SAMPLER_ROW_BOUND}-row bound"))
+    slab = _slab_prediction(boot, weights_mib)
+    if slab is not None:
+        predictions.append(slab)
+    predictions.append(gates.Prediction(
+        "boundary", f"{seqs}/{seqs}", f"the boundary probe retrieves {seqs}/{seqs} markers: {seqs} concurrent "
+        f"prompts of max_model_len - gen tokens, a unique marker at each head"))
+    return predictions
+
+
+def _gate_files(runtime: Runtime, args: RenderGatesInput, name: str) -> tuple[str, str]:
+    """The env file (given, else the service's, else NAME.env) and the bats file beside it."""
+    entry = runtime.fleet.services.get(args.service) if args.service else None
+    env_file = args.env_file or (entry.env_file if entry and entry.env_file else f"{name}.env")
+    bats_file = str(Path(env_file).with_suffix(".bats")) if env_file.endswith(".env") else f"{env_file}.bats"
+    return env_file, bats_file
+
+
 @FAMILY.tool("Render the env file and bats gates", open_world=True)
 async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
     """Render a planned resize's env-file pair with falsifiable predictions and the bats gates
@@ -126,48 +187,13 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
             f"at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)",
             rule="pair_within_ceiling",
         )
-    contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
-    contract_text = (
-        f"{seqs} x {window:,} x {contract.rate_bytes_per_token:,} B = {fmt_mib(contract.kv_mib, 2)} MiB + "
-        f"{model.per_seq_mib} x {seqs} + {model.fixed_mib} = {fmt_mib(contract.required_mib, 2)} MiB "
-        f"{'<=' if contract.ok else '>'} pool {args.vram_kv_mib:,} MiB ({dtype})"
-    )
-    if not contract.ok:
-        raise GuardRailError(
-            f"the pool fails its contract: {contract_text}; radiance would boot, then refuse every long request "
-            f"('{contract.refusal}'). At {args.vram_kv_mib:,} MiB the contract allows {contract.max_seqs_at_window} "
-            f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats",
-            rule="pool_contract",
-        )
+    contract, contract_text = _checked_contract(args.vram_kv_mib, seqs, window, dtype, model)
     spec, rows = _sampler_rows(boot, seqs, args.spec)
-    floor = settled.floor.size.mib
-    headroom_left = binding.ceiling_mib - pair
-    predictions = [
-        gates.Prediction("referee", f"{seqs}x{window}",
-                         f"the boot prints 'backs {seqs} sequences all at {window} tokens at once'"),
-        gates.Prediction("ceiling", str(binding.ceiling_mib),
-                         f"the new boot's ceiling ({binding.ceiling_mib:,} MiB/card on this boot) stays at or above "
-                         f"the pair {pair:,} MiB"),
-        gates.Prediction("settled", fmt_mib(floor, 2).replace(",", ""),
-                         f"settled free stays at or above the floor {fmt_mib(floor, 2)} MiB ({fmt_mib(headroom_left)}"
-                         f" MiB under the ceiling left; a pair at the ceiling settles about "
-                         f"{AT_CEILING_WORST_FREE_MIB} MiB free at worst)"),
-        gates.Prediction("contract", fmt_mib(contract.margin_mib, 2).replace(",", ""),
-                         f"pool {args.vram_kv_mib:,} >= contract {fmt_mib(contract.required_mib, 2)} MiB, margin "
-                         f"{fmt_mib(contract.margin_mib, 2)} MiB"),
-    ]
-    if rows is not None:
-        predictions.append(gates.Prediction("sampler", str(rows), f"sampler: {seqs} x (1 + {spec}) = {rows} rows, "
-                                            f"inside the {SAMPLER_ROW_BOUND}-row bound"))
-    slab = _slab_prediction(boot, weights)
-    if slab is not None:
-        predictions.append(slab)
-    predictions.append(gates.Prediction(
-        "boundary", f"{seqs}/{seqs}", f"the boundary probe retrieves {seqs}/{seqs} markers: {seqs} concurrent "
-        f"prompts of max_model_len - gen tokens, a unique marker at each head"))
-    entry = runtime.fleet.services.get(args.service) if args.service else None
-    env_file = args.env_file or (entry.env_file if entry and entry.env_file else f"{name}.env")
-    bats_file = str(Path(env_file).with_suffix(".bats")) if env_file.endswith(".env") else f"{env_file}.bats"
+    predictions = _predictions(
+        boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.floor.size.mib, weights_mib=weights,
+        pool_mib=args.vram_kv_mib, seqs=seqs, window=window, contract=contract, spec=spec, rows=rows,
+    )
+    env_file, bats_file = _gate_files(runtime, args, name)
     plan = gates.GatePlan(
         service=name, prefix=args.env_prefix or gates.env_prefix(name), env_file=env_file, bats_file=bats_file,
         weights_mib=weights,

@@ -89,13 +89,11 @@ def provenance_notes(boot: Boot) -> list[str]:
 
 @FAMILY.tool("Read the VRAM budget table", open_world=True)
 async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> ReadBudgetTableOutput:
-    """Read a boot ledger's per-card VRAM budget: card total, the pair (vram_weights + vram_kv),
-    unclaimed, settled free and the engine floor, each with its line.
+    """Read a boot ledger's per-card VRAM budget (total, pair, unclaimed, settled free, engine
+    floor), each figure with its line.
 
-    When: first, for any resize; it also lists the reserve_candidates, the only figures a traced
-    reserve may cite. Rule: free memory seen from outside the engine is not spare capacity; a
-    boot that refused to start is named as such (then call audit_step_shape). Next:
-    compute_ceiling.
+    When: first, for any resize; it lists the reserve_candidates a reserve may cite. Rule: free
+    memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
@@ -128,13 +126,12 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
 
 @FAMILY.tool("Compute the pair's ceiling", open_world=True)
 async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> ComputeCeilingOutput:
-    """The largest pair each card can back: (settled free - engine floor) + current pair, rounded
-    down to MiB; the smallest card binds.
+    """The largest pair each card can back: settled free - engine floor + current pair, in whole MiB;
+    the smallest card binds.
 
     When: before changing --vram-kv-mib or --vram-weights-mib. Rule: a reserve cites a
-    reserve_candidates line (line=N) or is personal=true with a label; figures the ceiling
-    already counts (floor, arena, pair, totals, host memory) are refused. max_pair_mib is the
-    ceiling less reserves. Next: check_pool_contract.
+    reserve_candidates line or is personal=true; figures the ceiling already counts are refused.
+    Next: check_pool_contract.
     """
     boot = await read_boot(runtime, args)
     reading = capacity.read_budget(boot)
@@ -184,12 +181,10 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
 @FAMILY.tool("Check the KV pool contract", open_world=True)
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
     """Check a KV pool against its contract: pool_mib >= seqs * max_model_len * rate + per-sequence
-    MiB * seqs + fixed MiB, with the service model's constants.
+    MiB * seqs + fixed MiB; values left out come from the ledger.
 
-    When: for any change of seats, window, dtype or pool. Rule: a pool that fails boots, then
-    refuses every long request; with a ledger the pair must also fit the ceiling, and ok needs
-    both. Omitted values come from the ledger. Next: render_gates, or plan_free_vram for
-    options.
+    When: for any change of seats, window, dtype or pool. Rule: with a ledger, ok also needs the
+    pair within the ceiling. Next: render_gates, or plan_free_vram.
     """
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {

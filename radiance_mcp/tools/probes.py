@@ -6,10 +6,6 @@ numbers from radiance_mcp.constants (tests/probes/test_docstrings.py checks they
 
 from __future__ import annotations
 
-from typing import Any
-
-from mcp.server.mcpserver import Context
-
 from radiance_mcp.models.probes import (
     BoundaryProbeInput,
     BoundaryProbeOutput,
@@ -21,7 +17,7 @@ from radiance_mcp.models.probes import (
 from radiance_mcp.probes.shape import LedgerShape, ledger_shape
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import service_source
-from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
@@ -40,11 +36,11 @@ async def service_shape(runtime: Runtime, service: str) -> LedgerShape | None:
 # Sends only prompts above the window (refused before prefill) or tokenize calls.
 @FAMILY.tool("Count prompt tokens from a refusal (no prefill)", name="token_count_probe", open_world=True)
 async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) -> TokenCountProbeOutput:
-    """Count a text's tokens on the service's tokenizer without paying prefill: from the engine's
-    refusal of a prompt above its window, or a tokenize endpoint.
+    """Count a text's tokens on the service's tokenizer without prefill: from the refusal of a prompt
+    above the window, or a tokenize endpoint.
 
-    When: to size prompts or calibrate chars per token. Rule: it never sends a prompt that might
-    fit the window (that would pay full prefill). Next: boundary_probe.
+    When: to size prompts or calibrate chars per token. Rule: never sends a prompt that might fit
+    the window. Next: boundary_probe.
     """
     from radiance_mcp.probes.token_count import token_count_probe  # httpx loads on first use, not at start-up
 
@@ -55,14 +51,13 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
 @FAMILY.tool("Boundary probe: N prompts at max_model_len - gen", name="boundary_probe", read_only=False,
              open_world=True, idempotent=False)
 async def run_boundary_probe(
-    runtime: Runtime, args: BoundaryProbeInput, ctx: Context[Any, Any] | None = None
+    runtime: Runtime, args: BoundaryProbeInput, ctx: Progress | None = None
 ) -> BoundaryProbeOutput:
-    """Send n concurrent prompts sized to the window less gen_tokens, each with a unique marker at
-    its head, and check every marker comes back.
+    """Send n concurrent window-filling prompts, each with a unique marker at its head; check every
+    marker comes back.
 
     When: after a deploy, to prove the shape the ledger promises. Rule: n may not exceed the
-    sequences the ledger backs (over_shape=true to insist); it plans and prices the prefill
-    unless execute=true. Next: decode_probe.
+    sequences the ledger backs; nothing is sent unless execute=true. Next: decode_probe.
     """
     from radiance_mcp.probes.boundary import boundary_probe
 
@@ -74,12 +69,11 @@ async def run_boundary_probe(
 @FAMILY.tool("Prefill and decode rates of a cold request", name="decode_probe", read_only=False, open_world=True,
              idempotent=False)
 async def run_decode_probe(runtime: Runtime, args: DecodeProbeInput) -> DecodeProbeOutput:
-    """Measure prefill and decode rates of one cold request (a nonce at its head, thinking off) at
-    a given context.
+    """Measure prefill and decode rates of one cold request (nonce at its head, thinking off) at a
+    given context.
 
-    When: for any throughput figure. Rule: at least 128 generated tokens (fewer measure first-
-    token noise), and context plus generation must fit the window. Decode is an axis of its own,
-    apart from the slab. Next: compare_arms.
+    When: for any throughput figure. Rule: at least 128 generated tokens; context plus generation
+    must fit the window. Next: compare_arms.
     """
     from radiance_mcp.probes.decode import decode_probe
 

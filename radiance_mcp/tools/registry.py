@@ -2,8 +2,10 @@
 
 The decorator reads what the SDK's ``@server.tool()`` reads off a signature: the input model
 (the annotation of the second parameter, after the Runtime), the output model (the return
-annotation) and whether the tool wants the MCP request context (a parameter annotated
-``Context``, whatever its name). The description is the function's docstring.
+annotation) and whether the tool wants to report progress (a parameter annotated ``Progress``,
+whatever its name: the server passes the MCP request's context there, the CLI a terminal line).
+The description is the function's docstring. Declaring a tool imports neither the MCP SDK nor
+asyncio, so a CLI subcommand loads only what its tool uses.
 """
 
 from __future__ import annotations
@@ -12,13 +14,20 @@ import inspect
 import typing
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from mcp.server.mcpserver import Context
 from pydantic import BaseModel
 
 Run = Callable[..., Coroutine[Any, Any, BaseModel]]
 R = TypeVar("R", bound=Run)
+
+
+class Progress(Protocol):
+    """Where a long tool reports its progress: the SDK's request Context is one."""
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -32,14 +41,14 @@ class ToolSpec:
     open_world: bool = False
     idempotent: bool = True
     context_param: str | None = None
-    """The parameter of run annotated Context (the server passes the request's context there), if any."""
+    """The parameter of run annotated Progress (the server passes the request's context there), if any."""
     picture: Callable[[Any], str] | None = None
     """The output as an SVG picture: MCP image content beside the structured output, the CLI's --svg FILE."""
 
 
-def _is_context(hint: Any) -> bool:
-    """Context, Context[...] (a subclass, as pydantic parametrises it) or either or None."""
-    return any(isinstance(h, type) and issubclass(h, Context) for h in (hint, *typing.get_args(hint)))
+def _is_progress(hint: Any) -> bool:
+    """Progress, or Progress | None."""
+    return hint is Progress or Progress in typing.get_args(hint)
 
 
 class ToolFamily(list[ToolSpec]):
@@ -67,7 +76,7 @@ class ToolFamily(list[ToolSpec]):
                 read_only=read_only,
                 open_world=open_world,
                 idempotent=idempotent,
-                context_param=next((p for p in params[2:] if _is_context(hints.get(p))), None),
+                context_param=next((p for p in params[2:] if _is_progress(hints.get(p))), None),
                 picture=picture,
             ))
             return run

@@ -306,7 +306,8 @@ async def test_audit_step_shape_on_a_log_of_one_boot_says_to_name_the_proven_sou
 @pytest.mark.parametrize(("tool", "arguments", "says"), [
     ("compute_ceiling", {"log_text": "x", "reserves": [1]},
      "reserves[0]=1: a number is not an object; send a JSON object with the fields mib, label, line, personal"),
-    ("compute_ceiling", {"service": 123}, "service=123: a number is not text; send a JSON string (a service named"),
+    ("compute_ceiling", {"service": 123},
+     "service=123: a number is not text; send a JSON string (a service list_fleet names"),
     ("compute_ceiling", {"log_text": "x", "reserves": [{"mib": 1, "label": "", "personal": True}]},
      "reserves[0].label='' is too short; send at least 1 character(s) (what the reserve is for"),
     ("compare_arms", {"arms": [{"value": 1, "rate": 2}, 7]},

@@ -1,17 +1,13 @@
 """The registry: each tool declared beside its code, its models and its wish for the request context
-read off its signature (the Context annotation, whatever the parameter is called)."""
+read off its signature (the Progress annotation, whatever the parameter is called)."""
 
 from __future__ import annotations
-
-from typing import Any
-
-from mcp.server.mcpserver import Context
 
 from radiance_mcp.models.fleet import ListFleetInput, ListFleetOutput
 from radiance_mcp.models.probes import BoundaryProbeInput, BoundaryProbeOutput
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import TOOLS, audit, fleet, gates, ledger, plan, probes
-from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.tools import FAMILIES, TOOLS, audit, family, fleet, gates, ledger, plan, probes
+from radiance_mcp.tools.registry import Progress, ToolFamily
 
 
 def test_the_decorator_reads_models_name_and_context_off_the_signature() -> None:
@@ -23,7 +19,7 @@ def test_the_decorator_reads_models_name_and_context_off_the_signature() -> None
 
     @family.tool("Asks by type", name="asks", read_only=False, idempotent=False)
     async def asks_for_it(runtime: Runtime, args: BoundaryProbeInput,
-                          request: Context[Any, Any] | None = None) -> BoundaryProbeOutput:
+                          request: Progress | None = None) -> BoundaryProbeOutput:
         raise NotImplementedError
 
     @family.tool("Named ctx, not typed so")
@@ -42,7 +38,9 @@ def test_the_decorator_reads_models_name_and_context_off_the_signature() -> None
 
 def test_every_family_is_registered_once_in_declaration_order() -> None:
     families = [ledger.FAMILY, audit.FAMILY, probes.FAMILY, fleet.FAMILY, plan.FAMILY, gates.FAMILY]
-    assert TOOLS == [spec for family in families for spec in family]
+    assert TOOLS == [spec for each in families for spec in each]
+    # FAMILIES tells the CLI which one module to import for a command: it names what each declares.
+    assert {module: tuple(spec.name for spec in family(module)) for module in FAMILIES} == FAMILIES
     assert [spec.name for spec in TOOLS] == [
         "read_budget_table", "compute_ceiling", "check_pool_contract",
         "audit_step_shape", "check_serve_script", "compare_dry_run",
