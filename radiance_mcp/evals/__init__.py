@@ -8,6 +8,7 @@
     agents.py    the scripted agents: the reference and one faulty agent per rule (edge, MCP client)
     run.py       run a scripted agent on a scenario in one process, scored (edge)
     command.py   radiance-mcp eval: the tables, the JSON and the exit status (edge)
+    inspect_task.py  the Inspect AI task, solver and scorer (edge; needs the evals extra)
 
 scenario, rules and score are pure (no MCP, no I/O beyond reading a scenario file); the rest
 sits at the edge. The format of records and scenarios is in evals/README.md.
