@@ -14,7 +14,8 @@ What lives where, and which way imports go (tests/test_layers.py holds it)::
                     tracing, check
         engines/    boot ledgers of vLLM, SGLang and llama.cpp
       <- I/O (reads files, hosts and endpoints; bounded, off the event loop)
-        ledger_file  a boot out of a ledger file, streaming
+        ledger_file/  a boot out of a ledger file, streaming: block search and scan,
+                    the per-file index and read state, the reads
         sources, remote, offload   where ledger and script text come from: local, SSH
         probes/     live probes of a serving endpoint over httpx
       <- tools (one module per family of tools: its inputs, outputs and registration)

@@ -376,7 +376,7 @@ def test_chunk_boundaries_do_not_matter(
     """Markers, lines and CRLF split across chunks read as in one piece."""
     text = _three_boots(boot_text).replace("\n", "\r\n")
     expected = summary(read_text(text, source="t", boot=-2))
-    monkeypatch.setattr(ledger_file, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(ledger_file.blocks, "CHUNK_BYTES", chunk)
     assert summary(read_via_file(tmp_path)(text, source="t", boot=-2)) == expected
 
 
@@ -392,7 +392,7 @@ def test_overlong_and_coloured_lines_inside_a_boot(
     text = "".join(boot_text(name=f"b{n}", filler=filler) for n in (1, 2))
     text = text.replace("I claimable", long + "\nI claimable")
     expected = read_text(text, source="t", boot=boot)
-    monkeypatch.setattr(ledger_file, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(ledger_file.blocks, "CHUNK_BYTES", chunk)
     got = read_via_file(tmp_path)(text, source="t", boot=boot)
     assert summary(got) == summary(expected)
     assert (got.first_line, got.last_line) == (expected.first_line, expected.last_line)

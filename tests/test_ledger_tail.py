@@ -38,7 +38,7 @@ FILLER = "".join(f"2026-12-01T10:{n // 60:02d}:{n % 60:02d}Z GET /health 200 rid
 def fresh_files(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test starts with nothing remembered; a boot after 1 KiB already counts from its marker."""
     ledger_file.forget_files()
-    monkeypatch.setattr(ledger_file, "COUNT_BEFORE_BYTES", 1024)
+    monkeypatch.setattr(ledger_file.reading, "COUNT_BEFORE_BYTES", 1024)
     yield
     ledger_file.forget_files()
 
@@ -47,11 +47,11 @@ def fresh_files(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def search(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both needle searches, on every span: grep -F in a child process, and the search in Python."""
     if request.param == "grep":
-        if ledger_file.GREP is None:
+        if ledger_file.blocks.GREP is None:
             pytest.skip("no grep on this machine")
-        monkeypatch.setattr(ledger_file, "GREP_FROM_BYTES", 0)
+        monkeypatch.setattr(ledger_file.blocks, "GREP_FROM_BYTES", 0)
     else:
-        monkeypatch.setattr(ledger_file, "GREP", None)
+        monkeypatch.setattr(ledger_file.blocks, "GREP", None)
     return str(request.param)
 
 
@@ -145,7 +145,7 @@ def test_the_index_gives_the_file_s_line_numbers(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("layout", ["one boot at offset 0", "one boot, no newline", "CRLF", "marker twice"])
 def test_small_layouts(layout: str, search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ledger_file, "COUNT_BEFORE_BYTES", 0)  # only a boot at offset 0 gets the file's numbers
+    monkeypatch.setattr(ledger_file.reading, "COUNT_BEFORE_BYTES", 0)  # only a boot at offset 0 gets the file's numbers
     text = {
         "one boot at offset 0": EXAMPLE,
         "one boot, no newline": EXAMPLE.rstrip("\n"),
@@ -167,8 +167,8 @@ def test_a_marker_split_across_blocks(
     chunk: int, search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Blocks of every size put the block boundary at every place inside some marker, searching back and forward."""
-    monkeypatch.setattr(ledger_file, "CHUNK_BYTES", chunk)
-    monkeypatch.setattr(ledger_file, "INDEX_STEP_BYTES", max(chunk, 64))
+    monkeypatch.setattr(ledger_file.blocks, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(ledger_file.file_index, "INDEX_STEP_BYTES", max(chunk, 64))
     text = boots("a", "b", "c", filler="x\n" * 3 + "noise radiance boo\n")
     path = tmp_path / "x.log"
     path.write_text(text, encoding="utf-8")
@@ -187,13 +187,13 @@ def test_a_marker_split_across_blocks(
 def spy_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The byte offset each scan of a file started at."""
     starts: list[int] = []
-    scan = ledger_file._scan
+    scan = ledger_file.reading._scan
 
     def recording(stream: Any, start: Any, *args: Any, **kwargs: Any) -> Any:
         starts.append(start.offset)
         return scan(stream, start, *args, **kwargs)
 
-    monkeypatch.setattr(ledger_file, "_scan", recording)
+    monkeypatch.setattr(ledger_file.reading, "_scan", recording)
     return starts
 
 
@@ -202,7 +202,7 @@ def test_an_unchanged_file_is_not_read_again(
     count_before: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Neither scanned nor counted again: lines counted from the marker, or the file's own (counted once)."""
-    monkeypatch.setattr(ledger_file, "COUNT_BEFORE_BYTES", count_before)
+    monkeypatch.setattr(ledger_file.reading, "COUNT_BEFORE_BYTES", count_before)
     path = tmp_path / "x.log"
     path.write_text(boots("a", "b"), encoding="utf-8")
     settle(path)
@@ -210,13 +210,13 @@ def test_an_unchanged_file_is_not_read_again(
     assert (first.lines_from_byte is None) == (count_before > 1024)
     scans = spy_scans(monkeypatch)
     counted: list[int] = []
-    count = ledger_file._count_forward
+    count = ledger_file.file_index._count_forward
 
     def counting(stream: Any, start: Any, end: int, *args: Any, **kwargs: Any) -> Any:
         counted.append(end - start.offset)
         return count(stream, start, end, *args, **kwargs)
 
-    monkeypatch.setattr(ledger_file, "_count_forward", counting)
+    monkeypatch.setattr(ledger_file.file_index, "_count_forward", counting)
     assert read_file(path, source="x") == first
     assert scans == []
     assert sum(counted) == 0
@@ -442,8 +442,8 @@ async def test_parallel_reads_of_one_growing_file(tmp_path: Path, monkeypatch: p
 
 
 def test_grep_gone_since_start_is_searched_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ledger_file, "GREP", str(tmp_path / "no-such-grep"))
-    monkeypatch.setattr(ledger_file, "GREP_FROM_BYTES", 0)
+    monkeypatch.setattr(ledger_file.blocks, "GREP", str(tmp_path / "no-such-grep"))
+    monkeypatch.setattr(ledger_file.blocks, "GREP_FROM_BYTES", 0)
     text = boots("a", "b")
     path = tmp_path / "x.log"
     path.write_text(text, encoding="utf-8")
