@@ -239,13 +239,15 @@ def _build(block_size_tokens: int | None, hits: list[Hit]) -> Built:
     return Built(views, _refusals(hits), settings)
 
 
+MARKER_WORDS = ("Initializing", "version")
+"""A word of each of MARKER's two lines (its pattern's blanks are runs of any blank, so no word spans one)."""
 ONCE = frozenset({"kv_tokens", "concurrency", "available", "weights", "refused_v0", "refused_v1", "profile_v06"})
 
 
 def dialect(block_size_tokens: int | None = None) -> Dialect:
     if block_size_tokens is not None and block_size_tokens <= 0:
         raise LedgerError(f"block_size_tokens={block_size_tokens}: a vLLM block holds 1 or more tokens (--block-size)")
-    return Dialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens))
+    return Dialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens), MARKER_WORDS)
 
 
 def read_vllm(text: str, *, source: str, boot: int = -1, block_size_tokens: int | None = None) -> BootView:
