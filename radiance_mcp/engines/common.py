@@ -317,16 +317,19 @@ def read_lines(dialect: Dialect, lines: Sequence[Line], *, source: str, boot: in
     Lines a host did not send hold no phrase, so the boots and their figures are the whole log's;
     last_line is the log's last line (the newest boot's span ends there). dropped > 0: the host
     sent only the newest of the lines holding a word (dropped older ones): boots are then
-    counted from the end, and the oldest boot left, which may have lost its first lines, is refused.
+    counted from the end (index -1, -2, ...; boots_seen None), and a boot that may have lost its
+    first lines is refused (_position).
     """
     hits_by_line = []
     for line in lines:
         checkpoint()
         hits_by_line.append(match(dialect.phrases, line, dialect.rank_of))
     if not any(hits_by_line):
+        if dropped:  # the start-up's lines were among those left on the host
+            _position(dialect, boot, 0, source, dropped, False)
         raise _no_ledger(dialect, source, 1, last_line)
     starts = _boot_starts(dialect, hits_by_line)
-    position = _position(dialect, boot, len(starts), source, dropped)
+    position = _position(dialect, boot, len(starts), source, dropped, starts[0] > 0)
     end = starts[position + 1] if position + 1 < len(starts) else len(lines)
     marked = any(hit.key == dialect.marker.key for hit in hits_by_line[starts[position]])
     first_line = lines[starts[position]].number if marked else 1
@@ -353,23 +356,24 @@ def _no_ledger(dialect: Dialect, source: str, first_line: int, last_line: int) -
     )
 
 
-def _position(dialect: Dialect, boot: int, count_: int, source: str, dropped: int) -> int:
-    """select's position; on a cut answer (dropped lines), only a boot from the end whose start was sent."""
-    if dropped and boot > 0:
-        raise LedgerError(
-            f"{source}: boot={boot} counts from the log's first boot, but the log holds more {dialect.engine} lines "
-            f"than one read sends ({dropped:,} of the oldest were left on the host), so its boots were not all "
-            "counted; count from the newest instead (boot=-1 is the newest, -2 the one before)"
-        )
-    position = select(boot, count_, source, dialect.marker.template)
-    if dropped and position == 0:
-        raise LedgerError(
-            f"{source}: boot={boot} is the oldest boot among the lines read, and the {dropped:,} older lines holding "
-            f"{dialect.engine}'s words were left on the host (over one read's cap), so its first lines may be "
-            "among them; read a newer boot, or a log that holds this start-up alone (rotate the log, or cut the "
-            "start-up out of it)"
-        )
-    return position
+def _position(dialect: Dialect, boot: int, count_: int, source: str, dropped: int, sent_before: bool) -> int:
+    """select's position; on a cut answer (dropped lines), only a boot from the end whose start was sent.
+
+    The oldest boot among the lines sent counts as whole when lines were sent before its first
+    line (the cut fell before them); when the lines sent begin with it, it may have lost its first lines.
+    """
+    if not dropped:
+        return select(boot, count_, source, dialect.marker.template)
+    whole = count_ if sent_before else max(count_ - 1, 0)
+    if boot < 0 and boot >= -whole:
+        return count_ + boot
+    which = f"boot=-1 to -{whole} can be read" if whole > 1 else "boot=-1 can be read" if whole else "none can be read"
+    raise LedgerError(
+        f"{source}: boot={boot} cannot be read: the log holds more {dialect.engine} lines than one read sends, so the "
+        f"host sent the newest and left the {dropped:,} older ones there, and boots are counted from the newest among "
+        f"those sent ({which}; the oldest of them may have lost its first lines). Read a newer boot, or a log that "
+        "holds the start-up you need (rotate the log, or cut that start-up out of it)"
+    )
 
 
 def _boot_starts(dialect: Dialect, hits_by_line: list[list[Hit]]) -> list[int]:
