@@ -203,3 +203,27 @@ async def test_an_unnamed_engine_on_a_host_is_told_after_radiances_reader_finds_
     noise = on_host(ssh_host, pool, "GET /healthz 200\n" * 5)
     with pytest.raises(LedgerError, match="no radiance ledger phrase .* name the service's engine"):
         await read_ledger(runtime, LedgerRef(host="testhost", log=noise.path))
+
+
+def test_the_engine_read_command_holds_fixed_words_and_quoted_names() -> None:
+    """The grep words are the dialects' own (settings of ours); the tool's name and roots are checked, then quoted."""
+    import shlex
+
+    from radiance_mcp.engines import engine_words
+    from radiance_mcp.remote import EngineRequest, build_engine_command
+
+    path = "/var/log/vllm/a b;c$(d)`e`'f\"g.log"
+    command = build_engine_command(EngineRequest("file", path, "h:x", ("/var/log/vllm",), "vllm"),
+                                   nonce="0123456789abcdef0123456789abcdef", timeout_s=30, cap_bytes=1 << 20)
+    (call,) = [shlex.split(line) for line in command.split("\n") if line.startswith("read_engine_file ")]
+    assert call == ["read_engine_file", "0", path, "/var/log/vllm"]
+    words = engine_words("vllm")
+    assert "Initializing" in words and "GPU KV cache size:" not in words and "KV cache size:" in words
+    assert f"words={shlex.quote('|'.join(words))}" in command and "lines_cap=1048576" in command
+    assert "\n# " not in command and command.endswith("\ncontrol_line Z\n} < /dev/null\n")
+    container = build_engine_command(EngineRequest("podman", "sgl-0", "h:podman logs sgl-0", engine=None),
+                                     nonce="0123456789abcdef0123456789abcdef", timeout_s=30, cap_bytes=1 << 20)
+    assert "\nread_engine_podman 0 sgl-0\n" in container and "server_args=" in container
+    assert "radiance boot" in container  # an unnamed engine: radiance's words too, to tell it from the lines
+    with pytest.raises(InputError):
+        build_engine_command(EngineRequest("podman", "-rm", "x"), nonce="0123456789abcdef", timeout_s=1, cap_bytes=1)
