@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,11 @@ async def test_a_boot_before_100_mib_of_requests_moves_a_few_kib(asyncssh_host: 
     local = read_engine_boot(boot, source=source.label, engine="vllm")
     assert view is not None and facts(view)[:4] == facts(local)[:4] and facts(view)[5:] == facts(local)[5:]
     assert view.last_line == lines  # the boot's span runs to the log's end, counted on the host
-    # 20k window: 9,424 blocks x 16 = 150,784 tokens (v0.6's profiling line), read off the boot's own lines
+    # kv_cache_size=3.81GiB of the profiling line (line 2): 3.81 x 1,024 = 3,901.44 MiB; the window is 20,000
+    (rank,) = view.ranks
+    assert rank.kv_mib is not None and rank.kv_mib.value == Decimal("3901.44") and rank.kv_mib.lines[0].number == 2
+    assert rank.window_tokens is not None and rank.window_tokens.value == 20_000
+    # 106 MiB on the host, a few hundred bytes back (measured: 519 B, against the 4 KiB program sent)
     assert pool.transfer.received_bytes < 16 * 1024 and pool.transfer.commands == 1
 
 
