@@ -145,3 +145,28 @@ async def test_boundary_probe_runs_the_shape_a_remote_engine_ledger_states(async
         assert out["plan"]["backed_seqs"] == 8 and out["plan"]["max_model_len"] == 2_048
         assert out["verdict"] == "8/8 retrieved" and out["requests_sent"] >= 8
         assert sum(r.status == 200 for r in endpoint.requests) == 8
+
+
+async def test_every_tool_tells_the_engine_of_a_remote_log_the_config_does_not_name(ssh_host: LoopbackHost,
+                                                                                    pool: SSHPool) -> None:
+    """No `engine` in the config: each of the four ledger tools reads a vLLM, an SGLang and a llama.cpp log on
+    the host as it reads the same service with its engine named (radiance's reader finds no ledger first)."""
+    fleet, _ = fleet_of(ssh_host)
+    unnamed = {f"{name}-unnamed": {k: v for k, v in fleet.services[f"{name}-remote"].model_dump().items()
+                                   if k != "engine" and v not in (None, [], ())}
+               for name in ("a40", "sgl-summary", "slots8")}
+    config = {"hosts": {"testhost": ssh_host.host_entry()},
+              "services": {**unnamed, **{f"{n}-remote": fleet.services[f"{n}-remote"].model_dump(exclude_none=True)
+                                         for n in ("a40", "sgl-summary", "slots8")}}}
+    fleet = Fleet.model_validate(config)
+    assert all(fleet.services[name].engine is None for name in unnamed)
+    async with served(fleet, pool) as client:
+        calls = [(tool, name) for tool in TOOLS for name in ("a40", "sgl-summary", "slots8")]
+        unnamed_answers = await asyncio.gather(*(call(client, t, service=f"{n}-unnamed") for t, n in calls))
+        named_answers = await asyncio.gather(*(call(client, t, service=f"{n}-remote") for t, n in calls))
+    for (tool, name), got, want in zip(calls, unnamed_answers, named_answers, strict=True):
+        assert json.dumps(got, sort_keys=True).replace("-unnamed", "-remote") == json.dumps(want, sort_keys=True), (
+            tool, name)
+    # Neither fell back to radiance's error: the vLLM boot's KV tokens come with their line.
+    error, a40 = unnamed_answers[0]
+    assert not error and a40["cards"][0]["kv_tokens"]["value"] == 53_136
