@@ -200,9 +200,10 @@ async def test_plan_free_vram_plans_engine_services_beside_radiance() -> None:
     assert refused and "refused to start" in message and "line 3:" in message
 
 
-# A composed SGLang start-up (not a recorded log: no thread posts the server_args line, the pool and the
-# scheduler's summary of one boot together): its lines in SGLang's layout, at figures of our own, so the
-# floor, the ceiling and the more-KV option are checked by hand. One GPU, --mem-fraction-static 0.8.
+# A composed SGLang start-up (not a recorded log): the recorded boots with the whole chain
+# (test_engine_recorded_ceiling.py) keep less free than their floor, as SGLang's own buffers sit in it, so
+# they leave no more KV to price; its lines are in SGLang's layout, at figures of our own, so the priced
+# more-KV option is checked by hand. One GPU, --mem-fraction-static 0.8.
 SGLANG_ONE_GPU = """\
 [2026-03-02 10:00:00] server_args=ServerArgs(model_path='m', mem_fraction_static=0.8, context_length=32768)
 [2026-03-02 10:00:05] Load weight begin. avail mem=78.50 GB
@@ -234,3 +235,16 @@ async def test_sglang_floor_ceiling_and_more_kv_option() -> None:
     # 48 GiB / 327,680 tokens = 157,286.4 B/token; 3,072 MiB more hold 20,480 tokens: 348,160 / 32,768 = 10.62
     assert option["adds_mib"] == 3_072 and gains == {"KV tokens": 348_160, "full-length sequences": 10.62}
     assert "--mem-fraction-static" in option["flags"][0]
+
+
+async def test_a_hybrid_models_contract_is_refused_rather_than_priced_from_the_wrong_pair() -> None:
+    async with served() as client:
+        _, table = await call(client, "read_budget_table", log_text=text("vllm/v0.18_hybrid_qwen3.5_gguf_262k.log"))
+        error, message = await call(client, "check_pool_contract",
+                                    log_text=text("vllm/v0.18_hybrid_qwen3.5_gguf_262k.log"), seqs=1)
+    (rank,) = table["cards"]
+    # vLLM's own 'Maximum concurrency for 262,144 tokens per request: 1.36x' (line 7), not 89,760 / 262,144 = 0.34
+    assert rank["full_length_sequences"]["value"] == pytest.approx(1.36) and lines(rank["full_length_sequences"]) == [7]
+    assert rank["kv_bytes_per_token"] is None
+    # priced at 7,065.6 MiB / 89,760 tokens, one sequence of 262,144 would "not fit": the contract names the gap
+    assert error and "kv_bytes_per_token: not printed" in message and "Maximum concurrency" in message
