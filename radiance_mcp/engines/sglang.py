@@ -25,8 +25,11 @@ The procedures in SGLang's terms:
   of the card), or `--max-total-tokens` (caps the pool in tokens). `--context-length` moves
   the window, `--max-running-requests` the sequences.
 - Refused boots: `Not enough memory. Please try to increase --mem-fraction-static.` (no
-  room for a pool at all), and a pool smaller than the context length: SGLang starts, but
-  clamps every request below the pool, so not one full-length sequence fits.
+  room for a pool at all; from 2026 `Loaded weights leave no GPU memory for the KV cache
+  under --mem-fraction-static=F.`; with --max-total-tokens set, a profiled value of 0 or
+  less in `max_total_tokens=T is larger than the profiled value P`), and a pool smaller
+  than the context length: SGLang starts, but clamps every request below the pool, so not
+  one full-length sequence fits.
 """
 
 from __future__ import annotations
@@ -80,6 +83,12 @@ PHRASES = (
            "server_args=ServerArgs(..., mem_fraction_static=F, ...)"),
     phrase("not_enough", "Not enough memory", r"Not enough memory\. Please try to increase --mem-fraction-static",
            "Not enough memory. Please try to increase --mem-fraction-static."),
+    phrase("not_enough", "leave no GPU memory for the KV cache",
+           r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=(?P<fraction>{NUM})",
+           "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=F."),
+    phrase("profiled", "larger than the profiled value",
+           r"max_total_tokens=(?P<asked>\d++) is larger than the profiled value (?P<profiled>-?\d++)",
+           "max_total_tokens=T is larger than the profiled value P. Use the profiled value instead."),
 )
 
 _PREFIX = re.compile(r"\[(?P<inside>[^\[\]\n]{1,160}+)\]", re.ASCII)
@@ -178,6 +187,13 @@ def _refusals(hits: list[Hit], views: tuple[RankView, ...]) -> tuple[Refusal, ..
         "SGLang refused to start: after the weights, --mem-fraction-static leaves no room for a KV pool. Raise "
         "--mem-fraction-static (it is weights + KV pool as a share of the card), or serve on more GPUs (--tp)"))
         for hit in hits if hit.key == "not_enough"]
+    for hit in hits:
+        if hit.key == "profiled" and int(hit.raw("profiled")) <= 0:
+            refusals.append(Refusal("not_enough_memory", hit.line, (
+                f"SGLang's profile left a KV pool of {int(hit.raw('profiled')):,} tokens: after the weights, "
+                "--mem-fraction-static leaves no room for one, and the boot fails. Raise --mem-fraction-static, or "
+                "serve on more GPUs (--tp)")))
+            break  # every rank prints it: one line names the boot's refusal
     for view in views:
         if view.kv_tokens and view.window_tokens and view.kv_tokens.value < view.window_tokens.value:
             refusals.append(Refusal("pool_below_window", view.window_tokens.lines[0], (
@@ -203,7 +219,7 @@ def _build(hits: list[Hit]) -> Built:
     return Built(views, _refusals(hits, views), settings)
 
 
-ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction"})
+ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction", "profiled"})
 DIALECT = Dialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build)
 
 

@@ -141,6 +141,9 @@ async def test_sglang_gemma3_rate_and_what_its_excerpt_lacks() -> None:
     [
         ("vllm/v1_fp8_221k_refused.log", "compute_ceiling", 1, "--max-model-len"),  # 10.12 GiB needed > 5.59
         ("sglang/v0.4.3_not_enough_memory.log", "read_budget_table", 1, "--mem-fraction-static"),
+        ("sglang/2026_weights_leave_no_kv.log", "plan_free_vram", 1, "--mem-fraction-static"),
+        # eight ranks print a profiled pool of -561,981 tokens; the first names the refusal
+        ("sglang/v0.4.8_rocm_negative_profiled_pool.log", "compute_ceiling", 2, "-561,981 tokens"),
         ("llamacpp/llama-cpp-python_kv_alloc_failed.log", "read_budget_table", 1, "-c / --ctx-size"),
     ],
 )

@@ -229,3 +229,14 @@ def test_sglang_pipeline_stages_are_ranks_of_their_own() -> None:
     assert [r.rank for r in booted.ranks] == ["PP1 TP0", "PP1 TP1"]  # read as 'TP0', 'TP1' before
     assert booted.rank("PP1 TP1").require("weights_mib").value == Decimal("2.33") * GIB
     assert booted.rank("PP1 TP0").weights_mib is None  # its 'Load weight end' is past the excerpt
+
+
+def test_sglang_refusals_it_did_not_know() -> None:
+    negative = boot("sglang/v0.4.8_rocm_negative_profiled_pool.log")
+    (refusal,) = negative.refusals
+    assert negative.refused and refusal.kind == "not_enough_memory" and refusal.line.number == 2
+    assert "-561,981 tokens" in refusal.detail and "--mem-fraction-static" in refusal.detail
+    assert [r.rank for r in negative.ranks][:2] == ["DP0 TP0", "DP1 TP1"]
+    assert negative.rank("DP0 TP0").require("weights_mib").value == Decimal("166.59") * GIB
+    (no_room,) = boot("sglang/2026_weights_leave_no_kv.log").refusals
+    assert no_room.kind == "not_enough_memory" and no_room.line.number == 1 and no_room.final
