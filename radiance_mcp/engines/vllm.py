@@ -11,7 +11,9 @@ tokens), the window (`Maximum concurrency for L tokens per request: Cx`, or `max
 in the engine's config line), CUDA graphs (`Graph capturing finished in N secs, took X GiB`)
 and, from 0.21, the `--gpu-memory-utilization` equivalence line. Per rank, under tensor
 parallelism, lines carry a `(Worker_TPn pid=...)` prefix (early V1: `(VllmWorker rank=n
-pid=...)`); the KV tokens are the engine's (each rank holds its heads' share of every
+pid=...)`; V0's `(VllmWorkerProcess pid=N)` names no rank, and of its workers' profile lines
+the one with the least KV memory binds, as V0 gives every worker the fewest blocks any can
+hold); the KV tokens are the engine's (each rank holds its heads' share of every
 token), so bytes per token is per rank. For a model whose layers are not all full
 attention (linear-attention/Mamba or sliding-window layers) vLLM's KV tokens are no pool of
 full-length-sequence tokens: where its `Maximum concurrency` figure disagrees with tokens /
@@ -170,13 +172,23 @@ def _floor(total: Figure, util: Decimal) -> Figure:
                   f"= {left:,.2f} MiB")
 
 
+def _least_kv(groups: list[dict[str, list[Hit]]]) -> Hit | None:
+    """The V0 profile line that binds: the engine gives every worker the fewest blocks any worker can hold,
+    and its tensor-parallel workers' lines (`(VllmWorkerProcess pid=N)`) name no rank, so of several such
+    lines the one with the least KV memory is the one the blocks were sized by."""
+    for group in groups:
+        if group.get("breakdown_v08"):
+            return min(group["breakdown_v08"], key=lambda hit: hit.number("kv"))
+    return None
+
+
 def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens: int | None) -> RankView:
     weights = first(groups, "weights")
     weights_mib = size(weights, "size", weights.raw("unit")) if weights else None
     kv_mib = kv_tokens = rate = activation = free = floor = window = None
     if (hit := first(groups, "available")) is not None:
         kv_mib = size(hit, "size", hit.raw("unit"))
-    if (hit := first(groups, "breakdown_v08")) is not None:
+    if (hit := _least_kv(groups)) is not None:
         weights_mib = weights_mib or _gib(hit, "weights")
         kv_mib = kv_mib or _gib(hit, "kv")
         activation = _gib(hit, "activation")

@@ -240,3 +240,17 @@ def test_sglang_refusals_it_did_not_know() -> None:
     assert negative.rank("DP0 TP0").require("weights_mib").value == Decimal("166.59") * GIB
     (no_room,) = boot("sglang/2026_weights_leave_no_kv.log").refusals
     assert no_room.kind == "not_enough_memory" and no_room.line.number == 1 and no_room.final
+
+
+def test_vllm_v0_workers_profile_lines_the_least_kv_binds() -> None:
+    booted = boot("vllm/v0.8_tp_workers_least_kv.log", block_size_tokens=16)
+    view = booted.rank("engine")
+    # a worker reserves 36.63 GiB (line 1), the driver 36.07 (line 4); V0 gives every worker the fewest blocks any
+    # can hold, 29,547 x 16 = 472,752 tokens: 36.07 GiB / 472,752 = 81,925.7 B/token, +- 0.005 GiB / 472,752 = 11 B;
+    # Llama 3 70B at TP 4: 80 layers x 2 KV heads x 128 x 2 x 2 B = 81,920 (the worker's line would give 83,196)
+    assert view.require("kv_mib").lines[0].number == 4
+    assert view.require("kv_bytes_per_token").agrees_with(Decimal(81_920))
+    assert view.require("full_length_sequences").value == Decimal("3.60")  # 472,752 / 131,072 = 3.607; vLLM: 3.61x
+    (ceiling,) = ceilings(booted)
+    # weights 32.95 + KV 36.07 GiB = 70,676.48 MiB; the instance leaves 79.33 - 70.60 = 8.73 GiB, all floor
+    assert ceiling.card.ceiling_mib == 70_676
