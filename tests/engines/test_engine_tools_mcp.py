@@ -251,3 +251,15 @@ async def test_a_hybrid_models_contract_is_refused_rather_than_priced_from_the_w
     assert rank["kv_bytes_per_token"] is None
     # priced at 7,065.6 MiB / 89,760 tokens, one sequence of 262,144 would "not fit": the contract names the gap
     assert error and "kv_bytes_per_token: not printed" in message and "Maximum concurrency" in message
+
+
+async def test_a_refused_tpu_boot_prices_the_window_it_would_hold() -> None:
+    async with served() as client:
+        error, out = await call(client, "check_pool_contract", log_text=text("vllm/heldout_v0.9_tpu_131k_refused.log"),
+                                seqs=1)
+    assert not error, out
+    # 16.00 GiB / 131,072 = 131,072 B/token; the 0.71 GiB available hold 0.71 x 2**30 / 131,072 = 5,816 tokens
+    # (vLLM's own estimate on the line: 5,632, at its block size): not one sequence of 131,072
+    assert out["boot_status"] == "refused" and out["rate_bytes_per_token"] == 131_072
+    assert out["max_window_at_seqs"] == 5_816 and out["max_seqs_at_window"] == 0 and out["ok"] is False
+    assert [ref["line"] for ref in out["refusal_lines"]] == [1]

@@ -185,6 +185,28 @@ def test_llama_cpp_2024_llama3_70b_with_host_kv() -> None:
     assert booted.rank("CUDA1").activation_mib is None  # only CUDA0's compute buffer is in the excerpt
 
 
+def test_vllm_0_9_refused_window_on_tpu() -> None:
+    booted = boot("vllm/heldout_v0.9_tpu_131k_refused.log")
+    (refusal,) = booted.refusals
+    assert booted.refused and refusal.kind == "window_exceeds_kv" and refusal.line.number == 1
+    assert "5632 tokens fits" in refusal.detail and "--max-model-len" in refusal.detail
+    view = booted.rank("engine")
+    # the line's own pair: 16.00 GiB for 131,072 tokens = 131,072 B/token, Llama 3.1 8B's 32 x 8 x 128 x 2 x 2 B
+    assert view.require("kv_bytes_per_token").value == 131_072
+    assert view.require("kv_mib").value == Decimal("0.71") * GIB  # the available KV cache memory
+    assert view.require("window_tokens").value == 131_072
+
+
+def test_ik_llama_february_2025_compute_buffers_refused() -> None:
+    booted = boot("llamacpp/heldout_ik_2025-02_mla_compute_alloc_failed.log")
+    (refusal,) = booted.refusals
+    assert refusal.kind == "allocation_failed" and refusal.line.number == 8 and refusal.final
+    assert "failed to allocate compute buffers (8900.01 MiB on device 0)" in refusal.detail
+    assert booted.rank("all").require("kv_mib").value == 2_196  # KV self size, the MLA latent cache
+    assert booted.rank("CUDA14").require("kv_mib").value == 180
+    assert booted.rank("all").kv_tokens is None  # no n_ctx in the excerpt: no tokens made up
+
+
 # ---------------------------------------------------------------------------------------
 # Held out, they read wrong: the dialect fixes they brought (the logs are no longer held out)
 
