@@ -4,10 +4,9 @@ What SGLang prints, per rank (lines carry a `[time TPn]`, `[time DPd TPn EPe]` o
 pipeline parallelism, `[time PPp TPn]` prefix; the rank is its DP, PP and TP tags, since
 PP0 TP0 and PP1 TP0 are two cards; a single-GPU server prints no rank):
 `Load weight begin. avail mem=X GB`, `Load weight end. type=..., dtype=..., avail mem=X GB,
-mem usage=W GB.` (the weights), `KV Cache is allocated.
-#tokens: N, K size: K GB, V size: V GB` (MLA models: `KV size: X GB`; from 2026 with `dtype: D, `
-before `#tokens`), `Memory pool end.
-avail mem=X GB`, `Capture cuda graph begin ... avail mem=X GB` and `Capture cuda graph end.
+mem usage=W GB.` (the weights), `KV Cache is allocated. #tokens: N, K size: K GB, V size:
+V GB` (MLA models: `KV size: X GB`; from 2026 with `dtype: D, ` before `#tokens`), `Memory
+pool end. avail mem=X GB`, `Capture cuda graph begin ... avail mem=X GB` and `Capture cuda graph end.
 Time elapsed: T s. mem usage=G GB. avail mem=X GB.`, then the scheduler's summary
 `max_total_num_tokens=N, chunked_prefill_size=..., max_prefill_tokens=...,
 max_running_requests=R, context_len=C, available_gpu_mem=X GB`. SGLang's "GB" is GiB: it

@@ -220,7 +220,7 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
         if window is None and (hit := first(groups, key)) is not None:
             window = count(hit, "window")
     graphs = first(groups, "graphs")
-    mixed = _mixed_layers(kv_tokens, first(groups, "concurrency"))
+    mixed = _mixed_layers(kv_tokens, first(groups, "concurrency"), block_size_tokens)
     view = RankView(rank, weights_mib, kv_mib, kv_tokens, rate, activation,
                     size(graphs, "size", graphs.raw("unit")) if graphs else None, free, window, mixed, floor)
     found = gaps(block_size_tokens)
@@ -244,15 +244,23 @@ def _with_remedy(found: tuple[Missing, ...], figure: str, remedy: str) -> tuple[
     return tuple(replace(g, remedy=remedy) if g.figure == figure else g for g in found)
 
 
-def _mixed_layers(tokens: Figure | None, concurrency: Hit | None) -> Figure | None:
+def _mixed_layers(tokens: Figure | None, concurrency: Hit | None, block_size_tokens: int | None) -> Figure | None:
     """vLLM's own concurrency figure, where its KV tokens over the window do not give it (beyond the line's
-    rounding to 0.01); None where they do, so the sequences are worked from the tokens as for any engine."""
+    rounding to 0.01); None where they do, so the sequences are worked from the tokens as for any engine.
+
+    Tokens worked from V0's blocks with a caller's block size that disagree are the wrong block size: refused.
+    """
     if tokens is None or concurrency is None:
         return None
     window, printed = concurrency.number("window"), concurrency.number("ratio")
     if window <= 0 or abs(tokens.value / window - printed) <= Decimal("0.005"):
         return None
     worked = tokens.value / window
+    if block_size_tokens is not None and tokens.arithmetic:
+        raise LedgerError(
+            f"block_size_tokens={block_size_tokens} gives {tokens.value:,} KV tokens, {worked:.2f} sequences of "
+            f"{window:,}, where line {concurrency.line.number} prints {printed}x: pass the server's --block-size "
+            "(16 unless set)")
     return Figure(printed, "sequences", (concurrency.line,), Decimal("0.01"),
                   f"vLLM's own figure, {printed}x: its {tokens.value:,} KV tokens / {window:,} tokens = "
                   f"{worked:.2f} do not give it (layers that are not full attention)")

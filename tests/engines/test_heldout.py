@@ -124,6 +124,9 @@ def test_vllm_0_8_sixteen_gib_card() -> None:
     (ceiling,) = ceilings(booted)
     # 'Model loading took 5.2045 GB' 5,329.41 + KV 7,915.52 = 13,244.93 MiB; + (1,638.40 - 1,638.40) -> 13,244
     assert ceiling.card.ceiling_mib == 13_244
+    # a wrong block size: 9,048 x 32 = 289,536 tokens, 94.25 sequences of 3,072 against vLLM's own 47.12x
+    with pytest.raises(LedgerError, match=r"block_size_tokens=32 .* 94\.25 .* prints 47\.12x.*--block-size"):
+        boot("vllm/heldout_v0.8_16gib_47x.log", block_size_tokens=32)
 
 
 def test_sglang_xinference_qwen3_14b() -> None:
