@@ -169,7 +169,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
                 engine_floor_mib=mib(c.floor_mib),
                 pair_mib=mib(c.pair_mib),
                 ceiling_mib=c.ceiling_mib,
-                headroom_mib=int(c.ceiling_mib - c.pair_mib),
+                headroom_mib=c.headroom_mib,
                 derivation=c.derivation,
                 max_pair_mib=c.max_pair_mib if c.max_pair_mib is not None else c.ceiling_mib,
             )

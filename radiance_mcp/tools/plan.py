@@ -161,9 +161,9 @@ def _card_plan(reading: capacity.CardBudget, boot: Boot, physical: str | None) -
                    if reading.unclaimed else None),
         ceiling_mib=ceiling.ceiling_mib,
         derivation=ceiling.derivation,
-        headroom_mib=round_down(ceiling.ceiling_mib - ceiling.pair_mib),
+        headroom_mib=ceiling.headroom_mib,
         shared_with=[],
-        headroom_once_mib=round_down(ceiling.ceiling_mib - ceiling.pair_mib),
+        headroom_once_mib=ceiling.headroom_mib,
     )
 
 

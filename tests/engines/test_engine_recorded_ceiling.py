@@ -90,6 +90,8 @@ async def test_sglang_ceiling_where_the_engine_ate_into_its_own_floor() -> None:
     assert out["headroom_mib"] == -672
     (card,) = out["cards"]
     assert card["settled_free_mib"] == pytest.approx(4_567.04) and card["engine_floor_mib"] == pytest.approx(5_238.37)
+    # 31,482 - 32,153.60 = -671.60: the card's headroom rounds down as the call's does, never up to -671
+    assert card["headroom_mib"] == -672
     assert any("below card 0's current pair" in w for w in out["warnings"])
     assert {ref["line"] for ref in out["sources"]} == {2, 6, 10, 12, 15}
     assert any("--mem-fraction-static" in note for note in out["notes"])
