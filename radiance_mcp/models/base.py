@@ -5,8 +5,6 @@ Every tool's input derives from ``Input`` (unknown names refused), every output 
 ``Output`` (frozen).
 """
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass
 from decimal import Decimal
