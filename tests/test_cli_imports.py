@@ -100,6 +100,15 @@ def test_a_ledger_command_does_not_load_the_other_families(files: Path) -> None:
                 "radiance_mcp.serve_script", "radiance_mcp.step_shape", "radiance_mcp.server"} & modules
 
 
+
+def test_an_audit_command_does_not_build_the_ledger_tools_models(files: Path) -> None:
+    status, modules = _run(files, "check-serve-script", "--script-text-file", "serve.sh", "--env-text-file",
+                           "inference.env")
+    assert status in (0, 3)
+    assert "radiance_mcp.models.audit" in modules
+    assert not {"radiance_mcp.models.ledger", "radiance_mcp.tools.ledger"} & modules
+
+
 SERVE_PROBE = """\
 import json, sys
 import anyio
