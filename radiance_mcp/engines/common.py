@@ -39,7 +39,7 @@ def phrase(key: str, keyword: str, pattern: str, says: str) -> Phrase:
     number. `says` is the line as the engine prints it, named in messages.
     """
     regex = pattern.replace("{NUM}", NUM).replace(" ?", r"\s*+").replace(" ", r"\s++")
-    return Phrase(key, keyword, re.compile(regex, re.ASCII), says, True)  # ASCII digits only, as engines print
+    return Phrase(key, keyword, regex, says, True)  # compiled on first use, ASCII digits only
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from radiance_mcp import capacity, planning, svg
+from radiance_mcp import capacity, planning
 from radiance_mcp.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
@@ -318,6 +318,8 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
 
 def picture(out: PlanFreeVramOutput) -> str:
     """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
+    from radiance_mcp import svg  # on first picture: tools/list does not draw
+
     bars = []
     for plan in out.services:
         for card in plan.cards:
