@@ -10,11 +10,12 @@ main() in the test's process costs what the command itself does. tests/conftest.
 What a process would show is kept: the exit status as main() returns it (argparse's usage
 errors exit 2 through SystemExit, taken as the status), stdout and stderr as the file
 descriptors received them (capfd: print() and anything a child process writes), the working
-directory and environment of the call (restored after it), stdin when given. An exception that
-a process would print as a traceback fails the test with that traceback. Afterwards the SIGTERM
-handler is restored (--demo installs one), and the call must have left no thread running (but
-the process's own pool for blocking reads, offload.py's) and no
-``radiance-demo-*`` directory in the temporary directory (the demo fleet cleaned up after itself).
+directory and environment of the call (restored after it), stdin when given, and a deadline:
+a hang fails the test instead of blocking it. An exception that a process would print as a
+traceback fails the test with that traceback. Afterwards the SIGTERM handler is restored
+(--demo installs one), and the call must have left no thread running (but offload.py's pool
+for blocking reads, kept for the process) and no ``radiance-demo-*`` directory in the
+temporary directory: the demo fleet cleaned up after itself.
 
 Tests that need what only a process shows keep spawning one: the console script entry point,
 the stdio and HTTP transports, SIGTERM, a port in use, what a fresh interpreter imports, a
@@ -48,6 +49,23 @@ class Ran:
 
 
 CliRunner = Callable[..., Ran]
+DEADLINE_S = 60
+"""A command that hangs (a FIFO opened, a server that serves) fails the test after this long."""
+
+
+class _Deadline:
+    """SIGALRM after seconds: the command is interrupted where it blocks, and the test fails."""
+
+    def __init__(self, seconds: float, argv: tuple[object, ...]) -> None:
+        def expired(signum: int, frame: object) -> None:
+            raise TimeoutError(f"radiance-mcp {argv} still ran after {seconds} s")
+
+        self._previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def cancel(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._previous)
 
 
 @pytest.fixture
@@ -69,11 +87,13 @@ def cli(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_
                 scoped.setattr(sys, "stdin", io.StringIO(stdin))
             handler = signal.getsignal(signal.SIGTERM)
             threads = set(threading.enumerate())
+            deadline = _Deadline(DEADLINE_S, argv)
             try:
                 code = cli_module.main([os.fspath(a) for a in argv])
             except SystemExit as exc:  # argparse's usage errors: exit 2, as in a process
                 code = exc.code if isinstance(exc.code, int) else 1
             finally:
+                deadline.cancel()
                 signal.signal(signal.SIGTERM, handler)
         out, err = capfd.readouterr()
         # radiance-work-*: offload.py's pool for blocking reads, made once and kept for the process.
