@@ -15,9 +15,11 @@ import time
 
 import httpx
 import pytest
+from cli_run import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from radiance_mcp.cli import TOKEN_ENV
 from radiance_mcp.config import EXAMPLES_DIR, Fleet
 from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
 from radiance_mcp.runtime import Runtime
@@ -211,11 +213,9 @@ def test_http_token_is_required_when_set(http_server: str) -> None:
         assert httpx.post(http_server, json=body, headers={**headers, "authorization": other}).status_code == 401
 
 
-def test_http_refuses_a_public_bind_without_token() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port())],
-        capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"},
-    )
+def test_http_refuses_a_public_bind_without_token(cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    proc = cli("serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port()))
     assert proc.returncode == 1
     assert "not a loopback address" in proc.stderr and "--token" in proc.stderr
 
