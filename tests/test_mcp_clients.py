@@ -18,12 +18,11 @@ import pytest
 from cli_run import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from shared_server import empty_fleet_server
 
 from radiance_mcp.cli import TOKEN_ENV
-from radiance_mcp.config import EXAMPLES_DIR, Fleet
+from radiance_mcp.config import EXAMPLES_DIR
 from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
 from radiance_mcp.tools import TOOLS
 
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
@@ -36,7 +35,7 @@ def _server(*extra: str) -> StdioServerParameters:
 
 def _in_memory() -> Client:
     """The server `radiance-mcp serve` builds without a fleet file, on the SDK's in-memory transport."""
-    return Client(build_server(Runtime(Fleet())))
+    return Client(empty_fleet_server())
 
 
 async def test_tools_list_has_schemas_and_annotations() -> None:
@@ -227,7 +226,7 @@ def test_every_registered_tool_is_listed_once() -> None:
 
 
 async def test_a_misspelled_tool_name_gets_the_closest_tool_and_the_list() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         typo = await client.call_tool("compute_cieling", {"log": EXAMPLE_LOG})
         huge = await client.call_tool("x" * 100_000, {})
     text = typo.content[0].text  # type: ignore[union-attr]

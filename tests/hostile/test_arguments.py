@@ -21,9 +21,10 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from shared_server import empty_fleet_server
 
 from radiance_mcp import cli
-from radiance_mcp.config import EXAMPLES_DIR, Fleet
+from radiance_mcp.config import EXAMPLES_DIR
 from radiance_mcp.constants import (
     DRY_RUN_OUTPUT_CAP_BYTES,
     MAX_LEDGER_TEXT_CHARS,
@@ -32,8 +33,7 @@ from radiance_mcp.constants import (
     MAX_PROBE_TEXT_CHARS,
     SCRIPT_CAP_BYTES,
 )
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server, request_body_limit_bytes
+from radiance_mcp.server import request_body_limit_bytes
 from radiance_mcp.tools import TOOLS
 
 LOG = str(EXAMPLES_DIR / "frank-archon.log")
@@ -75,7 +75,7 @@ async def test_a_misspelled_argument_is_refused_with_the_name_meant(
     tool: str, arguments: dict[str, Any], meant: str
 ) -> None:
     typo = next(name for name in arguments if name not in {"log", "service", "n", "candidate_argv"})
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(tool, arguments))
     assert f"no argument {typo!r}" in text and f"did you mean {meant!r}?" in text, text
     assert "Nothing was run" in text
@@ -83,7 +83,7 @@ async def test_a_misspelled_argument_is_refused_with_the_name_meant(
 
 
 async def test_every_tool_refuses_an_unknown_name_and_lists_its_arguments() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         for spec in TOOLS:
             text = _text(await client.call_tool(spec.name, {"qqzzxx": 1}))
             assert "no argument 'qqzzxx'" in text and "did you mean" not in text, (spec.name, text)
@@ -92,7 +92,7 @@ async def test_every_tool_refuses_an_unknown_name_and_lists_its_arguments() -> N
 
 async def test_the_misspelled_reserve_never_turns_the_gate_into_a_pass() -> None:
     """Before: compute_ceiling with `reserve` returned max_pair_mib 30,969, as if no reserve were asked."""
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         gate = await client.call_tool("compute_ceiling", {"log": LOG, "reserve": [{"mib": 330, "label": "mine",
                                                                                    "personal": True}]})
         right = await client.call_tool("compute_ceiling", {"log": LOG, "reserves": [{"mib": 330, "label": "mine",
@@ -102,7 +102,7 @@ async def test_the_misspelled_reserve_never_turns_the_gate_into_a_pass() -> None
 
 
 async def test_a_misspelled_field_inside_a_reserve_is_named_too() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(
             "compute_ceiling", {"log": LOG, "reserves": [{"mib": 96, "lable": "headroom", "line": 26}]}
         ))
@@ -111,7 +111,7 @@ async def test_a_misspelled_field_inside_a_reserve_is_named_too() -> None:
 
 
 async def test_a_megabyte_name_gets_a_short_answer() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool("compute_ceiling", {"log": LOG, "b" * 1_000_000: 1}))
     assert "no argument 'bbbb" in text and len(text) < 1_000, text
 
@@ -130,7 +130,7 @@ async def test_the_schema_says_no_other_names_and_bounds_every_value() -> None:
             if kind == "array":
                 assert "maxItems" in arm, where
 
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         listed = (await client.list_tools()).tools
     assert {tool.name for tool in listed} == {spec.name for spec in TOOLS}
     for tool in listed:
@@ -184,7 +184,7 @@ OVERFLOW = [
 
 @pytest.mark.parametrize(("tool", "arguments", "says"), OVERFLOW, ids=[f"{o[0]}-{i}" for i, o in enumerate(OVERFLOW)])
 async def test_a_number_out_of_its_range_is_refused_by_name(tool: str, arguments: dict[str, Any], says: str) -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(tool, arguments))
     assert says in text, text
     assert "Traceback" not in text and "OverflowError" not in text
@@ -211,7 +211,7 @@ WORDING = [
 async def test_validation_errors_name_the_argument_the_rule_and_the_remedy_once(
     tool: str, arguments: dict[str, Any], says: str
 ) -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(tool, arguments))
     assert text.startswith(says), text
     _clean(text, tool)
@@ -219,7 +219,7 @@ async def test_validation_errors_name_the_argument_the_rule_and_the_remedy_once(
 
 async def test_an_error_of_the_tool_itself_carries_no_prefix() -> None:
     """Before: 'Error executing tool read_budget_table: read_budget_table: ...'."""
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool("read_budget_table", {"log": "/etc/passwd"}))
     assert text.startswith("log='/etc/passwd' resolves to /etc/passwd, outside the allowed log roots"), text
     _clean(text, "read_budget_table")
@@ -251,7 +251,7 @@ async def test_caller_text_is_capped_in_the_schema_and_refused_past_it(
     tool: str, field: str, cap: int, others: dict[str, Any], unit: str
 ) -> None:
     at_cap = (unit * cap)[:cap]
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         prop = listed[tool].input_schema["properties"][field]
         arms = prop.get("anyOf", [prop])
