@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp import gates
 from radiance_mcp.config import load
@@ -33,7 +34,7 @@ PLAN: dict[str, Any] = {
 
 async def render(example_path: Path, tmp_path: Path, **arguments: Any) -> tuple[dict[str, Any], Path, Path]:
     env = tmp_path / "svc" / "frank-archon.env"
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("render_gates", {"log": str(example_path), "env_file": str(env),
                                                          **PLAN, **arguments})
     assert not result.is_error, result.content
@@ -138,7 +139,7 @@ async def test_the_env_file_records_each_prediction_with_an_empty_verdict(exampl
 async def test_a_plan_that_would_fail_its_gates_is_refused(
     example_path: Path, arguments: dict[str, Any], message: str
 ) -> None:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("render_gates", {"log": str(example_path), **PLAN, **arguments})
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
 
@@ -263,7 +264,7 @@ async def test_verify_reads_the_pair_from_table_rows_within_their_rounding(examp
     text = "\n".join(x for x in example_text.splitlines() if not x.startswith("I   --vram-"))
     env = ("R_VRAM_WEIGHTS_MIB=24000\nR_VRAM_KV_MIB=5120\nR_MAX_SEQS=2\nR_MAX_MODEL_LEN=200000\nR_KV_CACHE_DTYPE=fp8\n"
            "# prediction referee = 2x200000: the boot prints it\n# verdict referee:\n")
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         kept = await client.call_tool("verify_deploy", {"log_text": text, "env_text": env})
         moved = await client.call_tool("verify_deploy", {"log_text": text,
                                                          "env_text": env.replace("KV_MIB=5120", "KV_MIB=5100")})
