@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -117,6 +118,38 @@ def _processes_naming(text: str) -> list[str]:
     return found
 
 
+def _read_line(proc: subprocess.Popen[bytes]) -> bytes:
+    """The next line of the process's stdout, within the deadline (a hang fails instead of blocking)."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
+    assert ready, f"no line on stdout within {DEADLINE_S} s"
+    return proc.stdout.readline()
+
+
+def _wait_under_way(command: tuple[str, ...], proc: subprocess.Popen[bytes]) -> None:
+    """Until the demo's walk has called a tool, or the served demo has answered a client."""
+    if command == ("demo",):
+        while not (line := _read_line(proc)).startswith(b"   > "):  # a step's tool call
+            assert line, "the demo ended before its walk called a tool"
+    elif "--http" in command:
+        port = int(command[-1])
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the served demo did not listen"
+                time.sleep(0.05)
+    else:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        ).encode() + b"\n")
+        proc.stdin.flush()
+        assert "result" in json.loads(_read_line(proc))
+
+
 @pytest.mark.parametrize(
     "command",
     [("demo",), ("serve", "--demo"), ("serve", "--demo", "--http", "--port", "0")],
@@ -127,20 +160,23 @@ def test_sigterm_removes_the_demos_temporary_directory(tmp_path: Path, command: 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             command = (*command[:-1], str(sock.getsockname()[1]))
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    # Unbuffered: the walk's lines reach the pipe as they are printed (the demo's whole output,
+    # about 16 KiB, fits the pipe, so the process never waits for this test to read).
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", *command], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)  # select sees every byte
     try:
         fleet_dir = _wait_for_fleet(tmp_path, proc)
-        time.sleep(1.0)  # let the walk (or the server) get under way
+        _wait_under_way(command, proc)  # SIGTERM reaches the walk (or the server) at work
         proc.send_signal(signal.SIGTERM)
         status = proc.wait(timeout=DEADLINE_S)  # stdin stays open: the exit may not wait for it
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.close()
+        proc.stdout.close()
     assert status == 128 + signal.SIGTERM
     assert not fleet_dir.exists(), sorted(p.name for p in fleet_dir.rglob("*"))
     assert list(tmp_path.iterdir()) == []
