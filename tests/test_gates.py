@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from radiance_mcp.errors import InputError
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import SimFleet
+from radiance_mcp.sim.demo import background_fleet
 
 BATS = shutil.which("bats")
 needs_bats = pytest.mark.skipif(BATS is None, reason="bats (Debian: bats) is not installed; .ci/run installs it")
@@ -168,6 +170,14 @@ def test_env_prefix_and_a_file_without_the_variables() -> None:
 # verify_deploy: the new boot against the plan, and each prediction kept or killed
 
 
+@pytest.fixture(scope="module")
+def booted_fleet() -> Iterator[SimFleet]:
+    """The simulated fleet as it boots, in a thread of its own, for the tests that only read it
+    (the tests that deploy start their own)."""
+    with background_fleet(time_scale=0.0001) as fleet:
+        yield fleet
+
+
 async def _plan_and_deploy(fleet: SimFleet, client: Client, seats_deployed: int) -> tuple[dict[str, Any], int]:
     """Plan frank-archon at the ceiling with 4 seats, deploy it with seats_deployed."""
     planned = await client.call_tool("render_gates", {"service": "frank-archon", "vram_kv_mib": 6_969, "seqs": 4})
@@ -230,10 +240,10 @@ async def test_a_deploy_that_kept_the_old_seats_kills_its_predictions(tmp_path: 
         ({"log_text": "I radiance boot: x\n"}, "env_text is needed"),
     ],
 )
-async def test_verify_deploy_says_what_it_needs(tmp_path: Path, arguments: dict[str, Any], message: str) -> None:
-    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
-        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
-            result = await client.call_tool("verify_deploy", arguments)
+async def test_verify_deploy_says_what_it_needs(booted_fleet: SimFleet, arguments: dict[str, Any], message: str
+                                               ) -> None:
+    async with Client(build_server(Runtime(load(booted_fleet.config_path)))) as client:
+        result = await client.call_tool("verify_deploy", arguments)
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
 
 
