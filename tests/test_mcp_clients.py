@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from shared_server import empty_fleet_server
 
 from radiance_mcp.cli import TOKEN_ENV
-from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.config import CONFIG_ENV, EXAMPLES_DIR
 from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
 from radiance_mcp.tools import TOOLS
 
@@ -213,7 +213,8 @@ def test_http_token_is_required_when_set(http_server: str) -> None:
 
 
 def test_http_refuses_a_public_bind_without_token(cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    for name in (TOKEN_ENV, CONFIG_ENV):  # the environment the process had: PATH alone
+        monkeypatch.delenv(name, raising=False)
     proc = cli("serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port()))
     assert proc.returncode == 1
     assert "not a loopback address" in proc.stderr and "--token" in proc.stderr

@@ -152,6 +152,16 @@ async def test_a_rebinding_page_gets_no_data_on_any_loopback_bind(bind: str) -> 
         assert page.status_code == 200 and "serverInfo" in page.text
 
 
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_the_cli_serves_the_long_form_of_the_ipv6_loopback_with_its_checks() -> None:
+    """`serve --http --host 0:0:0:0:0:0:0:1` binds that spelling and answers to it, and only to it."""
+    bind = "0:0:0:0:0:0:0:1"
+    with _cli_server(bind) as (url, port):
+        assert _post(url, _initialize(), host=f"evil.example:{port}").status_code == 421
+        own = _post(url, _initialize())
+        assert own.status_code == 200 and "serverInfo" in own.text
+
+
 def test_allowed_hosts_from_the_flag_and_the_config(tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
     config.write_text('[server]\nallowed_hosts = ["gpu-box.internal:9443"]\n', encoding="utf-8")
