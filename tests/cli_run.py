@@ -50,7 +50,8 @@ class Ran:
 
 CliRunner = Callable[..., Ran]
 DEADLINE_S = 60
-"""A command that hangs (a FIFO opened, a server that serves) fails the test after this long."""
+"""A command that hangs (a FIFO opened, a server that serves) fails the test after this long,
+unless the call gives its own deadline_s."""
 
 
 class _Deadline:
@@ -71,12 +72,12 @@ class _Deadline:
 @pytest.fixture
 def cli(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
         ) -> CliRunner:
-    """``cli(*argv, cwd=None, env=None, stdin=None)``: radiance-mcp's main() here, as a Ran."""
+    """``cli(*argv, cwd=None, env=None, stdin=None, deadline_s=60)``: radiance-mcp's main() here, as a Ran."""
     temp = tmp_path_factory.mktemp("cli-tmp")
     monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where --demo puts its fleet: checked below
 
     def run(*argv: str | os.PathLike[str], cwd: Path | None = None, env: Mapping[str, str] | None = None,
-            stdin: str | None = None) -> Ran:
+            stdin: str | None = None, deadline_s: float = DEADLINE_S) -> Ran:
         capfd.readouterr()  # what the test printed before is not the command's
         with monkeypatch.context() as scoped:
             if cwd is not None:
@@ -87,7 +88,7 @@ def cli(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_
                 scoped.setattr(sys, "stdin", io.StringIO(stdin))
             handler = signal.getsignal(signal.SIGTERM)
             threads = set(threading.enumerate())
-            deadline = _Deadline(DEADLINE_S, argv)
+            deadline = _Deadline(deadline_s, argv)
             try:
                 code = cli_module.main([os.fspath(a) for a in argv])
             except SystemExit as exc:  # argparse's usage errors: exit 2, as in a process
