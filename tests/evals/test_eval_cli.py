@@ -64,16 +64,6 @@ def test_a_bad_eval_call_is_an_error_that_says_what_to_do(
     assert message in capsys.readouterr().err
 
 
-def test_other_commands_do_not_import_the_evals() -> None:
-    """eval is declared in the parser; its modules load only when it runs."""
-    code = ("import sys; from radiance_mcp.cli import main; "
-            "code = main(['check-pool-contract', '--pool-mib', '6144', '--seqs', '3', '--max-model-len', '131072', "
-            "'--kv-cache-dtype', 'fp8', '--json']); "
-            "print(code, any(m.startswith('radiance_mcp.evals') for m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip().splitlines()[-1] == "0 False", done.stdout + done.stderr
-
-
 def test_all_agents_print_the_matrix(capsys: pytest.CaptureFixture[str]) -> None:
     """--agent all on one scenario: the reference passes it, the faulty agent of its rule is caught
     by that rule alone, and the agents whose rule it does not list are shown as not run."""
