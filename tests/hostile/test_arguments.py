@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 from shared_server import empty_fleet_server
 
 from radiance_mcp import cli
@@ -293,18 +292,6 @@ def test_the_readme_limits_table_states_the_caps_the_schemas_hold() -> None:
 # Real transports: stdio (the SDK's client, and raw JSON numbers no client library writes) and HTTP
 
 
-async def test_stdio_refuses_misspelled_names() -> None:
-    async with Client(StdioServerParameters(command=SERVER_ARGV[0], args=SERVER_ARGV[1:])) as client:
-        listed = {t.name: t for t in (await client.list_tools()).tools}
-        typo = await client.call_tool("compute_ceiling", {"log": LOG, "reserve": [{"mib": 300, "label": "x",
-                                                                                  "personal": True}]})
-        unknown = await client.call_tool("read_budget_table", {"log": LOG, "bootz": 2})
-    assert listed["compute_ceiling"].input_schema["additionalProperties"] is False
-    assert "no argument 'reserve' (did you mean 'reserves'?)" in _text(typo)
-    assert "no argument 'bootz' (did you mean 'boot'?)" in _text(unknown)
-    _clean(_text(typo), "compute_ceiling")
-
-
 def _stdio_exchange(calls: list[str]) -> dict[int, dict[str, Any]]:
     """Raw JSON-RPC lines to `radiance-mcp serve`, the answers by id (read before stdin closes)."""
     hello = [
@@ -331,22 +318,55 @@ def _stdio_exchange(calls: list[str]) -> dict[int, dict[str, Any]]:
     return answers
 
 
-def test_stdio_numbers_no_client_library_sends_are_refused_by_name() -> None:
+def _call_line(request_id: int, tool: str, arguments: str) -> str:
+    """A tools/call line with the arguments' JSON as written (literals no encoder would write)."""
+    params = f'{{"name":"{tool}","arguments":{arguments}}}'
+    return f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":{params}}}'
+
+
+NUMBER_LITERALS = ["1e999", "Infinity", "-Infinity", "NaN", "1e308"]
+"""1e999, Infinity and NaN as JSON literals (no client library writes them), ids 1-5; a 100-digit
+integer, id 9."""
+
+
+@pytest.fixture(scope="module")
+def stdio_answers() -> dict[int, dict[str, Any]]:
+    """One `radiance-mcp serve` over stdio for the module's stdio tests: their calls, and the answers by id."""
+    reserve = '{{"log":"' + LOG + '","reserves":[{{"mib":{mib},"label":"spare","personal":true}}]}}'
+    calls = [_call_line(i, "compute_ceiling", reserve.format(mib=mib)) for i, mib in enumerate(NUMBER_LITERALS, 1)]
+    calls.append(_call_line(9, "check_pool_contract", '{"pool_mib":5120,"seqs":1' + "0" * 100
+                            + ',"max_model_len":200000,"kv_cache_dtype":"fp8"}'))
+    calls.append('{"jsonrpc":"2.0","id":20,"method":"tools/list"}')
+    calls.append(_call_line(21, "compute_ceiling", json.dumps({"log": LOG, "reserve": [
+        {"mib": 300, "label": "x", "personal": True}]})))
+    calls.append(_call_line(22, "read_budget_table", json.dumps({"log": LOG, "bootz": 2})))
+    return _stdio_exchange(calls)
+
+
+def _error_text(answer: dict[str, Any]) -> str:
+    result = answer["result"]
+    assert result["isError"] is True, result
+    return " ".join(block.get("text", "") for block in result["content"])
+
+
+def test_stdio_refuses_misspelled_names(stdio_answers: dict[int, dict[str, Any]]) -> None:
+    listed = {t["name"]: t for t in stdio_answers[20]["result"]["tools"]}
+    typo, unknown = _error_text(stdio_answers[21]), _error_text(stdio_answers[22])
+    assert listed["compute_ceiling"]["inputSchema"]["additionalProperties"] is False
+    assert "no argument 'reserve' (did you mean 'reserves'?)" in typo
+    assert "no argument 'bootz' (did you mean 'boot'?)" in unknown
+    _clean(typo, "compute_ceiling")
+
+
+def test_stdio_numbers_no_client_library_sends_are_refused_by_name(stdio_answers: dict[int, dict[str, Any]]) -> None:
     """1e999, Infinity and NaN as JSON literals, and a 100-digit integer."""
-    reserve = '{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"compute_ceiling",' \
-        '"arguments":{{"log":"' + LOG + '","reserves":[{{"mib":{mib},"label":"spare","personal":true}}]}}}}}}'
-    literals = ["1e999", "Infinity", "-Infinity", "NaN", "1e308"]
-    calls = [reserve.format(id=i + 1, mib=mib) for i, mib in enumerate(literals)]
-    calls.append('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"check_pool_contract","arguments":'
-                 '{"pool_mib":5120,"seqs":1' + "0" * 100 + ',"max_model_len":200000,"kv_cache_dtype":"fp8"}}}')
-    answers = _stdio_exchange(calls)
-    for i, literal in enumerate(literals, start=1):
-        result = answers[i]["result"]
+    for i, literal in enumerate(NUMBER_LITERALS, start=1):
+        result = stdio_answers[i]["result"]
         assert result["isError"] is True, literal
         text = result["content"][0]["text"]
         assert text.startswith("reserves[0].mib=") and "is out of range: send a finite number from 0 to" in text, text
         _clean(text, "compute_ceiling")
-    seqs = answers[9]["result"]["content"][0]["text"]
+    seqs = stdio_answers[9]["result"]["content"][0]["text"]
     assert seqs == "seqs=(a 101-digit number) is out of range: send a whole number from 1 to 65,536"
 
 
