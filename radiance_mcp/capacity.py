@@ -48,6 +48,11 @@ class CardCeiling:
     max_pair_mib: int | None = None
     """The ceiling less the reserves held on this card (set by compute_ceiling)."""
 
+    @property
+    def headroom_mib(self) -> int:
+        """The ceiling less the pair, rounded down to whole MiB (-671.2 is -672: never rounded up)."""
+        return round_down(self.ceiling_mib - self.pair_mib)
+
 
 @dataclass(frozen=True)
 class Ceiling:
@@ -129,7 +134,7 @@ def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...])
         binding_card=binding.card,
         ceiling_mib=binding.ceiling_mib,
         pair_mib=binding.pair_mib,
-        headroom_mib=round_down(binding.ceiling_mib - binding.pair_mib),
+        headroom_mib=binding.headroom_mib,
         reserves=reserves,
         max_pair_mib=max_pair,
         warnings=tuple(warnings),

@@ -86,8 +86,11 @@ def _is_text(name: str) -> bool:
 
 def _tools_for(argv: Sequence[str]) -> list[ToolSpec]:
     """The tools to make subcommands of: for a tool's command, that tool alone, so the command
-    imports only its own family's code; for anything else (help, serve, a misspelling), all."""
+    imports only its own family's code; none for serve, demo and eval (the server imports them
+    itself); for anything else (help, a misspelling), all."""
     command = next((word for word in argv if not word.startswith("-")), "")
+    if command in ("serve", "demo", "eval"):
+        return []
     for module, names in FAMILIES.items():
         for name in names:
             if command == name.replace("_", "-"):

@@ -32,15 +32,13 @@ path would resolve against whatever directory the server was started in, so the 
 and the file used could differ. Every error names the file, the key and what is wrong.
 """
 
-from __future__ import annotations
-
 import ipaddress
 import os
 import stat
 import tomllib
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated
+from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -136,7 +134,7 @@ class Service(_Strict):
     None: told from the log's own lines."""
 
     @model_validator(mode="after")
-    def _one_source(self) -> Service:
+    def _one_source(self) -> Self:
         if len(set(self.cards)) != len(self.cards):
             raise ValueError(f"cards names a card twice ({', '.join(self.cards)}); list each card once, in order")
         # The ledger reference's rule; a service on a host may name no ledger (an endpoint only).
@@ -189,7 +187,7 @@ class Fleet(_Strict):
     """The file this fleet was read from (None for the empty default)."""
 
     @model_validator(mode="after")
-    def _references(self) -> Fleet:
+    def _references(self) -> Self:
         for name, service in self.services.items():
             if service.host and service.host not in self.hosts:
                 raise ValueError(f"services.{name}.host names {service.host!r}, which is not under [hosts]")

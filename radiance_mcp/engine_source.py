@@ -1,9 +1,14 @@
 """Another engine's boot log, read for the ledger tools and the probes (I/O).
 
 radiance's ledgers go through radiance_mcp.sources (streamed, cut on the host). A vLLM, SGLang
-or llama.cpp log is read here as text, from the caller or a file on this machine, bounded,
-off the event loop, and handed to the pure dialects (radiance_mcp.engines). Which engine
-printed it is the service's `engine` setting in the fleet config, else told from the text.
+or llama.cpp log is read here: caller text, or a file on this machine (bounded, off the event
+loop), or a file or a container's `podman logs` on a host over SSH, where the host greps the
+log for the engine's words and sends only those lines, numbered as in the log
+(remote/programs/engine_read.sh); the pure dialects (radiance_mcp.engines) read them. Which
+engine printed it is the service's `engine` setting in the fleet config, else told from the
+text. A log on a host whose engine is not named goes to radiance's reader first (radiance's
+own ledgers cost nothing more); when that finds no radiance ledger, read_ledger reads the
+log's lines of every engine and tells the engine from them.
 """
 
 from __future__ import annotations
@@ -11,20 +16,40 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from radiance_mcp.engines import BootView, LedgerEngine, detect_ledger, read_engine_boot
-from radiance_mcp.errors import SourceError
+from radiance_mcp.engines import (
+    BootView,
+    EngineName,
+    LedgerEngine,
+    detect_ledger,
+    read_engine_boot,
+    read_engine_lines,
+)
+from radiance_mcp.errors import LedgerError, SourceError
 from radiance_mcp.ledger import Boot, Checkpoint, Origin, read_text
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import check_regular, file_error, local_path, read_boot
+from radiance_mcp.sources import (
+    RemoteFileSource,
+    RemoteSource,
+    check_regular,
+    file_error,
+    local_path,
+    read_boot,
+    remote_source,
+)
+
+if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
+    from radiance_mcp.remote import EngineLines
 
 MAX_ENGINE_LOG_BYTES = 256 * 1024 * 1024
 """An engine's start-up log is a few MiB; a larger file is read no further (name the boot's own lines)."""
 DETECT_BYTES = 4 * 1024 * 1024
 """An unnamed file's engine is told from its first this many bytes (a start-up ledger is at a log's top)."""
 CHUNK_BYTES = 1024 * 1024
+REMEDY = "pass the engine's start-up lines, not a whole log of noise"
 
 
 def configured_engine(runtime: Runtime, ref: LedgerRef) -> LedgerEngine | None:
@@ -66,13 +91,26 @@ async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
     """The boot ref names, in its engine's dialect: radiance's Boot (read by sources) or another engine's view.
 
     Caller text whose engine is not configured is told and read in one job off the event loop
-    (one turn among the workers, as radiance's own reader takes).
+    (one turn among the workers, as radiance's own reader takes). A log on a host whose engine
+    is not named is radiance's unless radiance's reader finds no ledger in it and its lines of
+    vLLM, SGLang or llama.cpp tell another engine (one more command, on that path only).
     """
     if ref.log_text is not None and configured_engine(runtime, ref) is None:
         return await run(functools.partial(_inline, ref.log_text, ref.boot), label="log_text",
                          remedy="pass the boot's own lines, not a whole log of noise")
     view = await engine_boot(runtime, ref)
-    return view if view is not None else await read_boot(runtime, ref)
+    if view is not None:
+        return view
+    try:
+        return await read_boot(runtime, ref)
+    except LedgerError:
+        where = _where(runtime, ref) if configured_engine(runtime, ref) is None else None
+        if where is None or isinstance(where, Path):
+            raise
+        view = await remote_boot(where, None, ref.boot)
+        if view is None:
+            raise  # the lines read as radiance's: its reader's error stands
+        return view
 
 
 def _inline(text: str, boot: int, *, checkpoint: Checkpoint) -> Boot | BootView:
@@ -85,8 +123,9 @@ def _inline(text: str, boot: int, *, checkpoint: Checkpoint) -> Boot | BootView:
 async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
     """The boot ref names, read in its engine's dialect; None for a radiance ledger (sources reads it).
 
-    Text and files on this machine are read here; a vLLM, SGLang or llama.cpp log on a host is
-    not read over SSH yet (the error says what to do instead).
+    Text, files on this machine and, for a named engine, files and containers on a host are
+    read here; a log on a host whose engine is not named is left to radiance's reader (None):
+    read_ledger tells the engine when that reader finds no radiance ledger.
     """
     engine = configured_engine(runtime, ref)
     if engine == "radiance":
@@ -95,10 +134,12 @@ async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
     if ref.log_text is not None:
         text, label = ref.log_text, "log_text"
     else:
-        path, label = _local(runtime, ref, engine)
-        if path is None:
+        where = _where(runtime, ref)
+        if where is None:
             return None
-        origin = "local file"
+        if not isinstance(where, Path):
+            return await remote_boot(where, engine, ref.boot) if engine is not None else None
+        path, label, origin = where, str(where), "local file"
         check_regular(path, label)
         try:
             if engine is None:
@@ -111,8 +152,7 @@ async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
                              remedy="cut the boot you need out of the log")
         except OSError as exc:
             raise file_error(label, exc) from exc
-    view = await run(functools.partial(_read_boot, text, engine, label, ref.boot), label=label,
-                     remedy="pass the engine's start-up lines, not a whole log of noise")
+    view = await run(functools.partial(_read_boot, text, engine, label, ref.boot), label=label, remedy=REMEDY)
     return replace(view, origin=origin) if view is not None else None
 
 
@@ -120,30 +160,43 @@ def _detect(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine:
     return detect_ledger(text, source=label, checkpoint=checkpoint)
 
 
-def _local(runtime: Runtime, ref: LedgerRef, engine: LedgerEngine | None) -> tuple[Path | None, str]:
-    """The file on this machine ref names; None where there is none to read here (a ledger on a host,
-    radiance's unless the config says not, or a service with no log: sources says what is wrong)."""
+def _where(runtime: Runtime, ref: LedgerRef) -> Path | RemoteSource | None:
+    """Where the log ref names is: a file on this machine, a file or container on a host, or None where
+    there is none to read here (no log, caller text: sources says what is wrong)."""
     if ref.service is not None and ref.log is None and ref.container is None:
         entry = runtime.fleet.service(ref.service)
         if entry.log is None and entry.container is None:
-            return None, ""
+            return None
         if entry.host is None:
             assert entry.log is not None  # a container is read on its host
-            path = Path(entry.log).expanduser()  # the operator's own path: no log root needed
-            return path, str(path)
-        on_host = True
+            return Path(entry.log).expanduser()  # the operator's own path: no log root needed
+        return remote_source(runtime, host=entry.host, log=entry.log, container=entry.container, configured=True)
+    if ref.host is not None:
+        return remote_source(runtime, host=ref.host, log=ref.log, container=ref.container)
+    if ref.log is None:
+        return None
+    return local_path(runtime, ref.log, "log")
+
+
+async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int) -> BootView | None:
+    """The boot of an engine's log on a host: its lines holding the engine's words (every engine's and
+    radiance's when engine is None: told from them; None when they are radiance's), read here."""
+    from radiance_mcp.remote import EngineRequest
+
+    if isinstance(source, RemoteFileSource):
+        request = EngineRequest("file", source.path, source.label, source.roots, engine)
     else:
-        on_host = ref.host is not None
-        if not on_host and ref.log is None:
-            return None, ""
-    if on_host:
-        if engine is not None:
-            raise SourceError(
-                f"service {ref.service!r} runs {engine}, whose log is read from this machine only (a copy of it "
-                "named by the service's log, or log=), or given as log_text: reading it on a host over SSH is not "
-                "supported yet"
-            )
-        return None, ""
-    assert ref.log is not None
-    path = local_path(runtime, ref.log, "log")
-    return path, str(path)
+        request = EngineRequest("podman", source.container, source.label, engine=engine)
+    sent = await source.pool.read_engine_log(source.target, request)
+    return await run(functools.partial(_read_lines, sent, engine, source.label, boot), label=source.label,
+                     remedy=REMEDY)
+
+
+def _read_lines(sent: EngineLines, engine: EngineName | None, label: str, boot: int, *,
+                checkpoint: Checkpoint) -> BootView | None:
+    name = engine or detect_ledger("\n".join(line.text for line in sent.lines), source=label, checkpoint=checkpoint)
+    if name == "radiance":
+        return None
+    view = read_engine_lines(sent.lines, source=label, engine=name, boot=boot, last_line=sent.last_line,
+                             skipped=sent.skipped_long_lines, dropped=sent.dropped_lines, checkpoint=checkpoint)
+    return replace(view, origin="host")

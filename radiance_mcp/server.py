@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
 from mcp import MCPError
@@ -32,6 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.resources import FunctionResource, TextResource
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata, StrictJsonSchema
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
@@ -46,7 +47,9 @@ from mcp_types import (
     TextContent,
     ToolAnnotations,
 )
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 from starlette.types import ASGIApp
 
 from radiance_mcp import __version__, schemas, skills
@@ -90,8 +93,48 @@ class RadianceTool(Tool):
             raise UnexpectedToolError(f"Error executing tool {self.name}") from exc
 
 
+class _ArgumentsJsonSchema(GenerateJsonSchema):
+    """pydantic's JSON schema, with an argument's default_factory called for its default ([] for
+    an omitted list), as the SDK publishes a default."""
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if factory is not None and not schema.get("default_factory_takes_data"):
+            return factory()  # type: ignore[call-arg]
+        return super().get_default_value(schema)
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A tool's published inputSchema: the input model's fields, compact, and no other names
+    (additionalProperties false: what run enforces); the model's own title and docstring are not
+    published (the tool's description says it)."""
+    full = model.model_json_schema(schema_generator=_ArgumentsJsonSchema)
+    flat = {key: value for key, value in full.items() if key not in ("additionalProperties", "description")}
+    return schemas.compact({**flat, "additionalProperties": False}, arguments=True)
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A tool's published outputSchema: the top level of its output model (schemas.shallow).
+
+    pydantic describes each nested model as an object here without walking its fields, which
+    the top level does not show (the full schema, served as a resource, does). The SDK's
+    StrictJsonSchema raises where pydantic would only warn of an output it cannot describe.
+    """
+
+    class TopLevel(StrictJsonSchema):
+        def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+            return super().model_schema(schema) if schema["cls"] is model else {"type": "object"}
+
+    return schemas.shallow(model.model_json_schema(schema_generator=TopLevel))
+
+
 def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
-    """The tool of one spec: a flat inputSchema of the input model's fields, no extra names."""
+    """The tool of one spec: a flat inputSchema of the input model's fields, no extra names.
+
+    Built directly rather than by the SDK's Tool.from_function, which would derive a second
+    pydantic model of the arguments from a signature (its validation is not used: run reads the
+    raw arguments with the input model) and build the output model's validator at start-up.
+    """
 
     async def call(arguments: dict[str, Any], ctx: Context) -> CallToolResult:
         args = parse_arguments(spec.name, spec.input_model, arguments)
@@ -107,25 +150,19 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
             content.append(ImageContent(type="image", data=svg, mime_type="image/svg+xml"))
         return CallToolResult(content=content, structured_content=data)
 
-    # The SDK reads the published schema (and the structured output's) off this signature only.
-    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=inspect.Parameter.empty if info.is_required() else info.get_default(call_default_factory=True),
-                annotation=Annotated[info.annotation, *info.metadata, Field(description=info.description)],
-            )
-            for name, info in spec.input_model.model_fields.items()
-        ],
-        return_annotation=Annotated[CallToolResult, spec.output_model],  # the SDK publishes and checks it
-    )
-    call.__name__ = spec.name
-    tool = RadianceTool.from_function(
-        call,
+    # tools/list is paid on every turn: the published schemas are compact (no titles, no null
+    # defaults) and the output's is its top level; the full output schema is a resource.
+    return RadianceTool(
+        fn=call,
         name=spec.name,
         title=spec.title,
-        description=inspect.getdoc(spec.run),
+        description=inspect.getdoc(spec.run) or "",
+        parameters=input_schema(spec.input_model),
+        # The SDK checks each structured output against output_model (its validator is built on the
+        # first call); arg_model is the SDK's empty base, as run never validates through it.
+        fn_metadata=FuncMetadata(arg_model=ArgModelBase, output_schema=output_schema(spec.output_model),
+                                 output_model=spec.output_model),
+        is_async=True,
         context_kwarg="ctx",
         annotations=ToolAnnotations(
             title=spec.title,
@@ -134,17 +171,7 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
             idempotent_hint=spec.idempotent,
             open_world_hint=spec.open_world,
         ),
-        structured_output=True,
     )
-    assert isinstance(tool, RadianceTool)  # from_function builds the class it is called on
-    # tools/list is paid on every turn: the published schemas are compact (no titles, no null
-    # defaults) and the output's is its top level; the full output schema is a resource.
-    # additionalProperties: what run enforces.
-    tool.parameters = schemas.compact({**tool.parameters, "additionalProperties": False}, arguments=True)
-    full = tool.fn_metadata.output_schema  # the SDK's, from spec.output_model: generated once, not again here
-    assert full is not None  # structured_output=True
-    tool.fn_metadata.output_schema = schemas.shallow(full)
-    return tool
 
 
 def _output_schema_text(spec: ToolSpec) -> str:

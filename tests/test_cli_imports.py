@@ -100,3 +100,42 @@ def test_a_ledger_command_does_not_load_the_other_families(files: Path) -> None:
     assert {"radiance_mcp.tools.ledger", "radiance_mcp.capacity"} <= modules
     assert not {"radiance_mcp.tools.audit", "radiance_mcp.tools.probes", "radiance_mcp.tools.gates",
                 "radiance_mcp.serve_script", "radiance_mcp.step_shape", "radiance_mcp.server"} & modules
+
+
+
+def test_an_audit_command_does_not_build_the_ledger_tools_models(files: Path) -> None:
+    status, modules = _run(files, "check-serve-script", "--script-text-file", "serve.sh", "--env-text-file",
+                           "inference.env")
+    assert status in (0, 3)
+    assert "radiance_mcp.models.audit" in modules
+    assert not {"radiance_mcp.models.ledger", "radiance_mcp.tools.ledger"} & modules
+
+
+SERVE_PROBE = """\
+import json, sys
+import anyio
+from radiance_mcp.config import load
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server
+tools = anyio.run(build_server(Runtime(load(None))).list_tools)
+print(json.dumps({"tools": len(tools), "modules": sorted(sys.modules)}))
+"""
+
+# What tools/list does not need: SSH and the probes' HTTP client (the SDK brings its own httpx2), the
+# simulator and the evals, and the code only a tool's call runs (its picture, a serve script's parser,
+# the step-shape audit, the argv comparison): each is loaded by the first call that uses it.
+NOT_FOR_TOOLS_LIST = {"asyncssh", "httpx", "radiance_mcp.remote", "radiance_mcp.sim", "radiance_mcp.evals",
+                      "radiance_mcp.probes.client", "radiance_mcp.serve_script", "radiance_mcp.step_shape",
+                      "radiance_mcp.svg", "radiance_mcp.argv"}
+
+
+def test_the_servers_start_loads_only_what_tools_list_needs(tmp_path: Path) -> None:
+    env = {name: value for name, value in os.environ.items() if name != CONFIG_ENV}
+    proc = subprocess.run([sys.executable, "-c", SERVE_PROBE], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=120)
+    assert proc.stdout, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["tools"] == 14
+    loaded = {prefix for prefix in NOT_FOR_TOOLS_LIST for name in result["modules"]
+              if name == prefix or name.startswith(prefix + ".")}
+    assert loaded == set()

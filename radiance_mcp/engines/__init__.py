@@ -15,6 +15,7 @@ file, network, MCP or CLI module); the tools that read a file or a host hand it 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, get_args
 
 from radiance_mcp.engines import llamacpp, sglang, vllm
@@ -26,12 +27,14 @@ from radiance_mcp.engines.common import (
     Missing,
     RankView,
     Refusal,
+    grep_words,
     lines_of,
     match,
     read,
+    read_lines,
 )
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import PHRASES, Checkpoint, Line, match_line, no_checkpoint
+from radiance_mcp.ledger import KEYWORDS, PHRASES, Checkpoint, Line, match_line, no_checkpoint
 
 LedgerEngine = Literal["radiance", "vllm", "sglang", "llama.cpp"]
 """Which engine printed a boot ledger: radiance (read by radiance_mcp.ledger) or one of the dialects here."""
@@ -132,7 +135,28 @@ def read_engine_boot(
     return read(_dialects(block_size_tokens)[name], text, source=source, boot=boot, checkpoint=checkpoint)
 
 
+def engine_words(engine: EngineName | None) -> tuple[str, ...]:
+    """The words a host greps an engine's log for: that engine's, or (None, engine unnamed) every engine's
+    and radiance's keywords, so the lines sent tell the engine as the whole log would."""
+    if engine is not None:
+        words = grep_words(_dialects(None)[engine])
+    else:
+        words = tuple(dict.fromkeys([*(w for d in _dialects(None).values() for w in grep_words(d)), *KEYWORDS]))
+    # A word holding another adds no line ('n_ctx_' after 'n_ctx').
+    return tuple(w for w in words if not any(o != w and o in w for o in words))
+
+
+def read_engine_lines(
+    lines: Sequence[Line], *, source: str, engine: EngineName, boot: int = -1, last_line: int, skipped: int = 0,
+    dropped: int = 0, checkpoint: Checkpoint = no_checkpoint,
+) -> BootView:
+    """read_engine_boot on numbered lines: those of a log holding one of engine_words (a host's grep), with
+    the log's last line number; dropped > 0: the older ones of them were not sent (common.read_lines)."""
+    return read_lines(_dialects(None)[engine], lines, source=source, boot=boot, last_line=last_line,
+                      skipped=skipped, dropped=dropped, checkpoint=checkpoint)
+
+
 __all__ = [
     "ENGINES", "BootView", "EngineName", "Figure", "LedgerEngine", "Missing", "RankView", "Refusal", "detect",
-    "detect_ledger", "read_engine_boot",
+    "detect_ledger", "engine_words", "read_engine_boot", "read_engine_lines",
 ]

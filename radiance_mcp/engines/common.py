@@ -39,7 +39,7 @@ def phrase(key: str, keyword: str, pattern: str, says: str) -> Phrase:
     number. `says` is the line as the engine prints it, named in messages.
     """
     regex = pattern.replace("{NUM}", NUM).replace(" ?", r"\s*+").replace(" ", r"\s++")
-    return Phrase(key, keyword, re.compile(regex, re.ASCII), says, True)  # ASCII digits only, as engines print
+    return Phrase(key, keyword, regex, says, True)  # compiled on first use, ASCII digits only
 
 
 # ---------------------------------------------------------------------------------------
@@ -128,8 +128,9 @@ class BootView:
     engine: EngineName
     source: str
     index: int
-    """1-based, oldest first."""
-    boots_seen: int
+    """1-based, oldest first; -1, -2, ... (from the newest) when the boots before it were not counted."""
+    boots_seen: int | None
+    """None: not counted (a host sent only the newest of the log's phrase lines)."""
     first_line: int
     last_line: int
     ranks: tuple[RankView, ...]
@@ -152,7 +153,8 @@ class BootView:
         raise LedgerError(f"{self.where()}: no rank {name!r}; the boot shows {', '.join(r.rank for r in self.ranks)}")
 
     def where(self) -> str:
-        where = f"boot {self.index} of {self.boots_seen}, lines {self.first_line}-{self.last_line}"
+        counted = f"boot {self.index} of {self.boots_seen}" if self.boots_seen is not None else f"boot {self.index}"
+        where = f"{counted}, lines {self.first_line}-{self.last_line}"
         return f"{self.source} ({self.engine} {where})"
 
 
@@ -279,6 +281,20 @@ class Dialect:
     """Phrases a boot prints once per rank: seen twice without a marker, the log holds several boots."""
     rank_of: Callable[[str], str | None]
     build: Callable[[list[Hit]], Built]
+    host_words: tuple[str, ...] = ()
+    """Plain words standing in for the empty keyword of a phrase (the marker): every line its pattern
+    matches holds one of them. A host sends only the lines holding a word (grep_words)."""
+
+
+def grep_words(dialect: Dialect) -> tuple[str, ...]:
+    """The plain words a line of this engine's ledger holds, one at least: its keywords and its host words.
+
+    A host greps an engine's log for these and sends only those lines, so every phrase needs
+    one: a phrase without a keyword is covered by the dialect's host words.
+    """
+    if any(not p.keyword for p in dialect.phrases) and not dialect.host_words:
+        raise RuntimeError(f"{dialect.engine}: a phrase with no keyword needs the dialect's host_words")
+    return tuple(dict.fromkeys([*dialect.host_words, *(p.keyword for p in dialect.phrases if p.keyword)]))
 
 
 def read(dialect: Dialect, text: str, *, source: str, boot: int = -1,
@@ -290,32 +306,77 @@ def read(dialect: Dialect, text: str, *, source: str, boot: int = -1,
     lines, skipped = lines_of(text)
     if not any(line.text.strip() for line in lines):
         raise LedgerError(f"{source}: the log is empty; pass the {dialect.engine} server's start-up log")
+    return read_lines(dialect, lines, source=source, boot=boot, last_line=len(lines) + skipped, skipped=skipped,
+                      checkpoint=checkpoint)
+
+
+def read_lines(dialect: Dialect, lines: Sequence[Line], *, source: str, boot: int = -1, last_line: int,
+               skipped: int = 0, dropped: int = 0, checkpoint: Checkpoint = no_checkpoint) -> BootView:
+    """Read one boot from numbered lines: every line of a log, or only those holding a word (a host's grep).
+
+    Lines a host did not send hold no phrase, so the boots and their figures are the whole log's;
+    last_line is the log's last line (the newest boot's span ends there). dropped > 0: the host
+    sent only the newest of the lines holding a word (dropped older ones): boots are then
+    counted from the end (index -1, -2, ...; boots_seen None), and a boot that may have lost its
+    first lines is refused (_position).
+    """
     hits_by_line = []
     for line in lines:
         checkpoint()
         hits_by_line.append(match(dialect.phrases, line, dialect.rank_of))
-    starts = _boot_starts(dialect, lines, hits_by_line)
-    position = select(boot, len(starts), source, dialect.marker.template)
+    if not any(hits_by_line):
+        if dropped:  # the start-up's lines were among those left on the host
+            _position(dialect, boot, 0, source, dropped, False)
+        raise _no_ledger(dialect, source, 1, last_line)
+    starts = _boot_starts(dialect, hits_by_line)
+    position = _position(dialect, boot, len(starts), source, dropped, starts[0] > 0)
     end = starts[position + 1] if position + 1 < len(starts) else len(lines)
-    chosen = lines[starts[position]:end]
+    marked = any(hit.key == dialect.marker.key for hit in hits_by_line[starts[position]])
+    first_line = lines[starts[position]].number if marked else 1
+    last = lines[end].number - 1 if end < len(lines) else last_line
     hits = [hit for found in hits_by_line[starts[position]:end] for hit in found]
     if not hits:
-        raise LedgerError(
-            f"{source}: no line of {dialect.engine}'s start-up ledger in lines {chosen[0].number}-{chosen[-1].number}"
-            f" (looked for {', '.join(repr(p.template) for p in dialect.phrases[1:5])}, ...); pass the log of the "
-            f"{dialect.engine} server's start-up, with its INFO lines"
-        )
-    if not any(hit.key == dialect.marker.key for hit in hits):
+        raise _no_ledger(dialect, source, first_line, last)
+    if not marked:
         _refuse_unmarked_boots(dialect, hits, source)
     try:
         built = dialect.build(hits)
     except LedgerError as exc:  # a malformed figure: name the source beside its line
         raise LedgerError(f"{source}: {exc}") from exc
-    return BootView(dialect.engine, source, position + 1, len(starts), chosen[0].number, chosen[-1].number,
-                    built.ranks, built.refusals, built.settings, tuple(hits), skipped)
+    index, seen = (position + 1, len(starts)) if not dropped else (position - len(starts), None)
+    return BootView(dialect.engine, source, index, seen, first_line, last, built.ranks, built.refusals,
+                    built.settings, tuple(hits), skipped)
 
 
-def _boot_starts(dialect: Dialect, lines: list[Line], hits_by_line: list[list[Hit]]) -> list[int]:
+def _no_ledger(dialect: Dialect, source: str, first_line: int, last_line: int) -> LedgerError:
+    return LedgerError(
+        f"{source}: no line of {dialect.engine}'s start-up ledger in lines {first_line}-{last_line}"
+        f" (looked for {', '.join(repr(p.template) for p in dialect.phrases[1:5])}, ...); pass the log of the "
+        f"{dialect.engine} server's start-up, with its INFO lines"
+    )
+
+
+def _position(dialect: Dialect, boot: int, count_: int, source: str, dropped: int, sent_before: bool) -> int:
+    """select's position; on a cut answer (dropped lines), only a boot from the end whose start was sent.
+
+    The oldest boot among the lines sent counts as whole when lines were sent before its first
+    line (the cut fell before them); when the lines sent begin with it, it may have lost its first lines.
+    """
+    if not dropped:
+        return select(boot, count_, source, dialect.marker.template)
+    whole = count_ if sent_before else max(count_ - 1, 0)
+    if boot < 0 and boot >= -whole:
+        return count_ + boot
+    which = f"boot=-1 to -{whole} can be read" if whole > 1 else "boot=-1 can be read" if whole else "none can be read"
+    raise LedgerError(
+        f"{source}: boot={boot} cannot be read: the log holds more {dialect.engine} lines than one read sends, so the "
+        f"host sent the newest and left the {dropped:,} older ones there, and boots are counted from the newest among "
+        f"those sent ({which}; the oldest of them may have lost its first lines). Read a newer boot, or a log that "
+        "holds the start-up you need (rotate the log, or cut that start-up out of it)"
+    )
+
+
+def _boot_starts(dialect: Dialect, hits_by_line: list[list[Hit]]) -> list[int]:
     """Where each boot starts: at a marker line, unless no figure was printed since the last start.
 
     Engines print more than one marker line per start-up (vLLM's server version and engine

@@ -1,10 +1,12 @@
 """SGLang's start-up ledger: its phrase table and the typed view of one boot.
 
-What SGLang prints, per TP rank (lines carry a `[time TPn]` or `[time DPd TPn EPe]` prefix;
-a single-GPU server prints no rank): `Load weight begin. avail mem=X GB`, `Load weight end.
-type=..., dtype=..., avail mem=X GB, mem usage=W GB.` (the weights), `KV Cache is allocated.
-#tokens: N, K size: K GB, V size: V GB` (MLA models: `KV size: X GB`), `Memory pool end.
-avail mem=X GB`, `Capture cuda graph begin ... avail mem=X GB` and `Capture cuda graph end.
+What SGLang prints, per rank (lines carry a `[time TPn]`, `[time DPd TPn EPe]` or, under
+pipeline parallelism, `[time PPp TPn]` prefix; the rank is its DP, PP and TP tags, since
+PP0 TP0 and PP1 TP0 are two cards; a single-GPU server prints no rank):
+`Load weight begin. avail mem=X GB`, `Load weight end. type=..., dtype=..., avail mem=X GB,
+mem usage=W GB.` (the weights), `KV Cache is allocated. #tokens: N, K size: K GB, V size:
+V GB` (MLA models: `KV size: X GB`; from 2026 with `dtype: D, ` before `#tokens`), `Memory
+pool end. avail mem=X GB`, `Capture cuda graph begin ... avail mem=X GB` and `Capture cuda graph end.
 Time elapsed: T s. mem usage=G GB. avail mem=X GB.`, then the scheduler's summary
 `max_total_num_tokens=N, chunked_prefill_size=..., max_prefill_tokens=...,
 max_running_requests=R, context_len=C, available_gpu_mem=X GB`. SGLang's "GB" is GiB: it
@@ -13,15 +15,20 @@ x 2 bytes is 8.23 GiB). The boot starts at its `server_args=ServerArgs(...)` lin
 
 The procedures in SGLang's terms:
 - Settled free: `available_gpu_mem` of the scheduler's summary (after the KV pool and the
-  CUDA graphs). The floor is what `--mem-fraction-static` keeps back: (1 - fraction) of the
-  card's memory is left for activations (SGLang prints no figure for them); free memory
-  beyond that floor is memory the KV pool could have had.
+  CUDA graphs), else `Capture cuda graph end. ... avail mem`; `Memory pool end. avail mem`
+  only where the boot captures no CUDA graphs (no rank prints a capture line). The floor
+  is what `--mem-fraction-static` keeps back: (1 - fraction) of the card's memory is left
+  for activations (SGLang prints no figure for them); free memory beyond that floor is
+  memory the KV pool could have had.
 - The flag that moves the KV memory: `--mem-fraction-static` (weights + KV pool as a share
   of the card), or `--max-total-tokens` (caps the pool in tokens). `--context-length` moves
   the window, `--max-running-requests` the sequences.
 - Refused boots: `Not enough memory. Please try to increase --mem-fraction-static.` (no
-  room for a pool at all), and a pool smaller than the context length: SGLang starts, but
-  clamps every request below the pool, so not one full-length sequence fits.
+  room for a pool at all; from 2026 `Loaded weights leave no GPU memory for the KV cache
+  under --mem-fraction-static=F.`; with --max-total-tokens set, a profiled value of 0 or
+  less in `max_total_tokens=T is larger than the profiled value P`), and a pool smaller
+  than the context length: SGLang starts, but clamps every request below the pool, so not
+  one full-length sequence fits.
 """
 
 from __future__ import annotations
@@ -59,7 +66,7 @@ PHRASES = (
            r"Load weight end\.[^\n]*?avail mem=(?P<avail>{NUM}) ?GB, mem usage=(?P<usage>{NUM}) ?GB",
            "Load weight end. ... avail mem=X GB, mem usage=W GB"),
     phrase("kv_alloc", "KV Cache is allocated",
-           r"KV Cache is allocated\. (?:dtype: \S++, )?#tokens: (?P<tokens>{NUM}), (?:K size: (?P<k>{NUM}) ?GB, "
+           r"KV Cache is allocated\. (?:dtype: [^,\s]++, )?#tokens: (?P<tokens>{NUM}), (?:K size: (?P<k>{NUM}) ?GB, "
            r"V size: (?P<v>{NUM}) ?GB|KV size: (?P<kv>{NUM}) ?GB)",
            "KV Cache is allocated. #tokens: N, K size: K GB, V size: V GB"),
     phrase("pool_end", "Memory pool end", r"Memory pool end\. avail mem=(?P<avail>{NUM}) ?GB",
@@ -75,9 +82,16 @@ PHRASES = (
            "server_args=ServerArgs(..., mem_fraction_static=F, ...)"),
     phrase("not_enough", "Not enough memory", r"Not enough memory\. Please try to increase --mem-fraction-static",
            "Not enough memory. Please try to increase --mem-fraction-static."),
+    phrase("not_enough", "leave no GPU memory for the KV cache",
+           r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=(?P<fraction>{NUM})",
+           "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=F."),
+    phrase("profiled", "larger than the profiled value",
+           r"max_total_tokens=(?P<asked>\d++) is larger than the profiled value (?P<profiled>-?\d++)",
+           "max_total_tokens=T is larger than the profiled value P. Use the profiled value instead."),
 )
 
-_RANK = re.compile(r"\s(?P<rank>(?:DP\d++ )?TP\d++)(?: [A-Z]{2}\d++)*+\]", re.ASCII)
+_PREFIX = re.compile(r"\[(?P<inside>[^\[\]\n]{1,160}+)\]", re.ASCII)
+_PLACE = re.compile(r"(?:DP|PP|TP)\d++", re.ASCII)
 _PAIR = re.compile(r"(?<![a-z_])(?P<name>[a-z_]++)=(?P<value>[^,\s]++)")
 INFO = "keep the start-up's INFO lines of every TP rank (SGLang's default --log-level info)"
 
@@ -100,8 +114,16 @@ GAPS = (
 
 
 def rank_of(text: str) -> str | None:
-    found = _RANK.search(text)
-    return found["rank"] if found else None
+    """The rank a line's prefix names: its DP, PP and TP tags in order ('DP3 TP3', 'PP1 TP0'), or None.
+
+    Other tags (EP, ATTN_CP, MOE_DP) name no card of their own and are left out; a prefix
+    without a TP tag names no rank.
+    """
+    for prefix in _PREFIX.finditer(text):
+        tags = [tag for tag in prefix["inside"].split() if _PLACE.fullmatch(tag)]
+        if any(tag.startswith("TP") for tag in tags):
+            return " ".join(tags)
+    return None
 
 
 def _pairs(hit: Hit) -> dict[str, str]:
@@ -130,7 +152,9 @@ def _floor(load_begin: Hit | None, fraction: Hit | None) -> Figure | None:
                   f"{value:,.2f} MiB")
 
 
-def _rank_view(rank: str, groups: list[dict[str, list[Hit]]]) -> RankView:
+def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], graphs: bool) -> RankView:
+    """One rank's figures. `graphs`: the boot captures CUDA graphs (any rank printed the capture), so
+    'Memory pool end. avail mem' is not yet where the rank settles, though its own capture lines may be cut."""
     load_end = first(groups, "load_end")
     weights = size(load_end, "usage", "GB") if load_end else None
     kv_mib = kv_tokens = free = window = None
@@ -149,7 +173,7 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]]) -> RankView:
             free = size(Hit(summary.key, summary.line, {"x": pairs["available_gpu_mem"]}, summary.rank), "x", "GB")
     if free is None and graph_end is not None:
         free = size(graph_end, "avail", "GB")
-    if free is None and first(groups, "graph_begin") is None and (pool_end := last(groups, "pool_end")) is not None:
+    if free is None and not graphs and (pool_end := last(groups, "pool_end")) is not None:
         free = size(pool_end, "avail", "GB")  # no CUDA graphs follow the pool: this is where it settles
     view = RankView(rank, weights, kv_mib, kv_tokens, None, None,
                     size(graph_end, "usage", "GB") if graph_end else None, free, window,
@@ -162,6 +186,13 @@ def _refusals(hits: list[Hit], views: tuple[RankView, ...]) -> tuple[Refusal, ..
         "SGLang refused to start: after the weights, --mem-fraction-static leaves no room for a KV pool. Raise "
         "--mem-fraction-static (it is weights + KV pool as a share of the card), or serve on more GPUs (--tp)"))
         for hit in hits if hit.key == "not_enough"]
+    for hit in hits:
+        if hit.key == "profiled" and int(hit.raw("profiled")) <= 0:
+            refusals.append(Refusal("not_enough_memory", hit.line, (
+                f"SGLang's profile left a KV pool of {int(hit.raw('profiled')):,} tokens: after the weights, "
+                "--mem-fraction-static leaves no room for one, and the boot fails. Raise --mem-fraction-static, or "
+                "serve on more GPUs (--tp)")))
+            break  # every rank prints it: one line names the boot's refusal
     for view in views:
         if view.kv_tokens and view.window_tokens and view.kv_tokens.value < view.window_tokens.value:
             refusals.append(Refusal("pool_below_window", view.window_tokens.lines[0], (
@@ -175,7 +206,8 @@ def _refusals(hits: list[Hit], views: tuple[RankView, ...]) -> tuple[Refusal, ..
 def _build(hits: list[Hit]) -> Built:
     order, grouped = by_rank(hits)
     shared = grouped.get(None, {})
-    views = tuple(_rank_view(r, [grouped.get(r, {}), shared]) for r in order or ["engine"])
+    graphs = any(hit.key in ("graph_begin", "graph_end") for hit in hits)
+    views = tuple(_rank_view(r, [grouped.get(r, {}), shared], graphs) for r in order or ["engine"])
     settings: dict[str, Figure] = {}
     if (summary := first([*grouped.values()], "summary")) is not None:
         running = _summary_figure(summary, _pairs(summary), "max_running_requests", "sequences")
@@ -186,7 +218,7 @@ def _build(hits: list[Hit]) -> Built:
     return Built(views, _refusals(hits, views), settings)
 
 
-ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction"})
+ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction", "profiled"})
 DIALECT = Dialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build)
 
 

@@ -11,8 +11,13 @@ tokens), the window (`Maximum concurrency for L tokens per request: Cx`, or `max
 in the engine's config line), CUDA graphs (`Graph capturing finished in N secs, took X GiB`)
 and, from 0.21, the `--gpu-memory-utilization` equivalence line. Per rank, under tensor
 parallelism, lines carry a `(Worker_TPn pid=...)` prefix (early V1: `(VllmWorker rank=n
-pid=...)`); the KV tokens are the engine's (each rank holds its heads' share of every
-token), so bytes per token is per rank.
+pid=...)`; V0's `(VllmWorkerProcess pid=N)` names no rank, and of its workers' profile lines
+the one with the least KV memory binds, as V0 gives every worker the fewest blocks any can
+hold); the KV tokens are the engine's (each rank holds its heads' share of every
+token), so bytes per token is per rank. For a model whose layers are not all full
+attention (linear-attention/Mamba or sliding-window layers) vLLM's KV tokens are no pool of
+full-length-sequence tokens: where its `Maximum concurrency` figure disagrees with tokens /
+window, the full-length sequences are that figure, and no bytes per token is made of the pair.
 
 The procedures in vLLM's terms:
 - Settled free: vLLM claims `--gpu-memory-utilization` x the card's total (default 0.9) for
@@ -30,6 +35,7 @@ The procedures in vLLM's terms:
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 
@@ -166,13 +172,23 @@ def _floor(total: Figure, util: Decimal) -> Figure:
                   f"= {left:,.2f} MiB")
 
 
+def _least_kv(groups: list[dict[str, list[Hit]]]) -> Hit | None:
+    """The V0 profile line that binds: the engine gives every worker the fewest blocks any worker can hold,
+    and its tensor-parallel workers' lines (`(VllmWorkerProcess pid=N)`) name no rank, so of several such
+    lines the one with the least KV memory is the one the blocks were sized by."""
+    for group in groups:
+        if group.get("breakdown_v08"):
+            return min(group["breakdown_v08"], key=lambda hit: hit.number("kv"))
+    return None
+
+
 def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens: int | None) -> RankView:
     weights = first(groups, "weights")
     weights_mib = size(weights, "size", weights.raw("unit")) if weights else None
     kv_mib = kv_tokens = rate = activation = free = floor = window = None
     if (hit := first(groups, "available")) is not None:
         kv_mib = size(hit, "size", hit.raw("unit"))
-    if (hit := first(groups, "breakdown_v08")) is not None:
+    if (hit := _least_kv(groups)) is not None:
         weights_mib = weights_mib or _gib(hit, "weights")
         kv_mib = kv_mib or _gib(hit, "kv")
         activation = _gib(hit, "activation")
@@ -204,9 +220,50 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
         if window is None and (hit := first(groups, key)) is not None:
             window = count(hit, "window")
     graphs = first(groups, "graphs")
+    mixed = _mixed_layers(kv_tokens, first(groups, "concurrency"), block_size_tokens)
     view = RankView(rank, weights_mib, kv_mib, kv_tokens, rate, activation,
-                    size(graphs, "size", graphs.raw("unit")) if graphs else None, free, window, floor_mib=floor)
-    return derive(view, gaps(block_size_tokens))
+                    size(graphs, "size", graphs.raw("unit")) if graphs else None, free, window, mixed, floor)
+    found = gaps(block_size_tokens)
+    if kv_mib is None and first(groups, "blocks") is not None:
+        found = _with_remedy(found, "kv_mib", BLOCKS_ONLY)
+    if mixed is not None:
+        found = _with_remedy(found, "kv_bytes_per_token", MIXED_LAYERS)
+    return derive(view, found, rate_from_pair=mixed is None)
+
+
+BLOCKS_ONLY = ("this vLLM prints its KV cache in blocks only (before 0.6 it logs no KV memory at INFO); read the "
+               "boot of a vLLM that prints its memory profile (0.6 and later), or set VLLM_LOGGING_LEVEL=DEBUG")
+MIXED_LAYERS = ("vLLM's 'Maximum concurrency' line disagrees with its KV tokens over the window, as it does for models "
+                "with linear-attention (Mamba) or sliding-window layers, whose KV tokens are no pool of full-attention "
+                "tokens: the KV memory over those tokens prices no full-length sequence. Size the pool by vLLM's "
+                "own concurrency figure (full_length_sequences), or by the model's per-token bytes for its "
+                "full-attention layers")
+
+
+def _with_remedy(found: tuple[Missing, ...], figure: str, remedy: str) -> tuple[Missing, ...]:
+    return tuple(replace(g, remedy=remedy) if g.figure == figure else g for g in found)
+
+
+def _mixed_layers(tokens: Figure | None, concurrency: Hit | None, block_size_tokens: int | None) -> Figure | None:
+    """vLLM's own concurrency figure, where its KV tokens over the window do not give it (beyond the line's
+    rounding to 0.01); None where they do, so the sequences are worked from the tokens as for any engine.
+
+    Tokens worked from V0's blocks with a caller's block size that disagree are the wrong block size: refused.
+    """
+    if tokens is None or concurrency is None:
+        return None
+    window, printed = concurrency.number("window"), concurrency.number("ratio")
+    if window <= 0 or abs(tokens.value / window - printed) <= Decimal("0.005"):
+        return None
+    worked = tokens.value / window
+    if block_size_tokens is not None and tokens.arithmetic:
+        raise LedgerError(
+            f"block_size_tokens={block_size_tokens} gives {tokens.value:,} KV tokens, {worked:.2f} sequences of "
+            f"{window:,}, where line {concurrency.line.number} prints {printed}x: pass the server's --block-size "
+            "(16 unless set)")
+    return Figure(printed, "sequences", (concurrency.line,), Decimal("0.01"),
+                  f"vLLM's own figure, {printed}x: its {tokens.value:,} KV tokens / {window:,} tokens = "
+                  f"{worked:.2f} do not give it (layers that are not full attention)")
 
 
 def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
@@ -239,13 +296,15 @@ def _build(block_size_tokens: int | None, hits: list[Hit]) -> Built:
     return Built(views, _refusals(hits), settings)
 
 
+MARKER_WORDS = ("Initializing", "version")
+"""A word of each of MARKER's two lines (its pattern's blanks are runs of any blank, so no word spans one)."""
 ONCE = frozenset({"kv_tokens", "concurrency", "available", "weights", "refused_v0", "refused_v1", "profile_v06"})
 
 
 def dialect(block_size_tokens: int | None = None) -> Dialect:
     if block_size_tokens is not None and block_size_tokens <= 0:
         raise LedgerError(f"block_size_tokens={block_size_tokens}: a vLLM block holds 1 or more tokens (--block-size)")
-    return Dialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens))
+    return Dialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens), MARKER_WORDS)
 
 
 def read_vllm(text: str, *, source: str, boot: int = -1, block_size_tokens: int | None = None) -> BootView:

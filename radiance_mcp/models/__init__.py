@@ -18,16 +18,39 @@ sources, probes, tools, server and cli import models. Inputs are flat where they
 (clients sometimes send a nested object as a JSON string, which the list fields accept too).
 Outputs carry every figure with its ledger line, so an agent can quote the engine rather than
 a number of its own. The names below are the ones most callers need.
+
+The model modules (and config.py) do without ``from __future__ import annotations``: with it,
+pydantic evaluates every field's annotation from its string when the class is made, about
+10 ms of CPU across the models at every start.
 """
 
-from radiance_mcp.models.base import BootRef, Input, LineRef, Output, boot_ref, line_ref, mib
-from radiance_mcp.models.ledger import (
-    CheckPoolContractInput,
-    ComputeCeilingInput,
-    ReadBudgetTableInput,
-    ReserveInput,
-)
-from radiance_mcp.models.ledger_ref import LedgerRef
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from radiance_mcp.models.base import BootRef, Input, LineRef, Output, boot_ref, line_ref, mib
+    from radiance_mcp.models.ledger import (
+        CheckPoolContractInput,
+        ComputeCeilingInput,
+        ReadBudgetTableInput,
+        ReserveInput,
+    )
+    from radiance_mcp.models.ledger_ref import LedgerRef
+
+_HOMES = {
+    "BootRef": "base", "Input": "base", "LineRef": "base", "Output": "base", "boot_ref": "base", "line_ref": "base",
+    "mib": "base", "CheckPoolContractInput": "ledger", "ComputeCeilingInput": "ledger",
+    "ReadBudgetTableInput": "ledger", "ReserveInput": "ledger", "LedgerRef": "ledger_ref",
+}
+"""Where each name below lives: importing this package (as every model module's import does)
+builds no family's models; a name is loaded from its module when it is first asked for."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BootRef",

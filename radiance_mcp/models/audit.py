@@ -1,8 +1,6 @@
 """The step-shape audit's models: audit_step_shape, check_serve_script, compare_dry_run."""
 
-from __future__ import annotations
-
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -53,7 +51,7 @@ class AuditStepShapeInput(Input):
     host: Name | None = ledger_field("shared", "host")
 
     @model_validator(mode="after")
-    def _sources(self) -> AuditStepShapeInput:
+    def _sources(self) -> Self:
         shared = given_sources(self)
         sides = {side: given_sources(self, f"{side}_") for side in ("proven", "candidate")}
         if shared:
@@ -192,7 +190,7 @@ class CheckServeScriptInput(Input):
     host: Name | None = Field(None, description="Fleet host of script and env_file.")
 
     @model_validator(mode="after")
-    def _sources(self) -> CheckServeScriptInput:
+    def _sources(self) -> Self:
         given = [n for n in ("service", "script", "script_text") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(
@@ -273,7 +271,7 @@ class CompareDryRunInput(Input):
     )
 
     @model_validator(mode="after")
-    def _sources(self) -> CompareDryRunInput:
+    def _sources(self) -> Self:
         inline = [n for n in ("proven_argv", "candidate_argv") if getattr(self, n) is not None]
         run = [n for n in ("service", "script") if getattr(self, n) is not None]
         modes = [n for n in ("proven_mode", "candidate_mode") if getattr(self, n) is not None]

@@ -5,8 +5,6 @@ Every tool's input derives from ``Input`` (unknown names refused), every output 
 ``Output`` (frozen).
 """
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -106,8 +104,8 @@ Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0), *_NUMBER]
 class Input(BaseModel):
     """A tool's input: flat fields, no other names allowed."""
 
-    # Its validator is built on the first call: the server lists 14 tools from the SDK's own
-    # argument models, and a CLI command validates one input.
+    # Built on first use: a CLI command validates one input of its family's three; the server
+    # builds all 14 when it writes their schemas for tools/list.
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 

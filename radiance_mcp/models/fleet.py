@@ -1,7 +1,5 @@
 """list_fleet's models: what the fleet config names."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

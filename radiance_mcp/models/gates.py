@@ -1,7 +1,5 @@
 """The shipping tools' models: render_gates, verify_deploy."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator

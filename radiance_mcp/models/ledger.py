@@ -1,9 +1,7 @@
 """The ledger tools' models: read_budget_table, compute_ceiling, check_pool_contract."""
 
-from __future__ import annotations
-
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -93,7 +91,7 @@ class CheckPoolContractInput(Input):
     _json_string = field_validator("reserves", mode="before")(_reserves_from_json)
 
     @model_validator(mode="after")
-    def _at_most_one_source(self) -> CheckPoolContractInput:
+    def _at_most_one_source(self) -> Self:
         # service names the model's constants too, so it is no rival of the others.
         given = [name for name in given_sources(self) if name != "service"]
         problem = source_problem(

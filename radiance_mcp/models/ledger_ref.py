@@ -8,10 +8,8 @@ them (``ledger_field``), audit_step_shape's ``proven_`` / ``candidate_`` ones in
 Resolving a reference to a source is sources.ledger_source's job.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -124,7 +122,7 @@ class LedgerRef(Input):
     boot: BootIndex = ledger_field("ledger", "boot")
 
     @model_validator(mode="after")
-    def _one_source(self) -> LedgerRef:
+    def _one_source(self) -> Self:
         problem = source_problem(given_sources(self), self.host is not None)
         if problem:
             raise ValueError(problem)

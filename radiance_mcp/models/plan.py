@@ -1,9 +1,7 @@
 """The planning tools' models: compare_arms, plan_free_vram."""
 
-from __future__ import annotations
-
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, Strict, field_validator, model_validator
 
@@ -133,7 +131,7 @@ class PlanFreeVramInput(Input):
         return json_list(info.field_name, value)
 
     @model_validator(mode="after")
-    def _sources(self) -> PlanFreeVramInput:
+    def _sources(self) -> Self:
         given = given_sources(self)
         problem = source_problem(
             given, self.host is not None, required=False,

@@ -1,8 +1,6 @@
 """The probes' tool inputs and outputs (pydantic, flat where possible)."""
 
-from __future__ import annotations
-
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field
 
@@ -21,7 +19,7 @@ class Repeated(Output):
     count: int = Field(description="How many there were.")
 
     @classmethod
-    def collapse(cls, texts: list[str]) -> list[Repeated]:
+    def collapse(cls, texts: list[str]) -> list[Self]:
         return [cls(text=text, count=count) for text, count in collapse_alike(texts)]
 
 

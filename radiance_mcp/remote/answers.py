@@ -1,4 +1,4 @@
-"""What a section of a host's answer means: the cut boot, the file, the dry run, or the error.
+"""What a section of a host's answer means: the cut boot, an engine log's lines, the file, the dry run, or the error.
 
 Each error names the tool argument, the host, the rule and the remedy; the codes are the X
 lines the programs write (framing.py lists them).
@@ -7,11 +7,21 @@ lines the programs write (framing.py lists them).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 from radiance_mcp.errors import InputError, LedgerError, RemoteError, SourceError
 from radiance_mcp.ledger import select_boot
 from radiance_mcp.remote.framing import Frame, Section
-from radiance_mcp.remote.records import STDERR_TAIL_BYTES, CutBoot, DryRun, FileRequest, LogRequest, RemoteText
+from radiance_mcp.remote.records import (
+    STDERR_TAIL_BYTES,
+    CutBoot,
+    DryRun,
+    EngineLines,
+    EngineRequest,
+    FileRequest,
+    LogRequest,
+    RemoteText,
+)
 from radiance_mcp.remote.rules import CKSUM
 
 
@@ -22,27 +32,12 @@ def section_boot(section: Section, request: LogRequest, host: str) -> CutBoot:
         raise RemoteError(section.failure)
     if section.error:
         code, *args = section.error
-        _refuse_file(code, label, request.roots, host)
-        if code == "empty":
-            raise LedgerError(f"{label}: the log is empty; nothing was booted or the wrong file was named")
         if code == "nophrase":
-            raise LedgerError(f"{label}: no radiance ledger phrase in the log; point the tool at the boot log")
+            raise LedgerError(f"{label}: no radiance ledger phrase in the log; point the tool at the boot log (for a "
+                              "vLLM, SGLang or llama.cpp log, name the service's engine in the fleet config)")
         if code == "range" and args and args[0].isdigit():
             select_boot(request.boot, int(args[0]), label)  # raises the reader's own wording
-        if code == "nopodman":
-            raise SourceError(f"{label}: podman is not on the PATH of the SSH user on host {host}; "
-                              "install it, or log in as the user that runs the container")
-        if code == "podman":
-            status = args[0] if args else "?"
-            said = f": {section.podman_error.strip()[:300]!r}" if section.podman_error else ""
-            why = ("it was killed after the time limit" if status in ("137", "124") else
-                   "it could not be run to its end" if status == "-1" else f"it exited with status {status}")
-            raise SourceError(
-                f"{label}: `podman logs {request.name}` failed on host {host}: {why}{said}; check the name "
-                "with `podman ps -a` on the host, as the SSH user"
-            )
-        raise RemoteError(f"{label}: the ledger command failed on host {host} ({' '.join(section.error)}); "
-                          "the host needs POSIX sh, grep, awk and coreutils (readlink -f, head -c, tail -c)")
+        _refuse_section(section, label, request.name, request.roots, host, "the ledger command")
     if section.index is None or section.boots_seen is None or section.skipped is None or section.span is None:
         raise RemoteError(f"{label}: host {host} sent an incomplete answer; try again")
     first, last = section.span
@@ -51,6 +46,38 @@ def section_boot(section: Section, request: LogRequest, host: str) -> CutBoot:
         return CutBoot(-need, None, tuple(section.lines), section.skipped, first, last, lines_from_byte=offset)
     return CutBoot(section.index, section.boots_seen, tuple(section.lines), section.skipped, first, last)
 
+
+
+def engine_lines(section: Section, request: EngineRequest, host: str) -> EngineLines:
+    """The section's lines of another engine's log, or the error its code names (input, rule and remedy)."""
+    if section.error:
+        _refuse_section(section, request.label, request.name, request.roots, host, "the engine log read")
+    if section.skipped is None or section.span is None:
+        raise RemoteError(f"{request.label}: host {host} sent an incomplete answer; try again")
+    return EngineLines(tuple(section.lines), section.skipped, section.span[1], section.dropped)
+
+
+def _refuse_section(section: Section, label: str, name: str, roots: Sequence[str], host: str, what: str) -> NoReturn:
+    """Raise what a failed log read's X line says: the file, the log, podman, or the host's tools."""
+    assert section.error is not None
+    code, *args = section.error
+    _refuse_file(code, label, roots, host)
+    if code == "empty":
+        raise LedgerError(f"{label}: the log is empty; nothing was booted or the wrong file was named")
+    if code == "nopodman":
+        raise SourceError(f"{label}: podman is not on the PATH of the SSH user on host {host}; "
+                          "install it, or log in as the user that runs the container")
+    if code == "podman":
+        status = args[0] if args else "?"
+        said = f": {section.podman_error.strip()[:300]!r}" if section.podman_error else ""
+        why = ("it was killed after the time limit" if status in ("137", "124") else
+               "it could not be run to its end" if status == "-1" else f"it exited with status {status}")
+        raise SourceError(
+            f"{label}: `podman logs {name}` failed on host {host}: {why}{said}; check the name "
+            "with `podman ps -a` on the host, as the SSH user"
+        )
+    raise RemoteError(f"{label}: {what} failed on host {host} ({' '.join(section.error)}); "
+                      "the host needs POSIX sh, grep, awk and coreutils (readlink -f, head -c, tail -c)")
 
 
 def _refuse_file(code: str, label: str, roots: Sequence[str], host: str) -> None:

@@ -1,7 +1,8 @@
 """The commands sent to a host: a fixed program from programs/, its settings, one quoted call per read.
 
-Three programs run on a host, nothing else: the ledger read (programs/ledger_read.sh and the
-awk programs it runs), the read of a serve script and its env file (read_files.sh), and the
+Four programs run on a host, nothing else: the ledger read (programs/ledger_read.sh and the
+awk programs it runs), the read of another engine's log (engine_read.sh with engine_lines.awk:
+vLLM, SGLang, llama.cpp), the read of a serve script and its env file (read_files.sh), and the
 dry runs of two modes (dry_run.sh); each begins with common.sh. They are read once, with
 importlib.resources, and sent without their comment lines. Only the settings and the call
 lines after the program change from one command to the next, and every word in them is
@@ -16,17 +17,25 @@ import shlex
 from collections.abc import Sequence
 from importlib.resources import files
 
+from radiance_mcp.engines import ENGINES, EngineName, engine_words
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import BOOT_MARKER, KEYWORDS, MAX_LINE_BYTES
 from radiance_mcp.remote.framing import check_nonce, wrap
-from radiance_mcp.remote.records import STDERR_TAIL_BYTES, Checkpoint, FileRequest, LogRequest
+from radiance_mcp.remote.records import STDERR_TAIL_BYTES, Checkpoint, EngineRequest, FileRequest, LogRequest
 from radiance_mcp.remote.rules import call_line, check_boot, check_cksum, check_container, check_mode, sent_path
 from radiance_mcp.remote.targets import Limits
 
-# The keywords travel as grep patterns (-e each) and as one awk variable split on '|'.
-if any(not k or "|" in k or "\\" in k or "\n" in k for k in KEYWORDS):
-    # The awk variable goes through awk's escape processing and a split on '|'.
-    raise RuntimeError("ledger.KEYWORDS: a keyword holding '|', '\\' or a newline needs another separator here")
+
+def _check_words(words: Sequence[str], where: str) -> None:
+    """Words that travel as grep patterns (-e each) and as one awk variable split on '|'."""
+    if any(not k or "|" in k or "\\" in k or "\n" in k for k in words):
+        # The awk variable goes through awk's escape processing and a split on '|'.
+        raise RuntimeError(f"{where}: a word holding '|', '\\' or a newline needs another separator here")
+
+
+_check_words(KEYWORDS, "ledger.KEYWORDS")
+for _engine in (*ENGINES, None):
+    _check_words(engine_words(_engine), f"engine_words({_engine!r})")
 
 
 def program_text(name: str) -> str:
@@ -65,6 +74,21 @@ def _ledger_program() -> str:
         _awk_setting("marks_awk", "marks.awk"),
         _awk_setting("back_awk", "back.awk"),
         _awk_setting("last_awk", "last.awk"),
+    ]))
+
+
+@functools.cache
+def _engine_program(engine: EngineName | None) -> str:
+    """common.sh and engine_read.sh, with the engine's words (every engine's for None) as fixed settings."""
+    words = engine_words(engine)
+    patterns = " ".join(f"-e {shlex.quote(w)}" for w in words)
+    return _strip_comments("\n".join([
+        program_text("common.sh"),
+        program_text("engine_read.sh"),
+        f"words={shlex.quote('|'.join(words))}",
+        f"max_line_bytes={MAX_LINE_BYTES}",
+        f"word_lines() {{ grep -a -n \"$@\" -F {patterns}; }}",
+        _awk_setting("lines_awk", "engine_lines.awk"),
     ]))
 
 
@@ -126,6 +150,22 @@ def _tail_words(checkpoint: Checkpoint) -> list[str]:
     if checkpoint.tail_offset is None or checkpoint.tail_line is None or not checkpoint.tail_cksum:
         return ["-", "-", "-"]
     return [str(checkpoint.tail_offset), str(checkpoint.tail_line), checkpoint.tail_cksum]
+
+
+def build_engine_command(request: EngineRequest, *, nonce: str, timeout_s: float, cap_bytes: int) -> str:
+    """Another engine's log: the lines holding its words (at most cap_bytes of them, the newest), numbered."""
+    if request.engine is not None and request.engine not in ENGINES:
+        raise InputError(f"engine={request.engine!r}: expected one of {', '.join(ENGINES)}")
+    settings = [
+        f"nonce={check_nonce(nonce)}",
+        f"lines_cap={int(cap_bytes)}",
+        _time_limit(math.ceil(timeout_s) + 2),
+    ]
+    if request.kind == "podman":
+        call = call_line("read_engine_podman", ["0", check_container(request.name)])
+    else:
+        call = call_line("read_engine_file", ["0", sent_path(request.name), *(sent_path(r) for r in request.roots)])
+    return wrap(_engine_program(request.engine), settings, [call])
 
 
 def build_files_command(requests: Sequence[FileRequest], *, nonce: str, cap_bytes: int) -> str:

@@ -25,6 +25,11 @@ The ledger read (``parse_output``), one line each::
     #<n> E <i> <text>                   podman's last error line, for the message
     #<n> Z                              the command ran to its end
 
+The engine log read (``parse_output`` too) sends S, the numbered lines holding one of the
+engine's words, K, R (1 and the log's last line), X and E as above, and::
+
+    #<n> L <i> <dropped>                the oldest <dropped> lines holding a word were not sent (the cap)
+
 The file read and the dry runs (``parse_frames``): a file's bytes, or a dry run's output,
 travel between a D (or W) line and a Y line of the nonce, so no byte of them can end the
 block early or pass for a control line::
@@ -143,6 +148,8 @@ class Section:
     unchanged: bool = False
     whole: bool = False
     """The file was small and read whole (the next read may queue it without taking its size)."""
+    dropped: int = 0
+    """An engine log read: lines holding a word the host did not send (over the cap; the oldest)."""
 
 
 def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], bool]:
@@ -168,6 +175,8 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], 
                 section.index, section.boots_seen = int(index), int(seen)
             elif kind == "K":
                 section.skipped = int(rest or 0)
+            elif kind == "L":
+                section.dropped = int(rest) if rest.isdigit() else 0
             elif kind == "T":
                 section.continued = True
             elif kind == "N":

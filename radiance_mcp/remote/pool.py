@@ -6,7 +6,8 @@ with a program on stdin (commands.py); its output is capped, timed and framed (f
 Ledger reads of one host that arrive in the same turn of the event loop go as one command
 (MAX_BATCH logs at most; MAX_SMALL_BATCH of files the last read found small, which the host
 reads in one pass together), and the last read of each file is remembered (MAX_CHECKPOINTS) so
-the next one reads only what was added.
+the next one reads only what was added. A read of another engine's log (vLLM, SGLang,
+llama.cpp: read_engine_log) is a command of its own.
 
 asyncssh is imported inside the functions that use it, so the server starts without loading it.
 """
@@ -21,11 +22,25 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from radiance_mcp.errors import RemoteError
-from radiance_mcp.remote.answers import dry_run_result, file_text, section_boot
-from radiance_mcp.remote.commands import build_command, build_dry_run_command, build_files_command
+from radiance_mcp.remote.answers import dry_run_result, engine_lines, file_text, section_boot
+from radiance_mcp.remote.commands import (
+    build_command,
+    build_dry_run_command,
+    build_engine_command,
+    build_files_command,
+)
 from radiance_mcp.remote.connect import connect, reason
 from radiance_mcp.remote.framing import REMOTE_COMMAND, Section, check_finished, new_nonce, parse_frames, parse_output
-from radiance_mcp.remote.records import Checkpoint, CutBoot, DryRun, FileRequest, LogRequest, RemoteText
+from radiance_mcp.remote.records import (
+    Checkpoint,
+    CutBoot,
+    DryRun,
+    EngineLines,
+    EngineRequest,
+    FileRequest,
+    LogRequest,
+    RemoteText,
+)
 from radiance_mcp.remote.targets import Limits, SSHTarget
 
 if TYPE_CHECKING:
@@ -213,6 +228,20 @@ class SSHPool:
             if request.kind == "file":
                 self._remember((target, request.name), section, previous)
         return sections
+
+    async def read_engine_log(self, target: SSHTarget, request: EngineRequest) -> EngineLines:
+        """The lines of another engine's log (a file or a container) that hold one of its words, in one command.
+
+        The host greps the whole log and sends those lines numbered as in it, at most
+        Limits.engine_lines_bytes of them (the newest, saying how many older ones it left).
+        """
+        nonce = new_nonce()
+        command = build_engine_command(request, nonce=nonce, timeout_s=self.limits.command_timeout_s,
+                                       cap_bytes=self.limits.engine_lines_bytes)
+        output = await self.run(target, command, what=request.label)
+        sections, finished = parse_output(output, nonce=nonce, count=1)
+        check_finished(output, finished, target, request.label)
+        return engine_lines(sections[0], request, target.name)
 
     async def read_files(self, target: SSHTarget, requests: Sequence[FileRequest], *,
                          cap_bytes: int) -> list[RemoteText | None]:

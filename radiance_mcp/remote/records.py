@@ -1,7 +1,8 @@
 """What is asked of a host and what comes back: plain records, no I/O.
 
 A LogRequest (a ledger file or a container's log) comes back as a CutBoot; the pool keeps a
-Checkpoint per file so the next read scans only what is new. A FileRequest (a serve script,
+Checkpoint per file so the next read scans only what is new. An EngineRequest (another engine's
+log) comes back as EngineLines. A FileRequest (a serve script,
 its env file) comes back as RemoteText; a dry run of one mode as a DryRun.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from radiance_mcp.engines import EngineName
 from radiance_mcp.ledger import Line
 
 STDERR_TAIL_BYTES = 2_048
@@ -68,6 +70,31 @@ class CutBoot:
     is `tail -c +<offset + 1> FILE | sed -n <n>p`), index counts from the end (-1 the newest) and
     boots_seen is None."""
 
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """A vLLM, SGLang or llama.cpp log to read on a host: a file (path and roots checked) or a container."""
+
+    kind: Literal["file", "podman"]
+    name: str
+    label: str
+    roots: tuple[str, ...] = ()
+    engine: EngineName | None = None
+    """The engine whose words the host greps for (engines.engine_words); None: every engine's and radiance's."""
+
+
+@dataclass(frozen=True)
+class EngineLines:
+    """An engine log's lines that hold one of the words, numbered as in the log, as the host sent them."""
+
+    lines: tuple[Line, ...]
+    skipped_long_lines: int
+    """Lines holding a word that were over MAX_LINE_BYTES (not sent)."""
+    last_line: int
+    """The log's last line number (its lines without a word included)."""
+    dropped_lines: int = 0
+    """Older lines holding a word that were not sent: the lines sent were over the read's cap."""
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ class Limits:
     count_before_bytes: int = 16 * 1024 * 1024
     """A boot counted from the end gets exact line numbers and its index when the bytes before it are
     at most this many (counting them costs a pass over them); past that its lines count from its marker."""
+    engine_lines_bytes: int = 2 * 1024 * 1024
+    """Lines of another engine's log (vLLM, SGLang, llama.cpp) sent at most: those holding one of its words,
+    the newest kept when they are more (a start-up's are a few KiB; a request log may repeat a word)."""
     small_file_bytes: int = 1024 * 1024
     """A log file this small is read whole on every read, with the command's other small files in one awk pass
     (no checkpoint: checking one costs more)."""

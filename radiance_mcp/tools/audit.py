@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from radiance_mcp import serve_script, step_shape
-from radiance_mcp.argv import compare_argv
 from radiance_mcp.errors import GuardRailError, LedgerError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.audit import (
@@ -42,6 +41,9 @@ from radiance_mcp.scripts import ScriptRef, runnable_script, script_source, serv
 from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, ledger_source, read_many
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_gib, fmt_mib
+
+if TYPE_CHECKING:  # loaded by the tool that uses it, on its first call: tools/list needs neither
+    from radiance_mcp import serve_script, step_shape
 
 FAMILY = ToolFamily()
 
@@ -149,6 +151,7 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     (--max-num-batched-tokens) grows the arena, charged before weights and KV. Next:
     check_serve_script.
     """
+    from radiance_mcp import step_shape
 
     try:
         proven_boot, candidate_boot = await read_two_boots(runtime, *args.ledger_refs())
@@ -210,6 +213,8 @@ def _in_directory(path: str, directory: str) -> bool:
 
 def _followed(script_text: str, script_path: str, notes: list[str]) -> list[serve_script.SourceLine]:
     """The files the script sources that can be resolved without running it; the others said in notes."""
+    from radiance_mcp import serve_script
+
     found: list[serve_script.SourceLine] = []
     for source in serve_script.source_lines(script_text, script_path):
         if source.path is None:
@@ -237,6 +242,8 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
     beside the script is fetched in the same round trip as the script, so the usual layout costs
     one; a script that sources another file costs a second.
     """
+    from radiance_mcp import serve_script
+
     source = script_source(runtime, args.service, args.host)
     refs: list[ScriptRef] = []
     configured_env: ScriptRef | None = None
@@ -308,6 +315,8 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
     When: after audit_step_shape blames a mode's shape. Rule: the sourced env file owns the shape,
     traced by which variable reaches which flag. Next: compare_dry_run.
     """
+    from radiance_mcp import serve_script
+
     notes: list[str] = []
     script = await _script_and_env(runtime, args, notes)
     check = await run(
@@ -359,6 +368,8 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
 
 
 def _refuse_without_dry_run(label: str, text: str) -> None:
+    from radiance_mcp import serve_script
+
     if not serve_script.handles_dry_run(text):
         raise GuardRailError(
             f"script={label!r}: its code never mentions --dry-run, so '<script> <mode> --dry-run' "
@@ -375,6 +386,8 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
     When: to prove a fixed mode inherits the proven shape. Rule: only a serve_script the config
     names is run. Next: deploy, then verify_deploy.
     """
+    from radiance_mcp.argv import compare_argv
+
     sides: dict[str, DryRunSide] = {}
     host: str | None = None
     if args.proven_argv is not None and args.candidate_argv is not None:

@@ -98,7 +98,7 @@ def ceiling_output(view: BootView, given: list[ReserveInput]) -> ComputeCeilingO
         cards=[
             CeilingCard(card=c.card, settled_free_mib=mib(c.free_mib), engine_floor_mib=mib(c.floor_mib),
                         pair_mib=mib(c.pair_mib), ceiling_mib=c.ceiling_mib,
-                        headroom_mib=int(c.ceiling_mib - c.pair_mib),
+                        headroom_mib=c.headroom_mib,
                         derivation=f"{name[c.card]}: {c.derivation}", max_pair_mib=c.max_pair_mib or 0)
             for c in result.cards
         ],

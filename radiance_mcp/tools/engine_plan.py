@@ -46,7 +46,7 @@ def cards(view: BootView, physical: tuple[str, ...]) -> list[CardPlan]:
         floor = (traced("engine floor", figures.floor_mib) if figures.floor_mib else
                  _arith("engine floor", Decimal(0), "MiB", rank.floor_note))
         activation = figures.activation_mib or figures.graph_mib
-        headroom = round_down(rank.card.ceiling_mib - rank.card.pair_mib)
+        headroom = rank.card.headroom_mib
         plans.append(CardPlan(
             card=rank.card.card, physical=physical[position] if position < len(physical) else None, card_total=None,
             vram_weights=traced("weights", figures.weights_mib), vram_kv=traced("KV memory", figures.kv_mib),

@@ -1,7 +1,8 @@
 """The ledger tools: read_budget_table, compute_ceiling, check_pool_contract.
 
-Each reads one boot ledger (sources.read_boot), calls the pure core (radiance_mcp.capacity)
-and shapes its output model (models/ledger.py).
+Each reads one boot ledger in its engine's dialect (engine_source.read_ledger), calls the pure
+core (radiance_mcp.capacity for radiance, radiance_mcp.engines for another engine) and shapes its
+output model (models/ledger.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from radiance_mcp import capacity, ledger
 from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
-from radiance_mcp.engine_source import engine_boot, read_ledger
+from radiance_mcp.engine_source import read_ledger
 from radiance_mcp.engines import BootView
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import Boot, Line
@@ -35,7 +36,6 @@ from radiance_mcp.models.ledger import (
 )
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import read_boot
 from radiance_mcp.tools import engine_ledger
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib
@@ -169,7 +169,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
                 engine_floor_mib=mib(c.floor_mib),
                 pair_mib=mib(c.pair_mib),
                 ceiling_mib=c.ceiling_mib,
-                headroom_mib=int(c.ceiling_mib - c.pair_mib),
+                headroom_mib=c.headroom_mib,
                 derivation=c.derivation,
                 max_pair_mib=c.max_pair_mib if c.max_pair_mib is not None else c.ceiling_mib,
             )
@@ -194,9 +194,9 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     When: for any change of seats, window, dtype or pool. Rule: with a ledger, ok also needs the
     pair within the ceiling. Next: render_gates, or plan_free_vram.
     """
-    view = await engine_boot(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
-    if view is not None:
-        return engine_ledger.contract_output(view, args)
+    read = await read_ledger(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
+    if isinstance(read, BootView):
+        return engine_ledger.contract_output(read, args)
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {
         "pool_mib": args.pool_mib,
@@ -207,7 +207,7 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     inputs_from: dict[str, LineRef | str] = {k: "argument" for k, v in given.items() if v is not None}
     missing = [k for k, v in given.items() if v is None]
     notes: list[str] = []
-    boot = await _contract_ledger(runtime, args, missing)
+    boot = _contract_ledger(read, args, missing)
     state = ledger.boot_state(boot) if boot is not None else None
     for name in missing:
         assert boot is not None and state is not None  # _contract_ledger refuses missing values without one
@@ -285,10 +285,11 @@ def _contract_ref(runtime: Runtime, args: CheckPoolContractInput) -> LedgerRef:
                      host=args.host, container=args.container, boot=args.boot)
 
 
-async def _contract_ledger(runtime: Runtime, args: CheckPoolContractInput, missing: list[str]) -> Boot | None:
-    """The boot the contract is checked against, if the input names a ledger (or its service has one)."""
-    if _names_ledger(runtime, args):
-        return await read_boot(runtime, _contract_ref(runtime, args))
+def _contract_ledger(boot: Boot | None, args: CheckPoolContractInput, missing: list[str]) -> Boot | None:
+    """The boot the contract is checked against (read where the input names a ledger, or its service
+    has one); without one, the values it would have given must be arguments."""
+    if boot is not None:
+        return boot
     if missing:
         raise InputError(
             f"{', '.join(missing)} not given and no ledger to read them from: pass them, "

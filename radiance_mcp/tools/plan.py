@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from radiance_mcp import capacity, planning, svg
+from radiance_mcp import capacity, planning
 from radiance_mcp.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
@@ -25,7 +25,7 @@ from radiance_mcp.constants import (
     KVDtype,
     ModelConstants,
 )
-from radiance_mcp.engine_source import engine_boot
+from radiance_mcp.engine_source import read_ledger
 from radiance_mcp.engines import BootView
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.ledger import Boot, Hit, Line
@@ -52,7 +52,6 @@ from radiance_mcp.models.plan import (
     Unreadable,
 )
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import read_boot
 from radiance_mcp.tools import engine_plan
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
@@ -162,9 +161,9 @@ def _card_plan(reading: capacity.CardBudget, boot: Boot, physical: str | None) -
                    if reading.unclaimed else None),
         ceiling_mib=ceiling.ceiling_mib,
         derivation=ceiling.derivation,
-        headroom_mib=round_down(ceiling.ceiling_mib - ceiling.pair_mib),
+        headroom_mib=ceiling.headroom_mib,
         shared_with=[],
-        headroom_once_mib=round_down(ceiling.ceiling_mib - ceiling.pair_mib),
+        headroom_once_mib=ceiling.headroom_mib,
     )
 
 
@@ -291,49 +290,36 @@ def _ref(args: PlanFreeVramInput, name: str, boot: int) -> LedgerRef:
     return LedgerRef.model_validate({**given, "boot": boot})
 
 
-async def _engine_views(runtime: Runtime, args: PlanFreeVramInput, names: list[str],
-                        single: bool) -> tuple[dict[str, BootView], dict[str, RadianceMCPError]]:
-    """The boots among names that another engine (vLLM, SGLang, llama.cpp) printed, and the reads that failed."""
-    wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
-    reads = await asyncio.gather(*(engine_boot(runtime, _ref(args, n, b)) for n, b in zip(names, wanted, strict=True)),
-                                 return_exceptions=True)
-    views: dict[str, BootView] = {}
-    failed: dict[str, RadianceMCPError] = {}
-    for name, result in zip(names, reads, strict=True):
-        if isinstance(result, RadianceMCPError) and not (single and name == names[0]):
-            failed[name] = result
-        elif isinstance(result, BaseException):
-            raise result
-        elif result is not None:
-            views[name] = result
-    return views, failed
-
-
 async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str], single: bool,
-                      skip: set[str]) -> tuple[dict[str, Boot], list[Unreadable]]:
-    """The radiance boots to plan (names less skip, read in another engine's dialect), read concurrently.
+                      ) -> tuple[dict[str, BootView], dict[str, Boot], list[Unreadable]]:
+    """The boots to plan, read concurrently, each in its engine's dialect: another engine's views
+    (vLLM, SGLang, llama.cpp), radiance's boots, and the reads that failed.
 
     The asked ledger's failure is the call's; another service's goes to unreadable with its reason.
     """
-    to_read = [n for n in names if n not in skip]
     # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
-    wanted = [args.boot if single and n == names[0] else -1 for n in to_read]
-    reads: list[Any] = await asyncio.gather(*(read_boot(runtime, _ref(args, n, b))
-                                              for n, b in zip(to_read, wanted, strict=True)), return_exceptions=True)
+    wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
+    reads: list[Any] = await asyncio.gather(*(read_ledger(runtime, _ref(args, n, b))
+                                              for n, b in zip(names, wanted, strict=True)), return_exceptions=True)
+    views: dict[str, BootView] = {}
     boots: dict[str, Boot] = {}
     unreadable: list[Unreadable] = []
-    for name, result in zip(to_read, reads, strict=True):
+    for name, result in zip(names, reads, strict=True):
         if isinstance(result, RadianceMCPError) and not (single and name == names[0]):
             unreadable.append(Unreadable(service=name, error=str(result)))
         elif isinstance(result, BaseException):
             raise result
+        elif isinstance(result, BootView):
+            views[name] = result
         else:
             boots[name] = result
-    return boots, unreadable
+    return views, boots, unreadable
 
 
 def picture(out: PlanFreeVramOutput) -> str:
     """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
+    from radiance_mcp import svg  # on first picture: tools/list does not draw
+
     bars = []
     for plan in out.services:
         for card in plan.cards:
@@ -381,9 +367,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     """
     single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
     names = _names(runtime, args, single)
-    engines, failed = await _engine_views(runtime, args, names, single)
-    boots, unreadable = await _read_boots(runtime, args, names, single, set(engines) | set(failed))
-    unreadable += [Unreadable(service=name, error=str(exc)) for name, exc in failed.items()]
+    engines, boots, unreadable = await _read_boots(runtime, args, names, single)
     plans: dict[str, tuple[Boot, capacity.BudgetReading, list[CardPlan]]] = {}
     engine_cards: dict[str, tuple[BootView, list[CardPlan]]] = {}
     notes: list[str] = []

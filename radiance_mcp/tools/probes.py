@@ -6,7 +6,7 @@ numbers from radiance_mcp.constants (tests/probes/test_docstrings.py checks they
 
 from __future__ import annotations
 
-from radiance_mcp.engine_source import engine_boot
+from radiance_mcp.engine_source import read_ledger
 from radiance_mcp.engines import BootView
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.probes import (
@@ -20,14 +20,12 @@ from radiance_mcp.models.probes import (
 from radiance_mcp.probes.dialects import DialectChoice
 from radiance_mcp.probes.shape import LedgerShape, engine_shape, ledger_shape
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import service_source
 from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
 NO_LEDGER = "the service has no ledger (log or container) in the fleet config"
 SAME_NAME: dict[str, DialectChoice] = {"radiance": "radiance", "vllm": "vllm", "sglang": "sglang"}
-REMOTE_ENGINE = "the service's {engine} log is on a host, which is not read over SSH yet"
 
 
 async def service_ledger(runtime: Runtime, service: str) -> tuple[LedgerShape | None, DialectChoice | None, str]:
@@ -36,12 +34,9 @@ async def service_ledger(runtime: Runtime, service: str) -> tuple[LedgerShape | 
     entry = runtime.fleet.service(service)
     if entry.log is None and entry.container is None:
         return None, _dialect(entry.engine, None), NO_LEDGER
-    if entry.host is not None and entry.engine not in (None, "radiance"):
-        return None, _dialect(entry.engine, None), REMOTE_ENGINE.format(engine=entry.engine)
-    view = await engine_boot(runtime, LedgerRef(service=service))
-    if view is not None:
-        return engine_shape(view), _dialect(entry.engine, view), NO_LEDGER
-    boot = await service_source(runtime, service).read()
+    boot = await read_ledger(runtime, LedgerRef(service=service))  # on this machine or a host, in its dialect
+    if isinstance(boot, BootView):
+        return engine_shape(boot), _dialect(entry.engine, boot), NO_LEDGER
     return ledger_shape(boot, runtime.fleet.model_constants(service)), _dialect(entry.engine, None), NO_LEDGER
 
 

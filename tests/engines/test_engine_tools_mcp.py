@@ -141,6 +141,9 @@ async def test_sglang_gemma3_rate_and_what_its_excerpt_lacks() -> None:
     [
         ("vllm/v1_fp8_221k_refused.log", "compute_ceiling", 1, "--max-model-len"),  # 10.12 GiB needed > 5.59
         ("sglang/v0.4.3_not_enough_memory.log", "read_budget_table", 1, "--mem-fraction-static"),
+        ("sglang/2026_weights_leave_no_kv.log", "plan_free_vram", 1, "--mem-fraction-static"),
+        # eight ranks print a profiled pool of -561,981 tokens; the first names the refusal
+        ("sglang/v0.4.8_rocm_negative_profiled_pool.log", "compute_ceiling", 2, "-561,981 tokens"),
         ("llamacpp/llama-cpp-python_kv_alloc_failed.log", "read_budget_table", 1, "-c / --ctx-size"),
     ],
 )
@@ -200,9 +203,10 @@ async def test_plan_free_vram_plans_engine_services_beside_radiance() -> None:
     assert refused and "refused to start" in message and "line 3:" in message
 
 
-# A composed SGLang start-up (not a recorded log: no thread posts the server_args line, the pool and the
-# scheduler's summary of one boot together): its lines in SGLang's layout, at figures of our own, so the
-# floor, the ceiling and the more-KV option are checked by hand. One GPU, --mem-fraction-static 0.8.
+# A composed SGLang start-up (not a recorded log): the recorded boots with the whole chain
+# (test_engine_recorded_ceiling.py) keep less free than their floor, as SGLang's own buffers sit in it, so
+# they leave no more KV to price; its lines are in SGLang's layout, at figures of our own, so the priced
+# more-KV option is checked by hand. One GPU, --mem-fraction-static 0.8.
 SGLANG_ONE_GPU = """\
 [2026-03-02 10:00:00] server_args=ServerArgs(model_path='m', mem_fraction_static=0.8, context_length=32768)
 [2026-03-02 10:00:05] Load weight begin. avail mem=78.50 GB
@@ -234,3 +238,28 @@ async def test_sglang_floor_ceiling_and_more_kv_option() -> None:
     # 48 GiB / 327,680 tokens = 157,286.4 B/token; 3,072 MiB more hold 20,480 tokens: 348,160 / 32,768 = 10.62
     assert option["adds_mib"] == 3_072 and gains == {"KV tokens": 348_160, "full-length sequences": 10.62}
     assert "--mem-fraction-static" in option["flags"][0]
+
+
+async def test_a_hybrid_models_contract_is_refused_rather_than_priced_from_the_wrong_pair() -> None:
+    async with served() as client:
+        _, table = await call(client, "read_budget_table", log_text=text("vllm/v0.18_hybrid_qwen3.5_gguf_262k.log"))
+        error, message = await call(client, "check_pool_contract",
+                                    log_text=text("vllm/v0.18_hybrid_qwen3.5_gguf_262k.log"), seqs=1)
+    (rank,) = table["cards"]
+    # vLLM's own 'Maximum concurrency for 262,144 tokens per request: 1.36x' (line 7), not 89,760 / 262,144 = 0.34
+    assert rank["full_length_sequences"]["value"] == pytest.approx(1.36) and lines(rank["full_length_sequences"]) == [7]
+    assert rank["kv_bytes_per_token"] is None
+    # priced at 7,065.6 MiB / 89,760 tokens, one sequence of 262,144 would "not fit": the contract names the gap
+    assert error and "kv_bytes_per_token: not printed" in message and "Maximum concurrency" in message
+
+
+async def test_a_refused_tpu_boot_prices_the_window_it_would_hold() -> None:
+    async with served() as client:
+        error, out = await call(client, "check_pool_contract", log_text=text("vllm/heldout_v0.9_tpu_131k_refused.log"),
+                                seqs=1)
+    assert not error, out
+    # 16.00 GiB / 131,072 = 131,072 B/token; the 0.71 GiB available hold 0.71 x 2**30 / 131,072 = 5,816 tokens
+    # (vLLM's own estimate on the line: 5,632, at its block size): not one sequence of 131,072
+    assert out["boot_status"] == "refused" and out["rate_bytes_per_token"] == 131_072
+    assert out["max_window_at_seqs"] == 5_816 and out["max_seqs_at_window"] == 0 and out["ok"] is False
+    assert [ref["line"] for ref in out["refusal_lines"]] == [1]

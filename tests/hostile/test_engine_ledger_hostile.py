@@ -43,11 +43,15 @@ async def test_twenty_parallel_reads_of_one_engine_log_agree() -> None:
     assert {r[1]["cards"][0]["kv_tokens"]["value"] for r in results} == {53_136}
 
 
-async def test_an_engine_log_on_a_host_is_refused_with_what_to_do() -> None:
+async def test_an_engine_log_on_a_host_is_read_over_ssh_and_an_unreachable_host_is_named(tmp_path: Path) -> None:
+    """vLLM's log on a host goes over SSH (tests/remote/test_engine_remote*.py read it); here the host is closed."""
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("")
+    hosts = {"gpubox": Host(address="127.0.0.1", port=1, known_hosts=str(known_hosts), log_roots=("/var/log",))}
     remote = Service(host="gpubox", log="/var/log/vllm.log", engine="vllm")
-    async with client_for(remote=remote) as client:
+    async with Client(build_server(Runtime(Fleet(services={"remote": remote}, hosts=hosts)))) as client:
         error, message = await call(client, "compute_ceiling", service="remote")
-    assert error and "not supported yet" in message and "log_text" in message
+    assert error and "gpubox (127.0.0.1:1), to read gpubox:/var/log/vllm.log: cannot connect" in message
 
 
 async def test_a_dtype_for_an_engine_whose_rate_is_its_own_is_refused() -> None:
