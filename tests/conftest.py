@@ -20,6 +20,10 @@ import pytest
 if importlib.util.find_spec("sniffio") is None:
     sys.modules["sniffio"] = None  # type: ignore[assignment]
 
+# radiance-mcp's CLI run in the test's process (main(argv), exit status and output as a shell
+# sees them): see tests/cli_run.py.
+from cli_run import cli  # noqa: F401
+
 # The real engine (llama-cpp-python's server), one per session (per pytest-xdist worker) for the
 # probe and engine-ledger tests.
 from llama_server import llama_server  # noqa: F401

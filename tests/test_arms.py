@@ -7,14 +7,12 @@ import json
 
 import pytest
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp.cli import main
-from radiance_mcp.config import load
 from radiance_mcp.constants import MIN_ARMS_FOR_THRESHOLD, NOISE_BAND
 from radiance_mcp.errors import InputError
 from radiance_mcp.planning import Arm, compare_arms
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
 
 # The seed's slab law (fp8, 43.5k single stream): slab MiB -> prefill t/s.
 SLAB_LAW = [Arm(22_208, 3_397), Arm(24_000, 3_290), Arm(25_600, 3_584), Arm(26_071, 4_379)]
@@ -130,7 +128,7 @@ def _law() -> list[dict[str, float]]:
 
 
 async def test_an_agent_is_refused_a_plateau_off_two_arms_and_told_what_to_measure() -> None:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         result = await client.call_tool("compare_arms", {
             "arms": _law()[:2], "knob": "slab MiB", "claim": "plateau",
@@ -144,7 +142,7 @@ async def test_an_agent_is_refused_a_plateau_off_two_arms_and_told_what_to_measu
 
 
 async def test_arms_sent_as_a_json_string_and_in_parallel_calls() -> None:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         calls = [
             client.call_tool("compare_arms", {"arms": json.dumps(_law()), "noise_band_pct": band})
             for band in (3, 3.2, 10, 25)
@@ -170,7 +168,7 @@ async def test_arms_sent_as_a_json_string_and_in_parallel_calls() -> None:
     ],
 )
 async def test_careless_arguments_get_a_clear_error(arguments: dict[str, object], message: str) -> None:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("compare_arms", arguments)
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
 

@@ -90,6 +90,8 @@ def test_a_pure_command_loads_no_server_http_or_ssh_code(files: Path, argv: tupl
         assert status == code
     assert status in (0, 3)  # it ran to a verdict, past the imports a run makes on first use
     assert {name.split(".")[0] for name in modules} & SERVER_SIDE == set()
+    # eval is declared in the parser; its modules load only when it runs.
+    assert not {name for name in modules if name.startswith("radiance_mcp.evals")}
 
 
 def test_a_ledger_command_does_not_load_the_other_families(files: Path) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import CliRunner
 
 from radiance_mcp import cli
 from radiance_mcp.config import EXAMPLES_DIR
@@ -93,14 +94,14 @@ def test_a_required_text_from_its_file(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 2 and "--text" in err
 
 
-def test_a_long_probe_shows_progress_on_a_terminal_and_none_when_piped(tmp_path: Path) -> None:
+def test_a_long_probe_shows_progress_on_a_terminal_and_none_when_piped(tmp_path: Path, cli: CliRunner) -> None:
     import shutil
     import subprocess
 
     program = str(Path(sys.executable).with_name("radiance-mcp"))
     argv = [program, "boundary-probe", "--demo", "--service", "frank-archon", "--n", "2", "--gen-tokens", "64",
             "--execute"]
-    piped = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    piped = cli(*argv[1:])  # in this process, stderr captured: not a terminal, as when piped
     assert piped.returncode == 0, piped.stderr
     assert "[1/2]" not in piped.stderr and "[2/2]" not in piped.stderr
     if shutil.which("script") is None:

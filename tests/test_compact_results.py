@@ -6,6 +6,7 @@ import json
 
 import pytest
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service
 from radiance_mcp.models.probes import BoundaryProbeInput
@@ -45,7 +46,7 @@ def test_texts_alike_but_for_their_figures_collapse_with_a_count(
 
 
 async def test_a_ledger_result_is_one_compact_copy() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("compute_ceiling", {"log": str(EXAMPLES_DIR / "frank-archon.log")})
     text = _text(result)
     assert json.loads(text) == result.structured_content

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp import gates
 from radiance_mcp.config import load
@@ -17,6 +19,7 @@ from radiance_mcp.errors import InputError
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import SimFleet
+from radiance_mcp.sim.demo import background_fleet
 
 BATS = shutil.which("bats")
 needs_bats = pytest.mark.skipif(BATS is None, reason="bats (Debian: bats) is not installed; .ci/run installs it")
@@ -33,7 +36,7 @@ PLAN: dict[str, Any] = {
 
 async def render(example_path: Path, tmp_path: Path, **arguments: Any) -> tuple[dict[str, Any], Path, Path]:
     env = tmp_path / "svc" / "frank-archon.env"
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("render_gates", {"log": str(example_path), "env_file": str(env),
                                                          **PLAN, **arguments})
     assert not result.is_error, result.content
@@ -138,7 +141,7 @@ async def test_the_env_file_records_each_prediction_with_an_empty_verdict(exampl
 async def test_a_plan_that_would_fail_its_gates_is_refused(
     example_path: Path, arguments: dict[str, Any], message: str
 ) -> None:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("render_gates", {"log": str(example_path), **PLAN, **arguments})
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
 
@@ -165,6 +168,14 @@ def test_env_prefix_and_a_file_without_the_variables() -> None:
 
 # ---------------------------------------------------------------------------------------
 # verify_deploy: the new boot against the plan, and each prediction kept or killed
+
+
+@pytest.fixture(scope="module")
+def booted_fleet() -> Iterator[SimFleet]:
+    """The simulated fleet as it boots, in a thread of its own, for the tests that only read it
+    (the tests that deploy start their own)."""
+    with background_fleet(time_scale=0.0001) as fleet:
+        yield fleet
 
 
 async def _plan_and_deploy(fleet: SimFleet, client: Client, seats_deployed: int) -> tuple[dict[str, Any], int]:
@@ -229,10 +240,10 @@ async def test_a_deploy_that_kept_the_old_seats_kills_its_predictions(tmp_path: 
         ({"log_text": "I radiance boot: x\n"}, "env_text is needed"),
     ],
 )
-async def test_verify_deploy_says_what_it_needs(tmp_path: Path, arguments: dict[str, Any], message: str) -> None:
-    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
-        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
-            result = await client.call_tool("verify_deploy", arguments)
+async def test_verify_deploy_says_what_it_needs(booted_fleet: SimFleet, arguments: dict[str, Any], message: str
+                                               ) -> None:
+    async with Client(build_server(Runtime(load(booted_fleet.config_path)))) as client:
+        result = await client.call_tool("verify_deploy", arguments)
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
 
 
@@ -263,7 +274,7 @@ async def test_verify_reads_the_pair_from_table_rows_within_their_rounding(examp
     text = "\n".join(x for x in example_text.splitlines() if not x.startswith("I   --vram-"))
     env = ("R_VRAM_WEIGHTS_MIB=24000\nR_VRAM_KV_MIB=5120\nR_MAX_SEQS=2\nR_MAX_MODEL_LEN=200000\nR_KV_CACHE_DTYPE=fp8\n"
            "# prediction referee = 2x200000: the boot prints it\n# verdict referee:\n")
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         kept = await client.call_tool("verify_deploy", {"log_text": text, "env_text": env})
         moved = await client.call_tool("verify_deploy", {"log_text": text,
                                                          "env_text": env.replace("KV_MIB=5120", "KV_MIB=5100")})

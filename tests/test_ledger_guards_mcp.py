@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from guard_ledgers import REFUSED, TP2, TWO_BOOTS
 from mcp import Client
+from mcp.server.mcpserver import MCPServer
 
 from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings, Service
 from radiance_mcp.runtime import Runtime
@@ -28,18 +27,25 @@ EXAMPLE = EXAMPLES_DIR / "frank-archon.log"
 BANNED = re.compile(r"PHRASES|ledger\.py|radiance_mcp/|PHRASEBOOK|\bseeds?\b|adapt that|dankserver|FRANK_ARCHON")
 
 
-@asynccontextmanager
-async def served(tmp_path: Path) -> AsyncIterator[Client]:
-    """A fleet of services whose ledgers are files the tests wrote (and the shipped example)."""
-    logs = {"twin": TP2, "wide": TWO_BOOTS, "refused": REFUSED}
-    for name, text in logs.items():
-        (tmp_path / f"{name}.log").write_text(text, encoding="utf-8")
-    services = {name: Service(log=str(tmp_path / f"{name}.log")) for name in logs}
+@pytest.fixture(scope="module")
+def fleet_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ledgers the fleet's services read, written once for the module (the tools only read them)."""
+    directory = tmp_path_factory.mktemp("guarded")
+    for name, text in {"twin": TP2, "wide": TWO_BOOTS, "refused": REFUSED}.items():
+        (directory / f"{name}.log").write_text(text, encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def server(fleet_dir: Path) -> MCPServer:
+    """A fleet of services whose ledgers are files the tests wrote (and the shipped example).
+
+    Built once for the module: each test opens its own session on it, and no call changes it.
+    """
+    services = {name: Service(log=str(fleet_dir / f"{name}.log")) for name in ("twin", "wide", "refused")}
     services["example"] = Service(log=str(EXAMPLE))
     services["no-ledger"] = Service(endpoint="http://127.0.0.1:9")
-    fleet = Fleet(services=services, server=ServerSettings(log_roots=(str(tmp_path),)))
-    async with Client(build_server(Runtime(fleet))) as client:
-        yield client
+    return build_server(Runtime(Fleet(services=services, server=ServerSettings(log_roots=(str(fleet_dir),)))))
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, Any]:
@@ -71,9 +77,9 @@ TP2_REFUSED = [
 
 @pytest.mark.parametrize(("mib", "line", "reason"), TP2_REFUSED)
 async def test_reserves_the_ceiling_already_counts_are_refused(
-    mib: float, line: int, reason: str, tmp_path: Path
+    mib: float, line: int, reason: str, server: MCPServer
 ) -> None:
-    async with served(tmp_path) as client:
+    async with Client(server) as client:
         error, text = await call(client, "compute_ceiling", service="twin",
                                  reserves=[{"mib": mib, "label": "agent's guess", "line": line}])
     assert error and reason in text
@@ -81,8 +87,8 @@ async def test_reserves_the_ceiling_already_counts_are_refused(
     assert "line 16 (card 0): mib=268.11" in text and "line 21 (card 1): mib=310.81" in text
 
 
-async def test_candidates_are_listed_and_a_traced_reserve_holds_its_card(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_candidates_are_listed_and_a_traced_reserve_holds_its_card(server: MCPServer) -> None:
+    async with Client(server) as client:
         _, table = await call(client, "read_budget_table", service="twin")
         error, out = await call(client, "compute_ceiling", service="twin",
                                 reserves=[{"mib": 310.81, "label": "card 1 unusable", "line": 21}])
@@ -97,9 +103,9 @@ async def test_candidates_are_listed_and_a_traced_reserve_holds_its_card(tmp_pat
     assert out["personal_reserves"] == [] and out["warnings"] == []
 
 
-async def test_the_reserves_of_the_issue_on_the_example_ledger(tmp_path: Path) -> None:
+async def test_the_reserves_of_the_issue_on_the_example_ledger(server: MCPServer) -> None:
     """The figures the issue saw accepted: headroom, static region, host pool, weights, arena, claimable."""
-    async with served(tmp_path) as client:
+    async with Client(server) as client:
         for mib, line in ((96, 26), (113.19, 26), (7580, 5), (24000, 9), (504, 12), (31610.88, 13)):
             error, text = await call(client, "compute_ceiling", service="example",
                                      reserves=[{"mib": mib, "label": "x", "line": line}])
@@ -119,15 +125,15 @@ async def test_the_reserves_of_the_issue_on_the_example_ledger(tmp_path: Path) -
         (math.inf, "mib"),  # refused wherever it is caught first: never a figure in the output
     ],
 )
-async def test_absurd_reserves_are_refused(mib: float, message: str, tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_absurd_reserves_are_refused(mib: float, message: str, server: MCPServer) -> None:
+    async with Client(server) as client:
         error, text = await call(client, "compute_ceiling", service="example",
                                  reserves=[{"mib": mib, "label": "huge", "personal": True}])
     assert error and message in text
 
 
-async def test_a_max_pair_below_the_current_pair_is_allowed_with_a_warning(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_a_max_pair_below_the_current_pair_is_allowed_with_a_warning(server: MCPServer) -> None:
+    async with Client(server) as client:
         error, out = await call(client, "compute_ceiling", service="example",
                                 reserves=[{"mib": 2000, "label": "second model", "personal": True}])
     assert not error
@@ -137,11 +143,11 @@ async def test_a_max_pair_below_the_current_pair_is_allowed_with_a_warning(tmp_p
                                "drop a reserve"]
 
 
-async def test_caller_text_is_labelled_unverified_and_files_are_not(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_caller_text_is_labelled_unverified_and_files_are_not(server: MCPServer, fleet_dir: Path) -> None:
+    async with Client(server) as client:
         _, pasted = await call(client, "compute_ceiling", log_text=TP2)
         _, from_file = await call(client, "compute_ceiling", service="twin")
-        _, by_path = await call(client, "read_budget_table", log=str(tmp_path / "twin.log"))
+        _, by_path = await call(client, "read_budget_table", log=str(fleet_dir / "twin.log"))
     assert (pasted["ledger"]["origin"], pasted["ledger"]["verified"]) == ("caller text", False)
     assert any("caller-supplied text (log_text), unverified" in note for note in pasted["notes"])
     assert pasted["ceiling_mib"] == from_file["ceiling_mib"] == 30_710
@@ -163,10 +169,10 @@ async def test_caller_text_is_labelled_unverified_and_files_are_not(tmp_path: Pa
     ],
 )
 async def test_impossible_pasted_boots_are_refused_naming_the_line(
-    old: str, new: str, message: str, tmp_path: Path
+    old: str, new: str, message: str, server: MCPServer
 ) -> None:
     assert old in TP2
-    async with served(tmp_path) as client:
+    async with Client(server) as client:
         for tool in ("read_budget_table", "compute_ceiling"):
             error, text = await call(client, tool, log_text=TP2.replace(old, new, 1))
             assert error and message in text, (tool, text)
@@ -176,8 +182,8 @@ async def test_impossible_pasted_boots_are_refused_naming_the_line(
 # Finding 4: the pool contract and the ceiling
 
 
-async def test_a_pool_above_the_ceiling_is_not_ok(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_a_pool_above_the_ceiling_is_not_ok(server: MCPServer) -> None:
+    async with Client(server) as client:
         error, out = await call(client, "check_pool_contract", service="example", pool_mib=50_000)
     assert not error
     # the contract alone holds: 2 x 200,000 x 7,488 B + 220 + 448 = 3,524.45 <= 50,000
@@ -190,8 +196,8 @@ async def test_a_pool_above_the_ceiling_is_not_ok(tmp_path: Path) -> None:
     assert out["ok"] is False and out["boot_status"] == "settled"
 
 
-async def test_both_checks_pass_on_the_running_shape_and_reserves_count(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_both_checks_pass_on_the_running_shape_and_reserves_count(server: MCPServer) -> None:
+    async with Client(server) as client:
         _, fits = await call(client, "check_pool_contract", service="twin")
         _, tight = await call(client, "check_pool_contract", service="twin", pool_mib=6_500,
                               reserves=[{"mib": 310.81, "label": "card 1 unusable", "line": 21}])
@@ -204,8 +210,8 @@ async def test_both_checks_pass_on_the_running_shape_and_reserves_count(tmp_path
     assert tight["ceiling"]["reserves"][0]["kind"] == "traced"
 
 
-async def test_a_refused_boot_is_read_as_refused(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_a_refused_boot_is_read_as_refused(server: MCPServer) -> None:
+    async with Client(server) as client:
         error, out = await call(client, "check_pool_contract", service="wide")
         _, earlier = await call(client, "check_pool_contract", service="wide", boot=-2)
     assert not error
@@ -219,8 +225,8 @@ async def test_a_refused_boot_is_read_as_refused(tmp_path: Path) -> None:
     assert (earlier["ok"], earlier["boot_status"], earlier["ceiling"]["ceiling_mib"]) == (True, "settled", 30_969)
 
 
-async def test_without_a_ledger_the_ceiling_is_said_to_be_unchecked(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_without_a_ledger_the_ceiling_is_said_to_be_unchecked(server: MCPServer) -> None:
+    async with Client(server) as client:
         _, out = await call(client, "check_pool_contract", service="no-ledger", pool_mib=50_000, seqs=2,
                             max_model_len=200_000, kv_cache_dtype="fp8")
         error, text = await call(client, "check_pool_contract", pool_mib=5120, seqs=2, max_model_len=200_000,
@@ -235,8 +241,8 @@ async def test_without_a_ledger_the_ceiling_is_said_to_be_unchecked(tmp_path: Pa
 
 
 @pytest.mark.parametrize("tool", ["read_budget_table", "compute_ceiling"])
-async def test_refused_boots_are_findings(tool: str, tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_refused_boots_are_findings(tool: str, server: MCPServer) -> None:
+    async with Client(server) as client:
         error, text = await call(client, tool, service="wide")
         single_error, single = await call(client, tool, log_text=REFUSED)
     assert error and "(boot 2 of 2, lines 19-37): this boot refused to start (line 35:" in text
@@ -245,16 +251,16 @@ async def test_refused_boots_are_findings(tool: str, tmp_path: Path) -> None:
     assert single_error and "this boot refused to start" in single and "audit_step_shape" in single
 
 
-async def test_the_audit_agrees_the_boot_refused(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_the_audit_agrees_the_boot_refused(server: MCPServer) -> None:
+    async with Client(server) as client:
         error, out = await call(client, "audit_step_shape", service="wide", proven_boot=-2, candidate_boot=-1)
     assert not error
     assert out["verdict"] == "refused" and out["candidate"]["status"] == "refused"
     assert [line["line"] for line in out["refusal"]] == [35, 37]  # its kv cache and startup stopped lines
 
 
-async def test_a_refused_boot_is_never_ok_even_for_a_pool_that_fits_its_contract(tmp_path: Path) -> None:
-    async with served(tmp_path) as client:
+async def test_a_refused_boot_is_never_ok_even_for_a_pool_that_fits_its_contract(server: MCPServer) -> None:
+    async with Client(server) as client:
         _, out = await call(client, "check_pool_contract", service="refused", pool_mib=5_120)
     # 8 x 32,768 x 14,144 B = 3,536 MiB + 880 + 448 = 4,864 <= 5,120: the contract alone holds
     assert (out["contract_ok"], out["required_mib"]) == (True, 4_864)
@@ -262,9 +268,9 @@ async def test_a_refused_boot_is_never_ok_even_for_a_pool_that_fits_its_contract
     assert [line["line"] for line in out["refusal_lines"]] == [17, 18, 19]
 
 
-async def test_parallel_calls_each_get_their_own_verdict(tmp_path: Path) -> None:
+async def test_parallel_calls_each_get_their_own_verdict(server: MCPServer) -> None:
     """A careless agent fires the same tools at once on different ledgers: no answer leaks into another."""
-    async with served(tmp_path) as client:
+    async with Client(server) as client:
         results = await asyncio.gather(*(
             call(client, "compute_ceiling", service=service, reserves=reserves)
             for service, reserves in [

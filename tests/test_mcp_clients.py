@@ -15,13 +15,14 @@ import time
 
 import httpx
 import pytest
+from cli_run import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from shared_server import empty_fleet_server
 
-from radiance_mcp.config import EXAMPLES_DIR, Fleet
+from radiance_mcp.cli import TOKEN_ENV
+from radiance_mcp.config import CONFIG_ENV, EXAMPLES_DIR
 from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
 from radiance_mcp.tools import TOOLS
 
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
@@ -34,7 +35,7 @@ def _server(*extra: str) -> StdioServerParameters:
 
 def _in_memory() -> Client:
     """The server `radiance-mcp serve` builds without a fleet file, on the SDK's in-memory transport."""
-    return Client(build_server(Runtime(Fleet())))
+    return Client(empty_fleet_server())
 
 
 async def test_tools_list_has_schemas_and_annotations() -> None:
@@ -211,11 +212,10 @@ def test_http_token_is_required_when_set(http_server: str) -> None:
         assert httpx.post(http_server, json=body, headers={**headers, "authorization": other}).status_code == 401
 
 
-def test_http_refuses_a_public_bind_without_token() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port())],
-        capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"},
-    )
+def test_http_refuses_a_public_bind_without_token(cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (TOKEN_ENV, CONFIG_ENV):  # the environment the process had: PATH alone
+        monkeypatch.delenv(name, raising=False)
+    proc = cli("serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port()))
     assert proc.returncode == 1
     assert "not a loopback address" in proc.stderr and "--token" in proc.stderr
 
@@ -227,7 +227,7 @@ def test_every_registered_tool_is_listed_once() -> None:
 
 
 async def test_a_misspelled_tool_name_gets_the_closest_tool_and_the_list() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         typo = await client.call_tool("compute_cieling", {"log": EXAMPLE_LOG})
         huge = await client.call_tool("x" * 100_000, {})
     text = typo.content[0].text  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp import planning
 from radiance_mcp.config import load
@@ -232,6 +233,6 @@ async def test_a_config_whose_cards_do_not_match_the_boot_says_sharing_is_unknow
     ],
 )
 async def test_bad_requests_say_what_to_give(arguments: dict[str, Any], message: str) -> None:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("plan_free_vram", arguments)
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]

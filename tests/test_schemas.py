@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field, Strict
+from shared_server import empty_fleet_server
 
 from radiance_mcp.schemas import compact, shallow
 
@@ -116,12 +117,10 @@ def test_an_optional_argument_is_published_without_null_and_the_rest_is_kept() -
 async def test_the_server_still_reads_an_explicit_null_as_an_argument_left_out() -> None:
     from mcp import Client
 
-    from radiance_mcp.config import EXAMPLES_DIR, Fleet
-    from radiance_mcp.runtime import Runtime
-    from radiance_mcp.server import build_server
+    from radiance_mcp.config import EXAMPLES_DIR
 
     text = (EXAMPLES_DIR / "frank-archon.log").read_text()
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         with_null = await client.call_tool("compute_ceiling", {"log_text": text, "service": None, "log": None})
         left_out = await client.call_tool("compute_ceiling", {"log_text": text})

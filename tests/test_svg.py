@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp_types import ImageContent
+from shared_server import empty_fleet_server
 
 from radiance_mcp import svg
 from radiance_mcp.cli import main
@@ -88,7 +89,7 @@ def render_png(svg_text: str, tmp_path: Path) -> bytes:
 
 
 async def plan_result(example_path: Path, **extra: object) -> tuple[dict[str, object], str]:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("plan_free_vram", {"log": str(example_path), **extra})
     assert not result.is_error and result.structured_content is not None
     images = [c for c in result.content if isinstance(c, ImageContent)]

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 from mcp import Client
+from shared_server import empty_fleet_server
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server, output_schema_uri
+from radiance_mcp.server import output_schema_uri
 
 LATER_TOOLS = {"compare_arms", "plan_free_vram", "render_gates", "verify_deploy"}
 """Tools added after the budget was set (issue 11 measured the ten before them)."""
@@ -20,7 +19,7 @@ with output schemas that list no ``required`` and optional arguments published w
 
 
 async def test_tools_list_fits_its_budget_and_the_full_output_schemas_are_resources() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         tools = (await client.list_tools()).tools
         full = await client.read_resource(output_schema_uri("compute_ceiling"))
     sizes = {

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import CliRunner
 
 from radiance_mcp.cli import main
 from radiance_mcp.evals.run import run_agent
@@ -33,18 +35,17 @@ def test_a_faulty_agent_caught_by_its_rule_exits_0_and_says_so(capsys: pytest.Ca
     assert rule["evidence"][0]["tool"] == "compare_arms" and rule["evidence"][0]["call"] == 1
 
 
-async def test_a_record_and_answer_are_scored(tmp_path: Path) -> None:
+def test_a_record_and_answer_are_scored(tmp_path: Path, cli: CliRunner) -> None:
     """Any agent's run: the record and the final answer, scored with the scenario; 3 when it fails."""
     record = tmp_path / "run.jsonl"
-    run = await run_agent(SCENARIOS["untraceable-reserve"], "misspelled-reserves", record=record)
+    run = asyncio.run(run_agent(SCENARIOS["untraceable-reserve"], "misspelled-reserves", record=record))
     answer = tmp_path / "answer.txt"
     answer.write_text(run.answer)
-    argv = [sys.executable, "-m", "radiance_mcp", "eval", "--scenario", "untraceable-reserve",
-            "--record", str(record), "--answer", str(answer)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    argv = ["eval", "--scenario", "untraceable-reserve", "--record", str(record), "--answer", str(answer)]
+    done = cli(*argv, cwd=ROOT)
     assert done.returncode == 3, done.stderr
     assert "broke argument_names" in done.stdout and "compute_ceiling: refused" in done.stdout
-    done = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = cli(*argv, "--json", cwd=ROOT)
     assert json.loads(done.stdout)["reports"][0]["broken"] == ["argument_names"]
 
 
@@ -61,16 +62,6 @@ def test_a_bad_eval_call_is_an_error_that_says_what_to_do(
 ) -> None:
     assert main(["eval", *argv]) == 1
     assert message in capsys.readouterr().err
-
-
-def test_other_commands_do_not_import_the_evals() -> None:
-    """eval is declared in the parser; its modules load only when it runs."""
-    code = ("import sys; from radiance_mcp.cli import main; "
-            "code = main(['check-pool-contract', '--pool-mib', '6144', '--seqs', '3', '--max-model-len', '131072', "
-            "'--kv-cache-dtype', 'fp8', '--json']); "
-            "print(code, any(m.startswith('radiance_mcp.evals') for m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip().splitlines()[-1] == "0 False", done.stdout + done.stderr
 
 
 def test_all_agents_print_the_matrix(capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from shared_server import empty_fleet_server
 
 from radiance_mcp import cli
-from radiance_mcp.config import EXAMPLES_DIR, Fleet
+from radiance_mcp.config import EXAMPLES_DIR
 from radiance_mcp.constants import (
     DRY_RUN_OUTPUT_CAP_BYTES,
     MAX_LEDGER_TEXT_CHARS,
@@ -32,8 +32,7 @@ from radiance_mcp.constants import (
     MAX_PROBE_TEXT_CHARS,
     SCRIPT_CAP_BYTES,
 )
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server, request_body_limit_bytes
+from radiance_mcp.server import request_body_limit_bytes
 from radiance_mcp.tools import TOOLS
 
 LOG = str(EXAMPLES_DIR / "frank-archon.log")
@@ -75,7 +74,7 @@ async def test_a_misspelled_argument_is_refused_with_the_name_meant(
     tool: str, arguments: dict[str, Any], meant: str
 ) -> None:
     typo = next(name for name in arguments if name not in {"log", "service", "n", "candidate_argv"})
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(tool, arguments))
     assert f"no argument {typo!r}" in text and f"did you mean {meant!r}?" in text, text
     assert "Nothing was run" in text
@@ -83,7 +82,7 @@ async def test_a_misspelled_argument_is_refused_with_the_name_meant(
 
 
 async def test_every_tool_refuses_an_unknown_name_and_lists_its_arguments() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         for spec in TOOLS:
             text = _text(await client.call_tool(spec.name, {"qqzzxx": 1}))
             assert "no argument 'qqzzxx'" in text and "did you mean" not in text, (spec.name, text)
@@ -92,7 +91,7 @@ async def test_every_tool_refuses_an_unknown_name_and_lists_its_arguments() -> N
 
 async def test_the_misspelled_reserve_never_turns_the_gate_into_a_pass() -> None:
     """Before: compute_ceiling with `reserve` returned max_pair_mib 30,969, as if no reserve were asked."""
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         gate = await client.call_tool("compute_ceiling", {"log": LOG, "reserve": [{"mib": 330, "label": "mine",
                                                                                    "personal": True}]})
         right = await client.call_tool("compute_ceiling", {"log": LOG, "reserves": [{"mib": 330, "label": "mine",
@@ -102,7 +101,7 @@ async def test_the_misspelled_reserve_never_turns_the_gate_into_a_pass() -> None
 
 
 async def test_a_misspelled_field_inside_a_reserve_is_named_too() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(
             "compute_ceiling", {"log": LOG, "reserves": [{"mib": 96, "lable": "headroom", "line": 26}]}
         ))
@@ -111,7 +110,7 @@ async def test_a_misspelled_field_inside_a_reserve_is_named_too() -> None:
 
 
 async def test_a_megabyte_name_gets_a_short_answer() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool("compute_ceiling", {"log": LOG, "b" * 1_000_000: 1}))
     assert "no argument 'bbbb" in text and len(text) < 1_000, text
 
@@ -130,7 +129,7 @@ async def test_the_schema_says_no_other_names_and_bounds_every_value() -> None:
             if kind == "array":
                 assert "maxItems" in arm, where
 
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         listed = (await client.list_tools()).tools
     assert {tool.name for tool in listed} == {spec.name for spec in TOOLS}
     for tool in listed:
@@ -184,7 +183,7 @@ OVERFLOW = [
 
 @pytest.mark.parametrize(("tool", "arguments", "says"), OVERFLOW, ids=[f"{o[0]}-{i}" for i, o in enumerate(OVERFLOW)])
 async def test_a_number_out_of_its_range_is_refused_by_name(tool: str, arguments: dict[str, Any], says: str) -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(tool, arguments))
     assert says in text, text
     assert "Traceback" not in text and "OverflowError" not in text
@@ -211,7 +210,7 @@ WORDING = [
 async def test_validation_errors_name_the_argument_the_rule_and_the_remedy_once(
     tool: str, arguments: dict[str, Any], says: str
 ) -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool(tool, arguments))
     assert text.startswith(says), text
     _clean(text, tool)
@@ -219,7 +218,7 @@ async def test_validation_errors_name_the_argument_the_rule_and_the_remedy_once(
 
 async def test_an_error_of_the_tool_itself_carries_no_prefix() -> None:
     """Before: 'Error executing tool read_budget_table: read_budget_table: ...'."""
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         text = _text(await client.call_tool("read_budget_table", {"log": "/etc/passwd"}))
     assert text.startswith("log='/etc/passwd' resolves to /etc/passwd, outside the allowed log roots"), text
     _clean(text, "read_budget_table")
@@ -251,7 +250,7 @@ async def test_caller_text_is_capped_in_the_schema_and_refused_past_it(
     tool: str, field: str, cap: int, others: dict[str, Any], unit: str
 ) -> None:
     at_cap = (unit * cap)[:cap]
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         prop = listed[tool].input_schema["properties"][field]
         arms = prop.get("anyOf", [prop])
@@ -293,18 +292,6 @@ def test_the_readme_limits_table_states_the_caps_the_schemas_hold() -> None:
 # Real transports: stdio (the SDK's client, and raw JSON numbers no client library writes) and HTTP
 
 
-async def test_stdio_refuses_misspelled_names() -> None:
-    async with Client(StdioServerParameters(command=SERVER_ARGV[0], args=SERVER_ARGV[1:])) as client:
-        listed = {t.name: t for t in (await client.list_tools()).tools}
-        typo = await client.call_tool("compute_ceiling", {"log": LOG, "reserve": [{"mib": 300, "label": "x",
-                                                                                  "personal": True}]})
-        unknown = await client.call_tool("read_budget_table", {"log": LOG, "bootz": 2})
-    assert listed["compute_ceiling"].input_schema["additionalProperties"] is False
-    assert "no argument 'reserve' (did you mean 'reserves'?)" in _text(typo)
-    assert "no argument 'bootz' (did you mean 'boot'?)" in _text(unknown)
-    _clean(_text(typo), "compute_ceiling")
-
-
 def _stdio_exchange(calls: list[str]) -> dict[int, dict[str, Any]]:
     """Raw JSON-RPC lines to `radiance-mcp serve`, the answers by id (read before stdin closes)."""
     hello = [
@@ -331,22 +318,55 @@ def _stdio_exchange(calls: list[str]) -> dict[int, dict[str, Any]]:
     return answers
 
 
-def test_stdio_numbers_no_client_library_sends_are_refused_by_name() -> None:
+def _call_line(request_id: int, tool: str, arguments: str) -> str:
+    """A tools/call line with the arguments' JSON as written (literals no encoder would write)."""
+    params = f'{{"name":"{tool}","arguments":{arguments}}}'
+    return f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":{params}}}'
+
+
+NUMBER_LITERALS = ["1e999", "Infinity", "-Infinity", "NaN", "1e308"]
+"""1e999, Infinity and NaN as JSON literals (no client library writes them), ids 1-5; a 100-digit
+integer, id 9."""
+
+
+@pytest.fixture(scope="module")
+def stdio_answers() -> dict[int, dict[str, Any]]:
+    """One `radiance-mcp serve` over stdio for the module's stdio tests: their calls, and the answers by id."""
+    reserve = '{{"log":"' + LOG + '","reserves":[{{"mib":{mib},"label":"spare","personal":true}}]}}'
+    calls = [_call_line(i, "compute_ceiling", reserve.format(mib=mib)) for i, mib in enumerate(NUMBER_LITERALS, 1)]
+    calls.append(_call_line(9, "check_pool_contract", '{"pool_mib":5120,"seqs":1' + "0" * 100
+                            + ',"max_model_len":200000,"kv_cache_dtype":"fp8"}'))
+    calls.append('{"jsonrpc":"2.0","id":20,"method":"tools/list"}')
+    calls.append(_call_line(21, "compute_ceiling", json.dumps({"log": LOG, "reserve": [
+        {"mib": 300, "label": "x", "personal": True}]})))
+    calls.append(_call_line(22, "read_budget_table", json.dumps({"log": LOG, "bootz": 2})))
+    return _stdio_exchange(calls)
+
+
+def _error_text(answer: dict[str, Any]) -> str:
+    result = answer["result"]
+    assert result["isError"] is True, result
+    return " ".join(block.get("text", "") for block in result["content"])
+
+
+def test_stdio_refuses_misspelled_names(stdio_answers: dict[int, dict[str, Any]]) -> None:
+    listed = {t["name"]: t for t in stdio_answers[20]["result"]["tools"]}
+    typo, unknown = _error_text(stdio_answers[21]), _error_text(stdio_answers[22])
+    assert listed["compute_ceiling"]["inputSchema"]["additionalProperties"] is False
+    assert "no argument 'reserve' (did you mean 'reserves'?)" in typo
+    assert "no argument 'bootz' (did you mean 'boot'?)" in unknown
+    _clean(typo, "compute_ceiling")
+
+
+def test_stdio_numbers_no_client_library_sends_are_refused_by_name(stdio_answers: dict[int, dict[str, Any]]) -> None:
     """1e999, Infinity and NaN as JSON literals, and a 100-digit integer."""
-    reserve = '{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"compute_ceiling",' \
-        '"arguments":{{"log":"' + LOG + '","reserves":[{{"mib":{mib},"label":"spare","personal":true}}]}}}}}}'
-    literals = ["1e999", "Infinity", "-Infinity", "NaN", "1e308"]
-    calls = [reserve.format(id=i + 1, mib=mib) for i, mib in enumerate(literals)]
-    calls.append('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"check_pool_contract","arguments":'
-                 '{"pool_mib":5120,"seqs":1' + "0" * 100 + ',"max_model_len":200000,"kv_cache_dtype":"fp8"}}}')
-    answers = _stdio_exchange(calls)
-    for i, literal in enumerate(literals, start=1):
-        result = answers[i]["result"]
+    for i, literal in enumerate(NUMBER_LITERALS, start=1):
+        result = stdio_answers[i]["result"]
         assert result["isError"] is True, literal
         text = result["content"][0]["text"]
         assert text.startswith("reserves[0].mib=") and "is out of range: send a finite number from 0 to" in text, text
         _clean(text, "compute_ceiling")
-    seqs = answers[9]["result"]["content"][0]["text"]
+    seqs = stdio_answers[9]["result"]["content"][0]["text"]
     assert seqs == "seqs=(a 101-digit number) is out of range: send a whole number from 1 to 65,536"
 
 

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from guard_ledgers import SETTLED_LINES, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp import cli
 from radiance_mcp.config import Fleet, ServerSettings, Service
@@ -35,7 +36,7 @@ def ledger(lines: list[str]) -> str:
 
 
 async def ceiling(lines: list[str]) -> tuple[bool, Any]:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("compute_ceiling", {"log_text": ledger(lines)})
     if result.is_error:
         return True, " ".join(getattr(block, "text", "") for block in result.content)
@@ -163,7 +164,7 @@ def test_the_cli_still_takes_plain_numbers(capsys: pytest.CaptureFixture[str]) -
 
 
 async def call_raw(tool: str, arguments: dict[str, Any]) -> tuple[bool, str]:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool(tool, arguments)
     return bool(result.is_error), " ".join(getattr(block, "text", "") for block in result.content)
 

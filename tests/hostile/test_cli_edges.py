@@ -1,15 +1,18 @@
-"""The CLI's edges as a person meets them (issue 10, defects 5 and 9), each run as a subprocess.
+"""The CLI's edges as a person meets them (issue 10, defects 5 and 9).
 
 A config that is a FIFO, a device or nested 500 deep; ports out of range or in use;
 addresses that are not this machine's; SIGTERM during the demo; relative script paths.
 Every case ends with a message naming the input, the rule and the remedy, never a
 traceback or a hang (each run has a generous deadline, so a hang fails instead of blocking).
+Most run main(argv) in this process (the cli fixture, tests/cli_run.py); a port in use and
+SIGTERM run as a process, since the socket held and the signal are a process's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -18,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import CliRunner, Ran
 
 from radiance_mcp.config import EXAMPLES_DIR
 
@@ -30,14 +34,14 @@ def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None)
                           timeout=DEADLINE_S, cwd=cwd, env=env)
 
 
-def _no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
+def _no_traceback(proc: Ran | subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr.replace("radiance-mcp", ""), proc.stderr
 
 
-def test_a_config_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+def test_a_config_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path, cli: CliRunner) -> None:
     fifo = tmp_path / "fleet.toml"
     os.mkfifo(fifo)  # nothing ever writes to it
-    proc = _cli("compute-ceiling", "--config", str(fifo), "--log", EXAMPLE_LOG)
+    proc = cli("compute-ceiling", "--config", str(fifo), "--log", EXAMPLE_LOG)
     assert proc.returncode == 1
     assert f"config file {fifo} is a FIFO, socket or device, not a regular file; pass the fleet TOML file itself" \
         in proc.stderr
@@ -45,18 +49,18 @@ def test_a_config_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("nested", ["[" * 500 + "]" * 500, "{ k = " * 500 + "0" + " }" * 500])
-def test_a_config_nested_500_deep_is_a_config_error(tmp_path: Path, nested: str) -> None:
+def test_a_config_nested_500_deep_is_a_config_error(tmp_path: Path, nested: str, cli: CliRunner) -> None:
     config = tmp_path / "deep.toml"
     config.write_text(f"[server]\nlog_roots = []\n[models.m]\nextra = {nested}\n", encoding="utf-8")
-    proc = _cli("serve", "--config", str(config))
+    proc = cli("serve", "--config", str(config))
     assert proc.returncode == 1
     assert f"config file {config} nests arrays or tables too deeply to parse" in proc.stderr
     _no_traceback(proc)
 
 
 @pytest.mark.parametrize("port", ["70000", "-1", "0", "65536", "8k", "99999999999999999999999"])
-def test_a_port_out_of_range_is_a_usage_error(port: str) -> None:
-    proc = _cli("serve", "--http", "--port", port)
+def test_a_port_out_of_range_is_a_usage_error(port: str, cli: CliRunner) -> None:
+    proc = cli("serve", "--http", "--port", port)
     assert proc.returncode == 2
     assert f"argument --port: {port!r} is not a TCP port: give a whole number from 1 to 65535" in proc.stderr
     _no_traceback(proc)
@@ -80,8 +84,8 @@ def test_a_port_in_use_exits_1_naming_it() -> None:
         ("no-such-host.invalid", "'no-such-host.invalid' does not resolve"),
     ],
 )
-def test_an_address_not_of_this_machine_exits_1(host: str, says: str) -> None:
-    proc = _cli("serve", "--http", "--host", host, "--port", "8123", "--token", "a-long-enough-secret")
+def test_an_address_not_of_this_machine_exits_1(host: str, says: str, cli: CliRunner) -> None:
+    proc = cli("serve", "--http", "--host", host, "--port", "8123", "--token", "a-long-enough-secret")
     assert proc.returncode == 1, proc.stderr
     assert says in proc.stderr
     _no_traceback(proc)
@@ -114,6 +118,38 @@ def _processes_naming(text: str) -> list[str]:
     return found
 
 
+def _read_line(proc: subprocess.Popen[bytes]) -> bytes:
+    """The next line of the process's stdout, within the deadline (a hang fails instead of blocking)."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
+    assert ready, f"no line on stdout within {DEADLINE_S} s"
+    return proc.stdout.readline()
+
+
+def _wait_under_way(command: tuple[str, ...], proc: subprocess.Popen[bytes]) -> None:
+    """Until the demo's walk has called a tool, or the served demo has answered a client."""
+    if command == ("demo",):
+        while not (line := _read_line(proc)).startswith(b"   > "):  # a step's tool call
+            assert line, "the demo ended before its walk called a tool"
+    elif "--http" in command:
+        port = int(command[-1])
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the served demo did not listen"
+                time.sleep(0.05)
+    else:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        ).encode() + b"\n")
+        proc.stdin.flush()
+        assert "result" in json.loads(_read_line(proc))
+
+
 @pytest.mark.parametrize(
     "command",
     [("demo",), ("serve", "--demo"), ("serve", "--demo", "--http", "--port", "0")],
@@ -124,20 +160,23 @@ def test_sigterm_removes_the_demos_temporary_directory(tmp_path: Path, command: 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             command = (*command[:-1], str(sock.getsockname()[1]))
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    # Unbuffered: the walk's lines reach the pipe as they are printed (the demo's whole output,
+    # about 16 KiB, fits the pipe, so the process never waits for this test to read).
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", *command], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)  # select sees every byte
     try:
         fleet_dir = _wait_for_fleet(tmp_path, proc)
-        time.sleep(1.0)  # let the walk (or the server) get under way
+        _wait_under_way(command, proc)  # SIGTERM reaches the walk (or the server) at work
         proc.send_signal(signal.SIGTERM)
         status = proc.wait(timeout=DEADLINE_S)  # stdin stays open: the exit may not wait for it
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        assert proc.stdin is not None
+        assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.close()
+        proc.stdout.close()
     assert status == 128 + signal.SIGTERM
     assert not fleet_dir.exists(), sorted(p.name for p in fleet_dir.rglob("*"))
     assert list(tmp_path.iterdir()) == []
@@ -155,18 +194,18 @@ exec false
 """
 
 
-def test_a_relative_serve_script_in_the_config_is_refused_naming_the_key(tmp_path: Path) -> None:
+def test_a_relative_serve_script_in_the_config_is_refused_naming_the_key(tmp_path: Path, cli: CliRunner) -> None:
     (tmp_path / "launch.sh").write_text(SCRIPT.format(label="here"), encoding="utf-8")
     config = tmp_path / "fleet.toml"
     config.write_text('[services.lab]\nserve_script = "launch.sh"\n', encoding="utf-8")
-    proc = _cli("compare-dry-run", "--config", str(config), "--service", "lab", "--proven-mode", "a",
+    proc = cli("compare-dry-run", "--config", str(config), "--service", "lab", "--proven-mode", "a",
                 "--candidate-mode", "b", cwd=tmp_path)
     assert proc.returncode == 1
     assert "services.lab: serve_script: 'launch.sh' is not an absolute path; write it from '/' or '~'" in proc.stderr
     _no_traceback(proc)
 
 
-def test_a_relative_script_runs_the_file_that_was_read_not_one_on_path(tmp_path: Path) -> None:
+def test_a_relative_script_runs_the_file_that_was_read_not_one_on_path(tmp_path: Path, cli: CliRunner) -> None:
     work, decoys = tmp_path / "work", tmp_path / "bin"
     work.mkdir()
     decoys.mkdir()
@@ -174,8 +213,8 @@ def test_a_relative_script_runs_the_file_that_was_read_not_one_on_path(tmp_path:
         script = directory / "launch.sh"
         script.write_text(SCRIPT.format(label=label), encoding="utf-8")
         script.chmod(0o755)
-    env = {**os.environ, "PATH": f"{decoys}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = _cli("compare-dry-run", "--script", "launch.sh", "--proven-mode", "slim", "--candidate-mode", "wide",
+    env = {"PATH": f"{decoys}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = cli("compare-dry-run", "--script", "launch.sh", "--proven-mode", "slim", "--candidate-mode", "wide",
                 "--json", cwd=work, env=env)
     assert proc.returncode in (0, 3), proc.stderr
     out = json.loads(proc.stdout)

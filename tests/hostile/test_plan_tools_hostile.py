@@ -8,14 +8,11 @@ from typing import Any
 
 import pytest
 from mcp import Client
-
-from radiance_mcp.config import load
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from shared_server import empty_fleet_server
 
 
 async def _call(tool: str, arguments: dict[str, Any]) -> tuple[bool, str, dict[str, Any] | None]:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool(tool, arguments)
     text = getattr(result.content[0], "text", "") if result.content else ""
     return bool(result.is_error), text, result.structured_content
@@ -73,7 +70,7 @@ async def test_plan_free_vram_on_an_absurd_boot_answers_or_names_the_figure(
 
 
 async def test_parallel_plans_of_one_ledger_agree(example_path: Path) -> None:
-    async with Client(build_server(Runtime(load(None)))) as client:
+    async with Client(empty_fleet_server()) as client:
         results = await asyncio.gather(*(client.call_tool("plan_free_vram", {"log": str(example_path)})
                                          for _ in range(8)))
     outs = [r.structured_content for r in results]

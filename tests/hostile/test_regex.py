@@ -26,14 +26,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp import capacity, serve_script
-from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import MAX_LINE_BYTES, PHRASES, Boot, Line, read_text
 from radiance_mcp.probes import dialects
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
 
 DIGITS = ["1", "7", "123", "0", "9999"]
 SEPARATORS = [",", ".", " ", "  ", "\t", ":", "%", "(", ")", "=", "+", "x", "-", "--", "/", "'"]
@@ -197,7 +195,7 @@ def test_long_digit_runs_of_the_issue(digits: int, boot_text: Callable[..., str]
     ],
 )
 async def test_a_script_nested_past_reason_is_refused_with_its_line(script: str, line: int) -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("check_serve_script", {"script_text": script})
     assert result.is_error
     text = result.content[0].text  # type: ignore[union-attr]

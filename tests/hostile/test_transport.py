@@ -1,9 +1,11 @@
 """Hostile transport input (issue 10, defects 4, 6 and 8): real HTTP requests and raw stdio bytes.
 
 - DNS rebinding: bound to any loopback spelling (127.0.0.2, 127.0.0.1, ::1 and its long form),
-  a request naming another host, or sent from another site's page, is refused with no data.
-- Sessions: thousands of initialize requests never closed cost the server nothing, and a
-  new client is served after them; progress still reaches an HTTP client.
+  a request naming another host, or sent from another site's page, is refused with no data
+  (the app `serve --http` serves, in this process; the flags and the token through a
+  `radiance-mcp serve --http` process).
+- Sessions: initialize requests never closed cost the server nothing, and a new client is
+  served after them; progress still reaches an HTTP client.
 - stdio: a line that is not a JSON-RPC message gets a JSON-RPC error at once, and the
   server reads on.
 """
@@ -15,6 +17,7 @@ import json
 import os
 import select
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -25,9 +28,10 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from cli_run import CliRunner
 from mcp import Client
 
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service
+from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service, load
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server, http_app
 from radiance_mcp.sim import Shape, SimEndpoint
@@ -98,6 +102,22 @@ def _post(url: str, body: dict[str, object], **headers: str) -> httpx.Response:
                       timeout=30)
 
 
+@asynccontextmanager
+async def _served(runtime: Runtime, bind: str = "127.0.0.2") -> AsyncIterator[str]:
+    """build_server's HTTP app for bind (as `serve --http --host bind` makes it) on uvicorn in this process."""
+    sock = socket.create_server((bind, 0), family=socket.AF_INET6 if ":" in bind else socket.AF_INET)
+    server = uvicorn.Server(uvicorn.Config(http_app(build_server(runtime), bind=bind), log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        yield f"http://{_url_host(bind)}:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
 LOOPBACK_BINDS = [
     "127.0.0.2",
     "127.0.0.1",
@@ -107,22 +127,39 @@ LOOPBACK_BINDS = [
 
 
 @pytest.mark.parametrize("bind", LOOPBACK_BINDS)
-def test_a_rebinding_page_gets_no_data_on_any_loopback_bind(bind: str) -> None:
-    with _cli_server(bind) as (url, port):
+async def test_a_rebinding_page_gets_no_data_on_any_loopback_bind(bind: str) -> None:
+    """The app `serve --http --host bind` serves (no config: load(None)), on uvicorn in this process."""
+    async with _served(Runtime(load(None)), bind) as url, httpx.AsyncClient(timeout=30) as http:
+        port = httpx.URL(url).port
+
+        async def post(body: dict[str, object], **headers: str) -> httpx.Response:
+            return await http.post(url, json=body,
+                                   headers={**HEADERS, "mcp-protocol-version": OLDER_PROTOCOL, **headers})
+
         # The attack: the page's domain now resolves to this machine; Host and Origin are its own.
-        attacked = _post(url, _initialize(), host=f"evil.example:{port}", origin=f"http://evil.example:{port}")
+        attacked = await post(_initialize(), host=f"evil.example:{port}", origin=f"http://evil.example:{port}")
         assert attacked.status_code == 421, attacked.text
         assert "serverInfo" not in attacked.text
-        called = _post(url, _ceiling_call(), host=f"evil.example:{port}")
+        called = await post(_ceiling_call(), host=f"evil.example:{port}")
         assert called.status_code == 421 and "30969" not in called.text.replace(",", "")
         # The right Host, but posted by another site's page.
-        cross = _post(url, _ceiling_call(), origin="http://evil.example")
+        cross = await post(_ceiling_call(), origin="http://evil.example")
         assert cross.status_code == 403 and "30969" not in cross.text.replace(",", "")
         # A client that names the server as it is bound (no Origin, or its own page) is served.
+        own = await post(_initialize())
+        assert own.status_code == 200 and "serverInfo" in own.text
+        page = await post(_initialize(), origin=f"http://{_url_host(bind)}:{port}")
+        assert page.status_code == 200 and "serverInfo" in page.text
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_the_cli_serves_the_long_form_of_the_ipv6_loopback_with_its_checks() -> None:
+    """`serve --http --host 0:0:0:0:0:0:0:1` binds that spelling and answers to it, and only to it."""
+    bind = "0:0:0:0:0:0:0:1"
+    with _cli_server(bind) as (url, port):
+        assert _post(url, _initialize(), host=f"evil.example:{port}").status_code == 421
         own = _post(url, _initialize())
         assert own.status_code == 200 and "serverInfo" in own.text
-        page = _post(url, _initialize(), origin=f"http://{_url_host(bind)}:{port}")
-        assert page.status_code == 200 and "serverInfo" in page.text
 
 
 def test_allowed_hosts_from_the_flag_and_the_config(tmp_path: Path) -> None:
@@ -149,48 +186,40 @@ def test_a_token_does_not_switch_the_host_check_off() -> None:
 
 
 @pytest.mark.parametrize("bad", ["*", "http://mcp.lab.test", "mcp.lab.test:99999", "mcp lab"])
-def test_a_bad_allowed_host_is_refused_with_the_rule(bad: str, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--allowed-host", bad, "--port", "1"],
-        capture_output=True, text=True, timeout=60,
-    )
+def test_a_bad_allowed_host_is_refused_with_the_rule(bad: str, cli: CliRunner) -> None:
+    proc = cli("serve", "--http", "--allowed-host", bad, "--port", "1")
     assert proc.returncode == 1, proc.stderr
     assert f"--allowed-host {bad!r} is not a host name or address" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------------------------------
-# Sessions, in-process uvicorn on a loopback address that is not 127.0.0.1
+# Sessions
 
 
-@asynccontextmanager
-async def _served(runtime: Runtime, bind: str = "127.0.0.2") -> AsyncIterator[str]:
-    sock = socket.create_server((bind, 0))
-    server = uvicorn.Server(uvicorn.Config(http_app(build_server(runtime), bind=bind), log_level="warning"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        yield f"http://{bind}:{sock.getsockname()[1]}/mcp"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+ABANDONED_PER_LANE = 2
+"""50 lanes of 2: 100 clients that initialize and walk away, 50 at once. The property is that the server
+holds nothing for them (no session id in any answer) and still serves a new client; a server
+that held sessions fails on the first answer. The SDK's old cap (10,000 held sessions, then
+503 for every new client) was never reached by the 2,000 this test sent before either; the
+memory at 10,000 is measured by bench/bench_sessions.py."""
 
 
-async def test_thousands_of_abandoned_sessions_leave_new_clients_served() -> None:
+async def test_abandoned_sessions_hold_nothing_and_leave_new_clients_served() -> None:
+    tls = ssl.create_default_context()  # unused on http://, but each client would load the CA file for one
+
     async def initialize_and_walk_away(first_id: int) -> None:
         # One connection of its own, so the 50 at once cost the test's HTTP client no pool search.
         async with httpx.AsyncClient(headers={**HEADERS, "mcp-protocol-version": OLDER_PROTOCOL},
-                                     timeout=120) as http:
-            for request_id in range(first_id, first_id + 40):
+                                     timeout=120, verify=tls) as http:
+            for request_id in range(first_id, first_id + ABANDONED_PER_LANE):
                 answer = await http.post(url, json=_initialize(request_id))
                 assert answer.status_code == 200, answer.text
                 assert "mcp-session-id" not in answer.headers  # nothing is held for it
 
     async with _served(Runtime(Fleet())) as url:
-        # 2,000 clients that initialize, then walk away (no DELETE), 50 at a time.
-        await asyncio.gather(*(initialize_and_walk_away(lane * 40) for lane in range(50)))
+        # Clients that initialize, then walk away (no DELETE), 50 at a time.
+        await asyncio.gather(*(initialize_and_walk_away(lane * ABANDONED_PER_LANE) for lane in range(50)))
         async with Client(url) as client:
             result = await client.call_tool("compute_ceiling", {"log": EXAMPLE_LOG})
         assert result.structured_content is not None and result.structured_content["ceiling_mib"] == 30_969

@@ -10,13 +10,12 @@ import re
 import httpx
 import pytest
 from mcp import Client
+from shared_server import empty_fleet_server
 
 from radiance_mcp.config import Fleet, Service
 from radiance_mcp.errors import ProbeError
 from radiance_mcp.models.probes import TokenCountProbeInput
 from radiance_mcp.probes import token_count_probe
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
 
 TOOLS = ("token_count_probe", "boundary_probe", "decode_probe", "audit_step_shape", "check_serve_script",
          "compare_dry_run")
@@ -25,7 +24,7 @@ FORBIDDEN = re.compile(r"frank|archon|dankserver|PHRASEBOOK|\bseeds?\b|radiance_
 
 
 async def test_tool_and_argument_descriptions_name_no_site_and_no_server_file() -> None:
-    async with Client(build_server(Runtime(Fleet()))) as client:
+    async with Client(empty_fleet_server()) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     for name in TOOLS:
         tool = listed[name]

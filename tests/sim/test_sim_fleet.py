@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
-import subprocess
 import sys
 import tomllib
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
+import pytest
+from cli_run import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -67,12 +69,17 @@ async def test_the_ssh_seam_writes_hosts_and_remote_paths(tmp_path: Path) -> Non
         assert host.local("/home/dank/logs/frank_archon.log") == fleet.services["frank-archon"].log_path
 
 
-def test_radiance_mcp_demo_walks_every_step_as_a_newcomer_runs_it(tmp_path: Path) -> None:
-    """`radiance-mcp demo` in a bare environment: one run, every step checked (a run takes seconds)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "radiance_mcp", "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-    )
+def test_radiance_mcp_demo_walks_every_step_as_a_newcomer_runs_it(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`radiance-mcp demo` in a bare environment: one run, every step checked (a run takes seconds).
+
+    In this process (main(argv), the cli fixture), with an environment of PATH and HOME alone:
+    the MCP server the walk spawns gets that environment, as it did from a demo process.
+    """
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    done = cli("demo", cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, deadline_s=300)
     text = done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Every step came out as the procedures say." in text
