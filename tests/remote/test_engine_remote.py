@@ -164,8 +164,11 @@ HOSTILE_NAMES = ["vllm $(touch pwned).log", "vllm`touch pwned`.log", "a'b\"c;tou
 async def test_hostile_file_names_are_read_as_names(ssh_host: LoopbackHost, pool: SSHPool, name: str) -> None:
     text = text_of(LEDGERS / "vllm/heldout_v1_a40_53k.log")
     source = on_host(ssh_host, pool, text, name)
-    await same_as_local(source, text, "vllm", -1, "vllm")
-    ssh_host.assert_untouched()
+    try:
+        await same_as_local(source, text, "vllm", -1, "vllm")
+        ssh_host.assert_untouched()
+    finally:  # the host's logs are shared: a file named '*.log' would be what another test's glob-like name finds
+        (ssh_host.logs / name).unlink()
 
 
 async def test_a_name_with_a_control_character_is_refused_before_any_command(ssh_host: LoopbackHost,
