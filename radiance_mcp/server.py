@@ -107,10 +107,16 @@ class _ArgumentsJsonSchema(GenerateJsonSchema):
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
     """A tool's published inputSchema: the input model's fields, compact, and no other names
     (additionalProperties false: what run enforces); the model's own title and docstring are not
-    published (the tool's description says it)."""
+    published (the tool's description says it). Generated once per model (each server gets its copy)."""
+    schema: dict[str, Any] = json.loads(_published_input(model))
+    return schema
+
+
+@functools.cache
+def _published_input(model: type[BaseModel]) -> str:
     full = model.model_json_schema(schema_generator=_ArgumentsJsonSchema)
     flat = {key: value for key, value in full.items() if key not in ("additionalProperties", "description")}
-    return schemas.compact({**flat, "additionalProperties": False}, arguments=True)
+    return json.dumps(schemas.compact({**flat, "additionalProperties": False}, arguments=True))
 
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -119,13 +125,20 @@ def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     pydantic describes each nested model as an object here without walking its fields, which
     the top level does not show (the full schema, served as a resource, does). The SDK's
     StrictJsonSchema raises where pydantic would only warn of an output it cannot describe.
+    Generated once per model (each server gets its copy).
     """
+    schema: dict[str, Any] = json.loads(_published_output(model))
+    return schema
+
+
+@functools.cache
+def _published_output(model: type[BaseModel]) -> str:
 
     class TopLevel(StrictJsonSchema):
         def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
             return super().model_schema(schema) if schema["cls"] is model else {"type": "object"}
 
-    return schemas.shallow(model.model_json_schema(schema_generator=TopLevel))
+    return json.dumps(schemas.shallow(model.model_json_schema(schema_generator=TopLevel)))
 
 
 def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
