@@ -90,11 +90,26 @@ class RequestRecord:
 
 
 class _QuietServer(uvicorn.Server):
-    """uvicorn without its signal handlers: several run in one process and the host app owns signals."""
+    """uvicorn without its signal handlers (several run in one process and the host app owns
+    signals), told to stop rather than polling for it: uvicorn's loop looks every 0.1 s, which
+    every stop and redeploy of a simulated engine waited for. (Its once-a-second tick only
+    refreshes the Date header, which a simulator's answers need not keep current.)"""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._stop = asyncio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def main_loop(self) -> None:
+        await self.on_tick(0)
+        await self._stop.wait()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self._stop.set()
 
 
 @dataclass
@@ -184,7 +199,7 @@ class SimEndpoint:
             self._reserved = None
         process, self._process = self._process, None
         if process is not None:
-            process.server.should_exit = True
+            process.server.stop()
             await process.task
 
     async def restart(self, shape: Shape | None = None) -> None:

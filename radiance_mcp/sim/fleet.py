@@ -23,6 +23,7 @@ its services with ``host = ...`` and their remote paths instead of local files.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -223,8 +224,7 @@ class SimFleet:
             fleet.write_config()
             yield fleet
         finally:
-            for service in fleet_services.values():
-                await service.endpoint.stop()
+            await asyncio.gather(*(service.endpoint.stop() for service in fleet_services.values()))
 
     def _write_script(self, service: SimService) -> None:
         if service.script_path is not None:
