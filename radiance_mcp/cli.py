@@ -55,17 +55,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `radiance-mcp ... | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
+    except BrokenPipeError:
+        return _reader_left()
     except (_Terminated, BaseExceptionGroup) as exc:
         if isinstance(exc, BaseExceptionGroup) and exc.subgroup(_Terminated) is None:
+            if exc.split(BrokenPipeError)[1] is None:  # raised in the demo's task group
+                return _reader_left()
             raise
         # Cleaned up; over stdio the SDK's reader thread still blocks on stdin, and a normal
         # exit would wait for it until the client closes the pipe.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(128 + signal.SIGTERM)
+
+
+def _reader_left() -> int:
+    """`radiance-mcp ... | head`: the reader of stdout left; say nothing more (exit as SIGPIPE would)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 DESCRIPTION = """\
