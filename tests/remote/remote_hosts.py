@@ -6,7 +6,7 @@ itself, LoopbackHost and its servers, is in tests/ssh_hosts.py.)
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import re
 
 from ssh_hosts import LoopbackHost
@@ -35,15 +35,22 @@ def ledger(example: str, boots: int = 3, filler: int = 5) -> str:
     return "".join(parts)
 
 
-@functools.lru_cache(maxsize=16)
+_LOCAL_BOOTS: dict[tuple[bytes, int], Boot] = {}
+
+
 def local_boot(text: str, boot: int = -1) -> Boot:
     """The oracle: the local reader's boot of the text (ledger.read_text), kept for the next reader.
 
     The big-file tests ask it for the same text and boot once per pool and per SSH server; on
-    13 MiB of text one local read costs seconds. Its source is a placeholder: the tests compare
-    the index, boots seen, line range and hits, not the source's name.
+    13 MiB of text one local read costs seconds. Kept by the text's digest, not the text, so every
+    answer of the session stays (a few KiB each) without holding its megabytes of text. Its source
+    is a placeholder: the tests compare the index, boots seen, line range and hits, not the
+    source's name.
     """
-    return read_text(text, source="local", boot=boot)
+    key = (hashlib.blake2b(text.encode(), digest_size=16).digest(), boot)
+    if key not in _LOCAL_BOOTS:
+        _LOCAL_BOOTS[key] = read_text(text, source="local", boot=boot)
+    return _LOCAL_BOOTS[key]
 
 
 # {pwned} is a file the payload would create, {canary} one it would delete.
