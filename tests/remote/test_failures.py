@@ -22,8 +22,12 @@ def file_source(host: LoopbackHost, pool: SSHPool, path: Path | str, **changes: 
 
 
 async def test_a_command_that_hangs_is_stopped(ssh_host: LoopbackHost) -> None:
-    """`podman logs` that never ends: the read stops at the limit and says what to try."""
-    pool = SSHPool(Limits(command_timeout_s=1))
+    """`podman logs` that never ends: the read stops at the limit and says what to try.
+
+    The command never ends, so any limit shows the stop; a short one waits less (the limit runs
+    from the channel's opening, before the host's own `timeout` starts, whatever its length).
+    """
+    pool = SSHPool(Limits(command_timeout_s=0.3))
     source = PodmanLogsSource(ssh_host.target(), "hang", pool)
     try:
         with pytest.raises(RemoteError) as caught:
@@ -32,7 +36,7 @@ async def test_a_command_that_hangs_is_stopped(ssh_host: LoopbackHost) -> None:
         await pool.close()
     message = str(caught.value)
     assert "testhost" in message and "podman logs hang" in message
-    assert "took longer than 1 s and was stopped" in message and "try" in message
+    assert "took longer than 0.3 s and was stopped" in message and "try" in message
 
 
 async def test_a_connection_that_drops_mid_read(ssh_host: LoopbackHost) -> None:
@@ -107,8 +111,8 @@ async def test_a_server_that_never_speaks_ssh(asyncssh_host: LoopbackHost) -> No
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # accepts into the backlog, never answers
         port = sock.getsockname()[1]
-        pool = SSHPool(Limits(connect_timeout_s=0.5))
-        with pytest.raises(RemoteError, match=r"no SSH connection within 0\.5 s"):
+        pool = SSHPool(Limits(connect_timeout_s=0.2))  # the server never answers: any limit runs out
+        with pytest.raises(RemoteError, match=r"no SSH connection within 0\.2 s"):
             await file_source(asyncssh_host, pool, asyncssh_host.logs / "a.log", port=port).read()
 
 
