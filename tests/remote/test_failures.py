@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,20 +132,20 @@ async def test_an_identity_file_that_is_not_there(asyncssh_host: LoopbackHost, t
         await file_source(asyncssh_host, pool, asyncssh_host.logs / "a.log", identity=str(tmp_path / "nokey")).read()
 
 
-@pytest.mark.parametrize(
-    ("make", "error", "words"),
-    [
-        (lambda logs: logs / "missing.log", SourceError, "no such file on host testhost"),
-        (lambda logs: _mkdir(logs / "adir"), SourceError, "not a regular file"),
-        (lambda logs: _write(logs / "empty.log", ""), LedgerError, "the log is empty"),
-        (lambda logs: _write(logs / "prose.log", "hello\nworld\n"), LedgerError, "no radiance ledger phrase"),
-    ],
-)
-async def test_files_that_are_not_ledgers(ssh_host: LoopbackHost, pool: SSHPool, make: object,
-                                          error: type[Exception], words: str) -> None:
-    path = make(ssh_host.logs)  # type: ignore[operator]
-    with pytest.raises(error, match=words):
-        await file_source(ssh_host, pool, path).read()
+NOT_LEDGERS: list[tuple[Callable[[Path], Path], type[Exception], str]] = [
+    (lambda logs: logs / "missing.log", SourceError, "no such file on host testhost"),
+    (lambda logs: _mkdir(logs / "adir"), SourceError, "not a regular file"),
+    (lambda logs: _write(logs / "empty.log", ""), LedgerError, "the log is empty"),
+    (lambda logs: _write(logs / "prose.log", "hello\nworld\n"), LedgerError, "no radiance ledger phrase"),
+]
+
+
+async def test_files_that_are_not_ledgers(ssh_host: LoopbackHost, pool: SSHPool) -> None:
+    """Each refused on its own read, one after another through one pool (a login each would test nothing more)."""
+    for make, error, words in NOT_LEDGERS:
+        path = make(ssh_host.logs)
+        with pytest.raises(error, match=words):
+            await file_source(ssh_host, pool, path).read()
 
 
 async def test_a_container_podman_does_not_know(ssh_host: LoopbackHost, pool: SSHPool) -> None:
