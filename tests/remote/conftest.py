@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import remote_hosts
 
 from radiance_mcp.remote import Limits, SSHPool
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_oracle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Under pytest-xdist, the workers of one run share the local reader's answers (remote_hosts.local_boot).
+
+    A worker's temporary directory is <the run's>/popen-gwN: the run's own is the workers' common
+    parent, new each run, so no answer outlives the code that gave it.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        remote_hosts.SHARED_ORACLE = tmp_path_factory.getbasetemp().parent / "remote-oracle"
+        remote_hosts.SHARED_ORACLE.mkdir(exist_ok=True)
+    yield
+    remote_hosts.SHARED_ORACLE = None
 
 
 @pytest.fixture

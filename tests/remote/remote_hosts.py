@@ -6,8 +6,11 @@ itself, LoopbackHost and its servers, is in tests/ssh_hosts.py.)
 
 from __future__ import annotations
 
-import functools
+import hashlib
+import os
+import pickle
 import re
+from pathlib import Path
 
 from ssh_hosts import LoopbackHost
 
@@ -35,15 +38,34 @@ def ledger(example: str, boots: int = 3, filler: int = 5) -> str:
     return "".join(parts)
 
 
-@functools.lru_cache(maxsize=16)
+_LOCAL_BOOTS: dict[tuple[str, int], Boot] = {}
+SHARED_ORACLE: Path | None = None
+"""A directory the pytest-xdist workers of one run share the oracle's answers in (tests/remote/conftest.py
+sets it under the run's own temporary directory); None: this process keeps its own."""
+
+
 def local_boot(text: str, boot: int = -1) -> Boot:
     """The oracle: the local reader's boot of the text (ledger.read_text), kept for the next reader.
 
-    The big-file tests ask it for the same text and boot once per pool and per SSH server; on
-    13 MiB of text one local read costs seconds. Its source is a placeholder: the tests compare
+    The big-file tests ask it for the same text and boot once per pool and per SSH server (and
+    the servers' twins of a test may run in two workers); on 13 MiB of text one local read costs
+    seconds. Kept by the text's digest, not the text, so every answer of the run stays (a few KiB
+    each) without holding its megabytes of text. Its source is a placeholder: the tests compare
     the index, boots seen, line range and hits, not the source's name.
     """
-    return read_text(text, source="local", boot=boot)
+    digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    if (digest, boot) not in _LOCAL_BOOTS:
+        shared = SHARED_ORACLE / f"{digest}{boot:+d}.pickle" if SHARED_ORACLE else None
+        if shared is not None and shared.exists():
+            answer = pickle.loads(shared.read_bytes())
+        else:
+            answer = read_text(text, source="local", boot=boot)
+            if shared is not None:  # whole or not at all: another worker may look at the same moment
+                partial = shared.with_name(f"{shared.name}.{os.getpid()}")
+                partial.write_bytes(pickle.dumps(answer))
+                partial.replace(shared)
+        _LOCAL_BOOTS[(digest, boot)] = answer
+    return _LOCAL_BOOTS[(digest, boot)]
 
 
 # {pwned} is a file the payload would create, {canary} one it would delete.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,12 @@ def file_source(host: LoopbackHost, pool: SSHPool, path: Path | str, **changes: 
 
 
 async def test_a_command_that_hangs_is_stopped(ssh_host: LoopbackHost) -> None:
-    """`podman logs` that never ends: the read stops at the limit and says what to try."""
-    pool = SSHPool(Limits(command_timeout_s=1))
+    """`podman logs` that never ends: the read stops at the limit and says what to try.
+
+    The command never ends, so any limit shows the stop; a short one waits less (the limit runs
+    from the channel's opening, before the host's own `timeout` starts, whatever its length).
+    """
+    pool = SSHPool(Limits(command_timeout_s=0.3))
     source = PodmanLogsSource(ssh_host.target(), "hang", pool)
     try:
         with pytest.raises(RemoteError) as caught:
@@ -32,7 +37,7 @@ async def test_a_command_that_hangs_is_stopped(ssh_host: LoopbackHost) -> None:
         await pool.close()
     message = str(caught.value)
     assert "testhost" in message and "podman logs hang" in message
-    assert "took longer than 1 s and was stopped" in message and "try" in message
+    assert "took longer than 0.3 s and was stopped" in message and "try" in message
 
 
 async def test_a_connection_that_drops_mid_read(ssh_host: LoopbackHost) -> None:
@@ -107,8 +112,8 @@ async def test_a_server_that_never_speaks_ssh(asyncssh_host: LoopbackHost) -> No
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # accepts into the backlog, never answers
         port = sock.getsockname()[1]
-        pool = SSHPool(Limits(connect_timeout_s=0.5))
-        with pytest.raises(RemoteError, match=r"no SSH connection within 0\.5 s"):
+        pool = SSHPool(Limits(connect_timeout_s=0.2))  # the server never answers: any limit runs out
+        with pytest.raises(RemoteError, match=r"no SSH connection within 0\.2 s"):
             await file_source(asyncssh_host, pool, asyncssh_host.logs / "a.log", port=port).read()
 
 
@@ -127,20 +132,20 @@ async def test_an_identity_file_that_is_not_there(asyncssh_host: LoopbackHost, t
         await file_source(asyncssh_host, pool, asyncssh_host.logs / "a.log", identity=str(tmp_path / "nokey")).read()
 
 
-@pytest.mark.parametrize(
-    ("make", "error", "words"),
-    [
-        (lambda logs: logs / "missing.log", SourceError, "no such file on host testhost"),
-        (lambda logs: _mkdir(logs / "adir"), SourceError, "not a regular file"),
-        (lambda logs: _write(logs / "empty.log", ""), LedgerError, "the log is empty"),
-        (lambda logs: _write(logs / "prose.log", "hello\nworld\n"), LedgerError, "no radiance ledger phrase"),
-    ],
-)
-async def test_files_that_are_not_ledgers(ssh_host: LoopbackHost, pool: SSHPool, make: object,
-                                          error: type[Exception], words: str) -> None:
-    path = make(ssh_host.logs)  # type: ignore[operator]
-    with pytest.raises(error, match=words):
-        await file_source(ssh_host, pool, path).read()
+NOT_LEDGERS: list[tuple[Callable[[Path], Path], type[Exception], str]] = [
+    (lambda logs: logs / "missing.log", SourceError, "no such file on host testhost"),
+    (lambda logs: _mkdir(logs / "adir"), SourceError, "not a regular file"),
+    (lambda logs: _write(logs / "empty.log", ""), LedgerError, "the log is empty"),
+    (lambda logs: _write(logs / "prose.log", "hello\nworld\n"), LedgerError, "no radiance ledger phrase"),
+]
+
+
+async def test_files_that_are_not_ledgers(ssh_host: LoopbackHost, pool: SSHPool) -> None:
+    """Each refused on its own read, one after another through one pool (a login each would test nothing more)."""
+    for make, error, words in NOT_LEDGERS:
+        path = make(ssh_host.logs)
+        with pytest.raises(error, match=words):
+            await file_source(ssh_host, pool, path).read()
 
 
 async def test_a_container_podman_does_not_know(ssh_host: LoopbackHost, pool: SSHPool) -> None:

@@ -8,6 +8,7 @@ the provenance stays exact, only its origin moves.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -57,24 +58,32 @@ def source_for(host: LoopbackHost, pool: SSHPool, text: str) -> RemoteFileSource
     return RemoteFileSource(host.target(), str(path), pool, (str(host.logs),))
 
 
+@functools.lru_cache(maxsize=8)
 def big_old_boots(example: str, boots: int, filler_mib: float) -> str:
-    """boots - 1 old boots of about filler_mib each, then the example (small, the newest)."""
+    """boots - 1 old boots of about filler_mib each, then the example (small, the newest).
+
+    Kept: building megabytes of filler line by line costs more than the reads of it.
+    """
     filler = "".join(FILLER.format(n=i) for i in range(int(filler_mib * MIB) // len(FILLER.format(n=0))))
     return (older_boot(example) + filler) * (boots - 1) + example + FILLER.format(n=1) * 3
 
 
-@pytest.mark.parametrize("boot", [-1, -2, -3, 1, 3])
 async def test_a_small_newest_boot_after_huge_old_ones(ssh_host: LoopbackHost, pool: SSHPool,
-                                                       uncounting: SSHPool, example_text: str, boot: int) -> None:
-    """3 MiB old boots: the windows grow past one; counted or not, every boot is the local reader's."""
+                                                       uncounting: SSHPool, example_text: str) -> None:
+    """3 MiB old boots: the windows grow past one; counted or not, every boot is the local reader's.
+
+    Each boot is read from a file of its own, so no read resumes from another's checkpoint (one pool
+    per kind for all the boots: a connection per boot would test nothing more).
+    """
     text = big_old_boots(example_text, 3, 3)
-    for reader in (pool, uncounting):
-        got = await source_for(ssh_host, reader, text).read(boot)
-        agrees(got, text, boot)
-        if reader is uncounting and boot in (-1, -2):
-            assert got.lines_from_byte is not None and got.index == boot
-        else:
-            assert got.lines_from_byte is None  # from the start, at byte 0, or few bytes before: the file's
+    for boot in (-1, -2, -3, 1, 3):
+        for reader in (pool, uncounting):
+            got = await source_for(ssh_host, reader, text).read(boot)
+            agrees(got, text, boot)
+            if reader is uncounting and boot in (-1, -2):
+                assert got.lines_from_byte is not None and got.index == boot
+            else:
+                assert got.lines_from_byte is None  # from the start, at byte 0, or few bytes before: the file's
 
 
 async def test_the_newest_boot_moves_only_its_own_lines(ssh_host: LoopbackHost, uncounting: SSHPool,
@@ -112,10 +121,15 @@ async def test_a_growing_file_keeps_its_numbering_from_the_anchor(ssh_host: Loop
     agrees(newest, text, -1)
 
 
-@pytest.mark.parametrize("split", [3, 8, 13])
 async def test_a_marker_split_across_the_first_window(ssh_host: LoopbackHost, uncounting: SSHPool,
-                                                      pool: SSHPool, example_text: str, split: int) -> None:
+                                                      pool: SSHPool, example_text: str) -> None:
     """The 1 MiB window begins inside 'radiance boot' (3, 8 bytes in), or at the very line's start (13)."""
+    for split in (3, 8, 13):
+        await marker_split_at(ssh_host, (uncounting, pool), example_text, split)
+
+
+async def marker_split_at(ssh_host: LoopbackHost, readers: tuple[SSHPool, ...], example_text: str,
+                          split: int) -> None:
     head = big_old_boots(example_text, 2, 1.5)
     newest = older_boot(example_text).replace("settled at 2.51 GiB", "settled at 1.75 GiB")
     marker_at = newest.index("radiance boot")
@@ -125,24 +139,20 @@ async def test_a_marker_split_across_the_first_window(ssh_host: LoopbackHost, un
     filler = "".join(FILLER.format(n=i) for i in range(pad // len(FILLER.format(n=0))))
     text = head + newest + filler + "x" * (pad - len(filler) - 1) + "\n"
     data = text.encode()
-    assert len(data) - MIB == len((head + newest[:cut_at]).encode())
-    for reader in (uncounting, pool):
+    assert len(data) - MIB == len((head + newest[:cut_at]).encode()), split
+    for reader in readers:
         got = await source_for(ssh_host, reader, text).read()
         agrees(got, text, -1)
         assert got.require("settled").line.text.startswith("W card 0 settled at 1.75 GiB")
 
 
-@pytest.mark.parametrize("ending", ["no newline", "crlf"])
-async def test_line_ends(ssh_host: LoopbackHost, pool: SSHPool, uncounting: SSHPool, example_text: str,
-                         ending: str) -> None:
-    text = big_old_boots(example_text, 3, 1.2)
-    if ending == "crlf":
-        text = text.replace("\n", "\r\n")
-    else:
-        text = text + "W card 0 settled at 1.25 GiB free against 209.19 MiB"  # the last line, unended
-    for reader in (pool, uncounting):
-        for boot in (-1, -2, 1):
-            agrees(await source_for(ssh_host, reader, text).read(boot), text, boot)
+async def test_line_ends(ssh_host: LoopbackHost, pool: SSHPool, uncounting: SSHPool, example_text: str) -> None:
+    """CRLF throughout, and a last line without its newline."""
+    plain = big_old_boots(example_text, 3, 1.2)
+    for text in (plain.replace("\n", "\r\n"), plain + "W card 0 settled at 1.25 GiB free against 209.19 MiB"):
+        for reader in (pool, uncounting):
+            for boot in (-1, -2, 1):
+                agrees(await source_for(ssh_host, reader, text).read(boot), text, boot)
 
 
 async def test_an_unchanged_file_gives_the_last_answer_again(ssh_host: LoopbackHost, pool: SSHPool,
@@ -183,21 +193,20 @@ def shapes(example: str) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("shape", ["three boots", "no markers, runs of flags", "decorated, CRLF, an overlong line",
-                                   "no newline at the end"])
-async def test_a_small_file_is_cut_in_one_pass(ssh_host: LoopbackHost, default_pool: SSHPool, example_text: str,
-                                               shape: str) -> None:
-    text = shapes(example_text)[shape]
-    source = source_for(ssh_host, default_pool, text)
-    count = read_text(text, source="x").boots_seen or 1
-    for boot in (-1, 1, -count, count, -2 if count > 1 else -1, -1):
-        agrees(await source.read(boot), text, boot)
-    with pytest.raises(LedgerError) as local:
-        read_text(text, source=source.label, boot=count + 1)
-    with pytest.raises(LedgerError) as remote:
-        await source.read(-count - 1)
-    assert str(remote.value) == str(local.value).replace(f"boot={count + 1}", f"boot={-count - 1}")
-    assert default_pool.transfer.continued == 0  # no checkpoint kept, none needed
-    text += older_boot(example_text)
-    Path(source.path).write_text(text)
-    agrees(await source.read(), text, -1)
+async def test_a_small_file_is_cut_in_one_pass(ssh_host: LoopbackHost, default_pool: SSHPool,
+                                               example_text: str) -> None:
+    """Every shape, each from a file of its own, through one pool that never keeps a checkpoint."""
+    for shape, text in shapes(example_text).items():
+        source = source_for(ssh_host, default_pool, text)
+        count = read_text(text, source="x").boots_seen or 1
+        for boot in (-1, 1, -count, count, -2 if count > 1 else -1, -1):
+            agrees(await source.read(boot), text, boot)
+        with pytest.raises(LedgerError) as local:
+            read_text(text, source=source.label, boot=count + 1)
+        with pytest.raises(LedgerError) as remote:
+            await source.read(-count - 1)
+        assert str(remote.value) == str(local.value).replace(f"boot={count + 1}", f"boot={-count - 1}"), shape
+        assert default_pool.transfer.continued == 0, shape  # no checkpoint kept, none needed
+        text += older_boot(example_text)
+        Path(source.path).write_text(text)
+        agrees(await source.read(), text, -1)

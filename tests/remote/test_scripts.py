@@ -253,35 +253,36 @@ async def test_a_configured_script_path_must_be_absolute_on_the_host(asyncssh_ho
 
 
 # (candidate mode, identical, first differing index, proven value there, candidate value there)
-DRY_RUNS = [
-    pytest.param("bf16-fixed", True, None, None, None, id="match"),
-    pytest.param("onebyte", False, 8, "7580", "7581", id="one byte"),
-    pytest.param("short", False, 7, "--host-pool-mib", None, id="count"),  # 9 arguments against 7
-    pytest.param("bf16", False, 4, "8", "4", id="private step"),
+DRY_RUNS: list[tuple[str, bool, int | None, str | None, str | None]] = [
+    ("bf16-fixed", True, None, None, None),  # a match
+    ("onebyte", False, 8, "7580", "7581"),  # one byte
+    ("short", False, 7, "--host-pool-mib", None),  # a count: 9 arguments against 7
+    ("bf16", False, 4, "8", "4"),  # the private step
 ]
 
 
-@pytest.mark.parametrize(("candidate", "identical", "index", "proven_value", "candidate_value"), DRY_RUNS)
-async def test_dry_runs_on_the_host(ssh_host: LoopbackHost, pool: SSHPool, candidate: str, identical: bool,
-                                    index: int | None, proven_value: str | None, candidate_value: str | None) -> None:
-    directory = script_dir(ssh_host)
-    runtime = runtime_for(ssh_host, pool, {"frank-archon": service(directory)})
-    out = await compare_dry_run(runtime, CompareDryRunInput(service="frank-archon", proven_mode="fp8",
-                                                            candidate_mode=candidate))
-    assert (out.ok, out.identical_bytes) == (identical, identical)
-    script = str(directory / "frank-archon.sh")
-    assert out.proven.host == "testhost" and out.proven.command == [script, "fp8", "--dry-run"]
-    assert out.candidate.command == [script, candidate, "--dry-run"]
-    assert (out.proven.exit_status, out.candidate.exit_status) == (0, 0)
-    assert out.proven.argv[:3] == ["radiance", "--max-model-len", "32768"] and out.proven.argc == 9
-    if identical:
-        assert out.first_difference is None
-    else:
-        first = out.first_difference
-        assert first is not None and (first.index, first.proven, first.candidate) == (
-            index, proven_value, candidate_value)
-    assert pool.transfer.commands == 2  # the script read and checked, then both modes run
-    assert not (directory / "ENGINE-STARTED").exists()
+async def test_dry_runs_on_the_host(ssh_host: LoopbackHost, pool: SSHPool) -> None:
+    """Each candidate against fp8 with a script of its own, one after another through one pool."""
+    for candidate, identical, index, proven_value, candidate_value in DRY_RUNS:
+        directory = script_dir(ssh_host)
+        runtime = runtime_for(ssh_host, pool, {"frank-archon": service(directory)})
+        sent = pool.transfer.commands
+        out = await compare_dry_run(runtime, CompareDryRunInput(service="frank-archon", proven_mode="fp8",
+                                                                candidate_mode=candidate))
+        assert (out.ok, out.identical_bytes) == (identical, identical), candidate
+        script = str(directory / "frank-archon.sh")
+        assert out.proven.host == "testhost" and out.proven.command == [script, "fp8", "--dry-run"]
+        assert out.candidate.command == [script, candidate, "--dry-run"]
+        assert (out.proven.exit_status, out.candidate.exit_status) == (0, 0)
+        assert out.proven.argv[:3] == ["radiance", "--max-model-len", "32768"] and out.proven.argc == 9
+        if identical:
+            assert out.first_difference is None
+        else:
+            first = out.first_difference
+            assert first is not None and (first.index, first.proven, first.candidate) == (
+                index, proven_value, candidate_value), candidate
+        assert pool.transfer.commands - sent == 2, candidate  # the script read and checked, then both modes run
+        assert not (directory / "ENGINE-STARTED").exists()
 
 
 async def test_a_script_on_a_host_named_by_path_runs_only_if_configured(ssh_host: LoopbackHost,
