@@ -93,7 +93,9 @@ class _QuietServer(uvicorn.Server):
     """uvicorn without its signal handlers (several run in one process and the host app owns
     signals), told to stop rather than polling for it: uvicorn's loop looks every 0.1 s, which
     every stop and redeploy of a simulated engine waited for. (Its once-a-second tick only
-    refreshes the Date header, which a simulator's answers need not keep current.)"""
+    refreshes the Date header, which a simulator's answers need not keep current.) Its shutdown
+    likewise sleeps a fixed 0.1 s and then looks every 0.1 s for connections to close; ours looks
+    every 5 ms (a fleet of an eval scenario stopped in 0.13 s, now in about 0.01 s)."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
@@ -110,6 +112,21 @@ class _QuietServer(uvicorn.Server):
     def stop(self) -> None:
         self.should_exit = True
         self._stop.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's graceful shutdown (no lifespan: it is off), looking every 5 ms instead of 0.1 s."""
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        state, loop = self.server_state, asyncio.get_running_loop()
+        deadline = loop.time() + (self.config.timeout_graceful_shutdown or 0)
+        while (state.connections or state.tasks) and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        for task in state.tasks:
+            task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
 
 
 @dataclass

@@ -14,12 +14,16 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from radiance_mcp import __version__
+from radiance_mcp.config import load
 from radiance_mcp.evals.agents import AGENTS
 from radiance_mcp.evals.fleet import scenario_fleet
-from radiance_mcp.evals.record import RECORD_VERSION, read_record
+from radiance_mcp.evals.record import RECORD_VERSION, Recorder, read_record
 from radiance_mcp.evals.run import run_agent
 from radiance_mcp.evals.scenario import load_scenarios
 from radiance_mcp.evals.score import Report, score
+from radiance_mcp.runtime import Runtime
+from radiance_mcp.server import build_server
 
 SCENARIOS = {s.name: s for s in load_scenarios()}
 
@@ -61,19 +65,22 @@ async def test_a_stdio_record_scores_as_the_scripted_run(tmp_path: Path, scenari
 
 
 async def test_a_refusal_is_recorded_with_its_rule(tmp_path: Path) -> None:
+    """serve --record's middleware on the SDK's in-memory client (the transport is not the point here:
+    the stdio test above records a refusal worked around by floor-reserve, and scores it the same)."""
     chosen = SCENARIOS["untraceable-reserve"]
     record = tmp_path / "session.jsonl"
     async with scenario_fleet(chosen, tmp_path / "fleet") as config:
-        server = StdioServerParameters(command=sys.executable, args=[
-            "-m", "radiance_mcp", "serve", "--config", str(config), "--record", str(record)])
-        with (tmp_path / "server.log").open("w") as errlog:
-            async with Client(stdio_client(server, errlog=errlog)) as client:
+        recorder = Recorder(record, __version__)
+        try:
+            async with Client(build_server(Runtime(load(config)), middleware=[recorder])) as client:
                 await client.call_tool("compute_ceiling", {"service": "frank-archon",
                                                            "reserves": [{"mib": 300, "label": "headroom for luck"}]})
                 await client.call_tool("decode_probe", {"service": "frank-archon", "gen_tokens": 9})
                 await client.call_tool("check_pool_contract", {"service": "frank-archon", "pool": 4096})
                 prompt = (await client.list_prompts()).prompts[0]
                 await client.get_prompt(prompt.name, {"service": "frank-archon"})
+        finally:
+            recorder.close()
     events = read_record(record)
     refused = [(e.tool, e.ok, e.rule) for e in events if e.kind == "tool_call"]
     assert refused == [("compute_ceiling", False, "reserve_traced"), ("decode_probe", False, "decode_tokens"),
