@@ -8,14 +8,14 @@ over stdio and streamable HTTP), since their framing and logging are what they c
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
 from cli_run import CliRunner
+from http_process import free_port, serve_http
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from shared_server import empty_fleet_server
@@ -152,41 +152,11 @@ def test_stdio_stdout_carries_only_protocol() -> None:
     assert by_id[3]["result"]["structuredContent"]["ceiling_mib"] == 30_969
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    for _ in range(200):
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''!r}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError("server did not listen")
-
-
 @pytest.fixture
-def http_server(request: pytest.FixtureRequest) -> object:
-    port = _free_port()
+def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
     token = getattr(request, "param", None)
-    args = [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--port", str(port)]
-    if token:
-        args += ["--token", token]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        _wait_listening(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
+    with serve_http(*(["--token", token] if token else [])) as url:
+        yield url
 
 
 async def test_http_transport_serves_the_tools(http_server: str) -> None:
@@ -215,7 +185,7 @@ def test_http_token_is_required_when_set(http_server: str) -> None:
 def test_http_refuses_a_public_bind_without_token(cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (TOKEN_ENV, CONFIG_ENV):  # the environment the process had: PATH alone
         monkeypatch.delenv(name, raising=False)
-    proc = cli("serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port()))
+    proc = cli("serve", "--http", "--host", "0.0.0.0", "--port", str(free_port()))
     assert proc.returncode == 1
     assert "not a loopback address" in proc.stderr and "--token" in proc.stderr
 
