@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
+from mcp_call import call, lines
 
 from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings, Service
 from radiance_mcp.runtime import Runtime
@@ -38,17 +38,6 @@ async def served() -> AsyncIterator[Client]:
     fleet = Fleet(services=services, server=ServerSettings(log_roots=(str(LEDGERS),)))
     async with Client(build_server(Runtime(fleet))) as client:
         yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, Any]:
-    result = await client.call_tool(tool, arguments)
-    if result.is_error:
-        return True, result.content[0].text  # type: ignore[union-attr]
-    return False, result.structured_content
-
-
-def lines(figure: dict[str, Any]) -> list[int]:
-    return [ref["line"] for ref in figure["lines"]]
 
 
 async def test_vllm_service_from_the_config_reads_its_own_pair() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
+from mcp_call import call
 
 from radiance_mcp.config import Fleet, Host, ServerSettings, Service, load
 from radiance_mcp.errors import ConfigError
@@ -21,13 +21,6 @@ A40 = LEDGERS / "vllm" / "heldout_v1_a40_53k.log"
 def client_for(**services: Service) -> Client:
     hosts = {"gpubox": Host(log_roots=("/var/log",))}
     return Client(build_server(Runtime(Fleet(services=services, hosts=hosts, server=ServerSettings()))))
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, Any]:
-    result = await client.call_tool(tool, arguments)
-    if result.is_error:
-        return True, result.content[0].text  # type: ignore[union-attr]
-    return False, result.structured_content
 
 
 def test_a_misspelt_engine_in_the_config_names_the_key_and_the_choices(tmp_path: Path) -> None:

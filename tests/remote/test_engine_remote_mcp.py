@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+from mcp_call import call
 from ssh_hosts import LoopbackHost
 
 from radiance_mcp.config import Fleet
@@ -53,13 +54,6 @@ def fleet_of(host: LoopbackHost, endpoint: str = NOWHERE) -> tuple[Fleet, dict[s
 async def served(fleet: Fleet, pool: SSHPool) -> AsyncIterator[Client]:
     async with Client(build_server(Runtime(fleet, ssh_pool=pool))) as client:
         yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, Any]:
-    result = await client.call_tool(tool, arguments)
-    if result.is_error:
-        return True, result.content[0].text  # type: ignore[union-attr]
-    return False, result.structured_content
 
 
 def as_local(answer: Any, names: dict[str, str]) -> str:
