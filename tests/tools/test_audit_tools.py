@@ -346,9 +346,15 @@ async def test_a_cancelled_dry_run_leaves_no_process_behind(tmp_path: Path) -> N
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
+    def gone() -> bool:  # no process, or a zombie; it may vanish between the two looks (ESRCH)
+        try:
+            return " Z " in Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+
     try:
         for _ in range(40):
-            if not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text():
+            if gone():
                 break
             await asyncio.sleep(0.05)
         else:
