@@ -1,7 +1,7 @@
 """The ledger tools' models: read_budget_table, compute_ceiling, check_pool_contract."""
 
 import json
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,8 +20,12 @@ from radiance_mcp.models.base import (
     Seqs,
     SizeMib,
     Tokens,
+    mib,
 )
 from radiance_mcp.models.ledger_ref import LedgerRef, given_sources, ledger_field, source_problem
+
+if TYPE_CHECKING:
+    from radiance_mcp.capacity import CardCeiling
 
 # ---------------------------------------------------------------------------------------
 # Inputs
@@ -197,6 +201,15 @@ class CeilingCard(Output):
     headroom_mib: int
     derivation: str
     max_pair_mib: int = Field(description="This card's ceiling less the reserves it holds.")
+
+
+def ceiling_card(card: "CardCeiling", derivation: str) -> CeilingCard:
+    """A card of compute_ceiling's output, from the card capacity.hold_reserves returned (its
+    max_pair_mib set), for radiance's boots and the other engines' alike."""
+    assert card.max_pair_mib is not None  # hold_reserves sets it on every card
+    return CeilingCard(card=card.card, settled_free_mib=mib(card.free_mib), engine_floor_mib=mib(card.floor_mib),
+                       pair_mib=mib(card.pair_mib), ceiling_mib=card.ceiling_mib, headroom_mib=card.headroom_mib,
+                       derivation=derivation, max_pair_mib=card.max_pair_mib)
 
 
 class ReserveOutput(Output):

@@ -16,7 +16,6 @@ from radiance_mcp.errors import GuardRailError, InputError, LedgerError
 from radiance_mcp.models.base import BootRef, LineRef, line_ref, mib
 from radiance_mcp.models.ledger import (
     BudgetCard,
-    CeilingCard,
     CeilingCheck,
     CheckPoolContractInput,
     ComputeCeilingOutput,
@@ -25,6 +24,7 @@ from radiance_mcp.models.ledger import (
     PoolContractOutput,
     ReadBudgetTableOutput,
     ReserveInput,
+    ceiling_card,
 )
 from radiance_mcp.units import fmt_mib
 
@@ -95,13 +95,7 @@ def ceiling_output(view: BootView, given: list[ReserveInput]) -> ComputeCeilingO
         pair_mib=mib(result.pair_mib),
         headroom_mib=result.headroom_mib,
         derivation=f"{binding.rank}: {binding.card.derivation} (weights + KV + (free - floor))",
-        cards=[
-            CeilingCard(card=c.card, settled_free_mib=mib(c.free_mib), engine_floor_mib=mib(c.floor_mib),
-                        pair_mib=mib(c.pair_mib), ceiling_mib=c.ceiling_mib,
-                        headroom_mib=c.headroom_mib,
-                        derivation=f"{name[c.card]}: {c.derivation}", max_pair_mib=c.max_pair_mib or 0)
-            for c in result.cards
-        ],
+        cards=[ceiling_card(c, f"{name[c.card]}: {c.derivation}") for c in result.cards],
         reserves=[],
         personal_reserves=[r.label for r in reserves],
         max_pair_mib=result.max_pair_mib,

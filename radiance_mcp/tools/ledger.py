@@ -20,7 +20,6 @@ from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger import (
     BudgetCard,
-    CeilingCard,
     CeilingCheck,
     CheckPoolContractInput,
     ComputeCeilingInput,
@@ -33,6 +32,7 @@ from radiance_mcp.models.ledger import (
     ReserveInput,
     ReserveOutput,
     SourcedFigure,
+    ceiling_card,
 )
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.runtime import Runtime
@@ -162,19 +162,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
         pair_mib=mib(result.pair_mib),
         headroom_mib=result.headroom_mib,
         derivation=binding.derivation,
-        cards=[
-            CeilingCard(
-                card=c.card,
-                settled_free_mib=mib(c.free_mib),
-                engine_floor_mib=mib(c.floor_mib),
-                pair_mib=mib(c.pair_mib),
-                ceiling_mib=c.ceiling_mib,
-                headroom_mib=c.headroom_mib,
-                derivation=c.derivation,
-                max_pair_mib=c.max_pair_mib if c.max_pair_mib is not None else c.ceiling_mib,
-            )
-            for c in result.cards
-        ],
+        cards=[ceiling_card(c, c.derivation) for c in result.cards],
         reserves=reserves_out(reserves),
         personal_reserves=[r.label for r in reserves if r.line is None],
         max_pair_mib=result.max_pair_mib,
