@@ -1,5 +1,6 @@
-"""MCP wiring only: every entry of tools.TOOLS becomes an MCP tool, every skill (skills.py) a
-prompt and a resource; no logic lives here.
+"""MCP wiring only: every tool in its published form (published.py) becomes an MCP tool, every
+skill (skills.py) a prompt and a resource; no logic lives here. A tool's code and models are
+imported on its first call, so a start builds none of them.
 
 Each tool's flat arguments are its input model's fields (so clients see a flat
 inputSchema, with no other names allowed), its output model is the structured output
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import inspect
 import ipaddress
 import json
 import logging
@@ -32,7 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.resources import FunctionResource, TextResource
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata, StrictJsonSchema
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
@@ -47,17 +47,15 @@ from mcp_types import (
     TextContent,
     ToolAnnotations,
 )
-from pydantic import BaseModel, ValidationError
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
+from pydantic import ValidationError
 from starlette.types import ASGIApp
 
-from radiance_mcp import __version__, schemas, skills
+from radiance_mcp import __version__, published, schemas, skills
 from radiance_mcp.arguments import parse_arguments, unknown_tool
 from radiance_mcp.config import split_allowed_host
 from radiance_mcp.errors import RadianceMCPError
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import TOOLS, ToolSpec
+from radiance_mcp.tools import tool_spec
 
 INSTRUCTIONS = """\
 Tools for the radiance inference engine's KV-cache / VRAM resize and step-shape audit.
@@ -93,63 +91,22 @@ class RadianceTool(Tool):
             raise UnexpectedToolError(f"Error executing tool {self.name}") from exc
 
 
-class _ArgumentsJsonSchema(GenerateJsonSchema):
-    """pydantic's JSON schema, with an argument's default_factory called for its default ([] for
-    an omitted list), as the SDK publishes a default."""
-
-    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
-        factory = schema.get("default_factory")
-        if factory is not None and not schema.get("default_factory_takes_data"):
-            return factory()  # type: ignore[call-arg]
-        return super().get_default_value(schema)
-
-
-def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A tool's published inputSchema: the input model's fields, compact, and no other names
-    (additionalProperties false: what run enforces); the model's own title and docstring are not
-    published (the tool's description says it). Generated once per model (each server gets its copy)."""
-    schema: dict[str, Any] = json.loads(_published_input(model))
-    return schema
-
-
-@functools.cache
-def _published_input(model: type[BaseModel]) -> str:
-    full = model.model_json_schema(schema_generator=_ArgumentsJsonSchema)
-    flat = {key: value for key, value in full.items() if key not in ("additionalProperties", "description")}
-    return json.dumps(schemas.compact({**flat, "additionalProperties": False}, arguments=True))
-
-
-def output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A tool's published outputSchema: the top level of its output model (schemas.shallow).
-
-    pydantic describes each nested model as an object here without walking its fields, which
-    the top level does not show (the full schema, served as a resource, does). The SDK's
-    StrictJsonSchema raises where pydantic would only warn of an output it cannot describe.
-    Generated once per model (each server gets its copy).
-    """
-    schema: dict[str, Any] = json.loads(_published_output(model))
-    return schema
-
-
-@functools.cache
-def _published_output(model: type[BaseModel]) -> str:
-
-    class TopLevel(StrictJsonSchema):
-        def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
-            return super().model_schema(schema) if schema["cls"] is model else {"type": "object"}
-
-    return json.dumps(schemas.shallow(model.model_json_schema(schema_generator=TopLevel)))
-
-
-def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
-    """The tool of one spec: a flat inputSchema of the input model's fields, no extra names.
+def _tool(form: dict[str, Any], runtime: Runtime) -> RadianceTool:
+    """A tool in its published form (published.load): a flat inputSchema of the input model's
+    fields, no other names; its code and models are imported on its first call.
 
     Built directly rather than by the SDK's Tool.from_function, which would derive a second
     pydantic model of the arguments from a signature (its validation is not used: run reads the
     raw arguments with the input model) and build the output model's validator at start-up.
     """
+    name = form["name"]
+    # The SDK checks each structured output against output_model (its validator is built on the
+    # first call; the field is read live); arg_model is the SDK's empty base, as run never validates through it.
+    metadata = FuncMetadata(arg_model=ArgModelBase, output_schema=form["output_schema"])
 
     async def call(arguments: dict[str, Any], ctx: Context) -> CallToolResult:
+        spec = tool_spec(name)  # the tool's family is imported on the first call of one of its tools
+        metadata.output_model = spec.output_model
         args = parse_arguments(spec.name, spec.input_model, arguments)
         # A tool that asks for the request's context (a parameter annotated Context) gets it, e.g. for progress.
         context = {spec.context_param: ctx} if spec.context_param else {}
@@ -167,73 +124,30 @@ def _tool(spec: ToolSpec, runtime: Runtime) -> RadianceTool:
     # defaults) and the output's is its top level; the full output schema is a resource.
     return RadianceTool(
         fn=call,
-        name=spec.name,
-        title=spec.title,
-        description=inspect.getdoc(spec.run) or "",
-        parameters=input_schema(spec.input_model),
-        # The SDK checks each structured output against output_model (its validator is built on the
-        # first call); arg_model is the SDK's empty base, as run never validates through it.
-        fn_metadata=FuncMetadata(arg_model=ArgModelBase, output_schema=output_schema(spec.output_model),
-                                 output_model=spec.output_model),
+        name=name,
+        title=form["title"],
+        description=form["description"],
+        parameters=form["input_schema"],
+        fn_metadata=metadata,
         is_async=True,
         context_kwarg="ctx",
         annotations=ToolAnnotations(
-            title=spec.title,
-            read_only_hint=spec.read_only,
+            title=form["title"],
+            read_only_hint=form["read_only"],
             destructive_hint=False,
-            idempotent_hint=spec.idempotent,
-            open_world_hint=spec.open_world,
+            idempotent_hint=form["idempotent"],
+            open_world_hint=form["open_world"],
         ),
     )
 
 
-def _output_schema_text(spec: ToolSpec) -> str:
-    return json.dumps(schemas.compact(spec.output_model.model_json_schema()), separators=(",", ":"))
+def _output_schema_text(name: str) -> str:
+    output_model = tool_spec(name).output_model
+    return json.dumps(schemas.compact(output_model.model_json_schema()), separators=(",", ":"))
 
 
 def output_schema_uri(name: str) -> str:
     return f"schema://{name}/output"
-
-
-JSON_BYTES_PER_CHAR = 12
-"""The most bytes JSON may spend on one character of a string: an escaped astral character
-('\\ud83d\\ude00', as Python's json.dumps writes it) is one character to maxLength, 12 bytes."""
-ENVELOPE_BYTES = 64 * 1024
-"""The JSON-RPC envelope around a call's arguments (method, id, tool name, _meta)."""
-
-
-def _max_json_bytes(schema: dict[str, Any], defs: dict[str, Any]) -> int:
-    """The largest JSON text a value of this schema can take; a string without maxLength is a bug."""
-    if "$ref" in schema:
-        return _max_json_bytes(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
-    if "anyOf" in schema:
-        return max(_max_json_bytes(arm, defs) for arm in schema["anyOf"])
-    kind = schema.get("type")
-    if "enum" in schema or "const" in schema:
-        return max(len(json.dumps(v)) for v in schema.get("enum", [schema.get("const")]))
-    if kind == "string":
-        return 2 + JSON_BYTES_PER_CHAR * int(schema["maxLength"])
-    if kind == "array":
-        return 2 + int(schema["maxItems"]) * (1 + _max_json_bytes(schema["items"], defs))
-    if kind == "object":
-        return 2 + sum(len(name) + 4 + _max_json_bytes(prop, defs) for name, prop in schema["properties"].items())
-    return 32  # a number, a boolean, null: bounded by the schema's maximum, a JSON number is short
-
-
-def request_body_limit_bytes() -> int:
-    """The HTTP transport's body limit: the largest call any tool's inputSchema allows.
-
-    A call the schemas accept must reach the tool (and its clear errors), never the
-    transport's plain-text 413; anything larger is refused before it is parsed.
-    """
-    largest = 0
-    for spec in TOOLS:
-        schema = spec.input_model.model_json_schema()
-        try:
-            largest = max(largest, _max_json_bytes(schema, schema.get("$defs", {})))
-        except KeyError as exc:  # a programming error, caught by tests/hostile/test_arguments.py too
-            raise RuntimeError(f"{spec.name}: an argument has no {exc.args[0]}; give every one a cap") from exc
-    return ENVELOPE_BYTES + largest
 
 
 class RadianceServer(MCPServer):
@@ -258,20 +172,21 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServ
         finally:
             await runtime.close()  # SSH connections end with the server
 
-    procedures = skills.load(spec.name for spec in TOOLS)
+    forms = published.load()
+    procedures = skills.load(published.tool_names())
     server: MCPServer = RadianceServer(
         "radiance-mcp",
         version=__version__,
         instructions=INSTRUCTIONS + skills.instructions(procedures),
         lifespan=lifespan,
-        tools=[_tool(spec, runtime) for spec in TOOLS],
+        tools=[_tool(tool, runtime) for tool in forms["tools"]],
         middleware=list(middleware),
     )
-    for spec in TOOLS:
+    for name in published.tool_names():
         server.add_resource(FunctionResource(  # the text is made on read: start-up is the client's wait
-            uri=output_schema_uri(spec.name), name=f"{spec.name} output", mime_type="application/schema+json",
-            description=f"The full JSON schema of {spec.name}'s structured output (tools/list gives its top level).",
-            fn=functools.partial(_output_schema_text, spec),
+            uri=output_schema_uri(name), name=f"{name} output", mime_type="application/schema+json",
+            description=f"The full JSON schema of {name}'s structured output (tools/list gives its top level).",
+            fn=functools.partial(_output_schema_text, name),
         ))
     for skill in procedures:
         server.add_resource(TextResource(uri=skill.uri, name=skill.name, title=skill.title,
@@ -414,4 +329,4 @@ def http_app(server: MCPServer, *, bind: str, extra_hosts: Sequence[str] = ()) -
                                          allowed_origins=origins)
     # The body limit follows the schemas: a call they allow never meets a plain-text 413.
     return server.streamable_http_app(host=bind, transport_security=security, stateless_http=True,
-                                      max_request_body_size=request_body_limit_bytes())
+                                      max_request_body_size=published.load()["body_limit_bytes"])

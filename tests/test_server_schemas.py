@@ -1,5 +1,5 @@
-"""The schemas tools/list publishes, built straight from each tool's models (server.input_schema,
-server.output_schema), are the ones the SDK's own Tool.from_function derives from the flat
+"""The schemas tools/list publishes, built straight from each tool's models (published.input_schema,
+published.output_schema), are the ones the SDK's own Tool.from_function derives from the flat
 signature of the input model's fields and the output model: the start-up shortcut changes no
 byte an agent reads."""
 

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from radiance_mcp.constants import KVDtype
 from radiance_mcp.errors import EvalError
 from radiance_mcp.evals.rules import BY_NAME
 
@@ -110,7 +111,7 @@ class AgentPlan(_Strict):
     pool_mib: int | None = None
     seqs: int | None = None
     max_model_len: int | None = None
-    kv_cache_dtype: Literal["bf16", "fp8"] | None = None
+    kv_cache_dtype: KVDtype | None = None
     """The shape the question states, if it states one."""
 
 

@@ -4,7 +4,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
+from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES, KVDtype
 from radiance_mcp.models.base import (
     BootIndex,
     BootRef,
@@ -140,7 +140,7 @@ class ArenaSlopeOut(Output):
 class SeatCheckOut(Output):
     seats: int = Field(description="--max-num-seqs (or the kv cache line's worst-case sequences).")
     window_tokens: int = Field(description="--max-model-len (or the kv cache line's worst-case tokens).")
-    kv_cache_dtype: Literal["fp8", "bf16"]
+    kv_cache_dtype: KVDtype
     funded_kv_mib: float = Field(description="The KV cache the engine funded: the smaller of vram_kv and kv cache.")
     funded_kv_printed: str
     funded_kv_line: int

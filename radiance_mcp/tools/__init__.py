@@ -47,6 +47,14 @@ def family(module: str) -> ToolFamily:
     return declared
 
 
+def tool_spec(name: str) -> ToolSpec:
+    """One tool, by name: its family is imported (once), no other."""
+    for module, names in FAMILIES.items():
+        if name in names:
+            return next(spec for spec in family(module) if spec.name == name)
+    raise KeyError(name)
+
+
 def __getattr__(name: str) -> list[ToolSpec]:
     # TOOLS is gathered on first use rather than at import, so that importing one family loads no other.
     if name == "TOOLS":
@@ -54,4 +62,4 @@ def __getattr__(name: str) -> list[ToolSpec]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["FAMILIES", "TOOLS", "Progress", "ToolFamily", "ToolSpec", "family"]
+__all__ = ["FAMILIES", "TOOLS", "Progress", "ToolFamily", "ToolSpec", "family", "tool_spec"]

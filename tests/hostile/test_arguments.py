@@ -32,7 +32,7 @@ from radiance_mcp.constants import (
     MAX_PROBE_TEXT_CHARS,
     SCRIPT_CAP_BYTES,
 )
-from radiance_mcp.server import request_body_limit_bytes
+from radiance_mcp.published import request_body_limit_bytes
 from radiance_mcp.tools import TOOLS
 
 LOG = str(EXAMPLES_DIR / "frank-archon.log")
@@ -285,7 +285,7 @@ def test_the_readme_limits_table_states_the_caps_the_schemas_hold() -> None:
     for cap in (MAX_LEDGER_TEXT_CHARS, SCRIPT_CAP_BYTES, DRY_RUN_OUTPUT_CAP_BYTES, MAX_PROBE_TEXT_CHARS,
                 MAX_PATH_CHARS, MAX_NAME_CHARS, MAX_RESERVES, MAX_BOOT, MAX_SEQS, MAX_WINDOW_TOKENS, MAX_POOL_MIB):
         assert f"{cap:,}" in table, cap
-    assert f"about {request_body_limit_bytes() / 2**20:.0f} MiB" in table
+    assert f"about {request_body_limit_bytes(TOOLS) / 2**20:.0f} MiB" in table
 
 
 # ---------------------------------------------------------------------------------------
@@ -422,7 +422,7 @@ def _answer(response: httpx.Response) -> dict[str, Any]:
 def test_http_body_limit_agrees_with_the_schema_caps(http_url: str) -> None:
     """The largest log_text the schema allows, escaped as Python's json.dumps writes it (12 bytes a character),
     reaches the tool; only a body past every schema's worst case meets the transport's 413."""
-    limit = request_body_limit_bytes()
+    limit = request_body_limit_bytes(TOOLS)
     with httpx.Client() as client:
         initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
