@@ -208,3 +208,14 @@ def test_a_refusal_lists_the_values_in_the_order_published_whatever_was_imported
         answer = json.loads(proc.stdout)
         first, second = answer["enum"]
         assert f"input should be '{first}' or '{second}'; send one of '{first}', '{second}'" in answer["message"]
+
+
+def test_starts_at_once_with_nothing_kept_agree_and_keep_one_whole_copy(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    starts = [subprocess.Popen([sys.executable, "-c", PROBE, str(EXAMPLE_LOG)], stdout=subprocess.PIPE, text=True,
+                               env=env) for _ in range(4)]
+    answers = [json.loads(proc.communicate(timeout=120)[0].splitlines()[-1]) for proc in starts]
+    assert all(proc.returncode == 0 for proc in starts)
+    assert all(answer["result"] == answers[0]["result"] for answer in answers)
+    assert [path.name for path in (tmp_path / "radiance-mcp").iterdir()] == [_kept(tmp_path)[0].name]  # no temp left
+    assert json.loads(_kept(tmp_path)[0].read_text()) == published.derive()
