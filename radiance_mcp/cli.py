@@ -13,28 +13,28 @@ against agents, not a person against their own files.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import errno
-import ipaddress
 import json
 import os
 import signal
-import socket
 import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from radiance_mcp import __version__
 from radiance_mcp.arguments import parse_arguments, unknown_names, unwrap
-from radiance_mcp.config import load, split_allowed_host
+from radiance_mcp.config import Fleet, load, split_allowed_host
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models.base import LineRef
+from radiance_mcp.offload import drive
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.tools import FAMILIES, ToolSpec, family
+
+if TYPE_CHECKING:  # serve's sockets load when it runs
+    import socket
 
 TOKEN_ENV = "RADIANCE_MCP_TOKEN"
 
@@ -335,7 +335,12 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
         finally:
             await runtime.close()
 
-    output = asyncio.run(run_once())
+    if _needs_loop(spec, tool_input, runtime.fleet):
+        import asyncio
+
+        output = asyncio.run(run_once())
+    else:
+        output = drive(run_once())
     if spec.picture is not None and args.svg is not None:
         args.svg.write_text(spec.picture(output), encoding="utf-8")
     if args.json:
@@ -343,6 +348,23 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
     else:
         print(render(output))
     return 3 if getattr(output, "ok", True) is False else 0
+
+
+def _needs_loop(spec: ToolSpec, tool_input: BaseModel, fleet: Fleet) -> bool:
+    """Whether the call reaches past given text and this machine's files, as only an event loop can:
+    an endpoint (the probes), a host over SSH (a host it names, or a fleet service on one) or a
+    process (the dry runs of the modes it names). Every other call runs with no loop (offload.drive):
+    no asyncio to import, its reads inline under the same time limit. The one place the CLI decides.
+    """
+    if spec.name in FAMILIES["probes"]:
+        return True
+    given = [name for name, value in tool_input if value is not None]
+    if any(name == "host" or name.endswith(("_host", "_mode")) for name in given):
+        return True
+    services = {getattr(tool_input, name) for name in given if name == "service" or name.endswith("_service")}
+    if spec.name == "plan_free_vram" and not {"log", "log_text"} & set(given):
+        services = set(fleet.services)  # a service's plan reads its cards' co-tenants; no ledger, the fleet's
+    return any(fleet.services[name].host is not None for name in services if name in fleet.services)
 
 
 class _TerminalProgress:
@@ -418,6 +440,8 @@ def _cell(value: Any) -> str:
 
 
 def _is_loopback(host: str) -> bool:
+    import ipaddress
+
     if host == "localhost":
         return True
     try:
@@ -491,6 +515,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _bind(host: str, port: int) -> socket.socket:
     """A listening socket on host:port, or an InputError that says why not and what to do."""
+    import errno
+    import socket
+
     where = f"--host {host} --port {port}"
     try:
         family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,

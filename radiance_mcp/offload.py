@@ -17,21 +17,29 @@ answering other calls (tools/list, a small read) while a hostile input is in fli
 The ledger reader calls its checkpoint per chunk and per line. A serve script's check and an
 argv comparison have none: they hold their slot to the end, which their inputs' caps bound
 (1 MiB of script: a few seconds at worst).
+
+A CLI command that reads only given text and files on this machine runs with no event loop at
+all (``drive``): ``run`` then does the job inline in the calling thread, under the same time
+limit and with the same error, and ``gather`` and ``to_thread`` stand for asyncio's; asyncio is
+not even imported. A coroutine on that path that awaits anything needing a loop (a socket, a
+process, a sleep) is a RuntimeError at once, never a call that hangs or half runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from radiance_mcp.errors import SourceError
 from radiance_mcp.ledger import Checkpoint
+
+if TYPE_CHECKING:  # asyncio and the thread pool load with the first call on an event loop
+    from concurrent.futures import ThreadPoolExecutor
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -56,6 +64,10 @@ _POLL_S = 0.05
 
 class _Stopped(Exception):
     """The call was cancelled or ran out of time: its worker stops at the next checkpoint."""
+
+
+class _TimedOut(_Stopped):
+    """The job ran past READ_TIMEOUT_S."""
 
 
 class _Slots:
@@ -103,7 +115,6 @@ class _Work:
     def __init__(self, timeout_s: float) -> None:
         self.stop = threading.Event()
         self.deadline = time.monotonic() + timeout_s
-        self.timed_out = False
         self.holding = False
         self.turn_started = 0.0
 
@@ -121,23 +132,77 @@ class _Work:
             raise _Stopped
         now = time.monotonic()
         if now > self.deadline:
-            self.timed_out = True
-            raise _Stopped
+            raise _TimedOut
         if now - self.turn_started >= SLICE_S and _slots.waiting():
             self.give_slot()
             self.take_slot()
 
 
+_loopless: ContextVar[bool] = ContextVar("radiance_loopless", default=False)
+
+
+def loopless() -> bool:
+    """True inside ``drive``: no event loop runs, and work runs inline in this thread."""
+    return _loopless.get()
+
+
+def drive(call: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that needs no event loop to its end in this thread, and return its result.
+
+    For a CLI command that reads only given text and files on this machine: ``run`` does its
+    jobs inline meanwhile, and ``gather`` and ``to_thread`` await in turn. A coroutine that
+    suspends (awaits a future: a socket, a process, a sleep) would need a loop: it is closed
+    and a RuntimeError says so, as a bug of the caller's choice of path.
+    """
+    token = _loopless.set(True)
+    try:
+        try:
+            waited = call.send(None)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        call.close()
+    finally:
+        _loopless.reset(token)
+    raise RuntimeError(f"a call driven without an event loop awaited {waited!r}, which needs one")
+
+
 async def run(job: Job[T], *, label: str, remedy: str) -> T:
-    """job(checkpoint=...) in a worker thread, stopped at READ_TIMEOUT_S or when the call is cancelled.
+    """job(checkpoint=...) in a worker thread, stopped at READ_TIMEOUT_S or when the call is cancelled
+    (inline in this thread, under the same limit, when driven without a loop: ``drive``).
 
     label names the input (a file, 'log_text') and remedy what to do, in the error when the
     time limit stops the job.
     """
+    timeout_s = READ_TIMEOUT_S
+    try:
+        if _loopless.get():
+            return _inline(job, timeout_s)
+        return await _in_worker(job, timeout_s)
+    except _TimedOut:
+        raise SourceError(
+            f"{label}: stopped after the {timeout_s:g} s limit for reading and parsing one input here; {remedy}"
+        ) from None
+
+
+def _inline(job: Job[T], timeout_s: float) -> T:
+    """The job in this thread, the only one computing: its checkpoint watches the time limit alone."""
+    deadline = time.monotonic() + timeout_s
+
+    def checkpoint() -> None:
+        if time.monotonic() > deadline:
+            raise _TimedOut
+
+    return job(checkpoint=checkpoint)
+
+
+async def _in_worker(job: Job[T], timeout_s: float) -> T:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
     global _executor
     if _executor is None:
         _executor = ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="radiance-work")
-    timeout_s = READ_TIMEOUT_S
     work = _Work(timeout_s)
 
     def in_thread() -> T:
@@ -152,9 +217,44 @@ async def run(job: Job[T], *, label: str, remedy: str) -> T:
     except asyncio.CancelledError:
         work.stop.set()
         raise
-    except _Stopped:
-        if not work.timed_out:
-            raise
-        raise SourceError(
-            f"{label}: stopped after the {timeout_s:g} s limit for reading and parsing one input here; {remedy}"
-        ) from None
+
+
+@overload
+async def gather(*calls: Coroutine[Any, Any, T], return_exceptions: Literal[False] = False) -> list[T]: ...
+@overload
+async def gather(*calls: Coroutine[Any, Any, T], return_exceptions: Literal[True]) -> list[T | BaseException]: ...
+async def gather(*calls: Coroutine[Any, Any, T], return_exceptions: bool = False,
+                 ) -> list[T] | list[T | BaseException]:
+    """asyncio.gather on an event loop; without one (``drive``), the calls awaited in turn.
+
+    return_exceptions: an exception a call raises takes its place in the list; else the first
+    one is raised (and, without a loop, the calls after it never start).
+    """
+    if not _loopless.get():
+        import asyncio
+
+        return list(await asyncio.gather(*calls, return_exceptions=return_exceptions))
+    results: list[T | BaseException] = []
+    pending = list(calls)
+    try:
+        while pending:
+            call = pending.pop(0)
+            try:
+                results.append(await call)
+            except Exception as exc:
+                if not return_exceptions:
+                    raise
+                results.append(exc)
+    finally:
+        for call in pending:
+            call.close()  # never started: closed, so no 'never awaited' warning
+    return results
+
+
+async def to_thread(function: Callable[..., T], *args: Any) -> T:
+    """asyncio.to_thread on an event loop; without one (``drive``), the call in this thread."""
+    if _loopless.get():
+        return function(*args)
+    import asyncio
+
+    return await asyncio.to_thread(function, *args)

@@ -13,7 +13,6 @@ remote package's dry-run program, under the same limits, killed there at the tim
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.offload import to_thread
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import check_regular, file_error, host_roots, local_path, resolve_local, ssh_target
 
@@ -141,7 +141,7 @@ class LocalScripts:
             if ref.optional and not path.is_file():
                 files.append(None)
                 continue
-            text = await asyncio.to_thread(read_small, path, ref.argument)
+            text = await to_thread(read_small, path, ref.argument)
             files.append(ScriptFile(str(path), str(path), text))
         return files
 
@@ -196,6 +196,8 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
     Returns stdout and the exit status; raises SourceError on a timeout, an oversized output
     or a non-zero exit, with the command and the end of stderr.
     """
+    import asyncio
+
     shown = " ".join(command)
     try:
         proc = await asyncio.create_subprocess_exec(

@@ -9,7 +9,6 @@ hosts of the fleet config) live here too; scripts.py reads serve scripts by the 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import posixpath
@@ -24,10 +23,12 @@ from radiance_mcp.errors import InputError, SourceError
 from radiance_mcp.ledger import Boot, parse_boot, read_text
 from radiance_mcp.ledger_file import index_file, read_file
 from radiance_mcp.models.ledger_ref import LedgerRef
-from radiance_mcp.offload import run
+from radiance_mcp.offload import loopless, run
 from radiance_mcp.runtime import Runtime
 
-if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
+if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read; asyncio on an event loop
+    import asyncio
+
     from radiance_mcp.remote import LogRequest, SSHPool, SSHTarget
 
 
@@ -69,7 +70,7 @@ class LocalFileSource:
                                label=self.label, remedy=SLOW_FILE_REMEDY)
         except OSError as exc:
             raise file_error(self.label, exc) from exc
-        if parsed.lines_from_byte is not None:
+        if parsed.lines_from_byte is not None and not loopless():  # a one-shot command ends first
             index_in_background(self.path)
         return replace(parsed, origin="local file")
 
@@ -88,6 +89,8 @@ _indexing: dict[Path, asyncio.Task[None]] = {}
 
 def index_in_background(path: Path) -> asyncio.Task[None]:
     """Count the file's lines up to its newest boot, soon, once at a time per file (ledger_file.index_file)."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     task = _indexing.get(path)
     if task is None or task.done() or task.get_loop() is not loop:
@@ -97,6 +100,8 @@ def index_in_background(path: Path) -> asyncio.Task[None]:
 
 
 async def _index_later(path: Path) -> None:
+    import asyncio
+
     try:
         await asyncio.sleep(INDEX_DELAY_S)
         # In a worker slot like any read: it takes turns with the calls, and stops at the read time limit.
@@ -252,6 +257,8 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
 
     The step-shape audit reads two boots (or two logs) of one host in one round trip this way.
     """
+    import asyncio
+
     groups: dict[tuple[int, SSHTarget], list[int]] = {}
     for position, (source, _boot) in enumerate(reads):
         groups.setdefault((id(source.pool), source.target), []).append(position)

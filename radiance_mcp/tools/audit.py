@@ -7,7 +7,6 @@ radiance_mcp.serve_script) and shapes its output model (models/audit.py).
 
 from __future__ import annotations
 
-import asyncio
 import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,7 +34,7 @@ from radiance_mcp.models.audit import (
 )
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger_ref import LedgerRef, given_sources
-from radiance_mcp.offload import run
+from radiance_mcp.offload import gather, run
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.scripts import ScriptRef, runnable_script, script_source, service_files
 from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, ledger_source, read_many
@@ -62,7 +61,7 @@ async def read_two_boots(runtime: Runtime, proven: LedgerRef, candidate: LedgerR
     if isinstance(a, RemoteFileSource | PodmanLogsSource) and isinstance(b, RemoteFileSource | PodmanLogsSource):
         boots = await read_many([(a, proven.boot), (b, candidate.boot)])
     else:
-        boots = list(await asyncio.gather(a.read(proven.boot), b.read(candidate.boot)))
+        boots = await gather(a.read(proven.boot), b.read(candidate.boot))
     return boots[0], boots[1]
 
 

@@ -8,7 +8,6 @@ writes to a host. Their models live in models/gates.py.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -29,6 +28,7 @@ from radiance_mcp.models.gates import (
     VerifyDeployInput,
     VerifyDeployOutput,
 )
+from radiance_mcp.offload import to_thread
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import read_boot
 from radiance_mcp.tools.ledger import trace_reserves
@@ -247,7 +247,7 @@ async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
         return data.decode("utf-8", errors="replace")
 
     try:
-        return await asyncio.to_thread(read)
+        return await to_thread(read)
     except OSError as exc:
         raise InputError(f"env_file {path} cannot be read ({exc.strerror}); pass env_text") from exc
 

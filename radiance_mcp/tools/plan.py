@@ -7,7 +7,6 @@ here together; the shipping tools that build on it live in tools/gates.py.
 
 from __future__ import annotations
 
-import asyncio
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -51,6 +50,7 @@ from radiance_mcp.models.plan import (
     Traced,
     Unreadable,
 )
+from radiance_mcp.offload import gather
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.tools import engine_plan
 from radiance_mcp.tools.ledger import trace_reserves
@@ -299,7 +299,7 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
     """
     # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
     wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
-    reads: list[Any] = await asyncio.gather(*(read_ledger(runtime, _ref(args, n, b))
+    reads: list[Any] = await gather(*(read_ledger(runtime, _ref(args, n, b))
                                               for n, b in zip(names, wanted, strict=True)), return_exceptions=True)
     views: dict[str, BootView] = {}
     boots: dict[str, Boot] = {}
