@@ -42,8 +42,7 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from radiance_mcp.constants import DEFAULT_MODEL, ModelConstants
-from radiance_mcp.engines import LedgerEngine
+from radiance_mcp.constants import DEFAULT_MODEL, LedgerEngine, ModelConstants
 from radiance_mcp.errors import ConfigError
 from radiance_mcp.models.ledger_ref import source_problem
 

@@ -13,6 +13,9 @@ from typing import Literal
 
 KVDtype = Literal["fp8", "bf16"]
 KV_DTYPES: tuple[KVDtype, ...] = ("fp8", "bf16")
+LedgerEngine = Literal["radiance", "vllm", "sglang", "llama.cpp"]
+"""Which engine printed a boot ledger: radiance (read by radiance_mcp.ledger) or one of radiance_mcp.engines'
+dialects (here, so the fleet config names one without loading them)."""
 
 MIB = 1 << 20
 """Bytes in a MiB; MiB is the unit of record."""

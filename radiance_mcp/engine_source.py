@@ -18,16 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from radiance_mcp.engines import (
-    BootView,
-    EngineName,
-    LedgerEngine,
-    detect_ledger,
-    read_engine_boot,
-    read_engine_lines,
-)
+from radiance_mcp.constants import LedgerEngine
 from radiance_mcp.errors import LedgerError, SourceError
-from radiance_mcp.ledger import Boot, Checkpoint, Origin, read_text
+from radiance_mcp.ledger import Boot, Checkpoint, Origin, holds_radiance_words, read_text
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime
@@ -41,7 +34,8 @@ from radiance_mcp.sources import (
     remote_source,
 )
 
-if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
+if TYPE_CHECKING:  # remote (and asyncssh with it) loads on first remote read, the dialects on another engine's log
+    from radiance_mcp.engines import BootView, EngineName
     from radiance_mcp.remote import EngineLines
 
 MAX_ENGINE_LOG_BYTES = 256 * 1024 * 1024
@@ -79,11 +73,22 @@ def _read(path: Path, limit: int, *, whole: bool, checkpoint: Checkpoint) -> str
     return b"".join(chunks)[:limit].decode("utf-8", "replace")
 
 
+def _engine_of(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine:
+    """engines.detect_ledger, which a text holding radiance's own words skips: radiance's ledgers load no dialect."""
+    if holds_radiance_words(text):
+        return "radiance"
+    from radiance_mcp.engines import detect_ledger
+
+    return detect_ledger(text, source=label, checkpoint=checkpoint)
+
+
 def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *, checkpoint: Checkpoint,
                ) -> BootView | None:
-    name = engine or detect_ledger(text, source=label, checkpoint=checkpoint)
+    name = engine or _engine_of(text, label, checkpoint=checkpoint)
     if name == "radiance":
         return None
+    from radiance_mcp.engines import read_engine_boot
+
     return read_engine_boot(text, source=label, engine=name, boot=boot, checkpoint=checkpoint)
 
 
@@ -114,10 +119,8 @@ async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
 
 
 def _inline(text: str, boot: int, *, checkpoint: Checkpoint) -> Boot | BootView:
-    name = detect_ledger(text, source="log_text", checkpoint=checkpoint)
-    if name == "radiance":
-        return read_text(text, source="log_text", boot=boot, checkpoint=checkpoint)
-    return read_engine_boot(text, source="log_text", engine=name, boot=boot, checkpoint=checkpoint)
+    view = _read_boot(text, None, "log_text", boot, checkpoint=checkpoint)
+    return read_text(text, source="log_text", boot=boot, checkpoint=checkpoint) if view is None else view
 
 
 async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
@@ -145,7 +148,7 @@ async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
             if engine is None:
                 head = await run(functools.partial(_read, path, DETECT_BYTES, whole=False), label=label,
                                  remedy="name the engine's start-up log")
-                engine = await run(functools.partial(_detect, head, label), label=label, remedy="name the engine")
+                engine = await run(functools.partial(_engine_of, head, label), label=label, remedy="name the engine")
                 if engine == "radiance":
                     return None
             text = await run(functools.partial(_read, path, MAX_ENGINE_LOG_BYTES, whole=True), label=label,
@@ -154,10 +157,6 @@ async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
             raise file_error(label, exc) from exc
     view = await run(functools.partial(_read_boot, text, engine, label, ref.boot), label=label, remedy=REMEDY)
     return replace(view, origin=origin) if view is not None else None
-
-
-def _detect(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine:
-    return detect_ledger(text, source=label, checkpoint=checkpoint)
 
 
 def _where(runtime: Runtime, ref: LedgerRef) -> Path | RemoteSource | None:
@@ -194,9 +193,11 @@ async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int
 
 def _read_lines(sent: EngineLines, engine: EngineName | None, label: str, boot: int, *,
                 checkpoint: Checkpoint) -> BootView | None:
-    name = engine or detect_ledger("\n".join(line.text for line in sent.lines), source=label, checkpoint=checkpoint)
+    name = engine or _engine_of("\n".join(line.text for line in sent.lines), label, checkpoint=checkpoint)
     if name == "radiance":
         return None
+    from radiance_mcp.engines import read_engine_lines
+
     view = read_engine_lines(sent.lines, source=label, engine=name, boot=boot, last_line=sent.last_line,
                              skipped=sent.skipped_long_lines, dropped=sent.dropped_lines, checkpoint=checkpoint)
     return replace(view, origin="host")

@@ -219,6 +219,13 @@ PHRASES: dict[str, Phrase] = {
 KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(p.keyword for p in PHRASES.values()))
 """Every line a tool may need holds one of these; a remote read may send only such lines."""
 BOOT_MARKER = PHRASES["boot_start"].keyword
+RADIANCE_WORDS = tuple(PHRASES[key].keyword for key in ("boot_start", "settled", "vram_kv", "budget_header"))
+"""Words of radiance's ledger that vLLM, SGLang and llama.cpp never print: a text holding one is radiance's."""
+
+
+def holds_radiance_words(text: str) -> bool:
+    """Whether text holds one of RADIANCE_WORDS: radiance's ledger, told without another engine's dialect."""
+    return any(word in text for word in RADIANCE_WORDS)
 
 
 def render(key: str, **fields: object) -> str:

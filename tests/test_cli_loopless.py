@@ -80,6 +80,25 @@ def test_the_figures_read_without_a_loop(both: Any, files: Path) -> None:
     assert result["ceiling_mib"] == 30969 and result["ledger"]["origin"] == "local file"
 
 
+VLLM_LOG = Path(__file__).parent / "fixtures" / "ledgers" / "vllm" / "heldout_v0.8_16gib_47x.log"
+
+
+@pytest.mark.parametrize("argv", [
+    ("compute-ceiling", "--log", VLLM_LOG, "--json"),
+    ("compute-ceiling", "--log-text-file", VLLM_LOG, "--json"),
+    ("read-budget-table", "--log", VLLM_LOG),
+    ("check-pool-contract", "--log", VLLM_LOG, "--pool-mib", "4096"),
+    ("plan-free-vram", "--log", VLLM_LOG),
+], ids=lambda argv: f"{argv[0]} {argv[1]}")
+def test_another_engines_log_reads_without_a_loop_as_on_one(both: Any, argv: tuple[str, ...]) -> None:
+    # radiance's ledgers load no other engine's dialect (test_cli_imports.py): a vLLM log loads it when read.
+    loopless, on_loop = both(*argv)
+    assert loopless == on_loop
+    assert loopless.stdout or f"{VLLM_LOG} (vllm boot 1 of 1" in loopless.stderr  # read, in its dialect
+    if argv[0] == "compute-ceiling":
+        assert json.loads(loopless.stdout)["ceiling_mib"] == 13244
+
+
 def test_a_read_past_the_time_limit_stops_with_the_same_error(
     both: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

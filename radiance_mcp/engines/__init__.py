@@ -16,8 +16,9 @@ file, network, MCP or CLI module); the tools that read a file or a host hand it 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, get_args
+from typing import get_args
 
+from radiance_mcp.constants import LedgerEngine
 from radiance_mcp.engines import llamacpp, sglang, vllm
 from radiance_mcp.engines.common import (
     BootView,
@@ -34,13 +35,9 @@ from radiance_mcp.engines.common import (
     read_lines,
 )
 from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import KEYWORDS, PHRASES, Checkpoint, Line, match_line, no_checkpoint
+from radiance_mcp.ledger import KEYWORDS, Checkpoint, Line, holds_radiance_words, match_line, no_checkpoint
 
-LedgerEngine = Literal["radiance", "vllm", "sglang", "llama.cpp"]
-"""Which engine printed a boot ledger: radiance (read by radiance_mcp.ledger) or one of the dialects here."""
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
-RADIANCE_WORDS = tuple(PHRASES[key].keyword for key in ("boot_start", "settled", "vram_kv", "budget_header"))
-"""Words of radiance's ledger that vLLM, SGLang and llama.cpp never print: a text holding one is radiance's."""
 DETECT_LINES = 20_000
 """Detection reads the first this many lines: a start-up ledger is at a log's top."""
 
@@ -88,7 +85,7 @@ def detect_ledger(text: str, *, source: str = "the log", checkpoint: Checkpoint 
     text holding one of radiance's own budget words, which none of the three engines prints,
     is radiance's at once; neither is scanned line by line.
     """
-    if any(word in text for word in RADIANCE_WORDS):
+    if holds_radiance_words(text):
         return "radiance"
     candidates = {}
     for name, dialect in _dialects(None).items():

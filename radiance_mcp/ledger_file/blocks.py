@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -121,6 +120,8 @@ class _Grep:
     """
 
     def __init__(self, grep: str, needles: Sequence[bytes], first_number: int, keep: Keep | None) -> None:
+        import subprocess  # here: a small ledger, read by Python alone, never loads it
+
         argv = [grep.encode(), b"-a", b"-n", b"-F"]
         for needle in needles:
             argv += [b"-e", needle]

@@ -2,7 +2,8 @@
 
 Each reads one boot ledger in its engine's dialect (engine_source.read_ledger), calls the pure
 core (radiance_mcp.capacity for radiance, radiance_mcp.engines for another engine) and shapes its
-output model (models/ledger.py).
+output model (models/ledger.py). Another engine's part (tools/engine_ledger.py, and the dialects
+with it) loads with the first boot that is not radiance's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from radiance_mcp import capacity, ledger
 from radiance_mcp.capacity import Figure
 from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
 from radiance_mcp.engine_source import read_ledger
-from radiance_mcp.engines import BootView
 from radiance_mcp.errors import InputError
 from radiance_mcp.ledger import Boot, Line
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
@@ -36,7 +36,6 @@ from radiance_mcp.models.ledger import (
 )
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import engine_ledger
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib
 
@@ -100,7 +99,9 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
     boot = await read_ledger(runtime, args)
-    if isinstance(boot, BootView):
+    if not isinstance(boot, Boot):
+        from radiance_mcp.tools import engine_ledger
+
         return engine_ledger.budget_output(boot)
     reading = capacity.read_budget(boot)
     cards: list[BudgetCard | EngineRank] = [
@@ -140,7 +141,9 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     Next: check_pool_contract.
     """
     boot = await read_ledger(runtime, args)
-    if isinstance(boot, BootView):
+    if not isinstance(boot, Boot):
+        from radiance_mcp.tools import engine_ledger
+
         return engine_ledger.ceiling_output(boot, args.reserves)
     reading = capacity.read_budget(boot)
     reserves = trace_reserves(reading, args.reserves)
@@ -183,7 +186,9 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     pair within the ceiling. Next: render_gates, or plan_free_vram.
     """
     read = await read_ledger(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
-    if isinstance(read, BootView):
+    if read is not None and not isinstance(read, Boot):
+        from radiance_mcp.tools import engine_ledger
+
         return engine_ledger.contract_output(read, args)
     model = runtime.fleet.model_constants(args.service)
     given: dict[str, Any] = {

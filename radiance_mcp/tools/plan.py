@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from radiance_mcp import capacity, planning
 from radiance_mcp.constants import (
@@ -25,7 +25,6 @@ from radiance_mcp.constants import (
     ModelConstants,
 )
 from radiance_mcp.engine_source import read_ledger
-from radiance_mcp.engines import BootView
 from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.ledger import Boot, Hit, Line
 from radiance_mcp.models.base import (
@@ -52,10 +51,12 @@ from radiance_mcp.models.plan import (
 )
 from radiance_mcp.offload import gather
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import engine_plan
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 from radiance_mcp.units import fmt_mib, round_down
+
+if TYPE_CHECKING:  # another engine's boots load its part (tools/engine_plan.py) and the dialects, when read
+    from radiance_mcp.engines import BootView
 
 FAMILY = ToolFamily()
 
@@ -309,10 +310,10 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
             unreadable.append(Unreadable(service=name, error=str(result)))
         elif isinstance(result, BaseException):
             raise result
-        elif isinstance(result, BootView):
-            views[name] = result
-        else:
+        elif isinstance(result, Boot):
             boots[name] = result
+        else:
+            views[name] = result
     return views, boots, unreadable
 
 
@@ -371,6 +372,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     plans: dict[str, tuple[Boot, capacity.BudgetReading, list[CardPlan]]] = {}
     engine_cards: dict[str, tuple[BootView, list[CardPlan]]] = {}
     notes: list[str] = []
+    if engines:
+        from radiance_mcp.tools import engine_plan
     for name, view in engines.items():
         try:
             engine_cards[name] = (view, engine_plan.cards(view, runtime.fleet.services[name].cards if name else ()))
