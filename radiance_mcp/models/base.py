@@ -112,7 +112,8 @@ class Input(BaseModel):
 class Output(BaseModel):
     """A tool's output (or a part of one): frozen."""
 
-    model_config = ConfigDict(frozen=True)
+    # Built on first use, like Input: a CLI command makes one tool's output, not its family's.
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class LineRef(Output):
