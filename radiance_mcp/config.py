@@ -56,7 +56,8 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built when a fleet is first validated, once, its parts within it (not each part on its own as well).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _absolute(path: str, *, home: bool, kind: str = "path") -> str:
