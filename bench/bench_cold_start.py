@@ -3,11 +3,14 @@
 1. A tool command, whole process (issue 15: <= 5x): `radiance-mcp compute-ceiling` and
    `read-budget-table` on the 27-line example ledger, `check-serve-script` on a given script,
    against `python -c pass` with the same interpreter; beside them the shares of asyncio and
-   of pydantic (imported, one model validated), and both together: the least any command
-   built like ours costs, which no import order can undercut; and `python -S -c pass`, the
-   interpreter without site (setuptools' editable install adds an import finder to every
-   process of the venv, `python -c pass` included: about 13 ms of CPU here). Wall time from spawn to exit,
-   and the child's CPU time (user + sys, from os.wait4), which a busy machine disturbs less.
+   of pydantic (imported, one model validated): pydantic alone is the least a command that
+   validates its input costs, which no import order can undercut (these commands read only
+   given text and files here, so they run with no event loop and load no asyncio); both
+   together, the least of a command on an event loop (one that reads a host, say); and
+   `python -S -c pass`, the interpreter without site (setuptools' editable install adds an
+   import finder to every process of the venv, `python -c pass` included: about 13 ms of CPU
+   here). Wall time from spawn to exit, and the child's CPU time (user + sys, from os.wait4),
+   which a busy machine disturbs less.
 2. The server (issue 2: <= 1.2x; issue 15: <= 1.1x): spawn to the tools/list answer over
    stdio, `radiance-mcp serve` against a minimal one-tool MCPServer script, both spawned by
    the SDK's own client (mcp.Client over StdioServerParameters) with the same interpreter;
@@ -127,8 +130,8 @@ def cli_part(repeat: int) -> None:
         "python -c pass": [python, "-c", "pass"],
         "python -S -c pass": [python, "-S", "-c", "pass"],
         "import asyncio": [python, "-c", "import asyncio"],
-        "a pydantic model": [python, "-c", PYDANTIC],
-        "pydantic + asyncio floor": [python, "-c", FLOOR],
+        "a pydantic model (floor)": [python, "-c", PYDANTIC],
+        "pydantic + asyncio": [python, "-c", FLOOR],
         "compute-ceiling": [*tool, "compute-ceiling", "--log", str(EXAMPLE)],
         "read-budget-table": [*tool, "read-budget-table", "--log", str(EXAMPLE), "--json"],
         "check-serve-script": [*tool, "check-serve-script", "--script-text", "#!/bin/sh\nexec radiance --tp 1\n"],
