@@ -10,7 +10,6 @@ repeated. Bounds live in the input models (radiance_mcp.constants gives their re
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import types
@@ -69,6 +68,8 @@ def unknown_tool(name: str, tools: list[str]) -> str:
 
 
 def _suggest(name: str, fields: list[str], spell: Callable[[str], str]) -> str:
+    import difflib  # here: only a misspelled name loads it
+
     close = difflib.get_close_matches(str(name)[:_NAME_SHOWN_CHARS], fields, n=1, cutoff=0.6)
     return f" (did you mean {spell(close[0])!r}?)" if close else ""
 

@@ -35,7 +35,6 @@ and the file used could differ. Every error names the file, the key and what is 
 import ipaddress
 import os
 import stat
-import tomllib
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Self
@@ -225,6 +224,8 @@ def load(path: str | os.PathLike[str] | None = None) -> Fleet:
     chosen = path if path is not None else os.environ.get(CONFIG_ENV) or None
     if chosen is None:
         return Fleet()
+    import tomllib  # here: a command without a fleet file never parses TOML
+
     file = Path(chosen).expanduser()
     try:
         data = tomllib.loads(_read_config(file).decode("utf-8"))
