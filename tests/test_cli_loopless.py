@@ -80,6 +80,22 @@ def test_the_figures_read_without_a_loop(both: Any, files: Path) -> None:
     assert result["ceiling_mib"] == 30969 and result["ledger"]["origin"] == "local file"
 
 
+def test_script_and_env_files_read_here_without_a_loop(both: Any, cli: CliRunner, files: Path) -> None:
+    # Files a tool reads itself (offload.to_thread): a serve script and its env file, a service's env_file.
+    loopless, on_loop = both("check-serve-script", "--script", "serve.sh", "--env-file", "inference.env", cwd=files)
+    assert loopless == on_loop and loopless.returncode == 3  # the wide mode's own 8192: a finding
+    assert f"env_file          {files / 'inference.env'}" in loopless.stdout
+    rendered = cli("render-gates", "--log", "gpu-box.log", "--vram-kv-mib", "4608", "--env-prefix", "LAB", "--json",
+                   cwd=files)
+    (files / "lab.env").write_text(json.loads(rendered.stdout)["env_text"])
+    (files / "fleet.toml").write_text(f'[services.lab]\nlog = "{files / "gpu-box.log"}"\n'
+                                      f'env_file = "{files / "lab.env"}"\n')
+    loopless, on_loop = both("verify-deploy", "--config", files / "fleet.toml", "--service", "lab", cwd=files)
+    assert loopless == on_loop
+    # The env file asks for 4,608 MiB of KV; the boot deployed 4,096: the check runs and fails.
+    assert loopless.returncode == 3 and "LAB_VRAM_KV_MIB=4608" in loopless.stdout
+
+
 VLLM_LOG = Path(__file__).parent / "fixtures" / "ledgers" / "vllm" / "heldout_v0.8_16gib_47x.log"
 
 
