@@ -70,7 +70,7 @@ class LocalFileSource:
                                label=self.label, remedy=SLOW_FILE_REMEDY)
         except OSError as exc:
             raise file_error(self.label, exc) from exc
-        if parsed.lines_from_byte is not None and not loopless():  # a one-shot command ends first
+        if parsed.lines_from_byte is not None and not loopless():  # no loop: a one-shot command, no later
             index_in_background(self.path)
         return replace(parsed, origin="local file")
 
@@ -82,8 +82,8 @@ SLOW_FILE_REMEDY = (
 
 INDEX_DELAY_S = 0.5
 """A read whose lines counted from its boot (a large file) has the file indexed this long after it, in the
-background: a one-shot CLI command has ended by then and pays nothing; a server's next read of the file
-gives the file's own line numbers."""
+background: a one-shot CLI command schedules none (it runs without an event loop) or has ended by then, and
+pays nothing; a server's next read of the file gives the file's own line numbers."""
 _indexing: dict[Path, asyncio.Task[None]] = {}
 
 

@@ -301,7 +301,7 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
     # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
     wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
     reads: list[Any] = await gather(*(read_ledger(runtime, _ref(args, n, b))
-                                              for n, b in zip(names, wanted, strict=True)), return_exceptions=True)
+                                      for n, b in zip(names, wanted, strict=True)), return_exceptions=True)
     views: dict[str, BootView] = {}
     boots: dict[str, Boot] = {}
     unreadable: list[Unreadable] = []
