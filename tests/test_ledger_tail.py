@@ -266,6 +266,26 @@ def test_a_replaced_file_is_read_afresh(how: str, new: str, newest: str, tmp_pat
     assert boot.require("boot_start").line.text == f"I radiance boot: {newest}"
 
 
+@pytest.mark.parametrize(("filler_copies", "new_figure"), [(4, "7.01 GiB"), (200, "12.01 GiB")])
+def test_a_file_rewritten_in_place_that_grew_is_read_afresh(filler_copies: int, new_figure: str,
+                                                             tmp_path: Path) -> None:
+    """Not an append: the same inode, longer than at the last read, its first bytes, its boot's first and
+    its last bytes as they were, and one figure changed between them (by a rewrite, or a new start of the
+    engine printing the same lines): read afresh, the new figure. A file of up to 4 MiB is compared
+    whole; a larger one at 1,024 places, which a rewrite that moves the bytes after it changes."""
+    settled = EXAMPLE.index("W card 0 settled at")
+    spread = EXAMPLE[:settled] + FILLER * filler_copies + EXAMPLE[settled:]  # the settled line far from the marker
+    old = FILLER + spread + FILLER
+    path = tmp_path / "x.log"
+    path.write_text(old, encoding="utf-8")
+    assert read_file(path, source="x").require("settled").line.text.startswith("W card 0 settled at 2.01 GiB")
+    new = old.replace("settled at 2.01 GiB", f"settled at {new_figure}") + FILLER
+    path.write_text(new, encoding="utf-8")  # same inode
+    boot = read_file(path, source="x")
+    assert boot.require("settled").line.text.startswith(f"W card 0 settled at {new_figure}")
+    assert in_file_numbers(boot, path.read_bytes()) == expected(new)
+
+
 PIECES = {"boot": EXAMPLE, "filler": FILLER, "head": EXAMPLE[:333], "rest": EXAMPLE[333:], "newline": "\n",
           "long": "x" * (MAX_LINE_BYTES + 9), "radiance": "radiance", "boot: z": " boot: z\n", "crlf": "\r\n"}
 

@@ -9,6 +9,7 @@ several threads: one lock guards the table, and an index counted further meanwhi
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -22,6 +23,10 @@ from radiance_mcp.ledger_file.file_index import FileIndex
 RACY_NS = 2_000_000_000
 """A file modified this close to a read may change again within its mtime's granularity (2 s on some
 file systems): its next read does not trust an unchanged size and mtime."""
+SAMPLE_PLACES = 1024
+"""Places a grown file is compared at with what was read of it (a few ms on a 1 GiB file): an append
+leaves them all as they were, a rewrite in place that grew past the old size changes one of them
+(a file of at most SAMPLE_PLACES x SAMPLE_BYTES, 4 MiB, is compared whole)."""
 MAX_FILES = 64
 """Files whose index and last read are kept (a few KiB each, plus 32 bytes per MiB); least recent go first."""
 
@@ -59,8 +64,8 @@ class _FileState:
     identity: _Identity
     seen_ns: int
     """Wall clock just before the file was last read."""
-    samples: tuple[tuple[int, bytes], ...]
-    """(offset, bytes) at the start, at the newest boot and before the end, as last read."""
+    samples: _Samples
+    """A digest of the bytes the file held at its sampled places when it was last read."""
     index: FileIndex
     marker: bytes
     last: _LastRead | None = None
@@ -76,20 +81,34 @@ def forget_files() -> None:
         _files.clear()
 
 
-def _samples(stream: BufferedReader, size: int, places: Sequence[int]) -> tuple[tuple[int, bytes], ...]:
-    out = []
-    for place in dict.fromkeys(max(0, min(p, size - SAMPLE_BYTES)) for p in places):
-        stream.seek(place)
-        out.append((place, stream.read(SAMPLE_BYTES)))
-    return tuple(out)
+@dataclass(frozen=True)
+class _Samples:
+    """The file as last read, at SAMPLE_PLACES places of SAMPLE_BYTES: evenly spread, and at given offsets."""
+
+    windows: tuple[tuple[int, int], ...]
+    """(offset, length) of each place; together the whole file when it is at most SAMPLE_PLACES x SAMPLE_BYTES."""
+    digest: bytes
 
 
-def _same_bytes(stream: BufferedReader, samples: tuple[tuple[int, bytes], ...]) -> bool:
-    for place, data in samples:
+def _samples(stream: BufferedReader, size: int, places: Sequence[int]) -> _Samples:
+    """The file's bytes at places (the start, the newest boot, the end) and at SAMPLE_PLACES evenly spread:
+    a file of at most 4 MiB is compared whole, a larger one at every 1/SAMPLE_PLACES of its length."""
+    stride = max(SAMPLE_BYTES, -(-size // SAMPLE_PLACES))
+    starts = sorted({max(0, min(p, size - SAMPLE_BYTES)) for p in (*range(0, size, stride), *places)})
+    windows = tuple((start, min(SAMPLE_BYTES, size - start)) for start in starts)
+    return _Samples(windows, _digest(stream, windows))
+
+
+def _digest(stream: BufferedReader, windows: Sequence[tuple[int, int]]) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for place, length in windows:
         stream.seek(place)
-        if stream.read(len(data)) != data:
-            return False
-    return True
+        h.update(stream.read(length))
+    return h.digest()
+
+
+def _same_bytes(stream: BufferedReader, samples: _Samples) -> bool:
+    return _digest(stream, samples.windows) == samples.digest
 
 
 def _known(key: str, stream: BufferedReader, now: _Identity, marker: bytes) -> _FileState | None:
