@@ -141,6 +141,10 @@ class Reserve:
     """The card whose memory a traced reserve holds back; None (personal): every card."""
 
 
+SHOWN_FIGURES = 8
+"""Sizes a refusal lists of the cited line (a ledger line holds a few; a hostile one up to 32,768)."""
+SHOWN_LINE_CHARS = 200
+"""Characters a refusal quotes of the cited line (a ledger line is short; one may run to 64 KiB)."""
 MAX_SHOWN_MIB = Decimal(10) ** 12
 
 
@@ -233,9 +237,13 @@ def trace_reserve(
             f"Remedy: {remedy}. {_candidate_list(candidates)}",
             rule="reserve_not_counted",
         )
-    shown = ", ".join(f"{s.text} = {fmt_mib(s.mib, 2)} MiB" for s, _ in figures) or "no size"
+    shown = ", ".join(f"{s.text} = {fmt_mib(s.mib, 2)} MiB" for s, _ in figures[:SHOWN_FIGURES]) or "no size"
+    if len(figures) > SHOWN_FIGURES:
+        shown += f" and {len(figures) - SHOWN_FIGURES:,} more"
+    text = line.text.strip()
+    quoted = repr(text if len(text) <= SHOWN_LINE_CHARS else text[:SHOWN_LINE_CHARS] + "...")
     raise GuardRailError(
-        f"{head}: line {line_number} ({line.text.strip()!r}) does not hold {shown_mib(mib)} MiB (it holds "
+        f"{head}: line {line_number} ({quoted}) does not hold {shown_mib(mib)} MiB (it holds "
         f"{shown}). {_candidate_list(candidates)}",
         rule="reserve_traced",
     )

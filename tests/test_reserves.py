@@ -131,6 +131,19 @@ def test_untraced_reserves_are_refused_and_list_the_candidates(
     assert "line 18 (card 0): mib=268.11" in str(caught.value)
 
 
+def test_a_refusal_quotes_a_long_line_of_many_sizes_in_part(example_text: str) -> None:
+    """A hostile ledger line of 56 KB and 8,000 sizes: the refusal stays a few hundred characters."""
+    settled = next(line for line in example_text.splitlines() if "settled at" in line)
+    text = example_text.replace(settled, settled + " 7 MiB," * 8_000)
+    with pytest.raises(GuardRailError) as caught:
+        trace(text, "330", 26)
+    message = str(caught.value)
+    assert "(it holds 2.01 GiB = 2,058.24 MiB, 209.19 MiB = 209.19 MiB" in message
+    assert "and 7,996 more)" in message  # the line's 4 figures and 8,000 added: 8 shown
+    assert f"({settled[:80]}" in message.replace("'", "") and "...')" in message
+    assert len(message) < 2_000
+
+
 def test_a_line_without_a_phrase_inside_the_boot_is_refused(example_text: str) -> None:
     text = example_text.replace("I serving on", "I some chatter\nI serving on")
     with pytest.raises(GuardRailError, match=r"line 27 holds no ledger phrase of t\.log"):
