@@ -237,16 +237,24 @@ def trace_reserve(
             f"Remedy: {remedy}. {_candidate_list(candidates)}",
             rule="reserve_not_counted",
         )
-    shown = ", ".join(f"{s.text} = {fmt_mib(s.mib, 2)} MiB" for s, _ in figures[:SHOWN_FIGURES]) or "no size"
-    if len(figures) > SHOWN_FIGURES:
-        shown += f" and {len(figures) - SHOWN_FIGURES:,} more"
-    text = line.text.strip()
-    quoted = repr(text if len(text) <= SHOWN_LINE_CHARS else text[:SHOWN_LINE_CHARS] + "...")
     raise GuardRailError(
-        f"{head}: line {line_number} ({quoted}) does not hold {shown_mib(mib)} MiB (it holds "
-        f"{shown}). {_candidate_list(candidates)}",
+        f"{head}: line {line_number} ({_quoted(line)}) does not hold {shown_mib(mib)} MiB (it holds "
+        f"{_shown(figures)}). {_candidate_list(candidates)}",
         rule="reserve_traced",
     )
+
+
+def _quoted(line: Line) -> str:
+    """The cited line as a refusal quotes it: whole, or its first SHOWN_LINE_CHARS characters."""
+    text = line.text.strip()
+    return repr(text if len(text) <= SHOWN_LINE_CHARS else text[:SHOWN_LINE_CHARS] + "...")
+
+
+def _shown(figures: list[tuple[Size, ReserveMark | None]]) -> str:
+    """The sizes of the cited line as a refusal lists them: the first SHOWN_FIGURES, and how many more."""
+    shown = ", ".join(f"{s.text} = {fmt_mib(s.mib, 2)} MiB" for s, _ in figures[:SHOWN_FIGURES]) or "no size"
+    more = len(figures) - SHOWN_FIGURES
+    return f"{shown} and {more:,} more" if more > 0 else shown
 
 
 def _figures_on(boot: Boot, line: Line) -> list[tuple[Size, ReserveMark | None]]:
