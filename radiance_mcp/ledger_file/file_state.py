@@ -9,9 +9,9 @@ several threads: one lock guards the table, and an index counted further meanwhi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -23,10 +23,13 @@ from radiance_mcp.ledger_file.file_index import FileIndex
 RACY_NS = 2_000_000_000
 """A file modified this close to a read may change again within its mtime's granularity (2 s on some
 file systems): its next read does not trust an unchanged size and mtime."""
+WHOLE_BYTES = 4 * 1024 * 1024
+"""A grown file is an append if the bytes it had are as they were: compared whole up to this size
+(about 1 ms a MiB), beyond it at SAMPLE_PLACES places (about 3 ms on a 1 GiB file)."""
 SAMPLE_PLACES = 1024
-"""Places a grown file is compared at with what was read of it (a few ms on a 1 GiB file): an append
-leaves them all as they were, a rewrite in place that grew past the old size changes one of them
-(a file of at most SAMPLE_PLACES x SAMPLE_BYTES, 4 MiB, is compared whole)."""
+"""Places of SAMPLE_BYTES a larger grown file is compared at: an append leaves them all as they were, a
+rewrite in place that grew past the old size changes those after its first changed byte, unless it
+keeps every byte's offset."""
 MAX_FILES = 64
 """Files whose index and last read are kept (a few KiB each, plus 32 bytes per MiB); least recent go first."""
 
@@ -65,7 +68,7 @@ class _FileState:
     seen_ns: int
     """Wall clock just before the file was last read."""
     samples: _Samples
-    """A digest of the bytes the file held at its sampled places when it was last read."""
+    """The bytes the file held when it was last read (a CRC of them, whole or sampled)."""
     index: FileIndex
     marker: bytes
     last: _LastRead | None = None
@@ -83,32 +86,37 @@ def forget_files() -> None:
 
 @dataclass(frozen=True)
 class _Samples:
-    """The file as last read, at SAMPLE_PLACES places of SAMPLE_BYTES: evenly spread, and at given offsets."""
+    """The file as last read: the whole of it up to WHOLE_BYTES, else SAMPLE_PLACES evenly spread places
+    of SAMPLE_BYTES and the given ones (its start, its newest boot, its end)."""
 
     windows: tuple[tuple[int, int], ...]
-    """(offset, length) of each place; together the whole file when it is at most SAMPLE_PLACES x SAMPLE_BYTES."""
-    digest: bytes
+    """(offset, length) of each place."""
+    crc: int
+    """zlib.crc32 of their bytes, in order: a test of change, not a seal (who can write the file can write anything)."""
 
 
-def _samples(stream: BufferedReader, size: int, places: Sequence[int]) -> _Samples:
-    """The file's bytes at places (the start, the newest boot, the end) and at SAMPLE_PLACES evenly spread:
-    a file of at most 4 MiB is compared whole, a larger one at every 1/SAMPLE_PLACES of its length."""
-    stride = max(SAMPLE_BYTES, -(-size // SAMPLE_PLACES))
-    starts = sorted({max(0, min(p, size - SAMPLE_BYTES)) for p in (*range(0, size, stride), *places)})
-    windows = tuple((start, min(SAMPLE_BYTES, size - start)) for start in starts)
-    return _Samples(windows, _digest(stream, windows))
+def _samples(stream: BufferedReader, size: int, places: Sequence[int], known: _FileState | None) -> _Samples:
+    """The file's samples now: known's if the file is as known read it (same size), else taken afresh."""
+    if known is not None and known.identity.size == size:
+        return known.samples
+    if size <= WHOLE_BYTES:
+        windows: tuple[tuple[int, int], ...] = ((0, size),)
+    else:
+        stride = -(-size // SAMPLE_PLACES)
+        starts = sorted({max(0, min(p, size - SAMPLE_BYTES)) for p in (*range(0, size, stride), *places)})
+        windows = tuple((start, min(SAMPLE_BYTES, size - start)) for start in starts)
+    return _Samples(windows, _crc(stream, windows))
 
 
-def _digest(stream: BufferedReader, windows: Sequence[tuple[int, int]]) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
+def _crc(stream: BufferedReader, windows: Sequence[tuple[int, int]]) -> int:
+    crc, fd = 0, stream.fileno()
     for place, length in windows:
-        stream.seek(place)
-        h.update(stream.read(length))
-    return h.digest()
+        crc = zlib.crc32(os.pread(fd, length, place), crc)
+    return crc
 
 
 def _same_bytes(stream: BufferedReader, samples: _Samples) -> bool:
-    return _digest(stream, samples.windows) == samples.digest
+    return _crc(stream, samples.windows) == samples.crc
 
 
 def _known(key: str, stream: BufferedReader, now: _Identity, marker: bytes) -> _FileState | None:

@@ -90,8 +90,8 @@ def cut_boot(
             start, cut = reader.older(boot, source)
             kept = last
         found = None if start is None or cut is None else reader.numbered(start, cut)
-        _keep(key, _FileState(now, seen_ns, _samples(stream, now.size, (0, start or 0, now.size)), reader.index,
-                              marker, kept), state)
+        samples = _samples(stream, now.size, (0, start or 0, now.size), state)
+        _keep(key, _FileState(now, seen_ns, samples, reader.index, marker, kept), state)
         return found
 
 
@@ -182,7 +182,7 @@ def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: 
         index = state.index if state else FileIndex()
         end = state.last.start if state and state.last else now.size
         index = _extended(index, stream, end, marker, checkpoint)
-        fresh = _FileState(now, seen_ns, _samples(stream, now.size, (0, now.size)), index, marker)
+        fresh = _FileState(now, seen_ns, _samples(stream, now.size, (0, now.size), state), index, marker)
     _keep_index(key, state, fresh)
 
 
