@@ -57,6 +57,9 @@ CPU_SLOTS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") els
 """Workers computing at once: the CPUs this process may run on."""
 MAX_WORKERS = 32
 """Threads; past this many calls in flight, a call waits for a thread before its turn."""
+INLINE_CHARS = 64 * 1024
+"""A text in memory this short may be parsed on the event loop rather than through ``run`` (a few ms at
+worst, linear in its size): a thread's handoff costs more than its parse."""
 SLICE_S = 0.01
 """A worker holds its slot this long before handing it to one that waits."""
 _POLL_S = 0.05

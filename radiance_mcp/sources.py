@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.errors import InputError, SourceError
-from radiance_mcp.ledger import Boot, parse_boot, read_text
+from radiance_mcp.ledger import Boot, Line, parse_boot, read_text
 from radiance_mcp.ledger_file import index_file, read_file
 from radiance_mcp.models.ledger_ref import LedgerRef
-from radiance_mcp.offload import loopless, run
+from radiance_mcp.offload import INLINE_CHARS, loopless, run
 from radiance_mcp.runtime import Runtime
 
 if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read; asyncio on an event loop
@@ -252,6 +252,14 @@ class PodmanLogsSource:
 RemoteSource = RemoteFileSource | PodmanLogsSource
 
 
+@functools.lru_cache(maxsize=256)
+def _parse_cut(lines: tuple[Line, ...], source: str, index: int, boots_seen: int | None) -> Boot:
+    """parse_boot of a small cut (at most offload.INLINE_CHARS), on the event loop, and kept: a warm read of
+    an unchanged log gets the host's same lines again. 32 services read at once spent more time handing
+    their parses to threads and parsing the same lines anew than on the wire."""
+    return parse_boot(lines, source=source, index=index, boots_seen=boots_seen)
+
+
 async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
     """Several (source, boot) reads, in order: one SSH command per host, the hosts in parallel.
 
@@ -269,9 +277,12 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
         cuts = await first.pool.read_logs(first.target, requests)
         boots = []
         for request, cut in zip(requests, cuts, strict=True):
-            parse = functools.partial(parse_boot, cut.lines, source=request.label, index=cut.index,
-                                      boots_seen=cut.boots_seen)
-            parsed = await run(parse, label=request.label, remedy="name the radiance service's boot log")
+            if sum(len(line.text) for line in cut.lines) <= INLINE_CHARS:
+                parsed = _parse_cut(cut.lines, request.label, cut.index, cut.boots_seen)
+            else:
+                parse = functools.partial(parse_boot, cut.lines, source=request.label, index=cut.index,
+                                          boots_seen=cut.boots_seen)
+                parsed = await run(parse, label=request.label, remedy="name the radiance service's boot log")
             # Only phrase lines crossed the wire; the span is the boot's own, counted on the host.
             boots.append(replace(parsed, first_line=cut.first_line, last_line=cut.last_line,
                                  skipped_long_lines=cut.skipped_long_lines, origin="host",
