@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from radiance_mcp.constants import MAX_BOOT, MAX_PATH_CHARS
 from radiance_mcp.errors import InputError
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""A control character (C0 or DEL): none may reach a command line."""
+
 CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """podman's own rule for names (and IDs are hex): nothing a shell or podman's flags could read."""
 
@@ -43,7 +46,7 @@ def check_remote_path(path: str, roots: Sequence[str], host: str, *, argument: s
         raise InputError(f"{argument}={path!r}: give the absolute path of the {kind} on host {host}")
     # Security: NUL, newline and other control characters could end the command line or a
     # quoted word early and smuggle a second command; no log file needs them.
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+    if CONTROL.search(path):
         raise InputError(f"{argument}={path!r}: a path may not hold NUL, newline or other control characters")
     if len(path) > MAX_PATH_CHARS:
         raise InputError(f"{argument}=...: the path is {len(path)} characters; at most {MAX_PATH_CHARS}")
@@ -116,7 +119,7 @@ def check_cksum(cksum: str) -> str:
 
 def sent_path(text: str) -> str:
     """A path already checked by check_remote_path, checked again where it enters a command."""
-    if not text.startswith("/") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+    if not text.startswith("/") or CONTROL.search(text):
         raise InputError(f"{text!r}: a remote path is absolute and holds no control characters")
     return text
 
