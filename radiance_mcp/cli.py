@@ -31,7 +31,7 @@ from radiance_mcp.errors import InputError, RadianceMCPError
 from radiance_mcp.models.base import LineRef
 from radiance_mcp.offload import drive
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import FAMILIES, ToolSpec, family
+from radiance_mcp.tools import FAMILIES, ToolSpec, family, tool_names, tool_spec
 
 if TYPE_CHECKING:  # serve's sockets load when it runs
     import socket
@@ -98,10 +98,9 @@ def _tools_for(argv: Sequence[str]) -> list[ToolSpec]:
     command = next((word for word in argv if not word.startswith("-")), "")
     if command in ("serve", "demo", "eval"):
         return []
-    for module, names in FAMILIES.items():
-        for name in names:
-            if command == name.replace("_", "-"):
-                return [spec for spec in family(module) if spec.name == name]
+    name = command.replace("-", "_")
+    if "_" not in command and name in tool_names():
+        return [tool_spec(name)]
     return [spec for module in FAMILIES for spec in family(module)]
 
 

@@ -35,7 +35,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from radiance_mcp import schemas
-from radiance_mcp.tools import FAMILIES, ToolSpec
+from radiance_mcp.tools import ToolSpec, tool_names
 
 FORMAT = 1
 """The layout of a kept file; another layout is another name."""
@@ -53,11 +53,6 @@ KEPT = 8
 TOOL_KEYS = {"name": str, "title": str, "description": str, "input_schema": dict, "output_schema": dict,
              "read_only": bool, "open_world": bool, "idempotent": bool}
 """Each tool's published form, and the type of each part (a kept file is checked against them)."""
-
-
-def tool_names() -> list[str]:
-    """Every tool, in the order of tools/list, without importing any tool's code."""
-    return [name for names in FAMILIES.values() for name in names]
 
 
 @functools.cache

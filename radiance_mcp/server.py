@@ -55,7 +55,7 @@ from radiance_mcp.arguments import parse_arguments, unknown_tool
 from radiance_mcp.config import split_allowed_host
 from radiance_mcp.errors import RadianceMCPError
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.tools import tool_spec
+from radiance_mcp.tools import tool_names, tool_spec
 
 INSTRUCTIONS = """\
 Tools for the radiance inference engine's KV-cache / VRAM resize and step-shape audit.
@@ -173,7 +173,7 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServ
             await runtime.close()  # SSH connections end with the server
 
     forms = published.load()
-    procedures = skills.load(published.tool_names())
+    procedures = skills.load(tool_names())
     server: MCPServer = RadianceServer(
         "radiance-mcp",
         version=__version__,
@@ -182,7 +182,7 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServ
         tools=[_tool(tool, runtime) for tool in forms["tools"]],
         middleware=list(middleware),
     )
-    for name in published.tool_names():
+    for name in tool_names():
         server.add_resource(FunctionResource(  # the text is made on read: start-up is the client's wait
             uri=output_schema_uri(name), name=f"{name} output", mime_type="application/schema+json",
             description=f"The full JSON schema of {name}'s structured output (tools/list gives its top level).",

@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from radiance_mcp import published
 from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.tools import tool_names
 
 EXAMPLE_LOG = EXAMPLES_DIR / "frank-archon.log"
 
@@ -46,7 +47,7 @@ async def test_a_start_from_the_kept_copy_publishes_what_the_models_derive(tmp_p
     assert again == first
     assert len(_kept(tmp_path)) == 1
     names = [tool["name"] for tool in json.loads(first[0])]
-    assert names == published.tool_names() and len(names) == 14
+    assert names == tool_names() and len(names) == 14
 
 
 PROBE = """\

@@ -47,6 +47,11 @@ def family(module: str) -> ToolFamily:
     return declared
 
 
+def tool_names() -> list[str]:
+    """Every tool's name, in the order of tools/list, without importing any tool's code."""
+    return [name for names in FAMILIES.values() for name in names]
+
+
 def tool_spec(name: str) -> ToolSpec:
     """One tool, by name: its family is imported (once), no other."""
     for module, names in FAMILIES.items():
@@ -62,4 +67,4 @@ def __getattr__(name: str) -> list[ToolSpec]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["FAMILIES", "TOOLS", "Progress", "ToolFamily", "ToolSpec", "family", "tool_spec"]
+__all__ = ["FAMILIES", "TOOLS", "Progress", "ToolFamily", "ToolSpec", "family", "tool_names", "tool_spec"]
