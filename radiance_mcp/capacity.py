@@ -50,8 +50,10 @@ class CardCeiling:
 
     @property
     def headroom_mib(self) -> int:
-        """The ceiling less the pair, rounded down to whole MiB (-671.2 is -672: never rounded up)."""
-        return round_down(self.ceiling_mib - self.pair_mib)
+        """What the pair may still grow by: settled free less the floor, rounded down to whole MiB (-671.2 is
+        -672: never rounded up). Worked from the unrounded ceiling, so a pair the engine measured to a fraction of
+        a MiB (vLLM's GiB figures) is not charged the ceiling's rounding: where free is the floor, it is 0."""
+        return round_down(self.free_mib - self.floor_mib)
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...])
     tightest = min(held, key=lambda c: (c.max_pair_mib or 0, c.card))
     max_pair = tightest.max_pair_mib or 0
     warnings = []
-    if max_pair < tightest.pair_mib:
+    if max_pair < round_down(tightest.pair_mib):  # a measured pair's fraction is the ceiling's rounding, no shortfall
         warnings.append(
             f"max_pair_mib {fmt_mib(max_pair)} is below card {tightest.card}'s current pair of "
             f"{fmt_mib(tightest.pair_mib, 2)} MiB by {fmt_mib(tightest.pair_mib - max_pair, 2)} MiB: a gate at "

@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from radiance_mcp.capacity import CardCeiling, card_ceiling
 from radiance_mcp.constants import MIB
-from radiance_mcp.engines.common import BootView, EngineName, Figure, RankView
+from radiance_mcp.engines.common import BootView, EngineName, Figure, RankView, quoted
 from radiance_mcp.errors import BootNotSettled, InputError, LedgerError
 from radiance_mcp.ledger import Line
 from radiance_mcp.units import fmt_mib
@@ -40,11 +40,6 @@ FLOORS: dict[EngineName, str] = {
 }
 SEATS = {"sglang": "max_running_requests", "llama.cpp": "slots"}
 """The setting each engine prints for the sequences it serves at once (vLLM prints none at INFO)."""
-
-
-def quoted(line: Line) -> str:
-    text = line.text.strip()
-    return repr(text if len(text) <= 200 else text[:200] + "...")
 
 
 def refusal_finding(view: BootView) -> str:

@@ -186,6 +186,25 @@ def total(figures: Sequence[Figure], what: str) -> Figure:
                   f"{what}: {shown} = {value:,.2f} {figures[0].unit}" if len(figures) > 1 else "")
 
 
+def quoted(line: Line) -> str:
+    """A ledger line as an error quotes it: stripped, at most 200 characters, repr'd."""
+    text = line.text.strip()
+    return repr(text if len(text) <= 200 else text[:200] + "...")
+
+
+def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> Decimal:
+    """A share of the card the engine printed (vLLM's utilization, SGLang's static fraction): 0 < F <= 1, which the
+    engine itself refuses otherwise. A line with another is no boot that engine printed, and the free memory or
+    floor worked from it ((1 - F) of the card) would be below 0: refused with the line, as a radiance card that
+    settles above its total is."""
+    if not 0 < value <= 1:
+        raise LedgerError(
+            f"line {hit.line.number}: {name} {value} is no share of the card ({engine} takes 0 < {flag} <= 1; "
+            f"(1 - {value}) of the card would be below 0 or all of it): {quoted(hit.line)}; this is not a boot "
+            f"{engine} printed: read the service's own log")
+    return value
+
+
 def difference(minuend: Figure, subtrahend: Figure, what: str) -> Figure:
     value = minuend.value - subtrahend.value
     return Figure(value, "MiB", minuend.lines + subtrahend.lines, minuend.resolution + subtrahend.resolution,

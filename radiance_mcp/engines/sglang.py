@@ -51,12 +51,16 @@ from radiance_mcp.engines.common import (
     last,
     phrase,
     read,
+    share,
     size,
     total,
 )
 from radiance_mcp.ledger import Hit
 
 MARKER = phrase("boot", "server_args=", r"server_args=ServerArgs\(", "server_args=ServerArgs(...)")
+
+FRACTION = "--mem-fraction-static"
+"""The flag whose share of the card SGLang claims for weights and the KV pool."""
 
 PHRASES = (
     MARKER,
@@ -145,7 +149,8 @@ def _floor(load_begin: Hit | None, fraction: Hit | None) -> Figure | None:
     """
     if load_begin is None or fraction is None:
         return None
-    total, kept = size(load_begin, "avail", "GB"), 1 - fraction.number("fraction")
+    static = share(fraction, fraction.number("fraction"), "mem_fraction_static", "SGLang", FRACTION)
+    total, kept = size(load_begin, "avail", "GB"), 1 - static
     value = total.value * kept
     return Figure(value, "MiB", (load_begin.line, fraction.line), total.resolution * kept,
                   f"avail mem before the weights x (1 - mem_fraction_static): {total.value:,.2f} x {kept} = "
@@ -214,6 +219,7 @@ def _build(hits: list[Hit]) -> Built:
         if running is not None:
             settings["max_running_requests"] = running
     if (fraction := first([*grouped.values()], "fraction")) is not None:
+        share(fraction, fraction.number("fraction"), "mem_fraction_static", "SGLang", FRACTION)
         settings["mem_fraction_static"] = count(fraction, "fraction", "fraction")
     return Built(views, _refusals(hits, views), settings)
 

@@ -56,6 +56,7 @@ from radiance_mcp.engines.common import (
     first,
     phrase,
     read,
+    share,
     size,
 )
 from radiance_mcp.errors import LedgerError
@@ -113,6 +114,7 @@ _RANK = re.compile(
     re.ASCII,
 )
 _PAIR = re.compile(rf"(?<![a-z_])(?P<name>[a-z_]++)=(?P<value>{NUM})(?P<unit>GiB)?", re.ASCII)
+UTILIZATION = "--gpu-memory-utilization"
 INFO = "keep the start-up's INFO lines (vLLM logs them by default; VLLM_LOGGING_LEVEL=INFO)"
 
 
@@ -193,12 +195,15 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
         kv_mib = kv_mib or _gib(hit, "kv")
         activation = _gib(hit, "activation")
     if (hit := first(groups, "usable_v08")) is not None:
+        share(hit, Decimal(hit.raw("util")), "gpu_memory_utilization", "vLLM", UTILIZATION)
         # What the instance leaves of the card is, by design, all the floor: forgone is 0, not rounding noise.
         free = floor = difference(_gib(hit, "total"), _gib(hit, "usable"), "card total - what the instance may use")
     if (hit := first(groups, "profile_v06")) is not None:
         pairs = _pairs(hit)
         kv_mib = kv_mib or _pair(hit, pairs, "kv_cache_size")
         total, util = _pair(hit, pairs, "total_gpu_memory"), Decimal(pairs.get("gpu_memory_utilization", "0"))
+        if "gpu_memory_utilization" in pairs:
+            share(hit, util, "gpu_memory_utilization", "vLLM", UTILIZATION)
         if util:
             free = floor = _floor(total, util)
         if weights_mib is not None:

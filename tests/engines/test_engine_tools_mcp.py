@@ -181,8 +181,9 @@ async def test_plan_free_vram_plans_engine_services_beside_radiance() -> None:
     assert not error, one
     (plan,) = one["services"]
     # vLLM keeps exactly its (1 - 0.99) share free: 235.52 MiB free against a 235.52 MiB floor, nothing to spend;
-    # the ceiling is whole MiB rounded down (23,326) and the pair 23,326.72 MiB, so the headroom rounds to -1
-    assert plan["model"] == "vllm" and plan["usable_mib"] == -1 and plan["options"] == [] and plan["slope"] is None
+    # the headroom is free - floor = 0 (issue 22: the ceiling rounded down to 23,326 against the pair of
+    # 23,326.72 MiB once made it -1, "-1 MiB to spend")
+    assert plan["model"] == "vllm" and plan["usable_mib"] == 0 and plan["options"] == [] and plan["slope"] is None
     assert plan["cards"][0]["vram_kv"]["value"] == pytest.approx(1_607.68) and plan["cards"][0]["vram_kv"]["line"] == 3
     assert any("no headroom to spend" in note for note in plan["notes"])
     assert not fleet_error, fleet
