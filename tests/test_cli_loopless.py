@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bounds import HANG_S
 from cli_run import CliRunner, Ran
 from pure_commands import PURE, BootBuilder, case_id, write_files
 from ssh_hosts import LoopbackHost
@@ -225,12 +226,12 @@ def test_ctrl_c_during_a_read_without_a_loop_exits_130_quietly(tmp_path: Path) -
     with open(sparse, "wb") as stream:
         stream.truncate(SPARSE_BYTES)
     with _spawn("read-budget-table", "--log", sparse, cwd=tmp_path) as process:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_S
         while not _holds_open(process.pid, sparse) and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.01)
         assert _holds_open(process.pid, sparse), "the read never started"
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=HANG_S)
     assert process.returncode == 130 and out == b"" and err == b""
 
 
@@ -239,5 +240,5 @@ def test_a_reader_that_leaves_ends_a_command_without_a_loop_as_sigpipe_would(tmp
         assert process.stdout is not None and process.stderr is not None
         process.stdout.close()  # as `| head -0` does, before the command prints
         err = process.stderr.read()
-        status = process.wait(timeout=60)
+        status = process.wait(timeout=HANG_S)
     assert status == 141 and err == b""  # 128 + SIGPIPE, as a shell tool killed by the pipe

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from bounds import HANG_S
 from cli_run import CliRunner
 from http_process import free_port, serve_http
 from mcp import Client
@@ -142,7 +143,7 @@ def test_stdio_stdout_carries_only_protocol() -> None:
             parsed.append(json.loads(line))  # a non-JSON line (a stray print) fails here
     finally:
         proc.stdin.close()
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG_S)
         proc.stdout.close()
         if proc.stderr:
             proc.stderr.close()

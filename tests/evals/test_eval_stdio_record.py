@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from bounds import HANG_S
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -115,7 +116,7 @@ async def test_an_http_session_is_recorded_too(tmp_path: Path) -> None:
                 answer = await AGENTS["reference"](client, chosen).run()
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            proc.wait(timeout=HANG_S)
     over_http = score(chosen, read_record(record), answer)
     assert over_http.passed
     assert _outcome(over_http) == _outcome((await run_agent(chosen, "reference")).report)

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from bounds import HANG_S
 from guard_ledgers import SETTLED_LINES, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES
 from mcp import Client
 from shared_server import empty_fleet_server
@@ -347,7 +348,7 @@ def test_the_http_server_writes_no_line_per_request_to_stderr(tmp_path: Path) ->
                 assert answer.status_code == 200, answer.text
         finally:
             proc.terminate()
-            proc.wait(timeout=20)
+            proc.wait(timeout=HANG_S)
     assert "Terminating session" not in log.read_text(), log.read_text()
 
 
