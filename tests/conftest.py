@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -43,6 +45,14 @@ WORKERS_PER_CPU = 2
 time waiting (SSH logins and commands, servers and processes they start, a simulator's requests),
 which a second worker per CPU fills. On 2 cores the quick suite took 93-101 s with 2 workers and
 82-84 s with 4, the same 1,980 tests passing (2026-12-01)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process a test starts keeps its files in this run's own cache directory (XDG_CACHE_HOME), never the
+    user's: another checkout's CI or a developer's server may be writing ~/.cache/radiance-mcp at the same time."""
+    own = tempfile.mkdtemp(prefix="radiance-mcp-tests-cache-")  # one per pytest process: each xdist worker's own
+    os.environ["XDG_CACHE_HOME"] = own
+    config.add_cleanup(lambda: shutil.rmtree(own, ignore_errors=True))
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
