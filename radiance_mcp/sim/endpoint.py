@@ -38,6 +38,7 @@ from starlette.routing import Route
 from radiance_mcp.errors import InputError
 from radiance_mcp.sim.engine import EngineModel, Shape
 from radiance_mcp.sim.serving import (
+    GATHER_WAIT_S,
     Behaviour,
     Plan,
     PrefixCache,
@@ -164,6 +165,7 @@ class SimEndpoint:
         self._closing = asyncio.Event()
         self._ids = itertools.count(1)
         self._in_flight = 0
+        self._arrivals = asyncio.Condition()
         self._decoding = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -318,6 +320,16 @@ class SimEndpoint:
         )
         return JSONResponse(refusal.body(), status_code=refusal.status)
 
+    async def _gather(self) -> None:
+        """Behaviour.gather: a seated request waits until that many are in flight (or GATHER_WAIT_S pass)."""
+        want = self.behaviour.gather
+        if want <= 0:
+            return
+        async with self._arrivals:
+            self._arrivals.notify_all()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrivals.wait_for(lambda: self._in_flight >= want), GATHER_WAIT_S)
+
     async def _sleep(self, simulated_s: float) -> None:
         await asyncio.sleep(simulated_s * self.time_scale)
 
@@ -345,6 +357,7 @@ class _Run:
             self.ep._in_flight += 1
             self.ep.peak_in_flight = max(self.ep.peak_in_flight, self.ep._in_flight)
             try:
+                await self.ep._gather()
                 yield
             finally:
                 self.ep._in_flight -= 1

@@ -74,6 +74,15 @@ class Behaviour:
     """Misbehaving: answer every generation request with this HTTP status (e.g. 500)."""
     hang: bool = False
     """Misbehaving: accept generation requests and never answer (until the endpoint stops)."""
+    gather: int = 0
+    """A test's seam, not an engine's behaviour: each seated request waits until this many are in flight (at most
+    GATHER_WAIT_S), so a test of a client that sends n at once sees them at once however loaded the machine is
+    (at a test's time scale a 22 s prefill is 22 ms: a slow client's last request could arrive after the first
+    ended). 0: no wait."""
+
+
+GATHER_WAIT_S = 60.0
+"""How long Behaviour.gather holds a request: a client that sends one at a time fails its test then, never hangs it."""
 
 
 class PrefixCache:

@@ -23,13 +23,15 @@ from radiance_mcp.ledger import read_text
 from radiance_mcp.probes.shape import checked_window, ledger_shape, predict_boundary
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
-from radiance_mcp.sim import Shape, SimEndpoint
+from radiance_mcp.sim import Behaviour, Shape, SimEndpoint
 
 
 @asynccontextmanager
-async def served(tmp_path: Path, shape: Shape, *, ledger: bool = True) -> AsyncIterator[tuple[Client, SimEndpoint]]:
+async def served(
+    tmp_path: Path, shape: Shape, *, ledger: bool = True, behaviour: Behaviour | None = None
+) -> AsyncIterator[tuple[Client, SimEndpoint]]:
     log = tmp_path / "svc.log"
-    async with SimEndpoint(shape, time_scale=0.001, ledger_path=log) as ep:
+    async with SimEndpoint(shape, behaviour=behaviour or Behaviour(), time_scale=0.001, ledger_path=log) as ep:
         service = Service(endpoint=ep.url, log=str(log)) if ledger else Service(endpoint=ep.url)
         runtime = Runtime(Fleet(services={"svc": service}))
         async with Client(build_server(runtime)) as client:
@@ -88,7 +90,9 @@ async def test_seats_above_the_kv_backing_bound_n_and_predict_the_refusals(tmp_p
 
 
 async def test_within_the_backed_sequences_the_probe_runs_as_predicted(tmp_path: Path) -> None:
-    async with served(tmp_path, Shape(seqs=3, vram_kv_mib=5_120)) as (client, ep):
+    # gather=3: each request waits, seated, for the other two (a 22 ms prefill at this scale could end before a
+    # loaded machine sent the third), so 3 in flight at once says the probe sent them together, not the load.
+    async with served(tmp_path, Shape(seqs=3, vram_kv_mib=5_120), behaviour=Behaviour(gather=3)) as (client, ep):
         error, _, out = await call(client, "boundary_probe", n=3, execute=True)
     assert not error and out is not None
     assert out["plan"]["predicted"].startswith("3/3 retrieved: the ledger backs 3 sequence(s) at 200,000 tokens")
