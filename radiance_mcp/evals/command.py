@@ -102,11 +102,14 @@ def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     from radiance_mcp.evals.record import read_record
     from radiance_mcp.evals.score import score
 
-    events = read_record(record)
+    notes: list[str] = []
+    events = read_record(record, notes)
     try:
         text = answer.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise EvalError(f"--answer {answer}: cannot be read ({exc.strerror})") from None
+    for note in notes:  # what the record lost or cut: the score stands on the rest, and says so
+        print(f"radiance-mcp eval: {note}", file=sys.stderr)
     return score(scenario, events, text)
 
 
