@@ -208,3 +208,17 @@ def test_a_record_past_its_size_limit_is_refused_naming_the_limit(tmp_path: Path
         if through == "pipe":
             feeder.join(timeout=30)
             os.close(read)
+
+
+def test_an_answer_past_its_size_limit_is_refused_naming_the_limit(tmp_path: Path, cli: CliRunner) -> None:
+    from radiance_mcp.evals.score import MAX_ANSWER_BYTES
+
+    record, answer = tmp_path / "run.jsonl", tmp_path / "answer.txt"
+    record.write_text('{"version":1,"seq":0,"time":"t","kind":"session"}\n')
+    with answer.open("wb") as file:
+        file.truncate(MAX_ANSWER_BYTES + 1)
+    done = cli("eval", "--scenario", SCENARIO.name, "--record", record, "--answer", answer, cwd=ROOT)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"radiance-mcp: --answer {answer}: larger than {MAX_ANSWER_BYTES:,} bytes; an agent's final answer is a "
+        "few KiB of text: pass the answer alone, not a transcript or a log"]
