@@ -35,7 +35,8 @@ under the file's lock, so another session's lines are never cut), and starts on 
 own even after a cut line another writer left.
 
 The reader (``read_record``) skips a cut line (one that begins as an event and is not JSON)
-and says so in its notes, as it does for the events a line says were lost; it refuses, with
+and says so in its notes, as it does for the events a line says were lost and for a record of
+several sessions (scored as one run); it refuses, with
 the line and the remedy, any other line that is not JSON, a version it does not read, a line
 past ``MAX_LINE_BYTES``, more than ``MAX_EVENTS`` events, or a record past ``MAX_RECORD_BYTES``.
 """
@@ -76,7 +77,7 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 EventKind = Literal["session", "tool_call", "prompt_get", "resource_read"]
 _RECORDED = {"tools/call": "tool_call", "prompts/get": "prompt_get", "resources/read": "resource_read"}
 _EVENT_START = b'{"version"'
-"""How every writer's line begins: a line that does and is not JSON is a cut line."""
+"""How every writer's line begins: a line that begins so and is not JSON is a cut line."""
 
 
 class Event(BaseModel):

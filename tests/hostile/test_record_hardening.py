@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -100,8 +101,6 @@ async def test_a_record_that_stops_growing_costs_no_call_and_says_what_it_lost(t
 
 
 def test_a_record_that_cannot_be_written_at_all_is_one_line_and_exit_1(tmp_path: Path) -> None:
-    import subprocess
-
     record = tmp_path / "run.jsonl"
     done = subprocess.run([sys.executable, "-c", LIMITED, str(tmp_path / "pid"), "16", "serve", "--record",
                            str(record)], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
