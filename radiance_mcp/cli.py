@@ -128,8 +128,8 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
     )
     serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
     serve.add_argument("--record", metavar="FILE", type=Path, default=None,
-                       help="append one JSON line per tool call, prompt and resource read to FILE, for evals "
-                       "(format: evals/README.md)")
+                       help="append one JSON line per tool call, prompt and resource read to FILE (a regular file), "
+                       "for evals (format: evals/README.md)")
     serve.set_defaults(handler=_serve)
     demo = commands.add_parser(
         "demo", help="walk the resize procedure through MCP on a simulated fleet",

@@ -100,14 +100,21 @@ async def _run(name: str, scenarios: list[Scenario]) -> list[Any]:
 
 def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     from radiance_mcp.evals.record import read_record
-    from radiance_mcp.evals.score import score
+    from radiance_mcp.evals.score import MAX_ANSWER_BYTES, score
 
-    events = read_record(record)
+    notes: list[str] = []
+    events = read_record(record, notes)
     try:
-        text = answer.read_text(encoding="utf-8", errors="replace")
+        with answer.open("rb") as file:
+            raw = file.read(MAX_ANSWER_BYTES + 1)
     except OSError as exc:
         raise EvalError(f"--answer {answer}: cannot be read ({exc.strerror})") from None
-    return score(scenario, events, text)
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise EvalError(f"--answer {answer}: larger than {MAX_ANSWER_BYTES:,} bytes; an agent's final answer is a "
+                        "few KiB of text: pass the answer alone, not a transcript or a log")
+    for note in notes:  # what the record lost or cut: the score stands on the rest, and says so
+        print(f"radiance-mcp eval: {note}", file=sys.stderr)
+    return score(scenario, events, raw.decode("utf-8", errors="replace"))
 
 
 def _print_reports(name: str, reports: list[Report], as_json: bool) -> int:

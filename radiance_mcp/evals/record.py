@@ -4,34 +4,54 @@ The record is all an eval needs besides the agent's final answer, whatever the a
 server writes it, so no adapter runs inside the agent. Format (version ``RECORD_VERSION``),
 one JSON object per line, appended (several sessions may share a file)::
 
-    {"version": 1, "seq": 0, "time": "2026-12-01T10:00:00.000+00:00", "kind": "session",
-     "server_version": "0.9.0"}
-    {"version": 1, "seq": 1, "time": "...", "kind": "tool_call", "tool": "compute_ceiling",
-     "arguments": {"service": "frank-archon"}, "ok": true, "result": {...structured output...},
-     "duration_s": 0.012}
-    {"version": 1, "seq": 2, "time": "...", "kind": "tool_call", "tool": "compute_ceiling",
-     "arguments": {...}, "ok": false, "error": "reserve 'safety' of 256.00 MiB is neither ... [rule: reserve_traced]",
+    {"version": 2, "session": "3f2a...", "seq": 0, "time": "2026-12-01T10:00:00.000+00:00",
+     "kind": "session", "server_version": "0.9.0"}
+    {"version": 2, "session": "3f2a...", "seq": 1, "time": "...", "kind": "tool_call",
+     "tool": "compute_ceiling", "arguments": {"service": "frank-archon"}, "ok": true,
+     "result": {...structured output...}, "duration_s": 0.012}
+    {"version": 2, "session": "3f2a...", "seq": 2, "time": "...", "kind": "tool_call",
+     "tool": "compute_ceiling", "arguments": {...}, "ok": false,
+     "error": "reserve 'safety' of 256.00 MiB is neither ... [rule: reserve_traced]",
      "rule": "reserve_traced", "duration_s": 0.004}
-    {"version": 1, "seq": 3, "time": "...", "kind": "prompt_get", "name": "radiance-kv-cache-resize",
-     "arguments": {"service": "frank-archon"}, "ok": true, "duration_s": 0.001}
-    {"version": 1, "seq": 4, "time": "...", "kind": "resource_read", "uri": "skill://...", "ok": true, ...}
+    {"version": 2, "session": "3f2a...", "seq": 3, "time": "...", "kind": "prompt_get",
+     "name": "radiance-kv-cache-resize", "arguments": {"service": "frank-archon"}, "ok": true, "duration_s": 0.001}
+    {"version": 2, "session": "3f2a...", "seq": 5, "time": "...", "kind": "resource_read", "uri": "skill://...",
+     "ok": true, "lost": 1, ...}
 
-``seq`` counts the session's requests in the order they arrived (a call answered later keeps
-its place); ``rule`` is the procedures' rule a refusal names (radiance_mcp.evals.rules).
-A result past ``MAX_RESULT_BYTES`` is left out (``result_bytes`` says how large it was), and so
-are arguments that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``).
+``session`` names the server session that wrote the line (a random id drawn at its start), so
+the lines of two sessions sharing a file stay apart; ``seq`` counts the session's requests in
+the order they arrived (a call answered later keeps its place); ``rule`` is the procedures'
+rule a refusal names (radiance_mcp.evals.rules). ``lost`` counts the session's events that
+could not be written (a full disk, ``ulimit -f``) since its previous line. A result past
+``MAX_RESULT_BYTES`` is left out (``result_bytes`` says how large it was), and so are arguments
+that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``). Version 1 is
+version 2 without ``session`` and ``lost``; the reader reads both.
 
 The writer is SDK server middleware (``Recorder``): it sees every request of stdio and HTTP
-sessions alike. The reader (``read_record``) refuses, with the line and the remedy, a line
-that is not JSON (a record cut mid-line), another version, or a line past ``MAX_LINE_BYTES``.
+sessions alike. A record that cannot be written never costs a call: the call's result still
+goes out, the failure is said once on stderr and in the next tool result, and recording
+resumes when it can. Each line is written whole or not at all (a short write is cut back off,
+under the file's lock, so another session's lines are never cut), and starts on a line of its
+own even after a cut line another writer left.
+
+The reader (``read_record``) skips a cut line (one that begins as an event and is not JSON)
+and says so in its notes, as it does for the events a line says were lost and for a record of
+several sessions (scored as one run); it refuses, with
+the line and the remedy, any other line that is not JSON, a version it does not read, a line
+past ``MAX_LINE_BYTES``, more than ``MAX_EVENTS`` events, or a record past ``MAX_RECORD_BYTES``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import stat
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,16 +62,22 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from radiance_mcp.errors import EvalError
 from radiance_mcp.evals.rules import rule_of_refusal
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+READ_VERSIONS = (1, 2)
+"""The versions the reader reads: 1 is 2 without ``session`` and ``lost``."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest line the reader takes; the writer keeps under it by leaving a large result out."""
 MAX_RESULT_BYTES = 1024 * 1024
 """A structured result larger than this is not written (the call, its arguments and outcome are)."""
 MAX_EVENTS = 100_000
 """A record with more events than this is refused: no agent run makes that many calls."""
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+"""A record larger than this is refused before it is read whole: an agent run's record is a few MiB at most."""
 
 EventKind = Literal["session", "tool_call", "prompt_get", "resource_read"]
 _RECORDED = {"tools/call": "tool_call", "prompts/get": "prompt_get", "resources/read": "resource_read"}
+_EVENT_START = b'{"version"'
+"""How every writer's line begins: a line that begins so and is not JSON is a cut line."""
 
 
 class Event(BaseModel):
@@ -60,6 +86,7 @@ class Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     version: int
+    session: str | None = None
     seq: int
     time: str
     kind: EventKind
@@ -75,55 +102,93 @@ class Event(BaseModel):
     error: str | None = None
     rule: str | None = None
     duration_s: float | None = None
+    lost: int | None = None
 
 
-def read_record(path: str | Path) -> list[Event]:
-    """Every event of a record file, in file order; EvalError naming the line for anything else."""
+def read_record(path: str | Path, notes: list[str] | None = None) -> list[Event]:
+    """Every event of a record file, in file order; EvalError naming the line for anything else.
+
+    A cut line is skipped, and said in ``notes`` when given, as are the events a line says were lost
+    and a record of more than one session.
+    """
     source = Path(path)
+    said = notes if notes is not None else []
     try:
         handle = source.open("rb")
     except OSError as exc:
         raise EvalError(f"record {source}: cannot be read ({exc.strerror}); pass the file --record wrote") from None
     events: list[Event] = []
+    skipped = 0
+    too_large = EvalError(f"record {source}: larger than {MAX_RECORD_BYTES:,} bytes; a record of one agent run is "
+                          "far smaller: score one run's record (serve --record a new file for each run)")
     with handle:
-        number = 0
+        if os.fstat(handle.fileno()).st_size > MAX_RECORD_BYTES:  # a file: at once; a pipe: as it is read
+            raise too_large
+        number = total = 0
         while True:
             raw = handle.readline(MAX_LINE_BYTES + 1)
             if not raw:
                 break
             number += 1
+            total += len(raw)
+            if total > MAX_RECORD_BYTES:
+                raise too_large
             if len(raw) > MAX_LINE_BYTES:
                 raise EvalError(f"record {source}: line {number} is longer than {MAX_LINE_BYTES:,} bytes; a record "
                                 "line is one MCP event, which the server keeps shorter: this is not a session record")
             if not raw.strip():
                 continue
-            events.append(parse_line(raw, f"record {source}: line {number}", last=not raw.endswith(b"\n")))
+            where = f"record {source}: line {number}"
+            try:
+                event = parse_line(raw, where)
+            except _CutLine:
+                skipped += 1
+                said.append(f"{where}: skipped, an event cut mid-line (a write that stopped part-way: a full disk, "
+                            "a killed server); the lines after it are read")
+                continue
+            if event.lost:
+                said.append(f"{where}: the server could not write {event.lost:,} event(s) of this session before "
+                            "this one (a full disk, ulimit -f): the score cannot see them")
+            events.append(event)
             if len(events) > MAX_EVENTS:
                 raise EvalError(f"record {source}: more than {MAX_EVENTS:,} events; score one session's record")
     if not events:
-        raise EvalError(f"record {source}: holds no events; start the server with --record {source} and run the agent")
+        cut = f" but {skipped} cut line(s)" if skipped else ""
+        raise EvalError(f"record {source}: holds no events{cut}; start the server with --record {source} and run "
+                        "the agent")
+    sessions = sum(e.kind == "session" for e in events)
+    if sessions > 1:
+        said.append(f"record {source}: holds {sessions} sessions, scored as one run; to score one run alone, "
+                    "serve --record a new file for each")
     return events
 
 
-def parse_line(raw: bytes | str, where: str, *, last: bool = False) -> Event:
-    """One record line -> Event, or EvalError saying what is wrong with it and what to do."""
+class _CutLine(EvalError):
+    """A line that begins as an event and is not JSON: a write that stopped part-way."""
+
+
+def parse_line(raw: bytes, where: str) -> Event:
+    """One record line -> Event, or EvalError saying what is wrong with it and what to do (_CutLine: cut)."""
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        cut = " (no newline at its end: the record was cut mid-line, e.g. the server killed mid-write)" if last else ""
-        raise EvalError(f"{where}: not JSON{cut}: {str(exc)[:120]}; each line of a record is one JSON event") from None
+        kind = _CutLine if raw.startswith(_EVENT_START) else EvalError
+        raise kind(f"{where}: not JSON: {str(exc)[:120]}; each line of a record is one JSON event") from None
     if not isinstance(data, dict):
         raise EvalError(f"{where}: a JSON {type(data).__name__}, not an event object")
     version = data.get("version")
-    if version != RECORD_VERSION:
-        raise EvalError(f"{where}: record version {version!r}, this scorer reads version {RECORD_VERSION}; score it "
-                        "with the radiance-mcp that wrote it, or record the session again")
+    if version not in READ_VERSIONS:
+        raise EvalError(f"{where}: record version {version!r}, this scorer reads versions "
+                        f"{', '.join(map(str, READ_VERSIONS))}; score it with the radiance-mcp that wrote it, or "
+                        "record the session again")
+    if version >= 2 and not isinstance(data.get("session"), str):
+        raise EvalError(f"{where}: no session id; every line of record version {version} names its session")
     try:
         return Event.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "the event"
-        raise EvalError(f"{where}: {field}: {first['msg']}; not an event of record version {RECORD_VERSION}") from None
+        raise EvalError(f"{where}: {field}: {first['msg']}; not an event of record version {version}") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -149,23 +214,50 @@ def _text(content: Any) -> str:
     return " ".join(str(item.get("text", "")) for item in content or () if isinstance(item, Mapping))
 
 
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # stderr gone: the notice still reaches the agent
+        print(text, file=sys.stderr, flush=True)
+
+
+def _not_a_file(mode: int) -> str | None:
+    """What a path is when it is not a regular file (a record is read again, so it must be one)."""
+    kinds = [(stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")]
+    return next((name for test, name in kinds if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+
+
 class Recorder:
     """SDK server middleware appending one line per tools/call, prompts/get and resources/read to a file.
 
-    ``MCPServer(..., middleware=[Recorder(path)])``; the file is opened for appending at once,
-    so a path that cannot be written is an error before the server starts.
+    ``MCPServer(..., middleware=[Recorder(path)])``; the file is opened for appending and the
+    session's first line written at once, so a path that cannot be written (or is no regular
+    file: a FIFO, /dev/full) is an error before the server starts. Later, a line that cannot be
+    written is counted, never raised: the call it records is answered all the same.
     """
 
     def __init__(self, path: str | Path, server_version: str = "") -> None:
         self.path = Path(path)
-        try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.session = uuid.uuid4().hex
+        remedy = "name a regular file in a directory that exists and you can write, e.g. run.jsonl"
+        try:  # O_RDWR: to read the last byte; O_NONBLOCK: a FIFO or a device opens without waiting, to be refused
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
         except OSError as exc:
-            raise EvalError(f"--record {self.path}: cannot be opened for appending ({exc.strerror}); name a file "
-                            "in a directory that exists and you can write") from None
+            raise EvalError(f"--record {self.path}: cannot be opened for appending ({exc.strerror}); "
+                            f"{remedy}") from None
+        kind = _not_a_file(os.fstat(self._fd).st_mode)
+        if kind is not None:
+            os.close(self._fd)
+            raise EvalError(f"--record {self.path}: is {kind}, not a regular file; {remedy}")
         self._lock = threading.Lock()
         self._seq = 0
-        self.write({"kind": "session", "server_version": server_version})
+        self._lost = 0  # events not written since the last line written: the next line says so (lost)
+        self._notice: str | None = None  # what the next tool result tells the agent about the record
+        try:
+            self._append(self._event({"kind": "session", "server_version": server_version}, 0))
+        except OSError as exc:
+            os.close(self._fd)
+            raise EvalError(f"--record {self.path}: cannot be written ({exc.strerror}); free space on its disk, "
+                            f"raise the file size limit (ulimit -f), or {remedy}") from None
 
     def close(self) -> None:
         os.close(self._fd)
@@ -175,15 +267,68 @@ class Recorder:
             self._seq += 1
             return self._seq
 
-    def write(self, fields: dict[str, Any], seq: int = 0) -> None:
-        """Append one event; arguments too large for a line are left out (arguments_bytes says how large)."""
-        event = {"version": RECORD_VERSION, "seq": seq, "time": _now(), **fields}
+    def _event(self, fields: dict[str, Any], seq: int) -> bytes:
+        """The line of one event; arguments too large for a line are left out (arguments_bytes says how large)."""
+        event = {"version": RECORD_VERSION, "session": self.session, "seq": seq, "time": _now(), **fields}
+        if self._lost:
+            event["lost"] = self._lost
         line = _line(event)
         if len(line) > MAX_LINE_BYTES and "arguments" in event:
             event["arguments_bytes"] = len(_line({"a": event.pop("arguments")}))
             line = _line(event)
+        return line
+
+    def _append(self, line: bytes) -> None:
+        """Append one whole line or nothing (OSError): a short write is cut back off.
+
+        Under the file's lock, which every Recorder takes, so the cut never reaches another
+        session's line; a line that another writer left cut gets its newline first.
+        """
+        with contextlib.suppress(OSError):  # a file system without locks: written unlocked
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            start = os.fstat(self._fd).st_size
+            if start and os.pread(self._fd, 1, start - 1) != b"\n":
+                line = b"\n" + line
+            written = 0
+            try:
+                while written < len(line):
+                    written += os.write(self._fd, line[written:])
+            except OSError:
+                if written:
+                    with contextlib.suppress(OSError):  # left cut: the next line starts after a newline
+                        os.ftruncate(self._fd, start)
+                raise
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def write(self, fields: dict[str, Any], seq: int = 0) -> None:
+        """Append one event, or count it lost: the failure is said once, on stderr and to the agent."""
         with self._lock:
-            os.write(self._fd, line)
+            try:
+                self._append(self._event(fields, seq))
+            except OSError as exc:
+                if not self._lost:
+                    self._notice = (f"radiance-mcp: the session record {self.path} cannot be written "
+                                    f"({exc.strerror}): events go unrecorded until it can be, and the record "
+                                    "counts them when it resumes; this call itself was answered in full")
+                    _say(self._notice)
+                self._lost += 1
+                return
+            if self._lost:
+                _say(f"radiance-mcp: the session record {self.path} is written again; {self._lost} event(s) lost")
+                self._lost = 0
+
+    def _noticed(self, result: Any) -> Any:
+        """The tool result with the pending notice about the record as one more text block, once."""
+        if not isinstance(result, Mapping):  # the SDK hands the wire form to middleware
+            return result
+        with self._lock:
+            notice, self._notice = self._notice, None
+        if notice is None:
+            return result
+        return {**result, "content": [*(result.get("content") or ()), {"type": "text", "text": notice}]}
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         kind = _RECORDED.get(getattr(ctx, "method", ""))
@@ -223,4 +368,4 @@ class Recorder:
         else:
             fields["ok"] = True
         self.write(fields, seq)
-        return result
+        return self._noticed(result) if kind == "tool_call" else result

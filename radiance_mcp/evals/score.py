@@ -22,6 +22,8 @@ from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, Rule
 from radiance_mcp.evals.scenario import Fact, Scenario
 
+MAX_ANSWER_BYTES = 1024 * 1024
+"""The longest final answer eval reads (--answer): an agent's is a few KiB; 100 MB took 72 s and 0.5 GB to score."""
 _NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:[,\u202f\u00a0]\d{3})+(?:\.\d+)?(?!\d)|(?<![\w.])-?\d+(?:\.\d+)?")
 """A figure: '30,969', '30\u202f969' (a narrow no-break space), '1849.5'; a plain space separates two figures."""
 

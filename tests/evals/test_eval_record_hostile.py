@@ -10,8 +10,9 @@ import pytest
 from radiance_mcp.errors import EvalError
 from radiance_mcp.evals.record import MAX_LINE_BYTES, RECORD_VERSION, Recorder, read_record
 
-CALL = {"version": RECORD_VERSION, "seq": 1, "time": "2026-12-01T10:00:00+00:00", "kind": "tool_call",
-        "tool": "compute_ceiling", "arguments": {"service": "svc-a"}, "ok": True, "result": {"ceiling_mib": 1}}
+CALL = {"version": RECORD_VERSION, "session": "5e55" * 8, "seq": 1, "time": "2026-12-01T10:00:00+00:00",
+        "kind": "tool_call", "tool": "compute_ceiling", "arguments": {"service": "svc-a"}, "ok": True,
+        "result": {"ceiling_mib": 1}}
 
 
 def _write(path: Path, *lines: str | bytes) -> Path:
@@ -20,8 +21,8 @@ def _write(path: Path, *lines: str | bytes) -> Path:
 
 
 @pytest.mark.parametrize(("lines", "message"), [
-    ((json.dumps(CALL) + "\n", json.dumps(CALL)[:40]), r"line 2: not JSON \(no newline at its end: the record was cut"),
-    ((json.dumps({**CALL, "version": 2}) + "\n",), r"line 1: record version 2, this scorer reads version 1"),
+    ((json.dumps({**CALL, "version": 3}) + "\n",), r"line 1: record version 3, this scorer reads versions 1, 2"),
+    ((json.dumps({k: v for k, v in CALL.items() if k != "session"}) + "\n",), r"line 1: no session id"),
     ((json.dumps({k: v for k, v in CALL.items() if k != "version"}) + "\n",), r"line 1: record version None"),
     (("[1, 2, 3]\n",), r"line 1: a JSON list, not an event object"),
     ((json.dumps({**CALL, "kind": "telepathy"}) + "\n",), r"line 1: kind: "),
@@ -29,6 +30,7 @@ def _write(path: Path, *lines: str | bytes) -> Path:
     (("\n\n",), r"holds no events"),
     ((b"\xff\xfe not utf-8\n",), r"line 1: not JSON"),
     (("[" * 100_000 + "\n",), r"line 1: not JSON"),
+    ((json.dumps(CALL)[:40],), r"holds no events but 1 cut line\(s\)"),
 ])
 def test_a_bad_record_is_refused_with_its_line(tmp_path: Path, lines: tuple[str, ...], message: str) -> None:
     with pytest.raises(EvalError, match=message):
