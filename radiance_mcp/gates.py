@@ -154,6 +154,8 @@ def render_bats(plan: GatePlan) -> str:
     p = plan.prefix
     rates = plan.model.rate_bytes_per_token
     held = sum(r.mib for r in plan.reserves)
+    # Security: each comment line ends in fixed text, never a value: bats-preprocess reads any line
+    # ending 'NAME { # @test' as a test and writes NAME into shell code, comment or not.
     lines = [
         "#!/usr/bin/env bats",
         f"# Gates of {one_line(plan.service)}'s KV / VRAM pair (rendered by radiance-mcp render_gates).",
