@@ -6,6 +6,7 @@ here (a test checks that the tool docstrings quote these same values).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from types import MappingProxyType
@@ -145,6 +146,9 @@ counts a text exactly only when it is certainly above the window, past 16 charac
 4 Mi characters keep that one-request count for windows up to 262,144 tokens."""
 MAX_PATH_CHARS = 4096
 """A path argument (log, script, env_file): Linux's PATH_MAX."""
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""A control character (C0 or DEL): no path may hold one, on a host or here; none may reach a command line, and
+a newline in a name written into the gate files would start a line of shell there."""
 MAX_NAME_CHARS = 256
 """A name (service, host, container, mode, served model) or a reserve's label: names, not text."""
 MAX_RESERVES = 64

@@ -77,59 +77,90 @@ def env_prefix(name: str) -> str:
 
 
 def one_line(text: str) -> str:
-    """Free text (a label, a name) as one line: a newline in a label must not add a line to the env file."""
-    return " ".join(text.split())
+    """Free text (a label, a name, a path, ledger text) as one printable line.
+
+    Every run of white space (newline, CR, tab, U+2028, U+0085 and the rest Python splits lines or
+    words at) becomes one space; every other character that does not print (NUL, ESC, DEL, a
+    format or unassigned character, a lone surrogate) becomes U+FFFD.
+    """
+    # Security: the env file and the bats file are shell, sourced. A newline in a name written into
+    # a comment would start a line of shell there; a U+2028 would start a line read_env reads.
+    return "".join(c if c.isprintable() else "\ufffd" for c in " ".join(text.split()))
 
 
 def _mib(value: float) -> str:
     return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}"
 
 
+SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@-]{1,1000}$")
+"""The env file's path, as the bats file's shell code may carry it: nothing a shell expands or splits."""
+PREFIX = re.compile(r"[A-Z][A-Z0-9_]*")
+"""An env prefix (use fullmatch): the start of a shell variable's name, upper case."""
+
+
+def _check_shell_words(plan: GatePlan) -> None:
+    """An InputError unless every value the gates write as shell code (not in a comment) is a plain word.
+
+    Security: the env_file's path, the prefix and the dtype are written into shell code unquoted
+    (the prefix in every variable's name); a quote, $( or backtick in one would run commands.
+    Everything else is a number, or free text written through one_line into a comment or a test name.
+    """
+    if not SAFE_PATH.match(plan.env_file):
+        raise InputError(f"env_file {plan.env_file[:200]!r}: a path of letters, digits and . _ / + @ - only "
+                         "(it is written into the bats file's shell code)")
+    if not PREFIX.fullmatch(plan.prefix):
+        raise InputError(f"env_prefix {plan.prefix[:200]!r}: upper-case letters, digits and _, starting with a "
+                         "letter (it starts every variable's name in the env file); pass env_prefix, e.g. SVC")
+    if plan.dtype not in plan.model.rate_bytes_per_token:
+        raise InputError(f"kv_cache_dtype {plan.dtype[:20]!r}: radiance takes only bf16 or fp8; pass kv_cache_dtype")
+
+
 def render_env(plan: GatePlan) -> str:
     """The env file: header, the pair and shape, the predictions with empty verdict slots."""
+    _check_shell_words(plan)
     personal = [r for r in plan.reserves if r.line is None]
     lines = [
         f"# {one_line(plan.service)}: the KV / VRAM pair and its shape (rendered by radiance-mcp render_gates).",
-        f"# Ceiling: {plan.ceiling_text}; this pair: {plan.weights_mib:,} + {plan.kv_mib:,} = {plan.pair_mib:,} MiB.",
-        f"# Pool contract: {plan.contract_text}.",
+        f"# Ceiling: {one_line(plan.ceiling_text)}; this pair: {plan.weights_mib:,} + {plan.kv_mib:,} = "
+        f"{plan.pair_mib:,} MiB.",
+        f"# Pool contract: {one_line(plan.contract_text)}.",
     ]
     for r in plan.reserves:
         where = f"ledger line {r.line}" if r.line is not None else "PERSONAL reserve: no ledger line backs it"
         lines.append(f"# Reserve: {one_line(r.label)}, {_mib(r.mib)} MiB ({where}).")
     if not personal:
         lines.append("# Personal reserves: none.")
-    lines.append(f"# Gates: {plan.bats_file} (pair <= ceiling; pool >= contract; each reserve). "
+    lines.append(f"# Gates: {one_line(plan.bats_file)} (pair <= ceiling; pool >= contract; each reserve). "
                  "Write each verdict under its prediction when the probe lands, kept or killed.")
     values = (plan.weights_mib, plan.kv_mib, plan.seqs, plan.max_model_len, plan.dtype)
     lines += [f"{plan.prefix}_{name}={value}" for name, value in zip(VARIABLES, values, strict=True)]
     lines.append("# Predictions (falsifiable; verdicts filled in from the new boot and the probes):")
     for p in plan.predictions:
-        lines += [f"# prediction {p.key} = {p.value}: {one_line(p.text)}", f"# verdict {p.key}:"]
+        key = one_line(p.key)
+        lines += [f"# prediction {key} = {one_line(p.value)}: {one_line(p.text)}", f"# verdict {key}:"]
     return "\n".join(lines) + "\n"
 
 
 def _quote(text: str) -> str:
-    """A bats test name: a double-quoted string with nothing the shell would expand."""
+    """A bats test name: one line, double-quoted, with nothing the shell would expand."""
+    # Security: bats-preprocess writes the name into shell code again, as `bats_test_begin "NAME"`:
+    # so '"', '\\', '$' and '`' are dropped, not escaped, and one_line keeps it to its one line.
     return '"' + re.sub(r'["\\$`]', "", one_line(text)) + '"'
-
-
-SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@-]{1,1000}$")
 
 
 def render_bats(plan: GatePlan) -> str:
     """The gates, run with `bats FILE`; ENV_FILE overrides the env file's path."""
-    # Security: the path is written into shell code; a quote, $( or backtick in it would run commands.
-    if not SAFE_PATH.match(plan.env_file):
-        raise InputError(f"env_file {plan.env_file[:200]!r}: a path of letters, digits and . _ / + @ - only "
-                         "(it is written into the bats file's shell code)")
+    _check_shell_words(plan)
     p = plan.prefix
     rates = plan.model.rate_bytes_per_token
     held = sum(r.mib for r in plan.reserves)
+    # Security: each comment line ends in fixed text, never a value: bats-preprocess reads any line
+    # ending 'NAME { # @test' as a test and writes NAME into shell code, comment or not.
     lines = [
         "#!/usr/bin/env bats",
         f"# Gates of {one_line(plan.service)}'s KV / VRAM pair (rendered by radiance-mcp render_gates).",
-        f"# Ceiling {plan.ceiling_mib:,} MiB/card: {plan.ceiling_text}.",
-        f"# Contract ({plan.model.name}): pool_mib >= seqs * max_model_len * rate + "
+        f"# Ceiling {plan.ceiling_mib:,} MiB/card: {one_line(plan.ceiling_text)}.",
+        f"# Contract ({one_line(plan.model.name)}): pool_mib >= seqs * max_model_len * rate + "
         f"{plan.model.per_seq_mib} * seqs + {plan.model.fixed_mib}.",
         "",
         "setup() {",
@@ -145,12 +176,18 @@ def render_bats(plan: GatePlan) -> str:
         f"  [ \"$pair\" -le {plan.ceiling_mib} ]",
         "}",
     ]
-    for r in plan.reserves:
+    named: set[str] = set()
+    for number, r in enumerate(plan.reserves, 1):
         bound = int(plan.ceiling_mib - r.mib)
         kind = f"traced reserve, ledger line {r.line}" if r.line is not None else "PERSONAL reserve, no ledger line"
+        text = f"{kind}: {r.label} ({_mib(r.mib)} MiB): pair <= {bound:,}"
+        name = _quote(text)
+        if name in named:  # bats refuses a file that names two tests alike, and runs none of its gates
+            name = _quote(f"{text} (reserve {number})")
+        named.add(name)
         lines += [
             "",
-            f"@test {_quote(f'{kind}: {r.label} ({_mib(r.mib)} MiB): pair <= {bound:,}')} {{",
+            f"@test {name} {{",
             f"  [ \"$pair\" -le {bound} ]",
             "}",
         ]
@@ -213,7 +250,7 @@ def fill_verdicts(text: str, verdicts: Mapping[str, str]) -> str:
     for line in text.splitlines():
         match = VERDICT.match(line.strip())
         if match and match["key"] in verdicts:
-            line = f"# verdict {match['key']}: {verdicts[match['key']]}"
+            line = f"# verdict {match['key']}: {one_line(verdicts[match['key']])}"
         out.append(line)
     return "\n".join(out) + "\n"
 

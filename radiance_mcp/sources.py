@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from radiance_mcp.config import Fleet
+from radiance_mcp.constants import CONTROL
 from radiance_mcp.errors import InputError, SourceError
 from radiance_mcp.ledger import Boot, Line, parse_boot, read_text
 from radiance_mcp.ledger_file import index_file, read_file
@@ -127,8 +128,17 @@ def file_error(label: str, exc: OSError, setting: str = "log") -> SourceError:
 def resolve_local(raw: str, argument: str) -> Path:
     """raw with '~' expanded and '..' and every symlink resolved; a symlink loop is an InputError.
 
-    (Python 3.11 and 3.12 raise RuntimeError for the loop; argument is the input that named it.)
+    Every local path an input names passes here, so here an empty path, or one holding a control
+    character (constants.CONTROL, the rule remote paths keep), is refused first. (Python 3.11 and
+    3.12 raise RuntimeError for the loop; argument is the input that named it.)
     """
+    # Security: a file's name is written into what the tools return, the gate files among them,
+    # which are shell: a newline in it would start a line of shell there. No ledger needs one.
+    if not raw or CONTROL.search(raw):
+        raise InputError(
+            f"{argument}={raw!r}: a path must be non-empty and hold no NUL byte, newline or other control "
+            "character; give a file's path, and rename the file if its name holds one"
+        )
     try:
         return Path(os.path.expanduser(raw)).resolve()
     except RuntimeError as exc:
@@ -158,14 +168,11 @@ def allowed_local_path(raw: str, roots: list[Path], argument: str = "log") -> Pa
     symlink inside a root that points out of it. The path is resolved ('..' and every
     symlink) before it is compared, so only files really under a root are read.
     """
-    if not raw or "\x00" in raw:
-        raise InputError(f"{argument}={raw!r}: a path must be non-empty and hold no NUL byte")
-    path = Path(os.path.expanduser(raw))
-    if not path.is_absolute():
+    resolved = resolve_local(raw, argument)
+    if not Path(os.path.expanduser(raw)).is_absolute():
         raise InputError(
             f"{argument}={raw!r}: give an absolute path (relative paths depend on the server's directory)"
         )
-    resolved = resolve_local(raw, argument)
     if any(resolved.is_relative_to(root) for root in roots):
         return resolved
     listed = ", ".join(str(r) for r in roots)

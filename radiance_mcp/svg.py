@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from radiance_mcp.gates import one_line
+
 COLOURS: dict[str, str] = {
     "weights": "#3b6fb6",
     "kv": "#3aa35b",
@@ -110,6 +112,15 @@ def layout(bars: Sequence[Bar]) -> tuple[list[Rect], list[tuple[float, float, st
     return rects, texts, y
 
 
+def _xml(text: str) -> str:
+    """Free text (a title, a label, a source) as XML character data: one printable line, & < > " ' escaped.
+
+    Security: a label from an input or a ledger could close the <text> element and open a <script>;
+    a control character would make the document invalid XML (one_line replaces it with U+FFFD).
+    """
+    return escape(one_line(text), {'"': "&quot;", "'": "&apos;"})
+
+
 def render(bars: Sequence[Bar]) -> str:
     """The SVG document for these bars."""
     rects, texts, height = layout(bars)
@@ -135,6 +146,6 @@ def render(bars: Sequence[Bar]) -> str:
             out.append(f'<rect x="{LEFT:.2f}" y="{y - 10:.2f}" width="12" height="12" fill="none" stroke="#000000" '
                        'stroke-dasharray="3 2"/>')
         weight = ' font-weight="bold"' if kind == "bold" else ""
-        out.append(f'<text x="{x:.2f}" y="{y:.2f}"{weight}>{escape(text)}</text>')
+        out.append(f'<text x="{x:.2f}" y="{y:.2f}"{weight}>{_xml(text)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

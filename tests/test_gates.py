@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bats_run import needs_bats, run_bats
 from mcp import Client
 from shared_server import empty_fleet_server
 
@@ -20,9 +19,6 @@ from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
 from radiance_mcp.sim import SimFleet
 from radiance_mcp.sim.demo import background_fleet
-
-BATS = shutil.which("bats")
-needs_bats = pytest.mark.skipif(BATS is None, reason="bats (Debian: bats) is not installed; .ci/run installs it")
 
 # 3 seats at 200,000 fp8: 3 x 200,000 x 7,488 B = 4,284.67 MiB + 330 + 448 = 5,062.67 MiB <= 6,391 (margin 1,328.33);
 # pair 24,000 + 6,391 = 30,391 <= 30,969 - 100 (personal) - 268.11 (unclaimed 477.30 less the 209.19 floor, line 18)
@@ -47,13 +43,6 @@ async def render(example_path: Path, tmp_path: Path, **arguments: Any) -> tuple[
     bats = Path(out["bats_file"])
     bats.write_text(out["bats_text"], encoding="utf-8")
     return out, env, bats
-
-
-def run_bats(bats: Path, env: Path | None = None) -> subprocess.CompletedProcess[str]:
-    assert BATS is not None
-    extra = {"ENV_FILE": str(env)} if env else {}
-    return subprocess.run([BATS, "--tap", str(bats)], capture_output=True, text=True, check=False,
-                          env={"PATH": "/usr/bin:/bin", **extra}, timeout=120)
 
 
 @needs_bats

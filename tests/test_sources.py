@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from radiance_mcp.errors import InputError, LedgerError, SourceError
-from radiance_mcp.sources import InlineSource, LocalFileSource, allowed_local_path
+from radiance_mcp.sources import InlineSource, LocalFileSource, allowed_local_path, resolve_local
 
 
 @pytest.fixture
@@ -68,6 +68,9 @@ def test_paths_outside_the_roots(raw: str, resolved: str, tree: Path) -> None:
     [
         ("", r"log='': a path must be non-empty and hold no NUL byte"),
         ("/var/log/a\x00.log", r"hold no NUL byte"),
+        # a newline or CR in a name would start a line of shell where the name is written (the gate files' comments)
+        ("/var/log/x\nfunction [ { return 0; }\n#.log", r"newline or other control character; give a file's path"),
+        ("/var/log/a\r.log", r"control character; give a file's path, and rename the file if its name holds one"),
         ("logs/a.log", r"log='logs/a.log': give an absolute path"),  # relative: depends on the server's cwd
         ("../etc/passwd", r"give an absolute path"),
         ("~/../../etc/passwd", r"resolves to /etc/passwd, outside the allowed log roots"),  # '~' expands first
@@ -76,6 +79,12 @@ def test_paths_outside_the_roots(raw: str, resolved: str, tree: Path) -> None:
 def test_malformed_paths(raw: str, message: str, tree: Path) -> None:
     with pytest.raises(InputError, match=message):
         allowed_local_path(raw, [tree / "logs"])
+
+
+def test_a_path_the_cli_user_names_keeps_the_control_character_rule() -> None:
+    # the CLI's own user may name any file (no log roots), but not a name that holds a line break
+    with pytest.raises(InputError, match=r"^script='/tmp/a\\n\.sh': a path must be non-empty and hold no NUL"):
+        resolve_local("/tmp/a\n.sh", "script")
 
 
 def test_several_roots(tree: Path) -> None:

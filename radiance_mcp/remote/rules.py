@@ -12,11 +12,8 @@ import re
 import shlex
 from collections.abc import Sequence
 
-from radiance_mcp.constants import MAX_BOOT, MAX_PATH_CHARS
+from radiance_mcp.constants import CONTROL, MAX_BOOT, MAX_PATH_CHARS
 from radiance_mcp.errors import InputError
-
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-"""A control character (C0 or DEL): none may reach a command line."""
 
 CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """podman's own rule for names (and IDs are hex): nothing a shell or podman's flags could read."""
