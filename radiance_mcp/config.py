@@ -41,7 +41,7 @@ from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from radiance_mcp.constants import DEFAULT_MODEL, LedgerEngine, ModelConstants
+from radiance_mcp.constants import CONTROL, DEFAULT_MODEL, LedgerEngine, ModelConstants
 from radiance_mcp.errors import ConfigError
 from radiance_mcp.models.ledger_ref import source_problem
 
@@ -64,6 +64,11 @@ def _absolute(path: str, *, home: bool, kind: str = "path") -> str:
     # working directory, which an MCP client may set to "/"; a relative script was read from
     # ./ but run from PATH. Only absolute paths are accepted, so each names one file.
     expanded = os.path.expanduser(path) if home else path
+    if CONTROL.search(path):
+        # Security: a newline in a path the config names would start a shell line where the path is written
+        # into the gates' env and bats files; every other path that enters them is refused the same way.
+        raise ValueError(f"{path[:200]!r} holds a control character (a NUL byte, newline, tab...); rename the "
+                         f"{kind}, or write the path it has")
     if not expanded.startswith("/"):
         where = "write it from '/'" + (" or '~'" if home else " (a path on the host: '~' would expand here)")
         raise ValueError(f"{path!r} is not an absolute {kind}; {where}")

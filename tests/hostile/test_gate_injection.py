@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp_call import call
+from pydantic import ValidationError
 
 from radiance_mcp import gates, svg
 from radiance_mcp.config import EXAMPLES_DIR, Fleet
@@ -45,17 +46,20 @@ OVER_KV_MIB = 99_999
 """24,000 + 99,999 = 123,999 MiB: far over the 30,969 MiB ceiling."""
 
 
-def _hostile_fleet(tmp_path: Path, model: str | None = None) -> tuple[Fleet, Path]:
-    """A fleet whose log root holds the hostile copy of the example ledger, frank-archon's log (of that model)."""
+def _hostile_fleet(tmp_path: Path, model: str | None = None, *, configured: bool = False) -> tuple[Fleet, Path]:
+    """A fleet whose log root holds the hostile copy of the example ledger beside a plain one; frank-archon's log (of
+    that model) is the plain copy, or the hostile one where configured."""
     logs = tmp_path / "logs"
     logs.mkdir()
-    hostile = logs / HOSTILE_NAME
-    shutil.copy(EXAMPLES_DIR / "frank-archon.log", hostile)
+    hostile, plain = logs / HOSTILE_NAME, logs / "frank-archon.log"
+    for copy in (hostile, plain):
+        shutil.copy(EXAMPLES_DIR / "frank-archon.log", copy)
     seed = {"rate_fp8_bytes_per_token": 7_488, "rate_bf16_bytes_per_token": 14_144, "per_seq_mib": 110,
             "fixed_mib": 448}  # the seed's model under another name
+    log = hostile if configured else plain
     fleet = Fleet.model_validate({"server": {"log_roots": [str(logs)]},
                                   "models": {model: seed} if model else {},
-                                  "services": {"frank-archon": {"log": str(hostile), "model": model}}})
+                                  "services": {"frank-archon": {"log": str(log), "model": model}}})
     return fleet, hostile
 
 
@@ -80,9 +84,15 @@ async def test_a_ledger_file_named_to_start_a_shell_line_is_refused(tmp_path: Pa
 
 
 @needs_bats
-async def test_a_configured_ledger_and_model_named_to_start_shell_lines_leave_the_gates_inert(tmp_path: Path) -> None:
-    # The fleet config is the operator's own (its paths need no log root), so its names reach the gates: a ledger
-    # and a model each named to start a shell line. The gates carry them as one comment line each.
+def test_a_configured_ledger_named_to_start_a_shell_line_is_refused_as_the_config_is_read(tmp_path: Path) -> None:
+    # The fleet config is the operator's own, but its paths reach the gates as the ledger's name: refused as a path
+    # a caller names is, with the path and the remedy.
+    with pytest.raises(ValidationError, match=r"holds a control character .*rename the path"):
+        _hostile_fleet(tmp_path, configured=True)
+
+
+async def test_a_model_named_to_start_shell_lines_leaves_the_gates_inert(tmp_path: Path) -> None:
+    # A model's name is the operator's free text: it reaches the bats file's comments, as one inert line.
     fleet, _ = _hostile_fleet(tmp_path, model="w4\nfunction [ { return 0; }; touch PWNED")
     async with Client(build_server(Runtime(fleet))) as client:
         is_error, out = await call(client, "render_gates", service="frank-archon", **PLAN)
@@ -99,10 +109,10 @@ async def test_a_configured_ledger_and_model_named_to_start_shell_lines_leave_th
         sourced = subprocess.run([shell, "-c", '. "$1"', shell, str(env)], cwd=run, capture_output=True, text=True,
                                  timeout=60, check=False, env={"PATH": "/usr/bin:/bin"})
         assert sourced.returncode == 0 and not (run / "PWNED").exists(), sourced.stderr
-    # each name inside one comment line: the ledger's in both files' '# Ceiling', the model's in the bats file's
-    for text, comments in ((out["env_text"], 1), (out["bats_text"], 2)):
-        assert [line[:1] for line in text.splitlines() if "PWNED" in line] == ["#"] * comments
-        assert "x function [ { return 0; }; touch PWNED #.log" in text
+    # the model's name inside one comment line of the bats file, none of the env file
+    assert "PWNED" not in out["env_text"]
+    assert [line[:1] for line in out["bats_text"].splitlines() if "PWNED" in line] == ["#"]
+    assert "w4 function [ { return 0; }; touch PWNED" in out["bats_text"]
 
 
 # ---------------------------------------------------------------------------------------
