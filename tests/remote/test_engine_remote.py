@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from ssh_hosts import LoopbackHost
 
 from radiance_mcp.engine_source import engine_boot, read_ledger, remote_boot
@@ -178,10 +179,13 @@ async def test_hostile_file_names_are_read_as_names(ssh_host: LoopbackHost, pool
 
 async def test_a_name_with_a_control_character_is_refused_before_any_command(ssh_host: LoopbackHost,
                                                                              pool: SSHPool) -> None:
-    runtime = Runtime(ssh_host.fleet(services={"v": {"host": "testhost", "log": f"{ssh_host.logs}/a\nb.log",
-                                                     "engine": "vllm"}}), ssh_pool=pool)
+    # In the fleet file: refused as the file is read (issue 22), as a local path there is; as an argument, by the
+    # host path's own rule before any command.
+    with pytest.raises(ValidationError, match="control character"):
+        ssh_host.fleet(services={"v": {"host": "testhost", "log": f"{ssh_host.logs}/a\nb.log", "engine": "vllm"}})
     with pytest.raises(InputError, match="control characters"):
-        await read_ledger(runtime, LedgerRef(service="v"))
+        await read_ledger(Runtime(ssh_host.fleet(), ssh_pool=pool),
+                          LedgerRef(host="testhost", log=f"{ssh_host.logs}/a\nb.log"))
     assert pool.transfer.commands == 0
 
 
