@@ -1,7 +1,8 @@
 """A server start publishes each tool from a copy kept in the user's cache directory (published.py):
 what an agent reads is the same byte for byte as the tools' models derive, a start that finds the
-copy builds no tool's code until its first call, and a copy for other code, a damaged one or a
-cache that cannot be written never changes what is published."""
+copy builds no tool's code until its first call, and a copy for other code, a damaged one, a
+cache that cannot be written, a cache or copy another user could have written, or a FIFO never
+changes what is published nor holds the start."""
 
 from __future__ import annotations
 
