@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 from radiance_mcp.constants import LedgerEngine
 from radiance_mcp.errors import LedgerError, SourceError
 from radiance_mcp.ledger import Boot, Checkpoint, Origin, holds_radiance_words, read_text
+from radiance_mcp.ledger_file import open_ledger
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.offload import run
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.sources import (
+    LocalFileSource,
     RemoteFileSource,
     RemoteSource,
-    check_regular,
-    file_error,
-    local_path,
+    local_file,
     read_boot,
     remote_source,
 )
@@ -53,11 +53,12 @@ def configured_engine(runtime: Runtime, ref: LedgerRef) -> LedgerEngine | None:
     return runtime.fleet.service(ref.service).engine
 
 
-def _read(path: Path, limit: int, *, whole: bool, checkpoint: Checkpoint) -> str:
+def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: Checkpoint) -> str:
     """Up to limit bytes of the file, in chunks (the checkpoint runs per chunk); whole: refuse a larger file."""
     chunks: list[bytes] = []
     size = 0
-    with path.open("rb") as stream:
+    path = source.path
+    with open_ledger(path, follow_symlinks=source.follow_symlinks) as stream:
         while size <= limit:
             checkpoint()
             chunk = stream.read(CHUNK_BYTES)
@@ -110,7 +111,7 @@ async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
         return await read_boot(runtime, ref)
     except LedgerError:
         where = _where(runtime, ref) if configured_engine(runtime, ref) is None else None
-        if where is None or isinstance(where, Path):
+        if where is None or isinstance(where, LocalFileSource):
             raise
         view = await remote_boot(where, None, ref.boot)
         if view is None:
@@ -140,26 +141,23 @@ async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
         where = _where(runtime, ref)
         if where is None:
             return None
-        if not isinstance(where, Path):
+        if not isinstance(where, LocalFileSource):
             return await remote_boot(where, engine, ref.boot) if engine is not None else None
-        path, label, origin = where, str(where), "local file"
-        check_regular(path, label)
-        try:
+        label, origin = where.label, "local file"
+        with where.reading():
             if engine is None:
-                head = await run(functools.partial(_read, path, DETECT_BYTES, whole=False), label=label,
+                head = await run(functools.partial(_read, where, DETECT_BYTES, whole=False), label=label,
                                  remedy="name the engine's start-up log")
                 engine = await run(functools.partial(_engine_of, head, label), label=label, remedy="name the engine")
                 if engine == "radiance":
                     return None
-            text = await run(functools.partial(_read, path, MAX_ENGINE_LOG_BYTES, whole=True), label=label,
+            text = await run(functools.partial(_read, where, MAX_ENGINE_LOG_BYTES, whole=True), label=label,
                              remedy="cut the boot you need out of the log")
-        except OSError as exc:
-            raise file_error(label, exc) from exc
     view = await run(functools.partial(_read_boot, text, engine, label, ref.boot), label=label, remedy=REMEDY)
     return replace(view, origin=origin) if view is not None else None
 
 
-def _where(runtime: Runtime, ref: LedgerRef) -> Path | RemoteSource | None:
+def _where(runtime: Runtime, ref: LedgerRef) -> LocalFileSource | RemoteSource | None:
     """Where the log ref names is: a file on this machine, a file or container on a host, or None where
     there is none to read here (no log, caller text: sources says what is wrong)."""
     if ref.service is not None and ref.log is None and ref.container is None:
@@ -168,13 +166,13 @@ def _where(runtime: Runtime, ref: LedgerRef) -> Path | RemoteSource | None:
             return None
         if entry.host is None:
             assert entry.log is not None  # a container is read on its host
-            return Path(entry.log).expanduser()  # the operator's own path: no log root needed
+            return LocalFileSource(Path(entry.log).expanduser())  # the operator's own path: no log root needed
         return remote_source(runtime, host=entry.host, log=entry.log, container=entry.container, configured=True)
     if ref.host is not None:
         return remote_source(runtime, host=ref.host, log=ref.log, container=ref.container)
     if ref.log is None:
         return None
-    return local_path(runtime, ref.log, "log")
+    return local_file(runtime, ref.log)
 
 
 async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int) -> BootView | None:

@@ -12,20 +12,25 @@ cache directory (``$XDG_CACHE_HOME/radiance-mcp``, else ``~/.cache/radiance-mcp`
 digest of every source file of this package and the versions of Python, pydantic (which writes
 the schemas) and the MCP SDK (whose StrictJsonSchema checks the outputs'). A start that finds it
 publishes from it and imports each tool's code on its first call. Any change to the code or
-those versions names another file, so a kept copy is never used for other code; a file that
-cannot be read, fails its checks or cannot be written costs only the time of deriving again.
+those versions names another file, so a kept copy is never used for other code. Only a directory
+this user owns and no one else can write is used, and in it only a regular file of this user's
+that no one else can write is read (opened without blocking or following a symlink, then checked);
+a file that cannot be read, fails its checks or cannot be written, or a directory that is not
+used, costs only the time of deriving again.
 tests/test_published.py holds the kept and the derived form equal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
 import json
 import os
+import secrets
+import stat
 import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -58,15 +63,19 @@ TOOL_KEYS = {"name": str, "title": str, "description": str, "input_schema": dict
 @functools.cache
 def load() -> dict[str, Any]:
     """The published form of every tool: kept from an earlier start of the same code, else derived (and kept)."""
-    path = _kept_path()
-    if path is not None:
-        kept = _read_kept(path)
+    place = _cache_place()
+    if place is None:
+        return derive()
+    dir_fd, name = place
+    try:
+        kept = _read_kept(dir_fd, name)
         if kept is not None:
             return kept
-    derived = derive()
-    if path is not None:
-        _keep(path, derived)
-    return derived
+        derived = derive()
+        _keep(dir_fd, name, derived)
+        return derived
+    finally:
+        os.close(dir_fd)
 
 
 def derive() -> dict[str, Any]:
@@ -195,19 +204,57 @@ def digest() -> str:
     return h.hexdigest()[:32]
 
 
-def _kept_path() -> Path | None:
+PRIVATE_MODE_BITS = stat.S_IWGRP | stat.S_IWOTH
+"""A kept copy and its directory are writable by their owner alone."""
+
+
+def _private(st: os.stat_result, kind: int) -> bool:
+    """A file of that kind (stat.S_IFREG, S_IFDIR) this process's user owns and no one else can write.
+
+    Security: whoever can write the copy, or the directory it is in, sets what every tool publishes
+    (the descriptions and schemas an agent follows, the HTTP transport's body limit). The effective
+    uid is whose files this process writes.
+    """
+    return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.geteuid() and not st.st_mode & PRIVATE_MODE_BITS
+
+
+def _cache_place() -> tuple[int, str] | None:
+    """The cache directory, open, and the kept copy's name in it; None without a directory this user alone
+    can write (not this user's, writable by others, not a directory): nothing is then read or written there.
+
+    The directory is opened once (a symlink to it followed, its target checked) and every later step works
+    in the opened directory, so a name swapped meanwhile cannot point the reads and writes elsewhere.
+    """
     directory = cache_dir()
-    try:
-        return None if directory is None else directory / f"published-{digest()}.json"
-    except OSError:  # a source file unreadable: derive, keep nothing
+    if directory is None:
         return None
-
-
-def _read_kept(path: Path) -> dict[str, Any] | None:
-    """The kept copy, if it is there, is this user's and holds every tool in order; None otherwise."""
     try:
-        with path.open("rb") as file:
-            if os.fstat(file.fileno()).st_uid != os.getuid():
+        name = f"published-{digest()}.json"
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:  # a source file unreadable, or no directory to be had: derive, keep nothing
+        return None
+    if _private(os.fstat(dir_fd), stat.S_IFDIR):
+        return dir_fd, name
+    os.close(dir_fd)
+    return None
+
+
+def _read_kept(dir_fd: int, name: str) -> dict[str, Any] | None:
+    """The kept copy, if it is there, is this user's regular file that no one else can write, and holds
+    every tool in order; None otherwise.
+
+    Security: the name is opened without blocking and without following a symlink, and the opened
+    file is what is checked: a FIFO (anyone's) opened plainly waits for a writer with no time limit,
+    and tools/list would never answer.
+    """
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as file:
+            if not _private(os.fstat(fd), stat.S_IFREG):
                 return None
             kept = json.load(file)
     except (OSError, ValueError):
@@ -227,20 +274,26 @@ def _well_formed(kept: Any) -> bool:
     )
 
 
-def _keep(path: Path, published: dict[str, Any]) -> None:
-    """Write the copy whole or not at all (a temporary file renamed), readable by this user alone."""
+def _keep(dir_fd: int, name: str, published: dict[str, Any]) -> None:
+    """Write the copy whole or not at all, readable by this user alone: a new file renamed over the name, so
+    whatever was there (a damaged copy, another user's file, a FIFO) is replaced, never written into or
+    through. Then prune the copies past the newest KEPT."""
+    temporary = f".published-{secrets.token_hex(8)}.tmp"
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".published-", suffix=".tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as file:
                 json.dump(published, file, separators=(",", ":"))
-            os.replace(temporary, path)
+            os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=dir_fd)
             raise
-        older = sorted(path.parent.glob("published-*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for stale in older[KEPT:]:
-            stale.unlink(missing_ok=True)
+        with os.scandir(dir_fd) as entries:
+            copies = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.name) for entry in entries
+                      if entry.name.startswith("published-") and entry.name.endswith(".json")]
+        for _, stale in sorted(copies, reverse=True)[KEPT:]:
+            with contextlib.suppress(FileNotFoundError):  # another start pruned it first
+                os.unlink(stale, dir_fd=dir_fd)
     except OSError:
         pass  # a cache that cannot be written or pruned: the next start derives again

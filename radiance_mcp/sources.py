@@ -9,11 +9,13 @@ hosts of the fleet config) live here too; scripts.py reads serve scripts by the 
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import posixpath
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -58,21 +60,32 @@ class InlineSource:
 @dataclass(frozen=True)
 class LocalFileSource:
     path: Path
+    follow_symlinks: bool = True
+    """False for a path resolved and checked against the log roots (local_file): it is opened with no
+    symlink followed (ledger_file.open_ledger), so the file read is the one checked."""
 
     @property
     def label(self) -> str:
         return str(self.path)
 
-    async def read(self, boot: int = -1) -> Boot:
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """The one boundary of a read of this file: checked first (check_regular says 'no such file' and the
+        like), then any OSError of the reads inside said by read_error (the file renamed meanwhile...)."""
         check_regular(self.path, self.label)
         try:
-            # Read from the end in blocks, off the event loop, stopped by a cancel or the time limit (offload.run).
-            parsed = await run(functools.partial(read_file, self.path, source=self.label, boot=boot),
-                               label=self.label, remedy=SLOW_FILE_REMEDY)
+            yield
         except OSError as exc:
-            raise file_error(self.label, exc) from exc
+            raise read_error(self.label, exc) from exc
+
+    async def read(self, boot: int = -1) -> Boot:
+        with self.reading():
+            # Read from the end in blocks, off the event loop, stopped by a cancel or the time limit (offload.run).
+            read = functools.partial(read_file, self.path, source=self.label, boot=boot,
+                                     follow_symlinks=self.follow_symlinks)
+            parsed = await run(read, label=self.label, remedy=SLOW_FILE_REMEDY)
         if parsed.lines_from_byte is not None and not loopless():  # no loop: a one-shot command, no later
-            index_in_background(self.path)
+            index_in_background(self.path, follow_symlinks=self.follow_symlinks)
         return replace(parsed, origin="local file")
 
 
@@ -88,25 +101,26 @@ pays nothing; a server's next read of the file gives the file's own line numbers
 _indexing: dict[Path, asyncio.Task[None]] = {}
 
 
-def index_in_background(path: Path) -> asyncio.Task[None]:
+def index_in_background(path: Path, *, follow_symlinks: bool = True) -> asyncio.Task[None]:
     """Count the file's lines up to its newest boot, soon, once at a time per file (ledger_file.index_file)."""
     import asyncio
 
     loop = asyncio.get_running_loop()
     task = _indexing.get(path)
     if task is None or task.done() or task.get_loop() is not loop:
-        task = loop.create_task(_index_later(path))
+        task = loop.create_task(_index_later(path, follow_symlinks))
         _indexing[path] = task
     return task
 
 
-async def _index_later(path: Path) -> None:
+async def _index_later(path: Path, follow_symlinks: bool) -> None:
     import asyncio
 
     try:
         await asyncio.sleep(INDEX_DELAY_S)
         # In a worker slot like any read: it takes turns with the calls, and stops at the read time limit.
-        await run(functools.partial(index_file, path), label=str(path), remedy=SLOW_FILE_REMEDY)
+        await run(functools.partial(index_file, path, follow_symlinks=follow_symlinks), label=str(path),
+                  remedy=SLOW_FILE_REMEDY)
     except (OSError, SourceError):
         pass  # unreadable or too slow: reads go on citing lines from their boot's byte offset
     finally:
@@ -125,12 +139,32 @@ def file_error(label: str, exc: OSError, setting: str = "log") -> SourceError:
     return SourceError(f"{label}: cannot be read: {exc.strerror or exc}")
 
 
+CHANGED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EINVAL, errno.ESTALE})
+"""What opening a file meets once the file, or a directory on its path, is renamed, removed or turned into a
+symlink (open_ledger follows none on a checked path) or something not a regular file."""
+
+
+def read_error(label: str, exc: OSError) -> SourceError:
+    """An OSError met reading a local ledger after its check found it (check_regular): the file changed
+    meanwhile (changed_error), else as file_error says."""
+    return changed_error(label) if exc.errno in CHANGED_ERRNOS else file_error(label, exc)
+
+
+def changed_error(label: str) -> SourceError:
+    """A local file, or a directory on its path, renamed, removed or replaced between its check and its read
+    (a log rotated, a directory swapped for a symlink): nothing else was read in its place."""
+    return SourceError(f"{label}: was renamed or removed while it was read (it, or a directory on its path, "
+                       "changed after it was checked); call again")
+
+
 def resolve_local(raw: str, argument: str) -> Path:
     """raw with '~' expanded and '..' and every symlink resolved; a symlink loop is an InputError.
 
     Every local path an input names passes here, so here an empty path, or one holding a control
     character (constants.CONTROL, the rule remote paths keep), is refused first. (Python 3.11 and
-    3.12 raise RuntimeError for the loop; argument is the input that named it.)
+    3.12 raise RuntimeError for the loop; argument is the input that named it.) An OSError here is
+    a part of the path renamed, or turned into a symlink or back, as it was resolved
+    (os.path.realpath reads each link it met with lstat a moment later): a changed_error.
     """
     # Security: a file's name is written into what the tools return, the gate files among them,
     # which are shell: a newline in it would start a line of shell there. No ledger needs one.
@@ -145,18 +179,24 @@ def resolve_local(raw: str, argument: str) -> Path:
         raise InputError(
             f"{argument}={raw!r}: its symlinks form a loop, so it names no file; name the file itself"
         ) from exc
+    except OSError as exc:
+        raise changed_error(f"{argument}={raw!r}") from exc
 
 
 def check_regular(path: Path, label: str, setting: str = "log") -> None:
-    """A SourceError if path is a FIFO, socket or device (open() reports a directory or a missing file).
+    """The check before a local file is read: a SourceError if it is not there or cannot be looked at
+    (file_error), or if it is a FIFO, socket or device (open() reports a directory).
 
     Security: opening a FIFO waits for a writer with no time limit, and a device may never
-    end; a host refuses both ('not a regular file'), and so does this machine.
+    end; a host refuses both ('not a regular file'), and so does this machine (open_ledger
+    also opens a ledger without blocking, for a FIFO put there after this check).
     """
     try:
         mode = path.stat().st_mode
-    except OSError:
-        return  # open() meets the same error, and file_error words it
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and path.exists():  # there a moment later: renamed as it was looked at
+            raise changed_error(label) from exc
+        raise file_error(label, exc, setting) from exc
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise SourceError(f"{label}: not a regular file (a FIFO, socket or device); name the {setting} file itself")
 
@@ -344,6 +384,12 @@ def local_path(runtime: Runtime, raw: str, argument: str) -> Path:
     return allowed_local_path(raw, runtime.fleet.local_roots(), argument)
 
 
+def local_file(runtime: Runtime, raw: str) -> LocalFileSource:
+    """The ledger file on this machine a `log` input names (local_path): resolved, so read with no symlink
+    followed; one planted after the check is refused, not read through."""
+    return LocalFileSource(local_path(runtime, raw, "log"), follow_symlinks=False)
+
+
 def ledger_source(runtime: Runtime, ref: LedgerRef) -> LedgerSource:
     """The source a reference names: a configured service, a file or container on a host, a local file, or text.
 
@@ -355,7 +401,7 @@ def ledger_source(runtime: Runtime, ref: LedgerRef) -> LedgerSource:
     if ref.host is not None:
         return remote_source(runtime, host=ref.host, log=ref.log, container=ref.container)
     if ref.log is not None:
-        return LocalFileSource(local_path(runtime, ref.log, "log"))
+        return local_file(runtime, ref.log)
     assert ref.service is not None
     return service_source(runtime, ref.service)
 

@@ -42,7 +42,7 @@ tools, MCP, the CLI or the simulator; only the core's ledger and errors)::
     file_index.py  FileIndex: newline and marker counts every INDEX_STEP_BYTES, counted forward
     file_state.py  what this process keeps of each file: identity, samples, index, last read;
                    grown, unchanged or rotated
-    reading.py     cut_boot, read_file, index_file: the reads callers make
+    reading.py     open_ledger, cut_boot, read_file, index_file: the reads callers make
 
 This package re-exports their public names. A tunable (CHUNK_BYTES, COUNT_BEFORE_BYTES, ...) is
 read from its own module: patch it there, not here.
@@ -59,7 +59,14 @@ from radiance_mcp.ledger_file.blocks import (
 )
 from radiance_mcp.ledger_file.file_index import INDEX_STEP_BYTES, FileIndex
 from radiance_mcp.ledger_file.file_state import MAX_FILES, RACY_NS, forget_files
-from radiance_mcp.ledger_file.reading import COUNT_BEFORE_BYTES, CutBoot, cut_boot, index_file, read_file
+from radiance_mcp.ledger_file.reading import (
+    COUNT_BEFORE_BYTES,
+    CutBoot,
+    cut_boot,
+    index_file,
+    open_ledger,
+    read_file,
+)
 
 __all__ = [
     "CHUNK_BYTES",
@@ -78,5 +85,6 @@ __all__ = [
     "forget_files",
     "index_file",
     "last_marker_line",
+    "open_ledger",
     "read_file",
 ]

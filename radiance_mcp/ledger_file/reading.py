@@ -2,14 +2,19 @@
 
 ``cut_boot`` cuts boot k's phrase lines out of a file (any engine's marker and keywords),
 ``read_file`` parses them into a ledger.Boot, ``index_file`` counts a file's lines up to its
-newest boot. A read goes on from what file_state remembers of the file, searches and scans
-with blocks, and numbers the lines with file_index (see the package's docstring for the costs).
+newest boot; each opens the file with ``open_ledger`` (a regular file, never waited on; a checked
+path with no symlink followed). A read goes on from what file_state remembers of the file,
+searches and scans with blocks, and numbers the lines with file_index (see the package's
+docstring for the costs).
 Tests patch COUNT_BEFORE_BYTES and ``_scan`` here.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -48,6 +53,44 @@ COUNT_BEFORE_BYTES = 16 * 1024 * 1024
 numbers at once: counting them costs a few ms. Past that its lines count from its marker line."""
 
 
+_WALK_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""A directory on a path opened with no symlink followed (O_PATH: it needs no read permission, as a lookup)."""
+
+
+def open_ledger(path: Path, *, follow_symlinks: bool = True) -> BufferedReader:
+    """path opened for reading, if it is a regular file (an OSError as open() raises it otherwise).
+
+    Security: the file is opened without blocking and the opened file is checked, so a FIFO put
+    in its place after a caller's check is never waited on (it would wait for a writer for ever).
+    follow_symlinks=False, for a path resolved and checked against the log roots: each part of it
+    is opened in the one before without following a symlink, so a directory on it flipped to a
+    symlink out of the roots after the check is refused (ELOOP, ENOTDIR), never read through.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if follow_symlinks:
+        fd = os.open(path, flags)
+    else:
+        parent = os.open(path.anchor or "/", _WALK_FLAGS)
+        try:
+            for part in path.parts[1:-1]:
+                child = os.open(part, _WALK_FLAGS, dir_fd=parent)
+                os.close(parent)
+                parent = child
+            fd = os.open(path.name, flags | os.O_NOFOLLOW, dir_fd=parent)
+        finally:
+            os.close(parent)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @dataclass(frozen=True)
 class CutBoot:
     """One boot cut out of a file: its phrase lines, and where it lies."""
@@ -65,16 +108,17 @@ class CutBoot:
 
 def cut_boot(
     path: Path, *, boot: int = -1, marker: bytes = BOOT_MARKER.encode(), needles: Sequence[bytes] = DEFAULT_NEEDLES,
-    keep: Keep | None = None, source: str, checkpoint: Checkpoint = no_checkpoint,
+    keep: Keep | None = None, source: str, checkpoint: Checkpoint = no_checkpoint, follow_symlinks: bool = True,
 ) -> CutBoot | None:
     """The lines of boot `boot` of the file that hold a needle and that keep keeps (None: all of them),
     the boot's marker line always; None if the file holds no marker.
 
     The boot starts at a line holding marker; any engine's marker and keywords can be passed.
+    follow_symlinks: as open_ledger's.
     """
     needles = tuple(dict.fromkeys([marker, *needles]))
     key = str(path)
-    with path.open("rb") as stream:
+    with open_ledger(path, follow_symlinks=follow_symlinks) as stream:
         seen_ns = time.time_ns()
         now = _Identity.of(stream)
         if now.size == 0:
@@ -168,14 +212,15 @@ class _Reader:
                        cut.all_skipped(), None)
 
 
-def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: Checkpoint = no_checkpoint) -> None:
+def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: Checkpoint = no_checkpoint,
+               follow_symlinks: bool = True) -> None:
     """Count the file's lines and boots up to the newest boot this process read of it (or to its end).
 
     One pass over the bytes not yet indexed; later reads of the file give the file's own line
     numbers. sources.py runs it in the background after a read that had to count from the boot.
     """
     key = str(path)
-    with path.open("rb") as stream:
+    with open_ledger(path, follow_symlinks=follow_symlinks) as stream:
         seen_ns = time.time_ns()
         now = _Identity.of(stream)
         state = _known(key, stream, now, marker)
@@ -186,11 +231,16 @@ def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: 
     _keep_index(key, state, fresh)
 
 
-def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: Checkpoint = no_checkpoint) -> Boot:
-    """Read one boot of a ledger file from its end: memory bounded whatever the file's size."""
-    cut = cut_boot(path, boot=boot, keep=_usable, source=source, checkpoint=checkpoint)
+def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: Checkpoint = no_checkpoint,
+              follow_symlinks: bool = True) -> Boot:
+    """Read one boot of a ledger file from its end: memory bounded whatever the file's size.
+
+    follow_symlinks: as open_ledger's.
+    """
+    cut = cut_boot(path, boot=boot, keep=_usable, source=source, checkpoint=checkpoint,
+                   follow_symlinks=follow_symlinks)
     if cut is None:
-        return _read_unmarked(path, source=source, boot=boot, checkpoint=checkpoint)
+        return _read_unmarked(path, source=source, boot=boot, checkpoint=checkpoint, follow_symlinks=follow_symlinks)
     parsed = parse_boot(cut.lines, source=source, index=cut.index, boots_seen=cut.boots_seen, checkpoint=checkpoint)
     return replace(parsed, last_line=cut.last_line, skipped_long_lines=cut.skipped_long_lines,
                    lines_from_byte=cut.lines_from_byte)
@@ -201,9 +251,9 @@ def _usable(line: Line) -> bool:
     return bool(match_line(line)) or any(PHRASES[key].keyword in line.text for key in WATCHED_PHRASES)
 
 
-def _read_unmarked(path: Path, *, source: str, boot: int, checkpoint: Checkpoint) -> Boot:
+def _read_unmarked(path: Path, *, source: str, boot: int, checkpoint: Checkpoint, follow_symlinks: bool) -> Boot:
     """A file with no boot marker: the phrase lines of the whole file, split at runs of echoed flags."""
-    with path.open("rb") as stream:
+    with open_ledger(path, follow_symlinks=follow_symlinks) as stream:
         cut = _scan(stream, _Tail(0, 1), None, DEFAULT_NEEDLES, checkpoint)
     kept = cut.all_lines()
     if not kept:
