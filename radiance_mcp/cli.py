@@ -36,7 +36,15 @@ from radiance_mcp.tools import FAMILIES, ToolSpec, family, tool_names, tool_spec
 if TYPE_CHECKING:  # serve's sockets load when it runs
     import socket
 
+    from radiance_mcp.http_guard import HttpLimits
+
 TOKEN_ENV = "RADIANCE_MCP_TOKEN"
+HEAD_TIMEOUT_S = 10.0
+"""serve --http: the most seconds a request head may take to arrive (a client sends it at once)."""
+MAX_CONNECTIONS = 256
+"""serve --http: the connections held at once, in all (far above what a few agents open)."""
+MAX_CONNECTIONS_PER_CLIENT = 32
+"""serve --http: the connections one client address may hold at once (an agent opens a few)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,6 +134,15 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
         "--token", default=None, help=f"bearer token HTTP clients must send (or set {TOKEN_ENV}); "
         "required to bind anything but loopback"
     )
+    serve.add_argument("--head-timeout", type=_seconds, default=HEAD_TIMEOUT_S, metavar="SECONDS",
+                       help=f"close an HTTP connection whose request head has not arrived within SECONDS, with 408 "
+                       f"(default {HEAD_TIMEOUT_S:g})")
+    serve.add_argument("--max-connections", type=_positive_int, default=MAX_CONNECTIONS, metavar="N",
+                       help=f"HTTP connections held at once; past N, 503 and close (default {MAX_CONNECTIONS})")
+    serve.add_argument("--max-connections-per-client", type=_positive_int, default=MAX_CONNECTIONS_PER_CLIENT,
+                       metavar="N", help="HTTP connections one client address may hold at once; past N, 503 and close "
+                       f"(default {MAX_CONNECTIONS_PER_CLIENT}; behind a reverse proxy every client has its address: "
+                       "raise it there)")
     serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
     serve.add_argument("--record", metavar="FILE", type=Path, default=None,
                        help="append one JSON line per tool call, prompt and resource read to FILE, for evals "
@@ -245,6 +262,20 @@ def _plain_int(text: str) -> int:
 
 def _plain_float(text: str) -> float:
     value: float = _plain(text, float, "5120 or 268.11")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _plain_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of 1 or more: give a whole number, e.g. 32")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = _plain_float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0: give e.g. 10 or 2.5")
     return value
 
 
@@ -491,6 +522,13 @@ def _serve(args: argparse.Namespace) -> int:
             split_allowed_host(name)
         except ValueError as exc:
             raise InputError(f"--allowed-host {exc}") from None
+    if args.http:  # every flag checked before the server is built
+        token, limits = args.token or os.environ.get(TOKEN_ENV), _http_limits(args)
+        if not _is_loopback(args.host) and not token:
+            raise InputError(
+                f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
+                f"set a bearer token with --token or {TOKEN_ENV}, or bind 127.0.0.1"
+            )
     middleware = []
     if args.record is not None:
         from radiance_mcp.evals.record import Recorder
@@ -501,15 +539,23 @@ def _serve(args: argparse.Namespace) -> int:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.
         run_stdio(server)
         return 0
-    token = args.token or os.environ.get(TOKEN_ENV)
-    if not _is_loopback(args.host) and not token:
-        raise InputError(
-            f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
-            f"set a bearer token with --token or {TOKEN_ENV}, or bind 127.0.0.1"
-        )
     sock = _bind(args.host, args.port)  # before the app: a port in use is a plain error, not uvicorn's exit 3
-    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token)
+    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token, limits)
     return 0
+
+
+def _http_limits(args: argparse.Namespace) -> HttpLimits:
+    """The HTTP limits of the flags, the process's open-file limit raised to fit them."""
+    from radiance_mcp.http_guard import HttpLimits, open_files_for
+
+    if args.max_connections_per_client > args.max_connections:
+        raise InputError(
+            f"--max-connections-per-client {args.max_connections_per_client} is above --max-connections "
+            f"{args.max_connections}: one address can hold no more than all; raise --max-connections too"
+        )
+    limits = HttpLimits(args.head_timeout, args.max_connections, args.max_connections_per_client)
+    open_files_for(limits)
+    return limits
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -534,11 +580,11 @@ def _bind(host: str, port: int) -> socket.socket:
         raise InputError(f"{where}: cannot listen ({exc.strerror}): {remedy}") from None
 
 
-def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None) -> None:
+def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None,
+                limits: HttpLimits) -> None:
     import hmac
 
-    import uvicorn
-
+    from radiance_mcp.http_guard import serve
     from radiance_mcp.server import allowed_hosts, http_app
 
     app = http_app(server, bind=host, extra_hosts=extra_hosts)
@@ -561,4 +607,4 @@ def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[s
                     return
             await inner(scope, receive, send)
 
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    serve(app, sock, limits)
