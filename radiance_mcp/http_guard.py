@@ -183,7 +183,7 @@ def open_files_for(limits: HttpLimits) -> None:
 
 
 def serve(app: ASGIApp, sock: socket.socket, limits: HttpLimits) -> None:
-    """Serve app on the listening socket under limits (open_files_for checked first), until SIGINT or SIGTERM."""
+    """Serve app on the listening socket under limits until SIGINT or SIGTERM (open_files_for(limits) first)."""
 
     class Guarded(_GuardedH11):
         admission = _Admission(limits)

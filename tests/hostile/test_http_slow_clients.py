@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
@@ -42,6 +43,12 @@ WAIT_S = 20.0
 """The most any step waits: enough for a loaded machine, and a hang fails instead of blocking."""
 SLOW_SOCKETS = 300
 HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Pad: "
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None
+    return port
 
 
 def _connect(port: int, source: str) -> socket.socket:
@@ -111,7 +118,7 @@ def test_an_authenticated_client_is_served_while_300_slow_sockets_are_held() -> 
     assert soft >= SLOW_SOCKETS + 100, f"this test opens {SLOW_SOCKETS} sockets; ulimit -n is {soft}"
     # A head bound far above the test's time, so the held sockets stay held throughout.
     with serve_http("--head-timeout", "600", env={TOKEN_ENV: "slow-clients-token"}) as url, _sockets() as opened:
-        port = int(url.split(":")[2].split("/")[0])
+        port = _port(url)
         pending: dict[int, socket.socket] = {}
         refused: list[bytes] = []
 
@@ -146,7 +153,7 @@ def test_an_authenticated_client_is_served_while_300_slow_sockets_are_held() -> 
 
 def test_a_partial_head_gets_408_and_is_closed_after_the_bound() -> None:
     with serve_http("--head-timeout", "1") as url, _sockets() as opened:
-        port = int(url.split(":")[2].split("/")[0])
+        port = _port(url)
         partial, silent = _connect(port, "127.0.0.2"), _connect(port, "127.0.0.3")
         opened += [partial, silent]
         started = time.monotonic()
@@ -174,20 +181,22 @@ def test_a_complete_head_is_not_cut_however_slow_its_body() -> None:
     head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n"
             b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
-    with serve_http("--head-timeout", "1") as url, _sockets() as opened:
-        port = int(url.split(":")[2].split("/")[0])
+    with serve_http("--head-timeout", "2") as url, _sockets() as opened:
+        port = _port(url)
         sock = _connect(port, "127.0.0.2")
         opened.append(sock)
         sock.sendall(head)
-        time.sleep(1.5)  # past the head bound, with the head complete
+        time.sleep(3)  # past the head bound, with the head complete
         sock.sendall(body)
         answer = _read_to_end(sock)
     assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"serverInfo" in answer, answer
 
 
 def test_past_either_cap_a_503_names_it_and_a_closed_connection_frees_its_place() -> None:
-    with serve_http("--max-connections", "6", "--max-connections-per-client", "3") as url, _sockets() as opened:
-        port = int(url.split(":")[2].split("/")[0])
+    # Held sockets that send nothing: a head bound far above the test's time keeps them held.
+    caps = ("--max-connections", "6", "--max-connections-per-client", "3", "--head-timeout", "600")
+    with serve_http(*caps) as url, _sockets() as opened:
+        port = _port(url)
         first = [_connect(port, "127.0.0.2") for _ in range(3)]
         opened += first
         over_client = _connect(port, "127.0.0.2")
