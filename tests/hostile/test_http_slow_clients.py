@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import resource
 import select
 import socket
@@ -102,6 +103,12 @@ async def _initialize(url: str, token: str) -> None:
             assert client.server_info is not None and client.server_info.name == "radiance-mcp"
 
 
+@pytest.fixture
+def cache(tmp_path: Path) -> dict[str, str]:
+    """The environment of a server process of this test: its published-forms cache its own."""
+    return {"XDG_CACHE_HOME": str(tmp_path)}
+
+
 @contextmanager
 def _sockets() -> Iterator[list[socket.socket]]:
     opened: list[socket.socket] = []
@@ -112,12 +119,13 @@ def _sockets() -> Iterator[list[socket.socket]]:
             sock.close()
 
 
-def test_an_authenticated_client_is_served_while_300_slow_sockets_are_held() -> None:
+def test_an_authenticated_client_is_served_while_300_slow_sockets_are_held(cache: dict[str, str]) -> None:
     """One address opens 300 sockets that never finish a head: 32 held, 268 told 503, the SDK's client served."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert soft >= SLOW_SOCKETS + 100, f"this test opens {SLOW_SOCKETS} sockets; ulimit -n is {soft}"
     # A head bound far above the test's time, so the held sockets stay held throughout.
-    with serve_http("--head-timeout", "600", env={TOKEN_ENV: "slow-clients-token"}) as url, _sockets() as opened:
+    env = {**cache, TOKEN_ENV: "slow-clients-token"}
+    with serve_http("--head-timeout", "600", env=env) as url, _sockets() as opened:
         port = _port(url)
         pending: dict[int, socket.socket] = {}
         refused: list[bytes] = []
@@ -151,8 +159,8 @@ def test_an_authenticated_client_is_served_while_300_slow_sockets_are_held() -> 
         assert ready == [], "a held socket was answered or closed"
 
 
-def test_a_partial_head_gets_408_and_is_closed_after_the_bound() -> None:
-    with serve_http("--head-timeout", "1") as url, _sockets() as opened:
+def test_a_partial_head_gets_408_and_is_closed_after_the_bound(cache: dict[str, str]) -> None:
+    with serve_http("--head-timeout", "1", env=cache) as url, _sockets() as opened:
         port = _port(url)
         partial, silent = _connect(port, "127.0.0.2"), _connect(port, "127.0.0.3")
         opened += [partial, silent]
@@ -175,13 +183,13 @@ def test_a_partial_head_gets_408_and_is_closed_after_the_bound() -> None:
         assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
 
 
-def test_a_complete_head_is_not_cut_however_slow_its_body() -> None:
+def test_a_complete_head_is_not_cut_however_slow_its_body(cache: dict[str, str]) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "slow", "version": "0"}}}).encode()
     head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n"
             b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
-    with serve_http("--head-timeout", "2") as url, _sockets() as opened:
+    with serve_http("--head-timeout", "2", env=cache) as url, _sockets() as opened:
         port = _port(url)
         sock = _connect(port, "127.0.0.2")
         opened.append(sock)
@@ -192,10 +200,10 @@ def test_a_complete_head_is_not_cut_however_slow_its_body() -> None:
     assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"serverInfo" in answer, answer
 
 
-def test_past_either_cap_a_503_names_it_and_a_closed_connection_frees_its_place() -> None:
+def test_past_either_cap_a_503_names_it_and_a_closed_connection_frees_its_place(cache: dict[str, str]) -> None:
     # Held sockets that send nothing: a head bound far above the test's time keeps them held.
     caps = ("--max-connections", "6", "--max-connections-per-client", "3", "--head-timeout", "600")
-    with serve_http(*caps) as url, _sockets() as opened:
+    with serve_http(*caps, env=cache) as url, _sockets() as opened:
         port = _port(url)
         first = [_connect(port, "127.0.0.2") for _ in range(3)]
         opened += first
@@ -224,21 +232,24 @@ def test_past_either_cap_a_503_names_it_and_a_closed_connection_frees_its_place(
         assert b" 503 " not in answer.split(b"\r\n")[0], answer
 
 
-def _serve_with_open_files(limit: tuple[int, int], *flags: str) -> tuple[subprocess.Popen[bytes], int]:
+def _serve_with_open_files(limit: tuple[int, int], env: dict[str, str], *flags: str
+                           ) -> tuple[subprocess.Popen[bytes], int]:
     """`serve --http` started with RLIMIT_NOFILE at limit (soft, hard), and its port."""
     def set_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, limit)
 
     port = free_port()
     args = [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--port", str(port), *flags]
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=set_limit), port
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env},
+                            preexec_fn=set_limit)
+    return proc, port
 
 
-def test_a_cap_the_open_file_limit_cannot_hold_is_refused_and_one_it_can_is_raised_to() -> None:
+def test_a_cap_the_open_file_limit_cannot_hold_is_refused_and_one_it_can_is_raised_to(cache: dict[str, str]) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1000:
         pytest.skip(f"the hard open-file limit here is {hard}")
-    proc, _ = _serve_with_open_files((200, 200))  # 256 connections need 3 x 256 + 64 = 832
+    proc, _ = _serve_with_open_files((200, 200), cache)  # 256 connections need 3 x 256 + 64 = 832
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     assert b"--max-connections 256 needs 832 open files" in err and b"may open 200 (ulimit -n)" in err
@@ -246,7 +257,7 @@ def test_a_cap_the_open_file_limit_cannot_hold_is_refused_and_one_it_can_is_rais
     assert b"Traceback" not in err
 
     # A soft limit below what the cap needs, under a hard limit that holds it: raised, and served.
-    proc, port = _serve_with_open_files((200, 1000), "--max-connections", "300")
+    proc, port = _serve_with_open_files((200, 1000), cache, "--max-connections", "300")
     try:
         end = time.monotonic() + WAIT_S
         while proc.poll() is None and time.monotonic() < end:

@@ -197,13 +197,14 @@ def _bearer_status(url: str, token: str | None) -> int:
 
 def test_the_token_comes_from_a_file_or_the_environment_and_a_flag_wins(tmp_path: Path) -> None:
     """`ps` shows a process's arguments to every user: the token may come from a file or the environment."""
-    with serve_http(env={TOKEN_ENV: "env-token-5c1d"}) as url:
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), TOKEN_ENV: "env-token-5c1d"}
+    with serve_http(env=env) as url:
         assert _bearer_status(url, None) == 401
         assert _bearer_status(url, "env-token-5c1d") == 200
     token_file = tmp_path / "token"
     token_file.write_bytes(b"file-token-9e2b\r\n")  # the line ending is not part of the token
     token_file.chmod(0o600)
-    with serve_http("--token-file", str(token_file), env={TOKEN_ENV: "env-token-5c1d"}) as url:
+    with serve_http("--token-file", str(token_file), env=env) as url:
         assert _bearer_status(url, "file-token-9e2b") == 200
         assert _bearer_status(url, "env-token-5c1d") == 401  # the flag wins over the environment
 
@@ -245,7 +246,8 @@ def test_a_token_file_others_may_read_is_used_with_a_warning(tmp_path: Path, cli
     token_file = tmp_path / "token"
     token_file.write_text("shared-token\n", encoding="utf-8")
     token_file.chmod(0o644)
-    proc = cli("serve", "--http", "--host", NOT_HERE, "--port", "8000", "--token-file", str(token_file))
+    proc = cli("serve", "--http", "--host", NOT_HERE, "--port", "8000", "--token-file", str(token_file),
+               env={"XDG_CACHE_HOME": str(tmp_path / "cache")})  # the server is built before the bind
     assert f"warning: --token-file {token_file} may be read by other users (mode 0644): chmod 600" in proc.stderr
     # The token was taken: the bind of an address that is not loopback was tried (and fails here).
     assert proc.returncode == 1 and "not an address of this machine" in proc.stderr, proc.stderr
