@@ -232,9 +232,10 @@ def test_past_either_cap_a_503_names_it_and_a_closed_connection_frees_its_place(
         assert b" 503 " not in answer.split(b"\r\n")[0], answer
 
 
+@contextmanager
 def _serve_with_open_files(limit: tuple[int, int], env: dict[str, str], *flags: str
-                           ) -> tuple[subprocess.Popen[bytes], int]:
-    """`serve --http` started with RLIMIT_NOFILE at limit (soft, hard), and its port."""
+                           ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`serve --http` started with RLIMIT_NOFILE at limit (soft, hard), and its port; ended after."""
     def set_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, limit)
 
@@ -242,23 +243,27 @@ def _serve_with_open_files(limit: tuple[int, int], env: dict[str, str], *flags: 
     args = [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--port", str(port), *flags]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env},
                             preexec_fn=set_limit)
-    return proc, port
+    try:
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.communicate(timeout=30)
 
 
 def test_a_cap_the_open_file_limit_cannot_hold_is_refused_and_one_it_can_is_raised_to(cache: dict[str, str]) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1000:
         pytest.skip(f"the hard open-file limit here is {hard}")
-    proc, _ = _serve_with_open_files((200, 200), cache)  # 256 connections need 3 x 256 + 64 = 832
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1, err
+    with _serve_with_open_files((200, 200), cache) as (proc, _):  # 256 connections need 3 x 256 + 64 = 832
+        _, err = proc.communicate(timeout=WAIT_S)
+        assert proc.returncode == 1, err
     assert b"--max-connections 256 needs 832 open files" in err and b"may open 200 (ulimit -n)" in err
     assert b"pass --max-connections 45 or less" in err  # (200 - 64) // 3
     assert b"Traceback" not in err
 
     # A soft limit below what the cap needs, under a hard limit that holds it: raised, and served.
-    proc, port = _serve_with_open_files((200, 1000), cache, "--max-connections", "300")
-    try:
+    with _serve_with_open_files((200, 1000), cache, "--max-connections", "300") as (proc, port):
         end = time.monotonic() + WAIT_S
         while proc.poll() is None and time.monotonic() < end:
             try:
@@ -267,12 +272,9 @@ def test_a_cap_the_open_file_limit_cannot_hold_is_refused_and_one_it_can_is_rais
                 break
             except OSError:
                 time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()[1]
+        assert proc.poll() is None, "the server exited"
         limits = Path(f"/proc/{proc.pid}/limits").read_text().splitlines()
         assert next(line for line in limits if line.startswith("Max open files")).split()[3:5] == ["964", "1000"]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 @pytest.mark.parametrize(("flags", "code", "said"), [
