@@ -6,7 +6,7 @@ sockets on loopback addresses of their own (127.0.0.2 and up; the SDK's client c
   authenticated initialize by the SDK's HTTP client is answered meanwhile.
 - A request head not complete within --head-timeout, on a new connection or the next request of a
   kept-alive one, gets 408 and the connection is closed; a complete head is not cut, however slow
-  its body or its answer.
+  its body.
 - Past either cap a 503 names the cap; a closed connection gives its place back.
 - The open-file limit is raised to fit the cap, or the cap is refused with the limit and the remedy.
 
