@@ -50,8 +50,10 @@ def _free_port() -> int:
 
 def _start_http() -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
+    # Every session comes from this one address, as through a proxy: the per-client cap is raised to all.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "radiance_mcp", "serve", "--demo", "--http", "--port", str(port)],
+        [sys.executable, "-m", "radiance_mcp", "serve", "--demo", "--http", "--port", str(port),
+         "--max-connections-per-client", "256"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30

@@ -36,7 +36,17 @@ from radiance_mcp.tools import FAMILIES, ToolSpec, family, tool_names, tool_spec
 if TYPE_CHECKING:  # serve's sockets load when it runs
     import socket
 
+    from radiance_mcp.http_guard import HttpLimits
+
 TOKEN_ENV = "RADIANCE_MCP_TOKEN"
+MAX_TOKEN_FILE_BYTES = 4096
+"""A --token-file holds one token on one line; a longer file is some other file."""
+HEAD_TIMEOUT_S = 10.0
+"""serve --http: the most seconds a request head may take to arrive (a client sends it at once)."""
+MAX_CONNECTIONS = 256
+"""serve --http: the connections held at once, in all (far above what a few agents open)."""
+MAX_CONNECTIONS_PER_CLIENT = 32
+"""serve --http: the connections one client address may hold at once (an agent opens a few)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,9 +133,21 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
         "added to [server] allowed_hosts of the config"
     )
     serve.add_argument(
-        "--token", default=None, help=f"bearer token HTTP clients must send (or set {TOKEN_ENV}); "
-        "required to bind anything but loopback"
+        "--token", default=None, help=f"bearer token HTTP clients must send; required to bind anything but "
+        f"loopback. Any user of this machine can read it in ps: prefer --token-file or {TOKEN_ENV}"
     )
+    serve.add_argument("--token-file", type=Path, default=None, metavar="PATH",
+                       help=f"read the bearer token from PATH (one line; chmod 600); it, or --token, wins over "
+                       f"{TOKEN_ENV}")
+    serve.add_argument("--head-timeout", type=_seconds, default=HEAD_TIMEOUT_S, metavar="SECONDS",
+                       help=f"close an HTTP connection whose request head has not arrived within SECONDS, with 408 "
+                       f"(default {HEAD_TIMEOUT_S:g})")
+    serve.add_argument("--max-connections", type=_positive_int, default=MAX_CONNECTIONS, metavar="N",
+                       help=f"HTTP connections held at once; past N, 503 and close (default {MAX_CONNECTIONS})")
+    serve.add_argument("--max-connections-per-client", type=_positive_int, default=MAX_CONNECTIONS_PER_CLIENT,
+                       metavar="N", help="HTTP connections one client address may hold at once; past N, 503 and close "
+                       f"(default {MAX_CONNECTIONS_PER_CLIENT}; behind a reverse proxy every client has its address: "
+                       "raise it there)")
     serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
     serve.add_argument("--record", metavar="FILE", type=Path, default=None,
                        help="append one JSON line per tool call, prompt and resource read to FILE (a regular file), "
@@ -245,6 +267,20 @@ def _plain_int(text: str) -> int:
 
 def _plain_float(text: str) -> float:
     value: float = _plain(text, float, "5120 or 268.11")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _plain_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of 1 or more: give a whole number, e.g. 32")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = _plain_float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0: give e.g. 10 or 2.5")
     return value
 
 
@@ -491,6 +527,13 @@ def _serve(args: argparse.Namespace) -> int:
             split_allowed_host(name)
         except ValueError as exc:
             raise InputError(f"--allowed-host {exc}") from None
+    if args.http:  # every flag checked before the server is built
+        token, limits = _token(args), _http_limits(args)
+        if not _is_loopback(args.host) and not token:
+            raise InputError(
+                f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
+                f"set a bearer token with --token-file, {TOKEN_ENV} or --token, or bind 127.0.0.1"
+            )
     middleware = []
     if args.record is not None:
         from radiance_mcp.evals.record import Recorder
@@ -501,15 +544,70 @@ def _serve(args: argparse.Namespace) -> int:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.
         run_stdio(server)
         return 0
-    token = args.token or os.environ.get(TOKEN_ENV)
-    if not _is_loopback(args.host) and not token:
-        raise InputError(
-            f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
-            f"set a bearer token with --token or {TOKEN_ENV}, or bind 127.0.0.1"
-        )
     sock = _bind(args.host, args.port)  # before the app: a port in use is a plain error, not uvicorn's exit 3
-    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token)
+    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token, limits)
     return 0
+
+
+def _http_limits(args: argparse.Namespace) -> HttpLimits:
+    """The HTTP limits of the flags, the process's open-file limit raised to fit them."""
+    from radiance_mcp.http_guard import HttpLimits, open_files_for
+
+    if args.max_connections_per_client > args.max_connections:
+        raise InputError(
+            f"--max-connections-per-client {args.max_connections_per_client} is above --max-connections "
+            f"{args.max_connections}: one address can hold no more than all; raise --max-connections too"
+        )
+    limits = HttpLimits(args.head_timeout, args.max_connections, args.max_connections_per_client)
+    open_files_for(limits)
+    return limits
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token: --token or --token-file (not both), else $RADIANCE_MCP_TOKEN if set and not empty."""
+    if args.token is not None and args.token_file is not None:
+        raise InputError("give --token or --token-file, not both")
+    if args.token_file is not None:
+        return _check_token(_read_token_file(args.token_file), f"--token-file {args.token_file}")
+    if args.token is not None:
+        return _check_token(args.token, "--token")
+    from_env = os.environ.get(TOKEN_ENV)
+    return _check_token(from_env, TOKEN_ENV) if from_env else None
+
+
+def _read_token_file(path: Path) -> str:
+    """The file's text, its trailing line ending dropped; a warning if others may read it."""
+    import stat
+
+    where = f"--token-file {path}"
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_TOKEN_FILE_BYTES + 1)
+            mode = os.fstat(file.fileno()).st_mode
+    except OSError as exc:
+        raise InputError(f"{where}: {exc.strerror}; name a readable file that holds the token") from None
+    if len(data) > MAX_TOKEN_FILE_BYTES:
+        raise InputError(f"{where}: longer than {MAX_TOKEN_FILE_BYTES} bytes, so not a token file; "
+                         "name the file that holds the token alone, on one line")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: not UTF-8 text; write the token as text, on one line") from None
+    if stat.S_ISREG(mode) and mode & (stat.S_IRGRP | stat.S_IROTH):
+        print(f"radiance-mcp: warning: {where} may be read by other users (mode {stat.S_IMODE(mode):04o}): "
+              f"chmod 600 {path}", file=sys.stderr)
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _check_token(token: str, where: str) -> str:
+    """A token clients can send: not empty, one line, no space at either end (a header's value loses it)."""
+    if not token:
+        raise InputError(f"{where} is empty: give the token, or none of --token, --token-file and {TOKEN_ENV} "
+                         "(a loopback bind then serves without one)")
+    if not token.isprintable() or token != token.strip():
+        raise InputError(f"{where}: the token holds a line break, a control character or a space at an end; "
+                         "write it on one line, with no space around it")
+    return token
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -534,11 +632,11 @@ def _bind(host: str, port: int) -> socket.socket:
         raise InputError(f"{where}: cannot listen ({exc.strerror}): {remedy}") from None
 
 
-def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None) -> None:
+def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None,
+                limits: HttpLimits) -> None:
     import hmac
 
-    import uvicorn
-
+    from radiance_mcp.http_guard import serve
     from radiance_mcp.server import allowed_hosts, http_app
 
     app = http_app(server, bind=host, extra_hosts=extra_hosts)
@@ -561,4 +659,4 @@ def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[s
                     return
             await inner(scope, receive, send)
 
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    serve(app, sock, limits)

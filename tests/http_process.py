@@ -4,11 +4,12 @@ drive it from outside (the SDK's HTTP client, the MCP Inspector's CLI)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 
 def free_port() -> int:
@@ -30,11 +31,12 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def serve_http(*extra: str) -> Iterator[str]:
-    """The server's MCP URL while it runs; extra: more `serve` flags (e.g. --token)."""
+def serve_http(*extra: str, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """The server's MCP URL while it runs; extra: more `serve` flags (e.g. --token-file); env: variables
+    set for it beside this process's (e.g. RADIANCE_MCP_TOKEN)."""
     port = free_port()
     args = [sys.executable, "-m", "radiance_mcp", "serve", "--http", "--port", str(port), *extra]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
     try:
         _wait_listening(port, proc)
         yield f"http://127.0.0.1:{port}/mcp"

@@ -4,6 +4,9 @@
   a request naming another host, or sent from another site's page, is refused with no data
   (the app `serve --http` serves, in this process; the flags and the token through a
   `radiance-mcp serve --http` process).
+- The token: from --token, --token-file or RADIANCE_MCP_TOKEN (a flag wins); an empty,
+  multi-line or unreadable one is refused naming its source (issue 22). Slow clients and the
+  connection caps: test_http_slow_clients.py.
 - Sessions: initialize requests never closed cost the server nothing, and a new client is
   served after them; progress still reaches an HTTP client.
 - stdio: a line that is not a JSON-RPC message gets a JSON-RPC error at once, and the
@@ -29,8 +32,10 @@ import httpx
 import pytest
 import uvicorn
 from cli_run import CliRunner
+from http_process import serve_http
 from mcp import Client
 
+from radiance_mcp.cli import TOKEN_ENV
 from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service, load
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server, http_app
@@ -183,6 +188,69 @@ def test_a_token_does_not_switch_the_host_check_off() -> None:
         assert _post(url, _ceiling_call(), host=f"evil.example:{port}").status_code == 401  # no token: 401 first
         served = _post(url, _ceiling_call(), authorization=bearer)
         assert served.status_code == 200 and "30969" in served.text.replace(",", "")
+
+
+def _bearer_status(url: str, token: str | None) -> int:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    return _post(url, _initialize(), **headers).status_code
+
+
+def test_the_token_comes_from_a_file_or_the_environment_and_a_flag_wins(tmp_path: Path) -> None:
+    """`ps` shows a process's arguments to every user: the token may come from a file or the environment."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), TOKEN_ENV: "env-token-5c1d"}
+    with serve_http(env=env) as url:
+        assert _bearer_status(url, None) == 401
+        assert _bearer_status(url, "env-token-5c1d") == 200
+    token_file = tmp_path / "token"
+    token_file.write_bytes(b"file-token-9e2b\r\n")  # the line ending is not part of the token
+    token_file.chmod(0o600)
+    with serve_http("--token-file", str(token_file), env=env) as url:
+        assert _bearer_status(url, "file-token-9e2b") == 200
+        assert _bearer_status(url, "env-token-5c1d") == 401  # the flag wins over the environment
+
+
+NOT_HERE = "203.0.113.7"
+"""A documentation address (TEST-NET-3), of no machine: a serve that gets past its token binds it and fails."""
+
+
+@pytest.mark.parametrize(("content", "flags", "env", "said"), [
+    (None, ["--token-file", "{dir}/missing"], {}, "--token-file {dir}/missing: No such file or directory; name a "
+     "readable file that holds the token"),
+    (b"", ["--token-file", "{file}"], {}, "--token-file {file} is empty: give the token, or none of --token, "
+     f"--token-file and {TOKEN_ENV}"),
+    (b"\n", ["--token-file", "{file}"], {}, "--token-file {file} is empty"),
+    (b"one\ntwo\n", ["--token-file", "{file}"], {}, "--token-file {file}: the token holds a line break"),
+    (b"x" * 5000, ["--token-file", "{file}"], {}, "--token-file {file}: longer than 4096 bytes, so not a token file"),
+    (b"\xff\xfe", ["--token-file", "{file}"], {}, "--token-file {file}: not UTF-8 text"),
+    (b"tok", ["--token-file", "{file}", "--token", "tok"], {}, "give --token or --token-file, not both"),
+    (None, ["--token", ""], {}, "--token is empty"),
+    (None, [], {TOKEN_ENV: " padded "}, f"{TOKEN_ENV}: the token holds a line break, a control character or a "
+     "space at an end"),
+], ids=["missing", "empty", "newline-only", "two-lines", "too-long", "not-utf8", "both-flags", "empty-flag",
+        "padded-env"])
+def test_a_bad_token_is_refused_naming_its_source(tmp_path: Path, cli: CliRunner, content: bytes | None,
+                                                  flags: list[str], env: dict[str, str], said: str) -> None:
+    token_file = tmp_path / "token"
+    if content is not None:
+        token_file.write_bytes(content)
+        token_file.chmod(0o600)
+    names = {"dir": tmp_path, "file": token_file}
+    proc = cli("serve", "--http", "--host", NOT_HERE, "--port", "8000", *(f.format(**names) for f in flags),
+               env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert said.format(**names) in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_token_file_others_may_read_is_used_with_a_warning(tmp_path: Path, cli: CliRunner) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("shared-token\n", encoding="utf-8")
+    token_file.chmod(0o644)
+    proc = cli("serve", "--http", "--host", NOT_HERE, "--port", "8000", "--token-file", str(token_file),
+               env={"XDG_CACHE_HOME": str(tmp_path / "cache")})  # the server is built before the bind
+    assert f"warning: --token-file {token_file} may be read by other users (mode 0644): chmod 600" in proc.stderr
+    # The token was taken: the bind of an address that is not loopback was tried (and fails here).
+    assert proc.returncode == 1 and "not an address of this machine" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("bad", ["*", "http://mcp.lab.test", "mcp.lab.test:99999", "mcp lab"])
