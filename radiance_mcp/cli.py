@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from radiance_mcp import __version__
+from radiance_mcp import __version__, http_settings
 from radiance_mcp.arguments import parse_arguments, unknown_names, unwrap
 from radiance_mcp.config import Fleet, load, split_allowed_host
 from radiance_mcp.errors import InputError, RadianceMCPError
+from radiance_mcp.http_settings import HEAD_TIMEOUT_S, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, TOKEN_ENV
 from radiance_mcp.models.base import LineRef
 from radiance_mcp.offload import drive
 from radiance_mcp.runtime import Runtime
@@ -38,15 +39,7 @@ if TYPE_CHECKING:  # serve's sockets load when it runs
 
     from radiance_mcp.http_guard import HttpLimits
 
-TOKEN_ENV = "RADIANCE_MCP_TOKEN"
-MAX_TOKEN_FILE_BYTES = 4096
-"""A --token-file holds one token on one line; a longer file is some other file."""
-HEAD_TIMEOUT_S = 10.0
-"""serve --http: the most seconds a request head may take to arrive (a client sends it at once)."""
-MAX_CONNECTIONS = 256
-"""serve --http: the connections held at once, in all (far above what a few agents open)."""
-MAX_CONNECTIONS_PER_CLIENT = 32
-"""serve --http: the connections one client address may hold at once (an agent opens a few)."""
+
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -528,7 +521,8 @@ def _serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise InputError(f"--allowed-host {exc}") from None
     if args.http:  # every flag checked before the server is built
-        token, limits = _token(args), _http_limits(args)
+        token = http_settings.token(args.token, args.token_file)
+        limits = http_settings.limits(args.head_timeout, args.max_connections, args.max_connections_per_client)
         if not _is_loopback(args.host) and not token:
             raise InputError(
                 f"--host {args.host} is not a loopback address: anyone who can reach it could call the tools; "
@@ -547,67 +541,6 @@ def _serve(args: argparse.Namespace) -> int:
     sock = _bind(args.host, args.port)  # before the app: a port in use is a plain error, not uvicorn's exit 3
     _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token, limits)
     return 0
-
-
-def _http_limits(args: argparse.Namespace) -> HttpLimits:
-    """The HTTP limits of the flags, the process's open-file limit raised to fit them."""
-    from radiance_mcp.http_guard import HttpLimits, open_files_for
-
-    if args.max_connections_per_client > args.max_connections:
-        raise InputError(
-            f"--max-connections-per-client {args.max_connections_per_client} is above --max-connections "
-            f"{args.max_connections}: one address can hold no more than all; raise --max-connections too"
-        )
-    limits = HttpLimits(args.head_timeout, args.max_connections, args.max_connections_per_client)
-    open_files_for(limits)
-    return limits
-
-
-def _token(args: argparse.Namespace) -> str | None:
-    """The bearer token: --token or --token-file (not both), else $RADIANCE_MCP_TOKEN if set and not empty."""
-    if args.token is not None and args.token_file is not None:
-        raise InputError("give --token or --token-file, not both")
-    if args.token_file is not None:
-        return _check_token(_read_token_file(args.token_file), f"--token-file {args.token_file}")
-    if args.token is not None:
-        return _check_token(args.token, "--token")
-    from_env = os.environ.get(TOKEN_ENV)
-    return _check_token(from_env, TOKEN_ENV) if from_env else None
-
-
-def _read_token_file(path: Path) -> str:
-    """The file's text, its trailing line ending dropped; a warning if others may read it."""
-    import stat
-
-    where = f"--token-file {path}"
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_TOKEN_FILE_BYTES + 1)
-            mode = os.fstat(file.fileno()).st_mode
-    except OSError as exc:
-        raise InputError(f"{where}: {exc.strerror}; name a readable file that holds the token") from None
-    if len(data) > MAX_TOKEN_FILE_BYTES:
-        raise InputError(f"{where}: longer than {MAX_TOKEN_FILE_BYTES} bytes, so not a token file; "
-                         "name the file that holds the token alone, on one line")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{where}: not UTF-8 text; write the token as text, on one line") from None
-    if stat.S_ISREG(mode) and mode & (stat.S_IRGRP | stat.S_IROTH):
-        print(f"radiance-mcp: warning: {where} may be read by other users (mode {stat.S_IMODE(mode):04o}): "
-              f"chmod 600 {path}", file=sys.stderr)
-    return text.removesuffix("\n").removesuffix("\r")
-
-
-def _check_token(token: str, where: str) -> str:
-    """A token clients can send: not empty, one line, no space at either end (a header's value loses it)."""
-    if not token:
-        raise InputError(f"{where} is empty: give the token, or none of --token, --token-file and {TOKEN_ENV} "
-                         "(a loopback bind then serves without one)")
-    if not token.isprintable() or token != token.strip():
-        raise InputError(f"{where}: the token holds a line break, a control character or a space at an end; "
-                         "write it on one line, with no space around it")
-    return token
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -42,7 +42,7 @@ socket, the event loop's, log files being read, SSH and probe connections."""
 
 @dataclass(frozen=True)
 class HttpLimits:
-    """The bounds `serve --http` keeps (the CLI's defaults: cli.HEAD_TIMEOUT_S and the caps beside it)."""
+    """The bounds `serve --http` keeps (the defaults: http_settings.HEAD_TIMEOUT_S and the caps beside it)."""
 
     head_timeout_s: float
     max_connections: int

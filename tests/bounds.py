@@ -5,5 +5,16 @@ many seconds to start, import and exit. A wait for a process or server is theref
 far past any healthy run on a loaded machine, and still a failure, never a suite that hangs for ever.
 """
 
+import time
+from collections.abc import Iterator
+
 HANG_S = 300.0
 """How long a test waits for a process to start, answer or exit before it calls it hung."""
+
+
+def until_hung() -> Iterator[None]:
+    """The rounds of a polling loop, for HANG_S seconds: ``for _ in until_hung(): ...; time.sleep(0.05)``
+    (a count of rounds would be a bound in time that a loaded machine's slow rounds stretch or cut)."""
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline:
+        yield

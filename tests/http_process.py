@@ -11,6 +11,8 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 
+from bounds import HANG_S, until_hung
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -19,7 +21,7 @@ def free_port() -> int:
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
-    for _ in range(200):
+    for _ in until_hung():
         if proc.poll() is not None:
             raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''!r}")
         try:
@@ -42,7 +44,7 @@ def serve_http(*extra: str, env: Mapping[str, str] | None = None) -> Iterator[st
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=HANG_S)
         for stream in (proc.stdout, proc.stderr):
             if stream:
                 stream.close()

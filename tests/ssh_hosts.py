@@ -35,6 +35,7 @@ from typing import Any
 
 import asyncssh
 import pytest
+from bounds import HANG_S
 
 from radiance_mcp.config import Fleet
 from radiance_mcp.remote import SSHTarget
@@ -363,7 +364,7 @@ def sshd_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackHost
         config.write_text(SSHD_CONFIG.format(port=port, dir=base, path=_host_path_env(root)))
         with log.open("ab") as sink:
             proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=sink, stderr=sink)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + HANG_S
         while time.monotonic() < deadline and proc.poll() is None:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -393,7 +394,7 @@ def sshd_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackHost
     yield LoopbackHost("sshd", port, "root", root, base / "client_key", known_hosts, host_key_line, drop, connections,
                        {"log": log}, forced_identity=base / "forced_key")
     proc.terminate()
-    proc.wait(timeout=10)
+    proc.wait(timeout=HANG_S)
 
 
 @pytest.fixture(params=["asyncssh", pytest.param("sshd", marks=pytest.mark.sshd)])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from bounds import HANG_S
+from bounds import HANG_S, until_hung
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -106,7 +106,7 @@ async def test_an_http_session_is_recorded_too(tmp_path: Path) -> None:
                                  "--config", str(config), "--record", str(record)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            for _ in range(200):
+            for _ in until_hung():
                 try:
                     with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                         break

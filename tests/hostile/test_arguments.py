@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from bounds import HANG_S, until_hung
 from mcp import Client
 from shared_server import empty_fleet_server
 
@@ -313,7 +314,7 @@ def _stdio_exchange(calls: list[str]) -> dict[int, dict[str, Any]]:
             answers[message["id"]] = message
     finally:
         proc.stdin.close()
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG_S)
         proc.stdout.close()
     return answers
 
@@ -383,7 +384,7 @@ def http_url() -> Iterator[str]:
     proc = subprocess.Popen([*SERVER_ARGV, "--http", "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        for _ in range(400):
+        for _ in until_hung():
             assert proc.poll() is None, "the server exited"
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2):

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from bounds import HANG_S
+from bounds import HANG_S, until_hung
 from guard_ledgers import SETTLED_LINES, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES
 from mcp import Client
 from shared_server import empty_fleet_server
@@ -332,7 +332,7 @@ def test_the_http_server_writes_no_line_per_request_to_stderr(tmp_path: Path) ->
         proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", "serve", "--http", "--host", "127.0.0.1",
                                  "--port", str(port)], stdout=subprocess.DEVNULL, stderr=err)
         try:
-            for _ in range(600):
+            for _ in until_hung():
                 assert proc.poll() is None, log.read_text()
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

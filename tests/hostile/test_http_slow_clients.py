@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 import pytest
+from bounds import HANG_S
 from cli_run import CliRunner
 from http_process import free_port, serve_http
 from mcp import Client
@@ -248,7 +249,7 @@ def _serve_with_open_files(limit: tuple[int, int], env: dict[str, str], *flags: 
     finally:
         if proc.poll() is None:
             proc.terminate()
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=HANG_S)
 
 
 def test_a_cap_the_open_file_limit_cannot_hold_is_refused_and_one_it_can_is_raised_to(cache: dict[str, str]) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from bounds import HANG_S, until_hung
 from cli_run import CliRunner
 from http_process import serve_http
 from mcp import Client
@@ -84,7 +85,7 @@ def _cli_server(bind: str, *extra: str, config: Path | None = None) -> Iterator[
         args += ["--config", str(config)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        for _ in range(400):
+        for _ in until_hung():
             if proc.poll() is not None:
                 raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else b''!r}")
             try:
@@ -97,7 +98,7 @@ def _cli_server(bind: str, *extra: str, config: Path | None = None) -> Iterator[
         yield f"http://{_url_host(bind)}:{port}/mcp", port
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        proc.wait(timeout=HANG_S)
         if proc.stderr:
             proc.stderr.close()
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncssh
 import pytest
+from bounds import until_hung
 from remote_hosts import ledger
 from ssh_hosts import LoopbackHost
 
@@ -47,7 +48,7 @@ async def test_a_connection_that_drops_mid_read(ssh_host: LoopbackHost) -> None:
     source = PodmanLogsSource(ssh_host.target(), "drop", pool)
     try:
         reading = asyncio.ensure_future(source.read())
-        for _ in range(600):  # until the host has begun the read
+        for _ in until_hung():  # until the host has begun the read
             if started.exists() or reading.done():
                 break
             await asyncio.sleep(0.05)

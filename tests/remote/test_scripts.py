@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bounds import until_hung
 from pydantic import ValidationError
 from remote_hosts import payloads
 from ssh_hosts import LoopbackHost
@@ -366,7 +367,7 @@ async def test_a_cancelled_dry_run_closes_its_session(asyncssh_host: LoopbackHos
         service="frank-archon", proven_mode="slow", candidate_mode="fp8", timeout_s=60)))
     pid_file = directory / "slow.pid"
     try:
-        for _ in range(200):
+        for _ in until_hung():
             if pid_file.exists() and pid_file.read_text().strip():
                 break
             await asyncio.sleep(0.05)

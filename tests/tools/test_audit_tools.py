@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bounds import until_hung
 from pydantic import ValidationError
 
 from radiance_mcp.config import Fleet
@@ -338,7 +339,7 @@ async def test_a_cancelled_dry_run_leaves_no_process_behind(tmp_path: Path) -> N
     call = asyncio.ensure_future(compare_dry_run(runtime, CompareDryRunInput(
         service="svc", proven_mode="a", candidate_mode="b", timeout_s=60)))
     pid_file = tmp_path / "pid"
-    for _ in range(200):
+    for _ in until_hung():
         if pid_file.exists() and pid_file.read_text().strip():
             break
         await asyncio.sleep(0.05)
