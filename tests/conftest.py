@@ -55,6 +55,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: shutil.rmtree(own, ignore_errors=True))
 
 
+SLOW_MARKERS = frozenset({"real_engine", "sshd", "inspector"})
+"""Markers of tests that need a process of their own: each is also `slow`."""
+SLOW_FIXTURES = frozenset({"ssh_host", "asyncssh_host", "sshd_host", "llama_server"})
+"""Fixtures that start a server (an SSH host, the real engine): a test that uses one is `slow`."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`slow` for what needs a process or a server, beside the tests marked so by hand (pyproject's markers)."""
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if SLOW_MARKERS & {mark.name for mark in item.iter_markers()} or SLOW_FIXTURES & uses:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """pytest-xdist's hook for `-n auto`: WORKERS_PER_CPU per CPU this process may run on."""
     return WORKERS_PER_CPU * len(os.sched_getaffinity(0))

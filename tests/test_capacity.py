@@ -316,6 +316,7 @@ LINES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(lines=st.lists(LINES, max_size=25), reserve=st.tuples(st.decimals(0, 10**6, places=2), st.integers(1, 30)))
 def test_budget_and_ceiling_raise_only_their_own_errors(lines: list[str], reserve: tuple[Decimal, int]) -> None:

@@ -192,6 +192,7 @@ def test_check_pool_contract_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "2 x 200,000 x 7,488 B = 2,856.45 MiB + 110 x 2 + 448 = 3,524.45 MiB <= pool 3,524.45 MiB" in out
 
 
+@pytest.mark.slow
 def test_a_real_process(example_path: Path, tmp_path: Path) -> None:
     """The console entry: exit status and streams as a shell sees them, no traceback on an error."""
     ok = subprocess.run([sys.executable, "-m", "radiance_mcp", "compute-ceiling", "--log", str(example_path),

@@ -46,6 +46,7 @@ def files(tmp_path: Path, boot_text: BootBuilder) -> Path:
     return write_files(tmp_path, boot_text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("argv", "code"), PURE, ids=case_id)
 def test_a_pure_command_loads_no_server_http_ssh_or_event_loop(
     files: Path, argv: tuple[str, ...], code: int | None
@@ -64,6 +65,7 @@ def test_a_pure_command_loads_no_server_http_ssh_or_event_loop(
         assert not {"radiance_mcp.models.ledger", "radiance_mcp.tools.ledger"} & modules
 
 
+@pytest.mark.slow
 def test_a_ledger_command_does_not_load_the_other_families(files: Path) -> None:
     status, modules = _run(files, "compute-ceiling", "--log", "gpu-box.log")
     assert status == 0
@@ -91,6 +93,7 @@ NOT_FOR_TOOLS_LIST = {"asyncssh", "httpx", "radiance_mcp.remote", "radiance_mcp.
                       "radiance_mcp.svg", "radiance_mcp.argv"}
 
 
+@pytest.mark.slow
 def test_the_servers_start_loads_only_what_tools_list_needs(tmp_path: Path) -> None:
     env = {name: value for name, value in os.environ.items() if name != CONFIG_ENV}
     proc = subprocess.run([sys.executable, "-c", SERVE_PROBE], capture_output=True, text=True, cwd=tmp_path,

@@ -94,6 +94,7 @@ def test_a_required_text_from_its_file(capsys: pytest.CaptureFixture[str], tmp_p
     assert code == 2 and "--text" in err
 
 
+@pytest.mark.slow
 def test_a_long_probe_shows_progress_on_a_terminal_and_none_when_piped(tmp_path: Path, cli: CliRunner) -> None:
     import shutil
     import subprocess

@@ -220,6 +220,7 @@ def _holds_open(pid: int, path: Path) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc to see the read under way")
 def test_ctrl_c_during_a_read_without_a_loop_exits_130_quietly(tmp_path: Path) -> None:
     sparse = tmp_path / "sparse.log"
@@ -235,6 +236,7 @@ def test_ctrl_c_during_a_read_without_a_loop_exits_130_quietly(tmp_path: Path) -
     assert process.returncode == 130 and out == b"" and err == b""
 
 
+@pytest.mark.slow
 def test_a_reader_that_leaves_ends_a_command_without_a_loop_as_sigpipe_would(tmp_path: Path) -> None:
     with _spawn("compute-ceiling", "--log", EXAMPLES_DIR / "frank-archon.log", cwd=tmp_path) as process:
         assert process.stdout is not None and process.stderr is not None

@@ -54,6 +54,7 @@ async def test_a_ledger_result_is_one_compact_copy() -> None:
     assert text == json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
 
 
+@pytest.mark.slow
 async def test_a_boundary_probe_of_64_answers_in_8_kb_with_alike_items_counted() -> None:
     # A 16,384-token window: the count of alike answers is the point, not their size (at 200,000
     # tokens the simulator tokenized ~40 MB of prompts for this one test).

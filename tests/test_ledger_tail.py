@@ -266,6 +266,7 @@ def test_a_replaced_file_is_read_afresh(how: str, new: str, newest: str, tmp_pat
     assert boot.require("boot_start").line.text == f"I radiance boot: {newest}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("filler_copies", "new_figure"), [(4, "7.01 GiB"), (200, "12.01 GiB")])
 def test_a_file_rewritten_in_place_that_grew_is_read_afresh(filler_copies: int, new_figure: str,
                                                              tmp_path: Path) -> None:
@@ -290,6 +291,7 @@ PIECES = {"boot": EXAMPLE, "filler": FILLER, "head": EXAMPLE[:333], "rest": EXAM
           "long": "x" * (MAX_LINE_BYTES + 9), "radiance": "radiance", "boot: z": " boot: z\n", "crlf": "\r\n"}
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pieces=st.lists(st.sampled_from(sorted(PIECES)), min_size=1, max_size=8))
 def test_a_file_growing_piece_by_piece_reads_as_a_fresh_read(pieces: list[str], search: str, tmp_path: Path) -> None:
@@ -345,6 +347,7 @@ def traced_peak(read: Callable[[], object]) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_a_huge_line_after_a_boot_costs_a_few_mib(huge_line: Path) -> None:
     found: list[Boot] = []
     assert traced_peak(lambda: found.append(read_file(huge_line, source="line.log"))) < 8 << 20
@@ -357,6 +360,7 @@ def test_a_huge_line_after_a_boot_costs_a_few_mib(huge_line: Path) -> None:
     assert (grown[0].last_line, grown[0].skipped_long_lines) == (29, 1)
 
 
+@pytest.mark.slow
 def test_a_huge_line_and_no_boot_marker(tmp_path: Path) -> None:
     path = tmp_path / "zeros.log"
     with path.open("wb") as out:
@@ -369,6 +373,7 @@ def test_a_huge_line_and_no_boot_marker(tmp_path: Path) -> None:
     assert traced_peak(read) < 8 << 20
 
 
+@pytest.mark.slow
 def test_peak_rss_of_a_huge_line_read_stays_within_64_mib_of_an_idle_server(huge_line: Path) -> None:
     """The whole process's peak RSS, in a child: one that builds the server, one that also reads."""
     idle = "from radiance_mcp.server import build_server; from radiance_mcp.runtime import Runtime; " \
@@ -466,6 +471,7 @@ async def test_parallel_reads_of_one_growing_file(tmp_path: Path, monkeypatch: p
         task.cancel()
 
 
+@pytest.mark.slow
 def test_grep_gone_since_start_is_searched_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ledger_file.blocks, "GREP", str(tmp_path / "no-such-grep"))
     monkeypatch.setattr(ledger_file.blocks, "GREP_FROM_BYTES", 0)

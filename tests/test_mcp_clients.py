@@ -58,6 +58,7 @@ async def test_tools_list_has_schemas_and_annotations() -> None:
     )
 
 
+@pytest.mark.slow
 async def test_stdio_compute_ceiling_reproduces_the_worked_example() -> None:
     async with Client(_server()) as client:
         result = await client.call_tool("compute_ceiling", {"log": EXAMPLE_LOG})
@@ -116,6 +117,7 @@ async def test_errors_are_tool_errors_with_remedies(arguments: dict[str, object]
     assert "Traceback" not in text
 
 
+@pytest.mark.slow
 def test_stdio_stdout_carries_only_protocol() -> None:
     """Every line the server writes to stdout is a JSON-RPC message; logs go to stderr."""
     messages = [
@@ -160,6 +162,7 @@ def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 async def test_http_transport_serves_the_tools(http_server: str) -> None:
     async with Client(http_server) as client:
         result = await client.call_tool("compute_ceiling", {"log": EXAMPLE_LOG})
@@ -167,6 +170,7 @@ async def test_http_transport_serves_the_tools(http_server: str) -> None:
     assert result.structured_content["ceiling_mib"] == 30_969
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("http_server", ["s3cret-token"], indirect=True)
 def test_http_token_is_required_when_set(http_server: str) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

@@ -60,6 +60,7 @@ def _check(done: Ran | subprocess.CompletedProcess[str], status: int) -> None:
     assert (done.stdout if status in (0, 3) else done.stderr).strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "status"), COMMANDS, ids=[c.removeprefix(PROGRAM + " ") for c, _ in COMMANDS])
 def test_a_readme_command_runs_as_written(command: str, status: int, cli: CliRunner) -> None:
     argv = shlex.split(command)
@@ -71,6 +72,7 @@ def test_the_spawned_commands_are_in_the_readme() -> None:
     assert SPAWNED <= {command for command, _ in COMMANDS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "status"), [(c, s) for c, s in COMMANDS if c in SPAWNED],
                          ids=[c.removeprefix(PROGRAM + " ") for c, _ in COMMANDS if c in SPAWNED])
 def test_a_readme_command_runs_as_written_in_a_process(command: str, status: int) -> None:

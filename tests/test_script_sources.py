@@ -37,6 +37,7 @@ def fleet_for(tmp_path: Path) -> Fleet:
     })
 
 
+@pytest.mark.slow
 async def test_local_reads_and_runs_a_real_script(tmp_path: Path) -> None:
     (tmp_path / "launch.sh").write_text(SCRIPT)
     runtime = Runtime(fleet_for(tmp_path))

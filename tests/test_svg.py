@@ -109,6 +109,7 @@ def test_segments_are_drawn_to_the_cards_scale() -> None:
     assert "&lt;b&gt;" in svg.render([svg.Bar("<b>", 1, (), 0)])  # titles are text, never markup
 
 
+@pytest.mark.slow
 @needs_rsvg
 async def test_the_picture_shows_the_plans_figures_and_renders(example_path: Path, tmp_path: Path) -> None:
     out, picture = await plan_result(example_path, reserves=[{"mib": 400, "label": "a second model", "personal": True}])
@@ -151,6 +152,7 @@ def svg_rects(picture: str) -> list[svg.Rect]:
     return found
 
 
+@pytest.mark.slow
 @needs_rsvg
 def test_the_cli_writes_the_picture(example_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "budget.svg"
@@ -162,6 +164,7 @@ def test_the_cli_writes_the_picture(example_path: Path, tmp_path: Path, capsys: 
     assert width == svg.WIDTH
 
 
+@pytest.mark.slow
 @needs_rsvg
 async def test_the_fleets_picture_has_a_bar_per_card_and_names_a_shared_one(tmp_path: Path) -> None:
     async with SimFleet.start(tmp_path / "fleet", time_scale=0.0001) as fleet:

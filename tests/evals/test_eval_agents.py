@@ -13,6 +13,7 @@ from radiance_mcp.evals.scenario import load_scenarios
 SCENARIOS = load_scenarios()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 async def test_the_reference_agent_scores_100_percent(scenario) -> None:
     run = await run_agent(scenario, "reference")

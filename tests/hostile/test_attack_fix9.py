@@ -321,6 +321,7 @@ async def test_shape_errors_say_what_to_send(tool: str, arguments: dict[str, Any
     assert "Input" not in text and "instance of" not in text, text
 
 
+@pytest.mark.slow
 def test_the_http_server_writes_no_line_per_request_to_stderr(tmp_path: Path) -> None:
     """The SDK logged 'Terminating session: None' at INFO for every stateless request; a harness that
     never drains stderr then blocks the server in write(2) after a few thousand requests."""

@@ -83,6 +83,7 @@ async def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return True
 
 
+@pytest.mark.slow
 async def test_unrelated_calls_are_not_held_up_and_cancelled_reads_stop(roots: Path) -> None:
     async with _client(roots) as client:
         await _hold_up_and_cancel(client, roots / "sparse.log", str(roots / "small.log"))
@@ -116,6 +117,7 @@ async def _hold_up_and_cancel(client: Client, sparse: Path, small: str) -> None:
     assert offload._slots._free == offload.CPU_SLOTS and not offload._slots.waiting()
 
 
+@pytest.mark.slow
 async def test_a_hostile_log_text_does_not_freeze_tools_list(roots: Path) -> None:
     # The frozen session, grown: 12 calls of log_text at its cap (1 Mi characters: 15 lines
     # of the 64 KiB line cap), each line holding every phrase's keyword but the boot marker (so all

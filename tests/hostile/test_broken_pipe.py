@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_the_demo_piped_into_head_stops_without_a_traceback_and_leaves_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     with subprocess.Popen([sys.executable, "-m", "radiance_mcp", "demo"], stdout=subprocess.PIPE,

@@ -66,6 +66,7 @@ def test_a_port_out_of_range_is_a_usage_error(port: str, cli: CliRunner) -> None
     _no_traceback(proc)
 
 
+@pytest.mark.slow
 def test_a_port_in_use_exits_1_naming_it() -> None:
     with socket.create_server(("127.0.0.1", 0)) as holder:
         port = holder.getsockname()[1]
@@ -150,6 +151,7 @@ def _wait_under_way(command: tuple[str, ...], proc: subprocess.Popen[bytes]) -> 
         assert "result" in json.loads(_read_line(proc))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [("demo",), ("serve", "--demo"), ("serve", "--demo", "--http", "--port", "0")],
@@ -205,6 +207,7 @@ def test_a_relative_serve_script_in_the_config_is_refused_naming_the_key(tmp_pat
     _no_traceback(proc)
 
 
+@pytest.mark.slow
 def test_a_relative_script_runs_the_file_that_was_read_not_one_on_path(tmp_path: Path, cli: CliRunner) -> None:
     work, decoys = tmp_path / "work", tmp_path / "bin"
     work.mkdir()
@@ -223,6 +226,7 @@ def test_a_relative_script_runs_the_file_that_was_read_not_one_on_path(tmp_path:
     assert out["candidate"]["argv"] == ["engine", "--mode", "wide", "--from", "here"]
 
 
+@pytest.mark.slow
 async def test_a_service_script_runs_by_the_absolute_path_that_was_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

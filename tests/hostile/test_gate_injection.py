@@ -91,6 +91,7 @@ def test_a_configured_ledger_named_to_start_a_shell_line_is_refused_as_the_confi
         _hostile_fleet(tmp_path, configured=True)
 
 
+@pytest.mark.slow
 async def test_a_model_named_to_start_shell_lines_leaves_the_gates_inert(tmp_path: Path) -> None:
     # A model's name is the operator's free text: it reaches the bats file's comments, as one inert line.
     fleet, _ = _hostile_fleet(tmp_path, model="w4\nfunction [ { return 0; }; touch PWNED")
@@ -179,6 +180,7 @@ def _refused(plan: gates.GatePlan) -> bool:
     return False
 
 
+@pytest.mark.slow
 @needs_bats
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=hostile_plan, word=hostile_text)
@@ -212,6 +214,7 @@ def test_gates_from_hostile_names_fail_every_pair_over_the_ceiling_and_run_nothi
     assert over.returncode != 0 and _tap(over) == [False] * pair_gates + [True], over.stdout + over.stderr
 
 
+@pytest.mark.slow
 @needs_shellcheck
 def test_shellcheck_finds_nothing_in_gates_rendered_from_hostile_names(tmp_path: Path) -> None:
     plan = _plan("".join(FRAGMENTS))
@@ -225,6 +228,7 @@ def test_shellcheck_finds_nothing_in_gates_rendered_from_hostile_names(tmp_path:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(title=hostile_text, label=hostile_text, source=hostile_text)
 def test_the_picture_from_hostile_labels_is_one_svg_document_of_plain_text(title: str, label: str, source: str

@@ -120,6 +120,7 @@ def _sockets() -> Iterator[list[socket.socket]]:
             sock.close()
 
 
+@pytest.mark.slow
 def test_an_authenticated_client_is_served_while_300_slow_sockets_are_held(cache: dict[str, str]) -> None:
     """One address opens 300 sockets that never finish a head: 32 held, 268 told 503, the SDK's client served."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -160,6 +161,7 @@ def test_an_authenticated_client_is_served_while_300_slow_sockets_are_held(cache
         assert ready == [], "a held socket was answered or closed"
 
 
+@pytest.mark.slow
 def test_a_partial_head_gets_408_and_is_closed_after_the_bound(cache: dict[str, str]) -> None:
     with serve_http("--head-timeout", "1", env=cache) as url, _sockets() as opened:
         port = _port(url)
@@ -184,6 +186,7 @@ def test_a_partial_head_gets_408_and_is_closed_after_the_bound(cache: dict[str, 
         assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
 
 
+@pytest.mark.slow
 def test_a_complete_head_is_not_cut_however_slow_its_body(cache: dict[str, str]) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "slow", "version": "0"}}}).encode()
@@ -201,6 +204,7 @@ def test_a_complete_head_is_not_cut_however_slow_its_body(cache: dict[str, str])
     assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"serverInfo" in answer, answer
 
 
+@pytest.mark.slow
 def test_past_either_cap_a_503_names_it_and_a_closed_connection_frees_its_place(cache: dict[str, str]) -> None:
     # Held sockets that send nothing: a head bound far above the test's time keeps them held.
     caps = ("--max-connections", "6", "--max-connections-per-client", "3", "--head-timeout", "600")
@@ -252,6 +256,7 @@ def _serve_with_open_files(limit: tuple[int, int], env: dict[str, str], *flags: 
         proc.communicate(timeout=HANG_S)
 
 
+@pytest.mark.slow
 def test_a_cap_the_open_file_limit_cannot_hold_is_refused_and_one_it_can_is_raised_to(cache: dict[str, str]) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1000:

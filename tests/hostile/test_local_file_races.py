@@ -58,6 +58,7 @@ def _flip(roots: Path, stop: threading.Event, failures: list[BaseException]) -> 
         failures.append(exc)
 
 
+@pytest.mark.slow
 async def test_a_directory_flipped_to_a_symlink_and_a_log_renamed_mid_read_give_a_read_or_a_clear_error(
         tmp_path: Path) -> None:
     roots, outside = tmp_path / "roots", tmp_path / "outside"

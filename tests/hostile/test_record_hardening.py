@@ -63,6 +63,7 @@ class _Drain:
         return b"".join(self._chunks).decode()
 
 
+@pytest.mark.slow
 async def test_a_record_that_stops_growing_costs_no_call_and_says_what_it_lost(tmp_path: Path) -> None:
     record, pidfile = tmp_path / "run.jsonl", tmp_path / "server.pid"
     stderr = _Drain()
@@ -100,6 +101,7 @@ async def test_a_record_that_stops_growing_costs_no_call_and_says_what_it_lost(t
     assert len(notes) == 1 and "could not write 3 event(s) of this session before this one" in notes[0]
 
 
+@pytest.mark.slow
 def test_a_record_that_cannot_be_written_at_all_is_one_line_and_exit_1(tmp_path: Path) -> None:
     record = tmp_path / "run.jsonl"
     done = subprocess.run([sys.executable, "-c", LIMITED, str(tmp_path / "pid"), "16", "serve", "--record",

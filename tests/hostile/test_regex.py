@@ -121,6 +121,7 @@ HOSTILE = settings(max_examples=20, deadline=None, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(PHRASES))
 @HOSTILE
 @given(data=st.data())
@@ -144,6 +145,7 @@ def _dialect_patterns() -> dict[str, re.Pattern[str]]:
 DIALECTS = _dialect_patterns()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(DIALECTS))
 @HOSTILE
 @given(data=st.data())
@@ -170,6 +172,7 @@ def test_sizes_on_a_cited_line_in_linear_time(recipe: Recipe) -> None:
                   per_step=True)
 
 
+@pytest.mark.slow
 @HOSTILE
 @given(recipe=recipes(SCRIPT_ALPHABET))
 def test_serve_script_check_in_linear_time(recipe: Recipe) -> None:

@@ -132,6 +132,7 @@ LOOPBACK_BINDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bind", LOOPBACK_BINDS)
 async def test_a_rebinding_page_gets_no_data_on_any_loopback_bind(bind: str) -> None:
     """The app `serve --http --host bind` serves (no config: load(None)), on uvicorn in this process."""
@@ -158,6 +159,7 @@ async def test_a_rebinding_page_gets_no_data_on_any_loopback_bind(bind: str) -> 
         assert page.status_code == 200 and "serverInfo" in page.text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
 def test_the_cli_serves_the_long_form_of_the_ipv6_loopback_with_its_checks() -> None:
     """`serve --http --host 0:0:0:0:0:0:0:1` binds that spelling and answers to it, and only to it."""
@@ -168,6 +170,7 @@ def test_the_cli_serves_the_long_form_of_the_ipv6_loopback_with_its_checks() -> 
         assert own.status_code == 200 and "serverInfo" in own.text
 
 
+@pytest.mark.slow
 def test_allowed_hosts_from_the_flag_and_the_config(tmp_path: Path) -> None:
     config = tmp_path / "fleet.toml"
     config.write_text('[server]\nallowed_hosts = ["gpu-box.internal:9443"]\n', encoding="utf-8")
@@ -181,6 +184,7 @@ def test_allowed_hosts_from_the_flag_and_the_config(tmp_path: Path) -> None:
         assert _post(url, _initialize(), host=f"evil.example:{port}").status_code == 421
 
 
+@pytest.mark.slow
 def test_a_token_does_not_switch_the_host_check_off() -> None:
     with _cli_server("127.0.0.2", "--token", "lab-token-7f3a") as (url, port):
         bearer = "Bearer lab-token-7f3a"
@@ -196,6 +200,7 @@ def _bearer_status(url: str, token: str | None) -> int:
     return _post(url, _initialize(), **headers).status_code
 
 
+@pytest.mark.slow
 def test_the_token_comes_from_a_file_or_the_environment_and_a_flag_wins(tmp_path: Path) -> None:
     """`ps` shows a process's arguments to every user: the token may come from a file or the environment."""
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), TOKEN_ENV: "env-token-5c1d"}
@@ -274,6 +279,7 @@ that held sessions fails on the first answer. The SDK's old cap (10,000 held ses
 memory at 10,000 is measured by bench/bench_sessions.py."""
 
 
+@pytest.mark.slow
 async def test_abandoned_sessions_hold_nothing_and_leave_new_clients_served() -> None:
     tls = ssl.create_default_context()  # unused on http://, but each client would load the CA file for one
 
@@ -378,6 +384,7 @@ GARBAGE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("garbage", GARBAGE)
 def test_garbage_on_stdio_is_answered_and_the_server_reads_on(stdio: _Stdio, garbage: bytes) -> None:
     stdio.send(garbage)

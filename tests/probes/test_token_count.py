@@ -120,6 +120,7 @@ async def test_the_guard_rail_never_sends_a_prompt_that_may_fit() -> None:
     assert fake.seen == []
 
 
+@pytest.mark.slow
 async def test_a_missing_tokenize_route_falls_back_to_refusals() -> None:
     fake = FakeEngine(dialect="llama.cpp", window=2_048, tokenizer="words")
     handle = fake.handle

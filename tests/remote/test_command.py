@@ -206,6 +206,7 @@ def test_every_host_program_ships_with_the_package() -> None:
         assert any(fnmatch(program.relative_to(source).as_posix(), glob) for glob in shipped), program
 
 
+@pytest.mark.slow
 def test_the_server_starts_without_loading_asyncssh() -> None:
     """asyncssh loads on the first remote read: neither the server nor the remote package imports it."""
     code = (

@@ -292,6 +292,7 @@ def test_check_script_input_rules(arguments: dict[str, Any], message: str) -> No
 # compare_dry_run: the fake serve script, executed for real
 
 
+@pytest.mark.slow
 async def test_dry_run_fixed_mode_matches_byte_for_byte(scripts: Path) -> None:
     out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
         script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="bf16-fixed"))
@@ -301,6 +302,7 @@ async def test_dry_run_fixed_mode_matches_byte_for_byte(scripts: Path) -> None:
     assert not (scripts / "ENGINE-STARTED").exists()
 
 
+@pytest.mark.slow
 async def test_dry_run_private_step_differs_at_its_argument(scripts: Path) -> None:
     out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
         script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="bf16"))
@@ -312,6 +314,7 @@ async def test_dry_run_private_step_differs_at_its_argument(scripts: Path) -> No
         ("--max-num-batched-tokens", "1024", "65536")]
 
 
+@pytest.mark.slow
 async def test_dry_run_count_difference(scripts: Path) -> None:
     out = await compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
         script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="short"))
@@ -321,6 +324,7 @@ async def test_dry_run_count_difference(scripts: Path) -> None:
     assert (out.proven.argc, out.candidate.argc) == (9, 7)
 
 
+@pytest.mark.slow
 async def test_dry_run_without_exec_bit_runs_under_bash(scripts: Path) -> None:
     script = scripts / "frank-archon.sh"
     script.chmod(0o644)
@@ -329,6 +333,7 @@ async def test_dry_run_without_exec_bit_runs_under_bash(scripts: Path) -> None:
     assert out.ok and out.proven.command is not None and out.proven.command[0].endswith("bash")
 
 
+@pytest.mark.slow
 async def test_a_cancelled_dry_run_leaves_no_process_behind(tmp_path: Path) -> None:
     # An MCP client may cancel the call: the run's process group must die then too, not live on
     # past every time limit (a mode that ignores --dry-run would be starting the engine).
@@ -375,6 +380,7 @@ async def test_dry_run_refuses_a_script_without_dry_run(tmp_path: Path) -> None:
     assert not (tmp_path / "ENGINE-STARTED").exists()
 
 
+@pytest.mark.slow
 async def test_dry_run_runs_only_configured_serve_scripts(scripts: Path) -> None:
     # Under the log roots (readable) but named by no service: not run.
     with pytest.raises(GuardRailError, match="not the serve_script of any service"):
@@ -386,6 +392,7 @@ async def test_dry_run_runs_only_configured_serve_scripts(scripts: Path) -> None
     assert out.ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "timeout_s", "message"),
     [
