@@ -18,14 +18,16 @@ import shutil
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
 from radiance_mcp.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.ledger_file import open_ledger
 from radiance_mcp.offload import to_thread
 from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import check_regular, file_error, host_roots, local_path, resolve_local, ssh_target
+from radiance_mcp.sources import check_regular, host_roots, local_path, read_error, resolve_local, ssh_target
 
 if TYPE_CHECKING:  # remote (and asyncssh with it) is imported on first remote read
     from radiance_mcp.remote import DryRun, FileRequest, RemoteText, SSHTarget
@@ -98,14 +100,20 @@ def decode(data: bytes) -> str:
 # This machine
 
 
-def read_small(path: Path, argument: str) -> str:
-    """A script or env file's text, refused above SCRIPT_CAP_BYTES."""
-    check_regular(path, f"{argument}={str(path)!r}", argument)
+def read_small(path: Path, argument: str, *, follow_symlinks: bool = True) -> str:
+    """A script or env file's text, refused above SCRIPT_CAP_BYTES.
+
+    follow_symlinks=False for a path an agent named, resolved and checked against the log roots: it is
+    opened as a ledger is (ledger_file.open_ledger), so a directory on it flipped to a symlink out of the
+    roots after the check is refused, never read through.
+    """
+    label = f"{argument}={str(path)!r}"
+    check_regular(path, label, argument)
     try:
-        with path.open("rb") as stream:
+        with open_ledger(path, follow_symlinks=follow_symlinks) as stream:
             data = stream.read(SCRIPT_CAP_BYTES + 1)
     except OSError as exc:
-        raise file_error(f"{argument}={str(path)!r}", exc, setting=argument) from exc
+        raise read_error(label, exc, argument) from exc
     if len(data) > SCRIPT_CAP_BYTES:
         raise SourceError(
             f"{argument}={str(path)!r} is over {SCRIPT_CAP_BYTES // 1024:,} KiB: not a serve script or env file; "
@@ -141,7 +149,7 @@ class LocalScripts:
             if ref.optional and not path.is_file():
                 files.append(None)
                 continue
-            text = await to_thread(read_small, path, ref.argument)
+            text = await to_thread(partial(read_small, path, ref.argument, follow_symlinks=ref.configured))
             files.append(ScriptFile(str(path), str(path), text))
         return files
 

@@ -144,10 +144,10 @@ CHANGED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EINV
 symlink (open_ledger follows none on a checked path) or something not a regular file."""
 
 
-def read_error(label: str, exc: OSError) -> SourceError:
-    """An OSError met reading a local ledger after its check found it (check_regular): the file changed
+def read_error(label: str, exc: OSError, setting: str = "log") -> SourceError:
+    """An OSError met reading a local file after its check found it (check_regular): the file changed
     meanwhile (changed_error), else as file_error says."""
-    return changed_error(label) if exc.errno in CHANGED_ERRNOS else file_error(label, exc)
+    return changed_error(label) if exc.errno in CHANGED_ERRNOS else file_error(label, exc, setting)
 
 
 def changed_error(label: str) -> SourceError:

@@ -27,6 +27,7 @@ from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings
 from radiance_mcp.errors import SourceError
 from radiance_mcp.ledger_file import open_ledger
 from radiance_mcp.runtime import Runtime
+from radiance_mcp.scripts import read_small
 from radiance_mcp.server import build_server
 from radiance_mcp.sources import LocalFileSource
 
@@ -112,3 +113,19 @@ async def test_a_checked_path_is_opened_with_no_symlink_followed_and_a_fifo_is_n
     for follow_symlinks in (True, False):
         with pytest.raises(OSError, match="not a regular file"):
             open_ledger(fifo, follow_symlinks=follow_symlinks)
+
+
+def test_a_serve_script_an_agent_named_is_opened_as_a_ledger_is(tmp_path: Path) -> None:
+    """The same race for a serve script or env file: checked against the roots, then opened by name, it was read
+    through a directory flipped to a symlink out of them meanwhile. An agent's path is now opened part by part
+    with no symlink followed; the fleet file's own path still follows its symlinks."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "serve.sh").write_text("#!/bin/bash\necho out of the roots\n")
+    (tmp_path / "d").symlink_to(tmp_path / "outside")
+    flipped = tmp_path / "d" / "serve.sh"
+    assert "out of the roots" in read_small(flipped, "script")  # a configured path: followed
+    with pytest.raises(SourceError, match=r"^script='.*/d/serve\.sh': was renamed or removed while it was read"):
+        read_small(flipped, "script", follow_symlinks=False)
+    os.mkfifo(tmp_path / "env.fifo")
+    with pytest.raises(SourceError, match="env_file=.*env.fifo"):  # never waited on
+        read_small(tmp_path / "env.fifo", "env_file", follow_symlinks=False)
