@@ -13,7 +13,8 @@ reviewer reads the difference; a move of code must leave them as they are.
 - every ledger under tests/fixtures/ledgers (vLLM, SGLang, llama.cpp, of many versions) and the
   shipped examples: read_budget_table, compute_ceiling, check_pool_contract and plan_free_vram.
 
-Paths under the test's directory and loopback ports are written as <root> and <port>.
+Paths under the test's directory and the checkout's, and loopback ports, are written as <root>, <checkout>
+and <port>.
 `RADIANCE_MCP_UPDATE_SNAPSHOTS=1 pytest tests/test_snapshots.py` writes the copies anew.
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+import radiance_mcp
 from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings, load
 from radiance_mcp.runtime import Runtime
 from radiance_mcp.server import build_server
@@ -54,10 +56,15 @@ async def answer(client: Client, tool: str, arguments: dict[str, Any]) -> dict[s
     return {"tool": tool, "arguments": arguments, "structured": result.structured_content}
 
 
+CHECKOUT = str(Path(radiance_mcp.__file__).parent.parent)
+"""Where the package runs from (a clone's path: the shipped examples' paths hold it)."""
+
+
 def normalised(value: Any, root: str) -> Any:
     text = json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False)
-    if root:
-        text = text.replace(json.dumps(root)[1:-1], "<root>")
+    for path, name in ((root, "<root>"), (CHECKOUT, "<checkout>")):
+        if path:
+            text = text.replace(json.dumps(path)[1:-1], name)
     return json.loads(PORT.sub(r"\1:<port>", text))
 
 
