@@ -57,8 +57,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 SLOW_MARKERS = frozenset({"real_engine", "sshd", "inspector"})
 """Markers of tests that need a process of their own: each is also `slow`."""
-SLOW_FIXTURES = frozenset({"ssh_host", "asyncssh_host", "sshd_host", "llama_server"})
-"""Fixtures that start a server (an SSH host, the real engine): a test that uses one is `slow`."""
+SLOW_FIXTURES = frozenset({"ssh_host", "asyncssh_host", "sshd_host", "llama_server",
+                           "stdio_answers", "http_url", "stdio", "http_server", "server_url"})
+"""Fixtures that start a server (an SSH host, the real engine, `radiance-mcp serve` over stdio or HTTP): a test
+that uses one is `slow`."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

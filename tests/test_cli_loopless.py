@@ -116,6 +116,7 @@ def test_another_engines_log_reads_without_a_loop_as_on_one(both: Any, argv: tup
         assert json.loads(loopless.stdout)["ceiling_mib"] == 13244
 
 
+@pytest.mark.slow
 def test_a_read_past_the_time_limit_stops_with_the_same_error(
     both: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +156,7 @@ def test_a_plan_of_local_services_runs_without_a_loop_and_names_the_unreadable_o
     assert "right.log: no such file" in result["unreadable"][0]["error"]
 
 
+@pytest.mark.slow
 def test_a_service_on_a_host_still_runs_on_a_loop(
     cli: CliRunner, asyncssh_host: LoopbackHost, tmp_path: Path, boot_text: BootBuilder,
     monkeypatch: pytest.MonkeyPatch

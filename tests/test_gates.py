@@ -45,6 +45,7 @@ async def render(example_path: Path, tmp_path: Path, **arguments: Any) -> tuple[
     return out, env, bats
 
 
+@pytest.mark.slow
 @needs_bats
 async def test_the_gates_pass_on_the_plan_and_fail_when_the_env_file_drifts(
     example_path: Path, tmp_path: Path
@@ -75,6 +76,7 @@ async def test_the_gates_pass_on_the_plan_and_fail_when_the_env_file_drifts(
     assert "ok 1 pair <= ceiling" in short.stdout and "not ok 1" not in short.stdout
 
 
+@pytest.mark.slow
 @needs_bats
 async def test_the_gates_read_an_env_file_in_another_style(example_path: Path, tmp_path: Path) -> None:
     _, env, bats = await render(example_path, tmp_path, kv_cache_dtype="fp8")
@@ -135,6 +137,7 @@ async def test_a_plan_that_would_fail_its_gates_is_refused(
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 @needs_bats
 async def test_a_hostile_label_stays_one_comment_line_and_one_test_name(example_path: Path, tmp_path: Path) -> None:
     label = 'x\nFRANK_ARCHON_VRAM_KV_MIB=99999\n@test "owned" { touch $HOME/owned ; }\n`touch owned`'

@@ -352,6 +352,7 @@ def _peak_bytes(read: Callable[[], object]) -> int:
     return peak
 
 
+@pytest.mark.slow
 def test_huge_line_without_newline(huge_line: Path) -> None:
     def read() -> None:
         with pytest.raises(LedgerError, match=rf"{re.escape(str(huge_line))}: no radiance ledger phrase"):
@@ -360,6 +361,7 @@ def test_huge_line_without_newline(huge_line: Path) -> None:
     assert _peak_bytes(read) < HELD_BYTES_BOUND
 
 
+@pytest.mark.slow
 def test_huge_line_after_a_boot_is_skipped(huge_line: Path, example_text: str) -> None:
     with huge_line.open("r+b") as stream:
         stream.write(example_text.encode())  # the boot, then 64 MiB - 1,4xx bytes of NULs, no newline
@@ -380,6 +382,7 @@ def test_chunk_boundaries_do_not_matter(
     assert summary(read_via_file(tmp_path)(text, source="t", boot=-2)) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [5, 4096, MAX_LINE_BYTES - 1, MAX_LINE_BYTES + 2, 8 << 20])
 @pytest.mark.parametrize("boot", [-1, 1, 2])
 def test_overlong_and_coloured_lines_inside_a_boot(
@@ -433,6 +436,7 @@ LEDGERISH = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=LEDGERISH, boot=st.integers(-3, 3))
 def test_read_text_and_read_file_agree(lines: list[str], boot: int, tmp_path: Path) -> None:

@@ -110,6 +110,7 @@ def test_newest_boot_of_a_large_file_cites_its_byte_offset(tmp_path: Path) -> No
     assert "counted from byte" in boot.where()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("boot", [-1, -2, -3, 1, 2, 3])
 def test_every_boot_reads_as_the_text_reader_reads_it(boot: int, search: str, tmp_path: Path) -> None:
     text = boots("alpha", "beta", "gamma")
@@ -143,6 +144,7 @@ def test_the_index_gives_the_file_s_line_numbers(tmp_path: Path) -> None:
     assert in_file_numbers(boot, path.read_bytes()) == expected(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["one boot at offset 0", "one boot, no newline", "CRLF", "marker twice"])
 def test_small_layouts(layout: str, search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ledger_file.reading, "COUNT_BEFORE_BYTES", 0)  # only a boot at offset 0 gets the file's numbers
@@ -162,6 +164,7 @@ def test_small_layouts(layout: str, search: str, tmp_path: Path, monkeypatch: py
         assert boot.last_line == len(text.rstrip("\n").split("\n"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [1, 2, 5, 12, 13, 14, 27, 4096])
 def test_a_marker_split_across_blocks(
     chunk: int, search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -41,6 +41,7 @@ def _kept(cache: Path) -> list[Path]:
     return sorted((cache / "radiance-mcp").glob("published-*.json"))
 
 
+@pytest.mark.slow
 async def test_a_start_from_the_kept_copy_publishes_what_the_models_derive(tmp_path: Path) -> None:
     first = await _listed(tmp_path)  # nothing kept: derived from the models, and kept
     (copy,) = _kept(tmp_path)
@@ -77,6 +78,7 @@ def _probe(cache: Path) -> dict[str, Any]:
     return answer
 
 
+@pytest.mark.slow
 def test_a_start_from_the_kept_copy_builds_a_tools_code_on_its_first_call(tmp_path: Path) -> None:
     derived = _probe(tmp_path)  # nothing kept: every family is built to derive the published forms
     assert "radiance_mcp.tools.probes" in derived["before"] and "radiance_mcp.models.audit" in derived["before"]
@@ -112,6 +114,7 @@ def test_any_change_to_the_code_names_another_copy(tmp_path: Path, monkeypatch: 
     assert published.digest() not in (here, changed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [
     "truncated", "not json", "a tool missing", "tools reordered", "a part of the wrong type", "another format",
     pytest.param("another user's", marks=pytest.mark.skipif(os.getuid() != 0, reason="chown needs root")),
@@ -143,6 +146,7 @@ def test_a_damaged_copy_is_derived_again_and_replaced(tmp_path: Path, damage: st
     assert json.loads(copy.read_text()) == published.derive()  # and replaced
 
 
+@pytest.mark.slow
 def test_a_cache_that_cannot_be_written_costs_only_the_time(tmp_path: Path) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")
@@ -201,6 +205,7 @@ print(json.dumps({"enum": listed["check_pool_contract"].input_schema["properties
 """
 
 
+@pytest.mark.slow
 def test_a_refusal_lists_the_values_in_the_order_published_whatever_was_imported_first(tmp_path: Path) -> None:
     """typing caches `Literal["bf16", "fp8"] | None` and `Literal["fp8", "bf16"] | None` as one (they compare
     equal), so a second spelling of the dtypes decided their order by which module was imported first; with
@@ -214,6 +219,7 @@ def test_a_refusal_lists_the_values_in_the_order_published_whatever_was_imported
         assert f"input should be '{first}' or '{second}'; send one of '{first}', '{second}'" in answer["message"]
 
 
+@pytest.mark.slow
 def test_starts_at_once_with_nothing_kept_agree_and_keep_one_whole_copy(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     starts = [subprocess.Popen([sys.executable, "-c", PROBE, str(EXAMPLE_LOG)], stdout=subprocess.PIPE, text=True,
@@ -237,6 +243,7 @@ async def _listed_in_time(cache: Path) -> tuple[str, str]:
         return await _listed(cache)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("owner", ["this user's", pytest.param("another user's", marks=ROOT_ONLY)])
 async def test_a_fifo_in_the_cache_never_holds_the_start(tmp_path: Path, owner: str) -> None:
     directory = tmp_path / "radiance-mcp"

@@ -22,6 +22,7 @@ async def test_the_reference_agent_scores_100_percent(scenario) -> None:
     assert {r.name for r in run.report.rules} == set(scenario.rules)  # every listed rule scored, none other
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", FAULTY, ids=[a.name for a in FAULTY])
 async def test_a_faulty_agent_is_caught_by_its_own_rule_and_no_other(agent) -> None:
     scenarios = scenarios_for(agent.name, SCENARIOS)

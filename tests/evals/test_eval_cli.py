@@ -76,6 +76,7 @@ def test_all_agents_print_the_matrix(capsys: pytest.CaptureFixture[str]) -> None
     assert len(rows) == 17
 
 
+@pytest.mark.slow
 def test_eval_prints_its_table_and_nothing_else() -> None:
     """The server built in-process logs every probe request at INFO: none of it reaches a person's terminal."""
     done = subprocess.run([sys.executable, "-m", "radiance_mcp", "eval", "--scenario", "boundary-within-shape"],

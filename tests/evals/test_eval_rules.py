@@ -30,6 +30,7 @@ def _rule_names_raised() -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_rule_a_refusal_names_is_a_rule_of_the_evals() -> None:
     raised = _rule_names_raised()
     assert set(raised) - set(BY_NAME) == set(), raised

@@ -39,6 +39,7 @@ def _outcome(report: Report) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("scenario", "agent"), [
     ("untraceable-reserve", "reference"),
     ("untraceable-reserve", "floor-reserve"),  # a refusal, worked around: still broken, with the same evidence
@@ -96,6 +97,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.mark.slow
 async def test_an_http_session_is_recorded_too(tmp_path: Path) -> None:
     """serve --http --record: the same middleware, each stateless request one event."""
     chosen = SCENARIOS["pool-below-contract"]

@@ -246,6 +246,7 @@ def _types(schema: dict[str, Any]) -> list[str]:
     return kind if isinstance(kind, list) else [kind]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tool", "field", "cap", "others", "unit"), CAPS, ids=[f"{c[0]}.{c[1]}" for c in CAPS])
 async def test_caller_text_is_capped_in_the_schema_and_refused_past_it(
     tool: str, field: str, cap: int, others: dict[str, Any], unit: str
@@ -350,6 +351,7 @@ def _error_text(answer: dict[str, Any]) -> str:
     return " ".join(block.get("text", "") for block in result["content"])
 
 
+@pytest.mark.slow
 def test_stdio_refuses_misspelled_names(stdio_answers: dict[int, dict[str, Any]]) -> None:
     listed = {t["name"]: t for t in stdio_answers[20]["result"]["tools"]}
     typo, unknown = _error_text(stdio_answers[21]), _error_text(stdio_answers[22])
@@ -397,6 +399,7 @@ def http_url() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 async def test_http_refuses_misspelled_names(http_url: str) -> None:
     async with Client(http_url) as client:
         typo = await client.call_tool("compute_ceiling", {"log": LOG, "reserve": []})

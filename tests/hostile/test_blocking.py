@@ -144,6 +144,7 @@ async def test_a_hostile_log_text_does_not_freeze_tools_list(roots: Path) -> Non
     )
 
 
+@pytest.mark.slow
 async def test_a_read_past_the_time_limit_stops_with_the_file_and_the_remedy(
     roots: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

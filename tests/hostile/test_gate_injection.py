@@ -185,6 +185,7 @@ def _refused(plan: gates.GatePlan) -> bool:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=hostile_plan, word=hostile_text)
 # two reserves alike: bats would refuse the file (a duplicate test name) and run none of its gates
+@pytest.mark.slow
 @example(plan=_plan("\n", reserves=(gates.GateReserve(0.0, "\n", None),) * 2), word="\n")
 def test_gates_from_hostile_names_fail_every_pair_over_the_ceiling_and_run_nothing(
     tmp_path: Path, plan: gates.GatePlan, word: str

@@ -404,6 +404,7 @@ def test_garbage_on_stdio_is_answered_and_the_server_reads_on(stdio: _Stdio, gar
     assert isinstance(result, dict) and result["structuredContent"]["ceiling_mib"] == 30_969
 
 
+@pytest.mark.slow
 def test_json_that_is_not_a_message_is_an_invalid_request(stdio: _Stdio) -> None:
     for line in (b"[1, 2, 3]\n", b'{"jsonrpc": "2.0", "id": 3}\n', b'"ping"\n'):
         stdio.send(line)

@@ -159,6 +159,7 @@ async def test_boundary_shows_a_pool_that_fails_its_contract() -> None:
     assert "which leaves nothing to generate into" in (result.requests[0].refusal or "")
 
 
+@pytest.mark.slow
 async def test_boundary_fails_when_the_engine_truncates_the_head() -> None:
     # The pool backs 163,279 tokens a seat; an engine that cuts the head to fit loses the marker.
     async with SimEndpoint(Shape(vram_kv_mib=3_000), time_scale=0.001) as endpoint:

@@ -284,6 +284,7 @@ def shapes(draw: st.DrawFn) -> Shape:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shapes())
 def test_ledger_round_trip(shape: Shape) -> None:

@@ -69,6 +69,7 @@ async def test_the_ssh_seam_writes_hosts_and_remote_paths(tmp_path: Path) -> Non
         assert host.local("/home/dank/logs/frank_archon.log") == fleet.services["frank-archon"].log_path
 
 
+@pytest.mark.slow
 def test_radiance_mcp_demo_walks_every_step_as_a_newcomer_runs_it(
     tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,6 +98,7 @@ def test_radiance_mcp_demo_walks_every_step_as_a_newcomer_runs_it(
     assert "identical, byte for byte" in text
 
 
+@pytest.mark.slow
 async def test_the_campaign_rigs_serve_script_is_checked_and_dry_run_by_service(tmp_path: Path) -> None:
     async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
         entry = config.load(fleet.config_path).service("qwen38-proven")
@@ -123,6 +125,7 @@ async def test_the_campaign_rigs_serve_script_is_checked_and_dry_run_by_service(
     assert dry["proven"]["argv"][:2] == ["radiance", "serve"] and dry["proven"]["exit_status"] == 0
 
 
+@pytest.mark.slow
 async def test_serve_demo_serves_the_fleet_to_any_mcp_client_over_stdio() -> None:
     """`radiance-mcp serve --demo`, one server process: ledgers by service, the fleet, the rig's dry runs."""
     server = StdioServerParameters(command=sys.executable, args=["-m", "radiance_mcp", "serve", "--demo"])
