@@ -375,7 +375,7 @@ def runnable_script(
 def _runnable_here(runtime: Runtime, raw: str) -> Path:
     if runtime.trust_local_paths:
         return resolve_local(raw, "script")
-    if not raw or "\x00" in raw or not Path(raw).is_absolute():
+    if not raw or not Path(raw).is_absolute():  # a control character: resolve_local's rule, just below
         raise InputError(f"script={raw!r}: give the absolute path of a configured serve script")
     path = resolve_local(raw, "script")
     configured = {

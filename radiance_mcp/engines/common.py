@@ -192,7 +192,7 @@ def quoted(line: Line) -> str:
     return repr(text if len(text) <= 200 else text[:200] + "...")
 
 
-def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> Decimal:
+def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> None:
     """A share of the card the engine printed (vLLM's utilization, SGLang's static fraction): 0 < F <= 1, which the
     engine itself refuses otherwise. A line with another is no boot that engine printed, and the free memory or
     floor worked from it ((1 - F) of the card) would be below 0: refused with the line, as a radiance card that
@@ -202,7 +202,6 @@ def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> Decima
             f"line {hit.line.number}: {name} {value} is no share of the card ({engine} takes 0 < {flag} <= 1; "
             f"(1 - {value}) of the card would be below 0 or all of it): {quoted(hit.line)}; this is not a boot "
             f"{engine} printed: read the service's own log")
-    return value
 
 
 def difference(minuend: Figure, subtrahend: Figure, what: str) -> Figure:

@@ -149,8 +149,7 @@ def _floor(load_begin: Hit | None, fraction: Hit | None) -> Figure | None:
     """
     if load_begin is None or fraction is None:
         return None
-    static = share(fraction, fraction.number("fraction"), "mem_fraction_static", "SGLang", FRACTION)
-    total, kept = size(load_begin, "avail", "GB"), 1 - static
+    total, kept = size(load_begin, "avail", "GB"), 1 - fraction.number("fraction")  # a share: checked in _build
     value = total.value * kept
     return Figure(value, "MiB", (load_begin.line, fraction.line), total.resolution * kept,
                   f"avail mem before the weights x (1 - mem_fraction_static): {total.value:,.2f} x {kept} = "
@@ -212,14 +211,15 @@ def _build(hits: list[Hit]) -> Built:
     order, grouped = by_rank(hits)
     shared = grouped.get(None, {})
     graphs = any(hit.key in ("graph_begin", "graph_end") for hit in hits)
+    if (fraction := first([*grouped.values()], "fraction")) is not None:  # one line (ONCE), before any floor of it
+        share(fraction, fraction.number("fraction"), "mem_fraction_static", "SGLang", FRACTION)
     views = tuple(_rank_view(r, [grouped.get(r, {}), shared], graphs) for r in order or ["engine"])
     settings: dict[str, Figure] = {}
     if (summary := first([*grouped.values()], "summary")) is not None:
         running = _summary_figure(summary, _pairs(summary), "max_running_requests", "sequences")
         if running is not None:
             settings["max_running_requests"] = running
-    if (fraction := first([*grouped.values()], "fraction")) is not None:
-        share(fraction, fraction.number("fraction"), "mem_fraction_static", "SGLang", FRACTION)
+    if fraction is not None:
         settings["mem_fraction_static"] = count(fraction, "fraction", "fraction")
     return Built(views, _refusals(hits, views), settings)
 
