@@ -68,9 +68,9 @@ clock = time.process_time
 marks = [("start", clock())]
 import mcp.server.mcpserver
 marks.append(("the SDK (both servers import it)", clock()))
-from radiance_mcp import cli, server
-from radiance_mcp.config import load
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.app import cli, server
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 marks.append(("radiance_mcp's modules the server imports (no tool's code)", clock()))
 built = server.build_server(Runtime(load(None)))
 marks.append(("build_server: the 14 tools' published forms (kept), skills", clock()))

@@ -43,16 +43,16 @@ CLI = Path(sys.executable).parent / "radiance-mcp"
 BOOT_BYTES = (1 << 30) // 50
 
 IDLE = """
-from radiance_mcp.config import Fleet
-from radiance_mcp.server import build_server
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.runtime import Runtime
 build_server(Runtime(Fleet()))
 """
 READ = IDLE + """
 import os, sys, time
 from pathlib import Path
-from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger_file import read_file
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.sources.ledger_file import read_file
 path = Path(sys.argv[1])
 def timed():
     start = time.perf_counter()
@@ -113,7 +113,7 @@ def write_ledger(path: Path, size_bytes: int) -> int:
 
 
 def one_liner(path: Path) -> list[str]:
-    from radiance_mcp.ledger import KEYWORDS
+    from radiance_mcp.core.ledger import KEYWORDS
 
     phrases = "|".join(k.replace("-", r"\-") for k in KEYWORDS)
     return ["sh", "-c", f"tac '{path}' | awk '/radiance boot/{{print; exit}} /{phrases}/{{print}}' | tac"]
@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument("--sizes-mib", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    from radiance_mcp.ledger_file import RACY_NS
+    from radiance_mcp.sources.ledger_file import RACY_NS
 
     with tempfile.TemporaryDirectory(prefix="bench-ledger-", dir="/tmp") as tmp:
         files = []

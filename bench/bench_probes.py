@@ -28,12 +28,12 @@ from pathlib import Path
 
 import httpx
 
-from radiance_mcp.config import Fleet, Service
+from radiance_mcp.core.wording.payloads import generation
 from radiance_mcp.models.probes import BoundaryProbeInput, TokenCountProbeInput
 from radiance_mcp.probes import boundary_probe, token_count_probe
-from radiance_mcp.probes.payloads import generation
 from radiance_mcp.probes.prompts import FOX_UNIT, SEAM, boundary_prompt, units_certainly_above, with_filler
 from radiance_mcp.sim import Shape, SimEndpoint
+from radiance_mcp.sources.config import Fleet, Service
 
 CORPUS = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. "
 

@@ -56,11 +56,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from radiance_mcp import capacity  # noqa: E402
-from radiance_mcp.config import EXAMPLES_DIR, Fleet  # noqa: E402
-from radiance_mcp.ledger import KEYWORDS, PHRASES, read_text  # noqa: E402
+from radiance_mcp.core.ledger import KEYWORDS, PHRASES, read_text  # noqa: E402
+from radiance_mcp.core.rules import capacity  # noqa: E402
 from radiance_mcp.models import ReadBudgetTableInput  # noqa: E402
-from radiance_mcp.runtime import Runtime  # noqa: E402
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet  # noqa: E402
+from radiance_mcp.sources.runtime import Runtime  # noqa: E402
 from radiance_mcp.tools.ledger import read_budget_table  # noqa: E402
 
 EXAMPLE = (EXAMPLES_DIR / "frank-archon.log").read_text()

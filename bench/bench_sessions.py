@@ -29,9 +29,9 @@ HEADERS = {"accept": "application/json, text/event-stream", "content-type": "app
            "mcp-protocol-version": "2025-06-18"}
 SDK_DEFAULT = """\
 import sys, uvicorn
-from radiance_mcp.config import Fleet
-from radiance_mcp.server import build_server
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.runtime import Runtime
 app = build_server(Runtime(Fleet())).streamable_http_app(host=sys.argv[1])  # stateful, the SDK's defaults
 uvicorn.run(app, host=sys.argv[1], port=int(sys.argv[2]), log_level="warning")
 """

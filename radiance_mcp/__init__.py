@@ -1,29 +1,30 @@
 """radiance-mcp: the radiance resize and step-shape audit procedures as MCP tools.
 
-What lives where, and which way imports go (tests/test_layers.py holds it)::
+The layers, one folder each; imports point down this list and never back up
+(tests/test_layers.py holds every arrow)::
 
-    core (pure: text and numbers in, records out; no file, network, MCP or CLI)
-        constants   the seed's figures and the limits on tool arguments, one home each
-        errors      the one error tree
-        units       "2.01 GiB" -> MiB and back
-        ledger      the phrase table and the boot reader (text in)
-        capacity    ceiling, reserves, pool contract, slab slope, arms
-        step_shape  the step-shape audit's row-by-row diff
-        argv        the dry-run proof: two printed argv, byte for byte
-        serve_script/  which mode carries its own shaped number: lexer, parser, sourcing,
-                    tracing, check
-        engines/    boot ledgers of vLLM, SGLang and llama.cpp
-      <- I/O (reads files, hosts and endpoints; bounded, off the event loop)
-        ledger_file/  a boot out of a ledger file, streaming: block search and scan,
-                    the per-file index and read state, the reads
-        sources, remote, offload   where ledger and script text come from: local, SSH
-        probes/     live probes of a serving endpoint over httpx
-      <- tools (one module per family of tools: its inputs, outputs and registration)
-      <- MCP and CLI (server, cli, __main__)
+    core/     pure: text and numbers in, frozen records out; no file, network, MCP, CLI or pydantic
+        constants, errors, units   the seed's figures and limits, the one error tree, MiB and GiB
+        ledger, budget             radiance's phrase table, its boot reader and budget card
+        engines/                   the boot ledgers of vLLM, SGLang and llama.cpp
+        rules/                     capacity (ceiling, floor, pool contract), reserves, the other engines'
+                                   capacity, what a probe may ask of a boot, the probes' verdicts, the
+                                   rules on every word sent to a host
+        planning                   what the free VRAM can buy; arms against their noise
+        audit/                     the step-shape audit, the dry-run argv proof, serve-script reading
+        gates, svg                 env and bats text from a plan; its picture
+        wording/                   the engines' refusal wording and the probes' payloads, as text
+    models/   pydantic inputs and outputs of the tools (the MCP and CLI boundary); import the core
+    sources/  what reads from outside: the fleet config and runtime, local ledger files from the end,
+              SSH (remote/), serve scripts, the offload of reads and parses from the event loop
+    probes/   live endpoints over httpx: the client, token count, boundary, decode
+    tools/    one module per family: read, ask the core, shape the output
+    app/      the MCP server, the CLI, the published tools/list, argument checking, HTTP limits,
+              the skills, the demo (which drives the server from outside, over stdio)
 
-    sim/  the simulated radiance, beside the server: it imports only the core (and the
-          engines' refusal wording in probes.dialects), never I/O, tools, MCP or CLI;
-          sim/demo.py drives the server from outside, over stdio.
+    sim/      beside them: the simulated radiance; imports the core alone
+    evals/    beside them: scenarios, record, scorer, scripted agents, the Inspect task; imports the
+              core, sources, sim and the app's server
 """
 
 __version__ = "0.1.0"

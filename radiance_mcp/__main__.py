@@ -1,3 +1,3 @@
-from radiance_mcp.cli import main
+from radiance_mcp.app.cli import main
 
 raise SystemExit(main())

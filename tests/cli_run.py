@@ -1,4 +1,4 @@
-"""The CLI run in this process, as a person's shell runs it: ``radiance_mcp.cli.main(argv)``.
+"""The CLI run in this process, as a person's shell runs it: ``radiance_mcp.app.cli.main(argv)``.
 
 A spawned ``radiance-mcp`` costs about a second of CPU, mostly importing the SDK and pydantic;
 main() in the test's process costs what the command itself does. tests/conftest.py imports the
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp import cli as cli_module
+from radiance_mcp.app import cli as cli_module
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from llama_server import llama_server  # noqa: F401
 # pytest-xdist worker) for every directory whose tests reach a host: see tests/ssh_hosts.py.
 from ssh_hosts import asyncssh_host, ssh_host, sshd_host  # noqa: F401
 
-from radiance_mcp.config import EXAMPLES_DIR
-from radiance_mcp.ledger import render
+from radiance_mcp.core.ledger import render
+from radiance_mcp.sources.config import EXAMPLES_DIR
 
 EXAMPLE_LOG = EXAMPLES_DIR / "frank-archon.log"
 

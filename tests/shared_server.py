@@ -16,9 +16,9 @@ import functools
 
 from mcp.server.mcpserver import MCPServer
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.runtime import Runtime
 
 
 @functools.cache

@@ -37,8 +37,8 @@ import asyncssh
 import pytest
 from bounds import HANG_S
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.remote import SSHTarget
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.remote import SSHTarget
 
 CANARY_TEXT = "alive\n"
 

@@ -9,10 +9,10 @@ import pytest
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp.cli import main
-from radiance_mcp.constants import MIN_ARMS_FOR_THRESHOLD, NOISE_BAND
-from radiance_mcp.errors import InputError
-from radiance_mcp.planning import Arm, compare_arms
+from radiance_mcp.app.cli import main
+from radiance_mcp.core.constants import MIN_ARMS_FOR_THRESHOLD, NOISE_BAND
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.planning import Arm, compare_arms
 
 # The seed's slab law (fp8, 43.5k single stream): slab MiB -> prefill t/s.
 SLAB_LAW = [Arm(22_208, 3_397), Arm(24_000, 3_290), Arm(25_600, 3_584), Arm(26_071, 4_379)]

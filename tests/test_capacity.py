@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radiance_mcp.capacity import (
+from radiance_mcp.core.constants import DEFAULT_MODEL, WORKED_CEILING_MIB, WORKED_PAIR_MIB
+from radiance_mcp.core.errors import (
+    BootNotSettled,
+    InputError,
+    LedgerError,
+    RadianceMCPError,
+)
+from radiance_mcp.core.ledger import Boot, read_text, render
+from radiance_mcp.core.rules.capacity import (
     REFUSAL,
     card_ceiling,
     compute_ceiling,
@@ -18,14 +26,6 @@ from radiance_mcp.capacity import (
     read_budget,
     trace_reserve,
 )
-from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB, WORKED_PAIR_MIB
-from radiance_mcp.errors import (
-    BootNotSettled,
-    InputError,
-    LedgerError,
-    RadianceMCPError,
-)
-from radiance_mcp.ledger import Boot, read_text, render
 
 Builder = Callable[..., str]
 NO_PAIR_FLAGS = {"max-model-len": "200000", "max-num-seqs": "2", "kv-cache-dtype": "fp8", "tp": "1"}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.cli import main
-from radiance_mcp.config import CONFIG_ENV
+from radiance_mcp.app.cli import main
+from radiance_mcp.sources.config import CONFIG_ENV
 
 
 @pytest.fixture(autouse=True)

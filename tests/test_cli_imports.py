@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pure_commands import PURE, BootBuilder, case_id, write_files
 
-from radiance_mcp.config import CONFIG_ENV
+from radiance_mcp.sources.config import CONFIG_ENV
 
 # The MCP SDK and its transports, HTTP (the probes' httpx, the SDK's httpx2) and SSH (asyncssh
 # and the cryptography it loads): none of them has a part in a figure read from given text.
@@ -25,7 +25,7 @@ text and files here runs without one (offload.drive), so it loads none of them."
 
 PROBE = """\
 import json, sys
-from radiance_mcp.cli import main
+from radiance_mcp.app.cli import main
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
@@ -58,8 +58,8 @@ def test_a_pure_command_loads_no_server_http_ssh_or_event_loop(
     assert {name.split(".")[0] for name in modules} & SERVER_SIDE == set()
     assert {name.split(".")[0] for name in modules} & LOOP_SIDE == set()
     # eval is declared in the parser; its modules load only when it runs; the ledgers here are radiance's,
-    # so no other engine's dialect (radiance_mcp.engines) loads either.
-    assert not {name for name in modules if name.startswith(("radiance_mcp.evals", "radiance_mcp.engines"))}
+    # so no other engine's dialect (radiance_mcp.core.engines) loads either.
+    assert not {name for name in modules if name.startswith(("radiance_mcp.evals", "radiance_mcp.core.engines"))}
     if argv[0] == "check-serve-script":  # an audit command does not build the ledger tools' models
         assert "radiance_mcp.models.audit" in modules
         assert not {"radiance_mcp.models.ledger", "radiance_mcp.tools.ledger"} & modules
@@ -69,18 +69,19 @@ def test_a_pure_command_loads_no_server_http_ssh_or_event_loop(
 def test_a_ledger_command_does_not_load_the_other_families(files: Path) -> None:
     status, modules = _run(files, "compute-ceiling", "--log", "gpu-box.log")
     assert status == 0
-    assert {"radiance_mcp.tools.ledger", "radiance_mcp.capacity"} <= modules
+    assert {"radiance_mcp.tools.ledger", "radiance_mcp.core.rules.capacity"} <= modules
     assert not {"radiance_mcp.tools.audit", "radiance_mcp.tools.probes", "radiance_mcp.tools.gates",
-                "radiance_mcp.serve_script", "radiance_mcp.step_shape", "radiance_mcp.server"} & modules
+                "radiance_mcp.core.audit.serve_script", "radiance_mcp.core.audit.step_shape",
+                "radiance_mcp.app.server"} & modules
 
 
 
 SERVE_PROBE = """\
 import json, sys
 import anyio
-from radiance_mcp.config import load
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.app.server import build_server
 tools = anyio.run(build_server(Runtime(load(None))).list_tools)
 print(json.dumps({"tools": len(tools), "modules": sorted(sys.modules)}))
 """
@@ -88,9 +89,9 @@ print(json.dumps({"tools": len(tools), "modules": sorted(sys.modules)}))
 # What tools/list does not need: SSH and the probes' HTTP client (the SDK brings its own httpx2), the
 # simulator and the evals, and the code only a tool's call runs (its picture, a serve script's parser,
 # the step-shape audit, the argv comparison): each is loaded by the first call that uses it.
-NOT_FOR_TOOLS_LIST = {"asyncssh", "httpx", "radiance_mcp.remote", "radiance_mcp.sim", "radiance_mcp.evals",
-                      "radiance_mcp.probes.client", "radiance_mcp.serve_script", "radiance_mcp.step_shape",
-                      "radiance_mcp.svg", "radiance_mcp.argv"}
+NOT_FOR_TOOLS_LIST = {"asyncssh", "httpx", "radiance_mcp.sources.remote", "radiance_mcp.sim", "radiance_mcp.evals",
+                      "radiance_mcp.probes.client", "radiance_mcp.core.audit.serve_script",
+                      "radiance_mcp.core.audit.step_shape", "radiance_mcp.core.svg", "radiance_mcp.core.audit.argv"}
 
 
 @pytest.mark.slow

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from cli_run import CliRunner
 
-from radiance_mcp import cli
-from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.app import cli
+from radiance_mcp.sources.config import EXAMPLES_DIR
 from radiance_mcp.tools import TOOLS
 
 EXAMPLE = EXAMPLES_DIR / "frank-archon.log"

@@ -27,10 +27,10 @@ from cli_run import CliRunner, Ran
 from pure_commands import PURE, BootBuilder, case_id, write_files
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp import cli as cli_module
-from radiance_mcp import offload
-from radiance_mcp.config import CONFIG_ENV, EXAMPLES_DIR
-from radiance_mcp.sources import SLOW_FILE_REMEDY
+from radiance_mcp.app import cli as cli_module
+from radiance_mcp.sources import offload
+from radiance_mcp.sources.config import CONFIG_ENV, EXAMPLES_DIR
+from radiance_mcp.sources.ledgers import SLOW_FILE_REMEDY
 
 SPARSE_BYTES = 64 << 30
 """64 GiB of holes and no boot marker: reading it from the end takes minutes (see tests/hostile/test_blocking.py)."""

@@ -8,12 +8,12 @@ import pytest
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.rules.probe_verdicts import collapse_alike
 from radiance_mcp.models.probes import BoundaryProbeInput
-from radiance_mcp.probes.verdicts import collapse_alike
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
 from radiance_mcp.sim import Shape, SimEndpoint
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, Service
+from radiance_mcp.sources.runtime import Runtime
 
 MAX_BOUNDARY_TEXT_BYTES = 8 * 1024
 # The over-shape guard (issue 11's sibling work) asks for its flag when n is above the shape's seats.

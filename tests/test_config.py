@@ -9,9 +9,9 @@ from types import MappingProxyType
 
 import pytest
 
-from radiance_mcp.config import CONFIG_ENV, EXAMPLES_DIR, Fleet, load
-from radiance_mcp.constants import DEFAULT_MODEL, ModelConstants
-from radiance_mcp.errors import ConfigError
+from radiance_mcp.core.constants import DEFAULT_MODEL, ModelConstants
+from radiance_mcp.core.errors import ConfigError
+from radiance_mcp.sources.config import CONFIG_ENV, EXAMPLES_DIR, Fleet, load
 
 FULL = """\
 [server]

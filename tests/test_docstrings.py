@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from radiance_mcp import constants
+from radiance_mcp.core import constants
 from radiance_mcp.tools import TOOLS
 
 DOCS = {spec.name: inspect.getdoc(spec.run) or "" for spec in TOOLS}
@@ -45,4 +45,4 @@ def test_description_numbers_are_constants() -> None:
     known = {str(constants.MIN_DECODE_TOKENS), str(round(constants.NOISE_BAND * 100)), str(constants.SAMPLER_ROW_BOUND)}
     for name, doc in DOCS.items():
         for number in re.findall(r"(?<![\w-])\d[\d,.]*\d|\b\d\b", doc):
-            assert number.rstrip(".,") in known, f"{name}: {number} is not a constant of radiance_mcp.constants"
+            assert number.rstrip(".,") in known, f"{name}: {number} is not a constant of radiance_mcp.core.constants"

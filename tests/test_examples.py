@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from radiance_mcp import ledger
-from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.core import ledger
 from radiance_mcp.sim.engine import EngineModel
 from radiance_mcp.sim.fleet import _campaign
+from radiance_mcp.sources.config import EXAMPLES_DIR
 
 CONTAINER_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}\+00:00 ")
 """The `podman logs -t` prefix the campaign example carries on every line."""

@@ -12,13 +12,13 @@ from bats_run import needs_bats, run_bats
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp import gates
-from radiance_mcp.config import load
-from radiance_mcp.errors import InputError
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.demo import background_fleet
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core import gates
+from radiance_mcp.core.errors import InputError
 from radiance_mcp.sim import SimFleet
-from radiance_mcp.sim.demo import background_fleet
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 
 # 3 seats at 200,000 fp8: 3 x 200,000 x 7,488 B = 4,284.67 MiB + 330 + 448 = 5,062.67 MiB <= 6,391 (margin 1,328.33);
 # pair 24,000 + 6,391 = 30,391 <= 30,969 - 100 (personal) - 268.11 (unclaimed 477.30 less the 209.19 floor, line 18)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from http_process import serve_http
 
-from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.sources.config import EXAMPLES_DIR
 
 INSPECTOR = Path(__file__).parent / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")

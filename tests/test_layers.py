@@ -1,4 +1,4 @@
-"""Imports point one way: core <- I/O <- tools <- MCP / CLI; the simulator beside, on the core.
+"""Imports point one way, folder by folder: core <- models, sources <- probes <- tools <- app; sim and evals beside.
 
 Read with ast from every module's source (module-level, function-level and TYPE_CHECKING
 imports alike), never by importing, so a lazy import inside a function cannot hide.
@@ -19,21 +19,31 @@ import pytest
 import radiance_mcp
 
 PACKAGE_DIR = Path(radiance_mcp.__file__).parent
-CORE = frozenset({
-    "radiance_mcp.ledger", "radiance_mcp.budget", "radiance_mcp.reserves", "radiance_mcp.capacity",
-    "radiance_mcp.step_shape", "radiance_mcp.argv", "radiance_mcp.units", "radiance_mcp.constants",
-    "radiance_mcp.errors",
-    "radiance_mcp.planning",
-})
-"""The pure core: text and numbers in, records out. The packages in CORE_PACKAGES belong to it too (is_core)."""
-CORE_PACKAGES = ("radiance_mcp.engines", "radiance_mcp.serve_script")
-"""Core packages: every module under them is core."""
-PURE_PROBE_PARTS = frozenset({"radiance_mcp.probes.dialects", "radiance_mcp.probes.payloads"})
-"""The engines' refusal wording and the answer readers: pure, and the simulator writes refusals with
-the same wording the probes read (one home per phrase), so it may import these two."""
-DEMO = "radiance_mcp.sim.demo"
+LAYERS: dict[str, frozenset[str]] = {
+    "core": frozenset(),
+    "models": frozenset({"core"}),
+    "sources": frozenset({"core", "models"}),
+    "probes": frozenset({"core", "models", "sources"}),
+    "tools": frozenset({"core", "models", "sources", "probes"}),
+    "app": frozenset({"core", "models", "sources", "probes", "tools", "sim", "evals"}),
+    "sim": frozenset({"core"}),
+    "evals": frozenset({"core", "sources", "sim", "app"}),
+}
+"""Each folder of the package, and the folders it may import besides itself (radiance_mcp's own
+``__init__`` aside: the version). The map of the layers in radiance_mcp/__init__.py says the same."""
+APP_FOR_EVALS = frozenset({"radiance_mcp.app.server", "radiance_mcp.app.skills"})
+"""What evals takes of the app: the server it builds in one process, and the skills it scores against.
+The CLI's `eval` command imports evals in turn (app -> evals); no module of either imports the other back."""
+DEMO = "radiance_mcp.app.demo"
 """`radiance-mcp demo`: a person's walk-through that runs the simulated fleet and drives the server
-over stdio as an MCP client; a CLI of its own, beside the simulator, not part of it."""
+over stdio as an MCP client, like any client: it imports no tool, server or CLI code."""
+THIRD_PARTY: dict[str, frozenset[str]] = {
+    "core": frozenset(),
+    "models": frozenset({"pydantic", "pydantic_core"}),
+    "sim": frozenset({"starlette", "uvicorn"}),
+}
+"""Outside the standard library, what a folder may import (a folder not named here: anything installed): the core
+nothing, the models pydantic, the simulator its HTTP server (never MCP, httpx or asyncssh)."""
 
 
 def module_name(path: Path) -> str:
@@ -44,8 +54,10 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
 
 
-def is_core(name: str) -> bool:
-    return name in CORE or any(name == p or name.startswith(f"{p}.") for p in CORE_PACKAGES)
+def layer(name: str) -> str:
+    """The folder a module of ours is in ('' for the package's own __init__ and __main__)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else ""
 
 
 def imports_of(name: str) -> Iterator[tuple[str, int]]:
@@ -69,56 +81,51 @@ def top_level(module: str) -> str:
     return module.partition(".")[0]
 
 
+def test_every_module_is_in_a_layer() -> None:
+    """No loose module beside the folders: the package's top holds its map (__init__) and __main__ alone."""
+    loose = sorted(n for n in MODULES if not layer(n) and n not in {"radiance_mcp", "radiance_mcp.__main__"})
+    assert not loose, f"put each in a layer folder ({', '.join(LAYERS)}): {loose}"
+    folders = {p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(LAYERS), f"a folder of the package is not a layer of this test: {folders ^ set(LAYERS)}"
+
+
 def test_the_walk_sees_every_layer() -> None:
-    """The test reads the modules it claims to: the core, the I/O edge, the tools and the simulator."""
-    assert {"radiance_mcp.ledger", "radiance_mcp.ledger_file", "radiance_mcp.server", "radiance_mcp.sim.engine",
-            "radiance_mcp.engines.vllm", "radiance_mcp.probes.client"} <= set(MODULES)
-    assert "radiance_mcp.ledger" in {m for m, _ in imports_of("radiance_mcp.budget")}
-    # A function-level import is seen: the CLI loads the simulator only for --demo.
-    assert any(m == "radiance_mcp.sim.demo" for m, _ in imports_of("radiance_mcp.cli"))
+    """The test reads the modules it claims to, in every folder, lazy imports included."""
+    assert {layer(n) for n in MODULES} == {"", *LAYERS}
+    assert "radiance_mcp.core.ledger" in {m for m, _ in imports_of("radiance_mcp.core.budget")}
+    # A function-level import is seen: the CLI loads the demo only for `radiance-mcp demo`.
+    assert any(m == DEMO for m, _ in imports_of("radiance_mcp.app.cli"))
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if is_core(n)))
-def test_the_core_imports_only_the_core_and_the_standard_library(name: str) -> None:
-    """No I/O (ledger_file, sources, remote, probes, offload), MCP, CLI, httpx, asyncssh or simulator."""
-    wrong = [
-        f"line {line}: {module}"
-        for module, line in imports_of(name)
-        if (module.startswith("radiance_mcp") and module != "radiance_mcp" and not is_core(module))
-        or (top_level(module) != "radiance_mcp" and top_level(module) not in sys.stdlib_module_names)
-    ]
-    assert not wrong, f"{name} (core) imports outside the core: {wrong}"
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer(n)))
+def test_imports_point_one_way(name: str) -> None:
+    """A module imports its own folder, the folders below it (LAYERS) and what THIRD_PARTY allows it."""
+    own = layer(name)
+    allowed = LAYERS[own] | {own}
+    wrong = []
+    for module, line in imports_of(name):
+        if top_level(module) == "radiance_mcp":
+            target = layer(module)
+            if module in {"radiance_mcp", "radiance_mcp.__init__"} or target in allowed and not (
+                    own == "evals" and target == "app" and module not in APP_FOR_EVALS):
+                continue
+            wrong.append(f"line {line}: {module} ({target or 'top'})")
+        elif top_level(module) not in sys.stdlib_module_names and own in THIRD_PARTY and (
+                top_level(module) not in THIRD_PARTY[own]):
+            wrong.append(f"line {line}: {module} (third party)")
+    assert not wrong, f"{name} ({own}) may import {sorted(allowed)} only: {wrong}"
 
 
-@pytest.mark.parametrize("name", sorted(PURE_PROBE_PARTS))
-def test_the_probe_parts_the_simulator_shares_are_pure(name: str) -> None:
-    wrong = [
-        f"line {line}: {module}"
-        for module, line in imports_of(name)
-        if (module.startswith("radiance_mcp.") and not (is_core(module) or module in PURE_PROBE_PARTS))
-        or (top_level(module) != "radiance_mcp" and top_level(module) not in sys.stdlib_module_names)
-    ]
-    assert not wrong, f"{name} imports outside the core: {wrong}"
-
-
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("radiance_mcp.sim") and n != DEMO))
-def test_the_simulator_imports_only_the_core(name: str) -> None:
-    """Beside the server, not on it: no I/O module, no tools, no MCP, no CLI, no SSH."""
-    wrong = [
-        f"line {line}: {module}"
-        for module, line in imports_of(name)
-        if (module.startswith("radiance_mcp.") and not (
-            is_core(module) or module in PURE_PROBE_PARTS or module.startswith("radiance_mcp.sim")))
-        or top_level(module) in {"mcp", "asyncssh", "httpx"}
-    ]
-    assert not wrong, f"{name} (simulator) imports beyond the core: {wrong}"
+def test_the_package_top_imports_nothing_at_start() -> None:
+    """`import radiance_mcp` (every module's first step) loads no layer: the map is text."""
+    assert not [m for m, _ in imports_of("radiance_mcp") if top_level(m) == "radiance_mcp"]
 
 
 def test_the_demo_drives_the_server_from_outside() -> None:
     """The demo talks to the server over stdio like any client: it imports no tool, server or CLI code."""
     internal = {m for m, _ in imports_of(DEMO) if m.startswith("radiance_mcp.")}
-    allowed = {"radiance_mcp.ledger_file"}
-    wrong = sorted(m for m in internal if not (is_core(m) or m.startswith("radiance_mcp.sim") or m in allowed))
+    allowed = {"radiance_mcp.sources.ledger_file"}
+    wrong = sorted(m for m in internal if not (layer(m) in {"core", "sim"} or m in allowed))
     assert not wrong, f"{DEMO} imports {wrong}"
 
 
@@ -159,7 +166,7 @@ def _function_sizes(node: ast.AST, prefix: str, separator: str = "::") -> Iterat
 def test_no_module_or_function_is_past_its_limit_without_a_written_reason() -> None:
     """Past 600 lines a module, past 80 a function, is split into named steps, or LONG_ALLOWED says why."""
     sizes = {name: (lines, limit) for name, lines, limit in _sizes()}
-    assert "radiance_mcp/sim/demo.py::_walk" in sizes and "bench/bench_remote.py::main" in sizes  # the walk sees them
+    assert "radiance_mcp/app/demo.py::_walk" in sizes and "bench/bench_remote.py::main" in sizes  # the walk sees them
     too_long = [f"{name}: {lines} lines (limit {limit})" for name, (lines, limit) in sizes.items()
                 if lines > limit and name not in LONG_ALLOWED]
     assert not too_long, "split into named steps, or add the entry to LONG_ALLOWED with its reason: " + "; ".join(

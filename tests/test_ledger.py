@@ -13,12 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from radiance_mcp import ledger, ledger_file
-from radiance_mcp.config import EXAMPLES_DIR
-from radiance_mcp.errors import LedgerError, PhraseNotFound, RadianceMCPError
-from radiance_mcp.ledger import KEYWORDS, MAX_LINE_BYTES, PHRASES, Boot, Line, read_text, render
-from radiance_mcp.ledger_file import read_file
-from radiance_mcp.units import parse_size
+from radiance_mcp.core import ledger
+from radiance_mcp.core.errors import LedgerError, PhraseNotFound, RadianceMCPError
+from radiance_mcp.core.ledger import KEYWORDS, MAX_LINE_BYTES, PHRASES, Boot, Line, read_text, render
+from radiance_mcp.core.units import parse_size
+from radiance_mcp.sources import ledger_file
+from radiance_mcp.sources.config import EXAMPLES_DIR
+from radiance_mcp.sources.ledger_file import read_file
 
 Reader = Callable[..., Boot]
 EXAMPLE_LOG = EXAMPLES_DIR / "frank-archon.log"

@@ -19,9 +19,9 @@ from guard_ledgers import REFUSED, TP2, TWO_BOOTS
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings, Service
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings, Service
+from radiance_mcp.sources.runtime import Runtime
 
 EXAMPLE = EXAMPLES_DIR / "frank-archon.log"
 BANNED = re.compile(r"PHRASES|ledger\.py|radiance_mcp/|PHRASEBOOK|\bseeds?\b|adapt that|dankserver|FRANK_ARCHON")

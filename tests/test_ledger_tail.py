@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from radiance_mcp import ledger_file, sources
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings
-from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import MAX_LINE_BYTES, Boot, read_text
-from radiance_mcp.ledger_file import read_file
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.ledger import MAX_LINE_BYTES, Boot, read_text
+from radiance_mcp.sources import ledger_file
+from radiance_mcp.sources import ledgers as sources
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings
+from radiance_mcp.sources.ledger_file import read_file
+from radiance_mcp.sources.runtime import Runtime
 
 EXAMPLE = (EXAMPLES_DIR / "frank-archon.log").read_text(encoding="utf-8")
 FILLER = "".join(f"2026-12-01T10:{n // 60:02d}:{n % 60:02d}Z GET /health 200 rid={n:06x} took {n % 97} ms\n"
@@ -379,9 +380,9 @@ def test_a_huge_line_and_no_boot_marker(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_peak_rss_of_a_huge_line_read_stays_within_64_mib_of_an_idle_server(huge_line: Path) -> None:
     """The whole process's peak RSS, in a child: one that builds the server, one that also reads."""
-    idle = "from radiance_mcp.server import build_server; from radiance_mcp.runtime import Runtime; " \
-           "from radiance_mcp.config import Fleet; build_server(Runtime(Fleet()))"
-    read = idle + f"; from radiance_mcp.ledger_file import read_file; from pathlib import Path; " \
+    idle = "from radiance_mcp.app.server import build_server; from radiance_mcp.sources.runtime import Runtime; " \
+           "from radiance_mcp.sources.config import Fleet; build_server(Runtime(Fleet()))"
+    read = idle + f"; from radiance_mcp.sources.ledger_file import read_file; from pathlib import Path; " \
                   f"read_file(Path({str(huge_line)!r}), source='x')"
 
     def peak_kib(proc: subprocess.Popen[bytes]) -> int:

@@ -21,9 +21,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from shared_server import empty_fleet_server
 
-from radiance_mcp.cli import TOKEN_ENV
-from radiance_mcp.config import CONFIG_ENV, EXAMPLES_DIR
-from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
+from radiance_mcp.app.cli import TOKEN_ENV
+from radiance_mcp.core.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
+from radiance_mcp.sources.config import CONFIG_ENV, EXAMPLES_DIR
 from radiance_mcp.tools import TOOLS
 
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")

@@ -13,13 +13,13 @@ import pytest
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp import planning
-from radiance_mcp.config import load
-from radiance_mcp.constants import DEFAULT_MODEL, KVDtype, ModelConstants
-from radiance_mcp.ledger import read_text
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core import planning
+from radiance_mcp.core.constants import DEFAULT_MODEL, KVDtype, ModelConstants
+from radiance_mcp.core.ledger import read_text
 from radiance_mcp.sim import SimFleet
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 
 TINY = ModelConstants("tiny-moe", MappingProxyType({"fp8": 4_096, "bf16": 8_192}), per_seq_mib=12, fixed_mib=64)
 SEED_SLOPE = planning.Slope(Decimal(1_300), Decimal(1_792), None)

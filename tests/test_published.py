@@ -20,8 +20,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from radiance_mcp import published
-from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.app import published
+from radiance_mcp.sources.config import EXAMPLES_DIR
 from radiance_mcp.tools import tool_names
 
 EXAMPLE_LOG = EXAMPLES_DIR / "frank-archon.log"
@@ -57,9 +57,9 @@ async def test_a_start_from_the_kept_copy_publishes_what_the_models_derive(tmp_p
 PROBE = """\
 import json, sys
 import anyio
-from radiance_mcp.config import load
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.app.server import build_server
 
 server = build_server(Runtime(load(None)))
 anyio.run(server.list_tools)
@@ -189,9 +189,9 @@ def test_older_copies_are_pruned_to_the_newest_few(tmp_path: Path, monkeypatch: 
 ORDER_PROBE = """\
 import json, sys
 import anyio
-from radiance_mcp.config import load
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.app.server import build_server
 
 server = build_server(Runtime(load(None)))
 listed = {tool.name: tool for tool in anyio.run(server.list_tools)}

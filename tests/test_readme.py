@@ -2,7 +2,7 @@
 repository root with the exit status its comment states (0 when it states none), and the example
 config loads.
 
-Each command runs in this process (the argv as written, through radiance_mcp.cli.main: see
+Each command runs in this process (the argv as written, through radiance_mcp.app.cli.main: see
 tests/cli_run.py); the ones in SPAWNED also run as the README shows them, the console script
 in a process of its own, so the installed entry point and its exit status are checked too."""
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from cli_run import CliRunner, Ran
 
-from radiance_mcp.config import load
+from radiance_mcp.sources.config import load
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 from guard_ledgers import REFUSED, REFUSED_LINES, TP2, TP2_LINE, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES, prefixed
 
-from radiance_mcp import ledger, ledger_file
-from radiance_mcp.capacity import (
+from radiance_mcp.core import ledger
+from radiance_mcp.core.audit.step_shape import read_shape
+from radiance_mcp.core.errors import BootNotSettled, GuardRailError, InputError, LedgerError
+from radiance_mcp.core.ledger import PHRASES, boot_state, read_text
+from radiance_mcp.core.rules.capacity import (
     REFUSALS,
     Reserve,
     compute_ceiling,
@@ -23,9 +26,7 @@ from radiance_mcp.capacity import (
     reserve_candidates,
     trace_reserve,
 )
-from radiance_mcp.errors import BootNotSettled, GuardRailError, InputError, LedgerError
-from radiance_mcp.ledger import PHRASES, boot_state, read_text
-from radiance_mcp.step_shape import read_shape
+from radiance_mcp.sources import ledger_file
 
 USER_FACING_BANNED = re.compile(r"PHRASES|ledger\.py|radiance_mcp/|PHRASEBOOK|\bseeds?\b|adapt that")
 

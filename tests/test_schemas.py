@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, Field, Strict
 from shared_server import empty_fleet_server
 
-from radiance_mcp.schemas import compact, shallow
+from radiance_mcp.app.schemas import compact, shallow
 
 
 class _Ref(BaseModel):
@@ -117,7 +117,7 @@ def test_an_optional_argument_is_published_without_null_and_the_rest_is_kept() -
 async def test_the_server_still_reads_an_explicit_null_as_an_argument_left_out() -> None:
     from mcp import Client
 
-    from radiance_mcp.config import EXAMPLES_DIR
+    from radiance_mcp.sources.config import EXAMPLES_DIR
 
     text = (EXAMPLES_DIR / "frank-archon.log").read_text()
     async with Client(empty_fleet_server()) as client:

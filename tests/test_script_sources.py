@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.constants import SCRIPT_CAP_BYTES
-from radiance_mcp.errors import GuardRailError, InputError, SourceError
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.scripts import LocalScripts, RemoteScripts, ScriptRef, runnable_script, script_source
+from radiance_mcp.core.constants import SCRIPT_CAP_BYTES
+from radiance_mcp.core.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.sources.scripts import LocalScripts, RemoteScripts, ScriptRef, runnable_script, script_source
 
 SCRIPT = """\
 #!/usr/bin/env bash

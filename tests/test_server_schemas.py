@@ -14,10 +14,10 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from radiance_mcp import schemas
-from radiance_mcp.config import Fleet
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app import schemas
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import TOOLS, ToolSpec
 
 

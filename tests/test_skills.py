@@ -11,11 +11,11 @@ import pytest
 from mcp import Client, MCPError
 from pydantic import BaseModel
 
-from radiance_mcp import skills
-from radiance_mcp.config import load
-from radiance_mcp.errors import ConfigError
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app import skills
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.errors import ConfigError
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import TOOLS
 
 REPO_SKILLS = Path(__file__).parent.parent / "skills"

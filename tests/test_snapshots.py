@@ -31,10 +31,10 @@ import pytest
 from mcp import Client
 
 import radiance_mcp
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings, load
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
 from radiance_mcp.sim import SimFleet
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings, load
+from radiance_mcp.sources.runtime import Runtime
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 LEDGERS = Path(__file__).parent / "fixtures" / "ledgers"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.errors import InputError, LedgerError, SourceError
-from radiance_mcp.sources import InlineSource, LocalFileSource, allowed_local_path, resolve_local
+from radiance_mcp.core.errors import InputError, LedgerError, SourceError
+from radiance_mcp.sources.ledgers import InlineSource, LocalFileSource, allowed_local_path, resolve_local
 
 
 @pytest.fixture

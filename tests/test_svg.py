@@ -16,12 +16,12 @@ from mcp import Client
 from mcp_types import ImageContent
 from shared_server import empty_fleet_server
 
-from radiance_mcp import svg
-from radiance_mcp.cli import main
-from radiance_mcp.config import load
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.cli import main
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core import svg
 from radiance_mcp.sim import SimFleet
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 
 RSVG = shutil.which("rsvg-convert")
 needs_rsvg = pytest.mark.skipif(RSVG is None, reason="rsvg-convert (Debian: librsvg2-bin) is not installed; "

@@ -8,7 +8,7 @@ import json
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp.server import output_schema_uri
+from radiance_mcp.app.server import output_schema_uri
 
 LATER_TOOLS = {"compare_arms", "plan_free_vram", "render_gates", "verify_deploy"}
 """Tools added after the budget was set (issue 11 measured the ten before them)."""

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from radiance_mcp.errors import LedgerError
-from radiance_mcp.units import fmt_gib, fmt_mib, parse_number, parse_size, round_down
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.units import fmt_gib, fmt_mib, parse_number, parse_size, round_down
 
 
 @pytest.mark.parametrize(

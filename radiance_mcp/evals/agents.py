@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 
 from mcp import Client
 
-from radiance_mcp.constants import SAMPLER_ROW_BOUND
-from radiance_mcp.errors import EvalError
+from radiance_mcp.core.constants import SAMPLER_ROW_BOUND
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.scenario import Scenario
 
 Result = dict[str, Any]
@@ -250,8 +250,8 @@ class FromMemory(FaultyAgent):
     fault = "works the pool contract out from the question's shape, reading no ledger"
 
     async def task_pool(self) -> None:
-        from radiance_mcp.capacity import pool_contract  # the same pure arithmetic the tool uses
-        from radiance_mcp.constants import DEFAULT_MODEL
+        from radiance_mcp.core.constants import DEFAULT_MODEL
+        from radiance_mcp.core.rules.capacity import pool_contract  # the same pure arithmetic the tool uses
 
         service, plan = self.need(self.plan.service, "service"), self.plan
         if plan.pool_mib is None or plan.seqs is None or plan.max_model_len is None or plan.kv_cache_dtype is None:

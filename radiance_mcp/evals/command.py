@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from radiance_mcp.errors import EvalError
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios
 from radiance_mcp.evals.score import Report, render_table
 

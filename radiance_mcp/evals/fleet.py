@@ -17,7 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from radiance_mcp.errors import EvalError, RadianceMCPError
+from radiance_mcp.core.errors import EvalError, RadianceMCPError
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.sim import DEFAULT_SERVICES, ServiceSpec, Shape, SimFleet
 

@@ -52,14 +52,14 @@ from inspect_ai.tool import mcp_server_stdio, mcp_tools
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from radiance_mcp.errors import EvalError
+from radiance_mcp.app.skills import SKILLS_DIR, parse
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS
 from radiance_mcp.evals.fleet import scenario_fleet
 from radiance_mcp.evals.record import RECORD_VERSION, Event, read_record
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import Fact, Scenario, load_scenarios
 from radiance_mcp.evals.score import Report, render_table, score
-from radiance_mcp.skills import SKILLS_DIR, parse
 
 STORE_RECORD = "radiance_mcp_record"
 """The sample store's key for the merged record (a list of events as JSON objects)."""

@@ -59,7 +59,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from radiance_mcp.errors import EvalError
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.rules import rule_of_refusal
 
 RECORD_VERSION = 2

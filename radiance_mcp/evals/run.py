@@ -16,15 +16,15 @@ from pathlib import Path
 from mcp import Client
 
 from radiance_mcp import __version__
-from radiance_mcp.config import load
-from radiance_mcp.errors import EvalError
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS, FAULTY, ReferenceAgent
 from radiance_mcp.evals.fleet import running_fleet
 from radiance_mcp.evals.record import Event, Recorder, read_record
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import Report, score
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from radiance_mcp.constants import KVDtype
-from radiance_mcp.errors import EvalError
+from radiance_mcp.core.constants import KVDtype
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.rules import BY_NAME
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "evals" / "scenarios"

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from radiance_mcp.constants import MIN_DECODE_TOKENS
+from radiance_mcp.core.constants import MIN_DECODE_TOKENS
 from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, Rule
 from radiance_mcp.evals.scenario import Fact, Scenario

@@ -13,7 +13,7 @@ What lives where:
 
 Imports go one way: models import the core (constants, ledger) and each other's base, never
 tools or MCP code, and I/O only for a shared argument rule (compare_dry_run's mode names are
-checked by radiance_mcp.remote's MODE_PATTERN, on first use, as the hosts check them);
+checked by core.rules.remote_words.MODE_PATTERN, as the hosts check them);
 sources, probes, tools, server and cli import models. Inputs are flat where they can be
 (clients sometimes send a nested object as a JSON string, which the list fields accept too).
 Outputs carry every figure with its ledger line, so an agent can quote the engine rather than

@@ -4,7 +4,8 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES, KVDtype
+from radiance_mcp.core.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES, KVDtype
+from radiance_mcp.core.rules.remote_words import MODE_PATTERN
 from radiance_mcp.models.base import (
     BootIndex,
     BootRef,
@@ -23,8 +24,8 @@ ScriptText = Annotated[str, MaxChars(SCRIPT_CAP_BYTES)]
 ArgvText = Annotated[str, MaxChars(DRY_RUN_OUTPUT_CAP_BYTES)]
 DRY_RUN_TIMEOUT_S = 20.0
 DRY_RUN_MAX_TIMEOUT_S = 120.0
-# MODE_PATTERN (radiance_mcp.remote, beside the other argument rules the hosts' programs keep): a mode
-# name, no leading '-', so it can never be read as an option by the script.
+# MODE_PATTERN (core.rules.remote_words, beside the other rules on words sent to hosts): a mode name, no leading
+# '-', so it can never be read as an option by the script.
 
 
 # ---------------------------------------------------------------------------------------
@@ -293,8 +294,6 @@ class CompareDryRunInput(Input):
             value = getattr(self, name)
             # Security: the mode is passed as one argv word; a leading '-' would make it an option of the
             # script (e.g. '--help' or '-x') and anything beyond a plain name has no business there.
-            from radiance_mcp.remote import MODE_PATTERN  # the remote package loads on first use
-
             if not MODE_PATTERN.fullmatch(value):
                 raise ValueError(
                     f"{name}={value!r} is not a mode name: letters, digits, '.', '_', '+', '-' only, at most 64, "

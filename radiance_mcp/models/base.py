@@ -22,7 +22,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
-from radiance_mcp.constants import (
+from radiance_mcp.core.constants import (
     MAX_BOOT,
     MAX_LEDGER_TEXT_CHARS,
     MAX_LINE_NUMBER,
@@ -32,10 +32,10 @@ from radiance_mcp.constants import (
     MAX_SEQS,
     MAX_WINDOW_TOKENS,
 )
-from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.core.ledger import Boot, Line
 
 # ---------------------------------------------------------------------------------------
-# Argument types: the upper bound of every argument, each from radiance_mcp.constants (where
+# Argument types: the upper bound of every argument, each from radiance_mcp.core.constants (where
 # its reason is stated); a field adds its own lower bound.
 
 @dataclass(frozen=True)

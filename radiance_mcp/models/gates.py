@@ -4,7 +4,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from radiance_mcp.constants import MAX_POOL_MIB, KVDtype
+from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype
 from radiance_mcp.models.base import BootRef, Int, LineRef, MaxChars, Output, PathArg, Seqs
 from radiance_mcp.models.ledger import ReserveInput
 from radiance_mcp.models.ledger_ref import LedgerRef

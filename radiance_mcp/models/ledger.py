@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from radiance_mcp.constants import MAX_RESERVES, KVDtype
+from radiance_mcp.core.constants import MAX_RESERVES, KVDtype
 from radiance_mcp.models.base import (
     BootIndex,
     BootRef,
@@ -25,7 +25,7 @@ from radiance_mcp.models.base import (
 from radiance_mcp.models.ledger_ref import LedgerRef, given_sources, ledger_field, source_problem
 
 if TYPE_CHECKING:
-    from radiance_mcp.capacity import CardCeiling
+    from radiance_mcp.core.rules.capacity import CardCeiling
 
 # ---------------------------------------------------------------------------------------
 # Inputs

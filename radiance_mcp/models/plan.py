@@ -5,8 +5,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, Strict, field_validator, model_validator
 
-from radiance_mcp import planning
-from radiance_mcp.constants import (
+from radiance_mcp.core import planning
+from radiance_mcp.core.constants import (
     NOISE_BAND,
 )
 from radiance_mcp.models.base import (

@@ -4,11 +4,11 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field
 
-from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
+from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
+from radiance_mcp.core.rules.probe_verdicts import Verdict, collapse_alike
+from radiance_mcp.core.wording.payloads import Api
+from radiance_mcp.core.wording.refusals import DialectChoice
 from radiance_mcp.models.base import Flag, Input, Int, MaxChars, Name, Number, Output, Seconds, Tokens
-from radiance_mcp.probes.dialects import DialectChoice
-from radiance_mcp.probes.payloads import Api
-from radiance_mcp.probes.verdicts import Verdict, collapse_alike
 
 DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
 """While the window is unknown, the first probe is sized above this many tokens."""

@@ -1,15 +1,11 @@
 """Live probes of a serving endpoint over httpx: free token counts, the boundary probe, decode rates.
 
-Modules: ``dialects`` (each engine's refusal wording and edge rules, pure), ``prompts`` (filler,
-markers, nonces, pure), ``payloads`` (request bodies and null-safe answer readers, pure),
-``verdicts`` (judgements, pure), ``client`` (the only network code), ``engine`` (counting
-without prefill) and one module per probe. Their inputs and outputs live in
-radiance_mcp/models/probes.py, their tool declarations in radiance_mcp/tools/probes.py.
-
-Imports point one way: the pure parts (dialects, prompts, payloads, verdicts) import only the
-core and each other; client is the I/O edge; the probe modules use both and the models, and are
-imported by the tools, never the other way. The simulator may import dialects and payloads (the
-engines' wording, one home) and nothing else here.
+Modules: ``prompts`` (filler, markers, nonces, pure), ``client`` (the only network code),
+``engine`` (counting without prefill) and one module per probe. The engines' refusal wording
+and the request bodies live in core.wording (the simulator writes with them), the judgements of
+an answer in core.rules.probe_verdicts, what a boot lets a probe ask in core.rules.probe_shape;
+the probes' inputs and outputs in radiance_mcp/models/probes.py, their tool declarations in
+radiance_mcp/tools/probes.py. Imported by the tools, never the other way.
 """
 
 from importlib import import_module

@@ -11,8 +11,11 @@ from fractions import Fraction
 
 import httpx
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.errors import InputError, ProbeError
+from radiance_mcp.core.errors import InputError, ProbeError
+from radiance_mcp.core.rules.probe_shape import LedgerShape, Prediction, checked_window, predict_boundary
+from radiance_mcp.core.rules.probe_verdicts import Verdict, alike, judge_boundary
+from radiance_mcp.core.wording.payloads import ROUTES, generation
+from radiance_mcp.core.wording.refusals import Dialect, dialect_for
 from radiance_mcp.models.probes import (
     BoundaryPlan,
     BoundaryProbeInput,
@@ -21,12 +24,9 @@ from radiance_mcp.models.probes import (
     Repeated,
 )
 from radiance_mcp.probes.client import ProbeClient, redact, resolve_endpoint
-from radiance_mcp.probes.dialects import Dialect, dialect_for
 from radiance_mcp.probes.engine import Engine, ExtensionCounter
-from radiance_mcp.probes.payloads import ROUTES, generation
 from radiance_mcp.probes.prompts import FOX_UNIT, Prompt, boundary_prompt, units_for_tokens
-from radiance_mcp.probes.shape import LedgerShape, Prediction, checked_window, predict_boundary
-from radiance_mcp.probes.verdicts import Verdict, alike, judge_boundary
+from radiance_mcp.sources.config import Fleet
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 """MCP's report_progress(progress, total, message)."""

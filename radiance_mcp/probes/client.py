@@ -30,9 +30,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.errors import ConfigError, ProbeError
-from radiance_mcp.probes.dialects import decode_json
+from radiance_mcp.core.errors import ConfigError, ProbeError
+from radiance_mcp.core.wording.refusals import decode_json
+from radiance_mcp.sources.config import Fleet
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,11 @@ from typing import Literal
 
 import httpx
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.constants import MIN_DECODE_TOKENS
-from radiance_mcp.errors import GuardRailError, InputError, ProbeError
-from radiance_mcp.models.probes import DecodeProbeInput, DecodeProbeOutput
-from radiance_mcp.probes.client import ProbeClient
-from radiance_mcp.probes.dialects import parse_refusal, quote
-from radiance_mcp.probes.engine import Engine, ExtensionCounter
-from radiance_mcp.probes.payloads import (
+from radiance_mcp.core.constants import MIN_DECODE_TOKENS
+from radiance_mcp.core.errors import GuardRailError, InputError, ProbeError
+from radiance_mcp.core.rules.probe_shape import LedgerShape, checked_window
+from radiance_mcp.core.rules.probe_verdicts import StreamRates, check_decode_tokens, stream_rates
+from radiance_mcp.core.wording.payloads import (
     Timings,
     Usage,
     content_of,
@@ -26,9 +23,12 @@ from radiance_mcp.probes.payloads import (
     timings_of,
     usage_of,
 )
+from radiance_mcp.core.wording.refusals import parse_refusal, quote
+from radiance_mcp.models.probes import DecodeProbeInput, DecodeProbeOutput
+from radiance_mcp.probes.client import ProbeClient
+from radiance_mcp.probes.engine import Engine, ExtensionCounter
 from radiance_mcp.probes.prompts import Prompt, decode_prompt, units_for_tokens
-from radiance_mcp.probes.shape import LedgerShape, checked_window
-from radiance_mcp.probes.verdicts import StreamRates, check_decode_tokens, stream_rates
+from radiance_mcp.sources.config import Fleet
 
 Source = Literal["timings", "stream", "none"]
 

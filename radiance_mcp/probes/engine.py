@@ -19,9 +19,9 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from radiance_mcp.errors import GuardRailError, ProbeError
-from radiance_mcp.probes.client import Answer, ProbeClient
-from radiance_mcp.probes.dialects import (
+from radiance_mcp.core.errors import GuardRailError, ProbeError
+from radiance_mcp.core.wording.payloads import Api, generation, usage_of
+from radiance_mcp.core.wording.refusals import (
     DIALECTS,
     Dialect,
     DialectChoice,
@@ -30,7 +30,7 @@ from radiance_mcp.probes.dialects import (
     parse_refusal,
     quote,
 )
-from radiance_mcp.probes.payloads import Api, generation, usage_of
+from radiance_mcp.probes.client import Answer, ProbeClient
 from radiance_mcp.probes.prompts import FOX_UNIT, Prompt, units_certainly_above
 
 REFUSAL_QUOTE_CHARS = 300

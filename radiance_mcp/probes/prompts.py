@@ -17,7 +17,7 @@ import math
 import secrets
 from dataclasses import dataclass
 
-from radiance_mcp.constants import CHARS_PER_TOKEN_FOX
+from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX
 
 FOX_UNIT = "The quick brown fox jumps over the lazy dog. "
 """The filler sentence (radiance tokenizes it at CHARS_PER_TOKEN_FOX = 2.5714 chars per token)."""

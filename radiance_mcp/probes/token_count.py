@@ -7,11 +7,10 @@ import math
 
 import httpx
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.errors import ProbeError
+from radiance_mcp.core.errors import ProbeError
+from radiance_mcp.core.wording.refusals import Refusal
 from radiance_mcp.models.probes import Repeated, TokenCountProbeInput, TokenCountProbeOutput
 from radiance_mcp.probes.client import ProbeClient
-from radiance_mcp.probes.dialects import Refusal
 from radiance_mcp.probes.engine import Engine
 from radiance_mcp.probes.prompts import (
     MAX_TEXT_CHARS_PER_TOKEN,
@@ -21,6 +20,7 @@ from radiance_mcp.probes.prompts import (
     units_certainly_above,
     with_filler,
 )
+from radiance_mcp.sources.config import Fleet
 
 
 async def token_count_probe(

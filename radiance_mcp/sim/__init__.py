@@ -2,7 +2,7 @@
 
 Nobody on this project can run radiance, so tests, probes and the demo run against this
 simulator, which follows the seeds' laws (PHRASEBOOK) and writes its boot ledger through the
-same phrase table the reader parses (radiance_mcp.ledger.PHRASES). The interface::
+same phrase table the reader parses (radiance_mcp.core.ledger.PHRASES). The interface::
 
     from radiance_mcp.sim import Shape, EngineModel, Behaviour, SimEndpoint, SimFleet, count_tokens
 
@@ -38,13 +38,13 @@ same phrase table the reader parses (radiance_mcp.ledger.PHRASES). The interface
 
 Timings in responses are the simulated engine's clock; wall time is that times time_scale.
 Modules: engine (the pure boot model), tokenizer, serving (pure request decisions),
-endpoint (HTTP), fleet, demo (``radiance-mcp demo``), calibration (the simulator's own
-assumptions; the seed's measured figures live in radiance_mcp.constants).
+endpoint (HTTP), fleet, calibration (the simulator's own
+assumptions; the seed's measured figures live in radiance_mcp.core.constants).
 
 Imports: the simulator sits beside the server and imports only the core (ledger, capacity,
-units, constants, errors) and the engines' refusal wording (probes.dialects); never I/O,
-tools, MCP or CLI code. demo alone is a client: it starts the server over stdio and reads the
-fleet's ledgers through ledger_file (tests/test_layers.py holds both rules).
+units, constants, errors) and the engines' refusal wording (core.wording); never I/O,
+tools, MCP or CLI code (tests/test_layers.py holds it). The demo that walks a person through it,
+``radiance-mcp demo``, is a client of the server and lives in app/demo.py.
 """
 
 from radiance_mcp.sim.endpoint import RequestRecord, SimEndpoint

@@ -1,13 +1,13 @@
 """The simulator's own assumptions, where the seed is silent: documented, not measured.
 
-The seed's measured figures the simulator reproduces live in radiance_mcp.constants.
+The seed's measured figures the simulator reproduces live in radiance_mcp.core.constants.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, SEED_HEADROOM_MIB, SEED_STATIC_REGION_MIB
+from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, SEED_HEADROOM_MIB, SEED_STATIC_REGION_MIB
 
 # --- Assumptions (the seed is silent; the simulator chooses) ---
 LAZY_DRIVER_MIB = AT_CEILING_WORST_FREE_MIB - (SEED_HEADROOM_MIB + SEED_STATIC_REGION_MIB)

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from radiance_mcp.errors import InputError
+from radiance_mcp.core.errors import InputError
 from radiance_mcp.sim.engine import EngineModel, Shape
 from radiance_mcp.sim.serving import (
     GATHER_WAIT_S,

@@ -2,7 +2,7 @@
 
 ``Shape`` is what an operator states (flags and the card); ``boot_figures(shape)`` applies the
 seed's laws and returns every figure the engine would print, and ``EngineModel`` writes them as a
-boot ledger, every line through ``radiance_mcp.ledger.render`` so the reader and this writer
+boot ledger, every line through ``radiance_mcp.core.ledger.render`` so the reader and this writer
 share one phrase table. ``Shape()`` is the PHRASEBOOK section 8 boot: the 24,000 + 5,120 =
 29,120 MiB pair that settles at 2.01 GiB free against a 209.19 MiB floor (ceiling 30,969).
 
@@ -49,8 +49,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from functools import cached_property
 
-from radiance_mcp.capacity import PoolContract, pool_contract
-from radiance_mcp.constants import (
+from radiance_mcp.core.constants import (
     ARENA_POINTS_MIB,
     CLAIMABLE_POINTS_MIB,
     DEFAULT_MODEL,
@@ -74,10 +73,11 @@ from radiance_mcp.constants import (
     KVDtype,
     ModelConstants,
 )
-from radiance_mcp.errors import InputError
-from radiance_mcp.ledger import render
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.ledger import render
+from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
+from radiance_mcp.core.units import round_down
 from radiance_mcp.sim.calibration import KV_BLOCK_MIB, LAZY_DRIVER_MIB
-from radiance_mcp.units import round_down
 
 # ---------------------------------------------------------------------------------------
 # Figures derived from the seed's (one derivation each, so the reference boot reproduces them)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 
-from radiance_mcp.errors import InputError
+from radiance_mcp.core.errors import InputError
 from radiance_mcp.sim.endpoint import SimEndpoint
 from radiance_mcp.sim.engine import Shape
 from radiance_mcp.sim.serving import Behaviour

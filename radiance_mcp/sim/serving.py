@@ -28,8 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from radiance_mcp.capacity import REFUSAL
-from radiance_mcp.constants import (
+from radiance_mcp.core.constants import (
     COLD_PREFILL_S,
     COLD_PREFILL_TOKENS,
     CONCURRENT_STREAMS,
@@ -39,7 +38,8 @@ from radiance_mcp.constants import (
     PREFIX_CACHE_MIB,
     WARM_PREFILL_TOKENS_PER_S,
 )
-from radiance_mcp.probes.dialects import RADIANCE_PROMPT_REFUSAL
+from radiance_mcp.core.rules.capacity import REFUSAL
+from radiance_mcp.core.wording.refusals import RADIANCE_PROMPT_REFUSAL
 from radiance_mcp.sim.calibration import ANSWER_HEAD_CHARS, PREFIX_BLOCK_CHARS, THINKING_TOKENS
 from radiance_mcp.sim.engine import BootFigures
 from radiance_mcp.sim.tokenizer import FOX_SENTENCE, count_tokens, keep_tail

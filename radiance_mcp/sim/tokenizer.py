@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from decimal import ROUND_HALF_UP, Decimal
 
-from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX
+from radiance_mcp.core.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX
 
 FOX_SENTENCE = "The quick brown fox jumps over the lazy dog. "
 """The filler's unit. A run of whole sentences (any case, any spacing), and any start of one more

@@ -4,12 +4,12 @@ What lives where: ``FAMILIES`` below names each family module and its tools, in 
 tools/list; registry.py holds ``ToolSpec`` and ``ToolFamily.tool``, the decorator every tool
 is declared with.
 
-Each tool reads its sources (sources.py, scripts.py, probes), calls the pure core and shapes
-its output model (models/). Imports go one way: core <- I/O (sources, scripts, remote,
-probes) <- tools <- MCP (server.py) / CLI (cli.py); nothing here imports server or cli. The
+Each tool reads its sources (sources/, probes/), calls the pure core and shapes
+its output model (models/). Imports go one way: core <- models, sources <- probes <- tools <-
+app (server.py, cli.py); nothing here imports the app. The
 MCP server registers every entry of ``TOOLS`` and the CLI makes a subcommand of each, with
 the same input model, so the two cannot drift apart. A tool's docstring is its description
-for agents; it states the rule and the traps with numbers taken from radiance_mcp.constants
+for agents; it states the rule and the traps with numbers taken from radiance_mcp.core.constants
 (a test checks they agree).
 
 To add a family: a module here with ``FAMILY = ToolFamily()`` and each tool declared as

@@ -1,8 +1,8 @@
 """The step-shape audit's tools: audit_step_shape, check_serve_script, compare_dry_run.
 
-Each reads its sources (two boot ledgers through sources.py; a script, its env files and two
-dry runs through scripts.py, here or on a host), calls the pure core (radiance_mcp.step_shape,
-radiance_mcp.serve_script) and shapes its output model (models/audit.py).
+Each reads its sources (two boot ledgers through sources/ledgers.py; a script, its env files and two
+dry runs through scripts.py, here or on a host), calls the pure core (radiance_mcp.core.audit.step_shape,
+radiance_mcp.core.audit.serve_script) and shapes its output model (models/audit.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from radiance_mcp.errors import GuardRailError, LedgerError
-from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.core.errors import GuardRailError, LedgerError
+from radiance_mcp.core.ledger import Boot, Line
+from radiance_mcp.core.units import fmt_gib, fmt_mib
 from radiance_mcp.models.audit import (
     ArenaSlopeOut,
     ArgvDifferenceOut,
@@ -34,15 +35,14 @@ from radiance_mcp.models.audit import (
 )
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger_ref import LedgerRef, given_sources
-from radiance_mcp.offload import gather, run
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.scripts import ScriptRef, runnable_script, script_source, service_files
-from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, ledger_source, read_many
+from radiance_mcp.sources.ledgers import PodmanLogsSource, RemoteFileSource, ledger_source, read_many
+from radiance_mcp.sources.offload import gather, run
+from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.sources.scripts import ScriptRef, runnable_script, script_source, service_files
 from radiance_mcp.tools.registry import ToolFamily
-from radiance_mcp.units import fmt_gib, fmt_mib
 
 if TYPE_CHECKING:  # loaded by the tool that uses it, on its first call: tools/list needs neither
-    from radiance_mcp import serve_script, step_shape
+    from radiance_mcp.core.audit import serve_script, step_shape
 
 FAMILY = ToolFamily()
 
@@ -150,7 +150,7 @@ async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> Audit
     (--max-num-batched-tokens) grows the arena, charged before weights and KV. Next:
     check_serve_script.
     """
-    from radiance_mcp import step_shape
+    from radiance_mcp.core.audit import step_shape
 
     try:
         proven_boot, candidate_boot = await read_two_boots(runtime, *args.ledger_refs())
@@ -212,7 +212,7 @@ def _in_directory(path: str, directory: str) -> bool:
 
 def _followed(script_text: str, script_path: str, notes: list[str]) -> list[serve_script.SourceLine]:
     """The files the script sources that can be resolved without running it; the others said in notes."""
-    from radiance_mcp import serve_script
+    from radiance_mcp.core.audit import serve_script
 
     found: list[serve_script.SourceLine] = []
     for source in serve_script.source_lines(script_text, script_path):
@@ -241,7 +241,7 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
     beside the script is fetched in the same round trip as the script, so the usual layout costs
     one; a script that sources another file costs a second.
     """
-    from radiance_mcp import serve_script
+    from radiance_mcp.core.audit import serve_script
 
     source = script_source(runtime, args.service, args.host)
     refs: list[ScriptRef] = []
@@ -314,7 +314,7 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
     When: after audit_step_shape blames a mode's shape. Rule: the sourced env file owns the shape,
     traced by which variable reaches which flag. Next: compare_dry_run.
     """
-    from radiance_mcp import serve_script
+    from radiance_mcp.core.audit import serve_script
 
     notes: list[str] = []
     script = await _script_and_env(runtime, args, notes)
@@ -367,7 +367,7 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
 
 
 def _refuse_without_dry_run(label: str, text: str) -> None:
-    from radiance_mcp import serve_script
+    from radiance_mcp.core.audit import serve_script
 
     if not serve_script.handles_dry_run(text):
         raise GuardRailError(
@@ -385,7 +385,7 @@ async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> Compare
     When: to prove a fixed mode inherits the proven shape. Rule: only a serve_script the config
     names is run. Next: deploy, then verify_deploy.
     """
-    from radiance_mcp.argv import compare_argv
+    from radiance_mcp.core.audit.argv import compare_argv
 
     sides: dict[str, DryRunSide] = {}
     host: str | None = None

@@ -1,7 +1,7 @@
 """The ledger tools on a vLLM, SGLang or llama.cpp boot: the engines' typed view shaped into the tools' outputs.
 
-tools/ledger.py hands a boot here when engine_source read it in another engine's dialect;
-the arithmetic is radiance_mcp.engines.capacity's (pure), the same ceiling and contract as
+tools/ledger.py hands a boot here when sources/engine_logs.py read it in another engine's dialect;
+the arithmetic is radiance_mcp.core.rules.engine_capacity's (pure), the same ceiling and contract as
 radiance's, with every figure from the engine's own lines.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from radiance_mcp import capacity
-from radiance_mcp.engines import BootView, Figure
-from radiance_mcp.engines import capacity as engine_capacity
-from radiance_mcp.errors import GuardRailError, InputError, LedgerError
+from radiance_mcp.core.engines import BootView, Figure
+from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
+from radiance_mcp.core.rules import capacity, engine_capacity
+from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import BootRef, LineRef, line_ref, mib
 from radiance_mcp.models.ledger import (
     BudgetCard,
@@ -26,7 +26,6 @@ from radiance_mcp.models.ledger import (
     ReserveInput,
     ceiling_card,
 )
-from radiance_mcp.units import fmt_mib
 
 RANK_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "activation_mib", "graph_mib", "free_mib",
                 "floor_mib", "window_tokens", "full_length_sequences")

@@ -1,7 +1,7 @@
 """plan_free_vram on a vLLM, SGLang or llama.cpp boot: the headroom above its pair, spent on more KV.
 
-tools/plan.py hands an engine's boot here (engine_source read it in its dialect). The cards
-and their ceilings are radiance_mcp.engines.capacity's; the one option is more KV memory,
+tools/plan.py hands an engine's boot here (sources/engine_logs.py read it in its dialect). The cards
+and their ceilings are radiance_mcp.core.rules.engine_capacity's; the one option is more KV memory,
 priced at the engine's own bytes per token in KV tokens and full-length sequences at its
 window, with the flag that moves it. radiance's slab has no counterpart in these engines.
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from decimal import ROUND_DOWN, Decimal
 
-from radiance_mcp.constants import MIB
-from radiance_mcp.engines import BootView, Figure
-from radiance_mcp.engines import capacity as engine_capacity
+from radiance_mcp.core.constants import MIB
+from radiance_mcp.core.engines import BootView, Figure
+from radiance_mcp.core.rules import engine_capacity
+from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import mib
 from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
 from radiance_mcp.models.plan import CardPlan, PlanOption, ServicePlan, Traced
 from radiance_mcp.tools.engine_ledger import boot_ref, personal_reserves
-from radiance_mcp.units import fmt_mib, round_down
 
 DECODE = ("decode is a separate axis: it follows the KV dtype, memory bandwidth and batch, not the pool size; no "
           "option here is priced in decode t/s: measure it (decode_probe)")

@@ -6,10 +6,10 @@ ledgers the package ships): no SSH, no HTTP, no ledger.
 
 from __future__ import annotations
 
-from radiance_mcp.config import EXAMPLES_DIR, Fleet
-from radiance_mcp.constants import DEFAULT_MODEL
+from radiance_mcp.core.constants import DEFAULT_MODEL
 from radiance_mcp.models.fleet import ExampleLedger, FleetHost, FleetService, ListFleetInput, ListFleetOutput
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.registry import ToolFamily
 
 FAMILY = ToolFamily()

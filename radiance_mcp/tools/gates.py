@@ -13,10 +13,18 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from radiance_mcp import capacity, gates, planning
-from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, MAX_POOL_MIB, SAMPLER_ROW_BOUND, KVDtype, ModelConstants
-from radiance_mcp.errors import GuardRailError, InputError
-from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.core import gates, planning
+from radiance_mcp.core.constants import (
+    AT_CEILING_WORST_FREE_MIB,
+    MAX_POOL_MIB,
+    SAMPLER_ROW_BOUND,
+    KVDtype,
+    ModelConstants,
+)
+from radiance_mcp.core.errors import GuardRailError, InputError
+from radiance_mcp.core.ledger import Boot, Line
+from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib
 from radiance_mcp.models.gates import (
     MAX_ENV_BYTES,
@@ -28,13 +36,12 @@ from radiance_mcp.models.gates import (
     VerifyDeployInput,
     VerifyDeployOutput,
 )
-from radiance_mcp.offload import to_thread
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import read_boot
+from radiance_mcp.sources.ledgers import read_boot
+from radiance_mcp.sources.offload import to_thread
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.plan import boot_flag, held_on
 from radiance_mcp.tools.registry import ToolFamily
-from radiance_mcp.units import fmt_mib
 
 FAMILY = ToolFamily()
 

@@ -1,7 +1,7 @@
 """The ledger tools: read_budget_table, compute_ceiling, check_pool_contract.
 
-Each reads one boot ledger in its engine's dialect (engine_source.read_ledger), calls the pure
-core (radiance_mcp.capacity for radiance, radiance_mcp.engines for another engine) and shapes its
+Each reads one boot ledger in its engine's dialect (sources.engine_logs.read_ledger), calls the pure
+core (radiance_mcp.core.rules.capacity for radiance, radiance_mcp.core.engines for another engine) and shapes its
 output model (models/ledger.py). Another engine's part (tools/engine_ledger.py, and the dialects
 with it) loads with the first boot that is not radiance's.
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from radiance_mcp import capacity, ledger
-from radiance_mcp.capacity import Figure
-from radiance_mcp.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
-from radiance_mcp.engine_source import read_ledger
-from radiance_mcp.errors import InputError
-from radiance_mcp.ledger import Boot, Line
+from radiance_mcp.core import ledger
+from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.ledger import Boot, Line
+from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.rules.capacity import Figure
+from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger import (
     BudgetCard,
@@ -35,9 +36,9 @@ from radiance_mcp.models.ledger import (
     ceiling_card,
 )
 from radiance_mcp.models.ledger_ref import LedgerRef
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.engine_logs import read_ledger
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.registry import ToolFamily
-from radiance_mcp.units import fmt_mib
 
 FAMILY = ToolFamily()
 

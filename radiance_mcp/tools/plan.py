@@ -1,6 +1,6 @@
 """The resize-planning tools: compare_arms, and plan_free_vram (what the free VRAM can buy).
 
-Each tool reads its sources, calls the pure core (planning.py, capacity.py) and shapes the
+Each tool reads its sources, calls the pure core (core/planning.py, core/rules/capacity.py) and shapes the
 output model (models/plan.py); plan_free_vram's options and the picture drawn from them live
 here together; the shipping tools that build on it live in tools/gates.py.
 """
@@ -11,8 +11,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from radiance_mcp import capacity, planning
-from radiance_mcp.constants import (
+from radiance_mcp.core import planning
+from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
     MIB,
@@ -24,9 +24,10 @@ from radiance_mcp.constants import (
     KVDtype,
     ModelConstants,
 )
-from radiance_mcp.engine_source import read_ledger
-from radiance_mcp.errors import InputError, RadianceMCPError
-from radiance_mcp.ledger import Boot, Hit, Line
+from radiance_mcp.core.errors import InputError, RadianceMCPError
+from radiance_mcp.core.ledger import Boot, Hit, Line
+from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import (
     boot_ref,
     line_ref,
@@ -49,14 +50,14 @@ from radiance_mcp.models.plan import (
     Traced,
     Unreadable,
 )
-from radiance_mcp.offload import gather
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.engine_logs import read_ledger
+from radiance_mcp.sources.offload import gather
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
-from radiance_mcp.units import fmt_mib, round_down
 
 if TYPE_CHECKING:  # another engine's boots load its part (tools/engine_plan.py) and the dialects, when read
-    from radiance_mcp.engines import BootView
+    from radiance_mcp.core.engines import BootView
 
 FAMILY = ToolFamily()
 
@@ -319,7 +320,7 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
 
 def picture(out: PlanFreeVramOutput) -> str:
     """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
-    from radiance_mcp import svg  # on first picture: tools/list does not draw
+    from radiance_mcp.core import svg  # on first picture: tools/list does not draw
 
     bars = []
     for plan in out.services:

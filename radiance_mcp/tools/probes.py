@@ -1,13 +1,14 @@
 """The probe tools: token_count_probe, boundary_probe, decode_probe.
 
 Each docstring is the tool's description for agents: the rule and the traps, with the seed's
-numbers from radiance_mcp.constants (tests/probes/test_docstrings.py checks they agree).
+numbers from radiance_mcp.core.constants (tests/probes/test_docstrings.py checks they agree).
 """
 
 from __future__ import annotations
 
-from radiance_mcp.engine_source import read_ledger
-from radiance_mcp.engines import BootView
+from radiance_mcp.core.engines import BootView
+from radiance_mcp.core.rules.probe_shape import LedgerShape, engine_shape, ledger_shape
+from radiance_mcp.core.wording.refusals import DialectChoice
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.probes import (
     BoundaryProbeInput,
@@ -17,9 +18,8 @@ from radiance_mcp.models.probes import (
     TokenCountProbeInput,
     TokenCountProbeOutput,
 )
-from radiance_mcp.probes.dialects import DialectChoice
-from radiance_mcp.probes.shape import LedgerShape, engine_shape, ledger_shape
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.engine_logs import read_ledger
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()

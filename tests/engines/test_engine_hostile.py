@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.engines import detect, read_engine_boot
-from radiance_mcp.engines.common import MAX_LINE_CHARS
-from radiance_mcp.errors import LedgerError
+from radiance_mcp.core.engines import detect, read_engine_boot
+from radiance_mcp.core.engines.common import MAX_LINE_CHARS
+from radiance_mcp.core.errors import LedgerError
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 RADIANCE_EXAMPLE = Path(__file__).parent.parent.parent / "radiance_mcp" / "examples" / "frank-archon.log"

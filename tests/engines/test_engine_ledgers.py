@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.engines import BootView, detect, read_engine_boot
-from radiance_mcp.errors import LedgerError
+from radiance_mcp.core.engines import BootView, detect, read_engine_boot
+from radiance_mcp.core.errors import LedgerError
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 GIB = Decimal(1024)

@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 from mcp_call import call, lines
 
-from radiance_mcp.config import Fleet, ServerSettings, Service
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import Fleet, ServerSettings, Service
+from radiance_mcp.sources.runtime import Runtime
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 SGLANG = "sglang/heldout_v0.5.10_one_gpu_no_graphs.log"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.engines import BootView, read_engine_boot
-from radiance_mcp.engines.capacity import ceilings
-from radiance_mcp.errors import LedgerError
+from radiance_mcp.core.engines import BootView, read_engine_boot
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.rules.engine_capacity import ceilings
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 GIB = Decimal(1024)

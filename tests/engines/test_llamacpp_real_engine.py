@@ -16,7 +16,7 @@ import httpx
 import pytest
 from llama_server import N_CTX, REAL_ENGINE, LlamaServer
 
-from radiance_mcp.engines import BootView, detect, read_engine_boot
+from radiance_mcp.core.engines import BootView, detect, read_engine_boot
 
 pytestmark = REAL_ENGINE
 

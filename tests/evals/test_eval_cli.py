@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_run import CliRunner
 
-from radiance_mcp.cli import main
+from radiance_mcp.app.cli import main
 from radiance_mcp.evals.run import run_agent
 from radiance_mcp.evals.scenario import load_scenarios
 

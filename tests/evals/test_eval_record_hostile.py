@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.errors import EvalError
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.record import MAX_LINE_BYTES, RECORD_VERSION, Recorder, read_record
 
 CALL = {"version": RECORD_VERSION, "session": "5e55" * 8, "seq": 1, "time": "2026-12-01T10:00:00+00:00",

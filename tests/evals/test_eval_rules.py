@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import radiance_mcp
-from radiance_mcp.errors import EvalError, GuardRailError
+from radiance_mcp.core.errors import EvalError, GuardRailError
 from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, rule_of_refusal
 from radiance_mcp.evals.scenario import load_scenario, parse_scenario
@@ -118,7 +118,7 @@ def test_the_scorer_is_pure(module: str) -> None:
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
-    allowed_internal = {"radiance_mcp.errors", "radiance_mcp.constants", "radiance_mcp.evals.rules",
+    allowed_internal = {"radiance_mcp.core.errors", "radiance_mcp.core.constants", "radiance_mcp.evals.rules",
                         "radiance_mcp.evals.scenario", "radiance_mcp.evals.record"}
     wrong = sorted(m for m in imported if m.split(".")[0] in {"mcp", "httpx", "asyncssh", "anyio"}
                    or (m.startswith("radiance_mcp") and m not in allowed_internal))

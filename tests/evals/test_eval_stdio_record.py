@@ -16,15 +16,15 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from radiance_mcp import __version__
-from radiance_mcp.config import load
+from radiance_mcp.app.server import build_server
 from radiance_mcp.evals.agents import AGENTS
 from radiance_mcp.evals.fleet import scenario_fleet
 from radiance_mcp.evals.record import RECORD_VERSION, Recorder, read_record
 from radiance_mcp.evals.run import run_agent
 from radiance_mcp.evals.scenario import load_scenarios
 from radiance_mcp.evals.score import Report, score
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 
 SCENARIOS = {s.name: s for s in load_scenarios()}
 

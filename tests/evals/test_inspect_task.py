@@ -28,8 +28,8 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageU
 from inspect_ai.tool import ToolCall, ToolCallError  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from radiance_mcp.config import load  # noqa: E402
-from radiance_mcp.errors import EvalError  # noqa: E402
+from radiance_mcp.app.server import build_server  # noqa: E402
+from radiance_mcp.core.errors import EvalError  # noqa: E402
 from radiance_mcp.evals.agents import AGENTS  # noqa: E402
 from radiance_mcp.evals.fleet import scenario_fleet  # noqa: E402
 from radiance_mcp.evals.inspect_task import (  # noqa: E402
@@ -42,8 +42,8 @@ from radiance_mcp.evals.record import RECORD_VERSION, Event, Recorder, read_reco
 from radiance_mcp.evals.run import run_agent  # noqa: E402
 from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios  # noqa: E402
 from radiance_mcp.evals.score import Report, score  # noqa: E402
-from radiance_mcp.runtime import Runtime  # noqa: E402
-from radiance_mcp.server import build_server  # noqa: E402
+from radiance_mcp.sources.config import load  # noqa: E402
+from radiance_mcp.sources.runtime import Runtime  # noqa: E402
 
 Play = Callable[[Client], Awaitable[str]]
 TASK_FILE = Path(__file__).resolve().parents[2] / "evals" / "inspect_tasks.py"

@@ -23,9 +23,9 @@ from bounds import HANG_S, until_hung
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp import cli
-from radiance_mcp.config import EXAMPLES_DIR
-from radiance_mcp.constants import (
+from radiance_mcp.app import cli
+from radiance_mcp.app.published import request_body_limit_bytes
+from radiance_mcp.core.constants import (
     DRY_RUN_OUTPUT_CAP_BYTES,
     MAX_LEDGER_TEXT_CHARS,
     MAX_NAME_CHARS,
@@ -33,7 +33,7 @@ from radiance_mcp.constants import (
     MAX_PROBE_TEXT_CHARS,
     SCRIPT_CAP_BYTES,
 )
-from radiance_mcp.published import request_body_limit_bytes
+from radiance_mcp.sources.config import EXAMPLES_DIR
 from radiance_mcp.tools import TOOLS
 
 LOG = str(EXAMPLES_DIR / "frank-archon.log")
@@ -271,7 +271,7 @@ async def test_caller_text_is_capped_in_the_schema_and_refused_past_it(
 def test_the_probe_text_cap_holds_a_text_counted_in_one_refusal_at_the_seed_window() -> None:
     """A 200,000-token window is about 514,280 characters of filler and 552,340 of corpus text; one refusal
     counts a text exactly only past 16 characters a token: 3,200,000 characters."""
-    from radiance_mcp.constants import SEED_MAX_MODEL_LEN
+    from radiance_mcp.core.constants import SEED_MAX_MODEL_LEN
     from radiance_mcp.probes.prompts import text_certainly_above
 
     assert text_certainly_above(MAX_PROBE_TEXT_CHARS, SEED_MAX_MODEL_LEN)
@@ -280,7 +280,7 @@ def test_the_probe_text_cap_holds_a_text_counted_in_one_refusal_at_the_seed_wind
 def test_the_readme_limits_table_states_the_caps_the_schemas_hold() -> None:
     from pathlib import Path
 
-    from radiance_mcp.constants import MAX_BOOT, MAX_POOL_MIB, MAX_RESERVES, MAX_SEQS, MAX_WINDOW_TOKENS
+    from radiance_mcp.core.constants import MAX_BOOT, MAX_POOL_MIB, MAX_RESERVES, MAX_SEQS, MAX_WINDOW_TOKENS
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     table = readme[readme.index("### Limits"):]

@@ -23,10 +23,10 @@ from guard_ledgers import SETTLED_LINES, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp import cli
-from radiance_mcp.config import Fleet, ServerSettings, Service
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app import cli
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import Fleet, ServerSettings, Service
+from radiance_mcp.sources.runtime import Runtime
 
 SETTLED_AT = next(n for n, line in enumerate(SETTLED_LINES) if "settled at" in line)
 

@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from radiance_mcp import offload
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings
-from radiance_mcp.constants import MAX_LEDGER_TEXT_CHARS, WORKED_CEILING_MIB
-from radiance_mcp.ledger import BOOT_MARKER, MAX_LINE_BYTES, PHRASES
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.constants import MAX_LEDGER_TEXT_CHARS, WORKED_CEILING_MIB
+from radiance_mcp.core.ledger import BOOT_MARKER, MAX_LINE_BYTES, PHRASES
+from radiance_mcp.sources import offload
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings
+from radiance_mcp.sources.runtime import Runtime
 
 DELAY_BOUND_S = 0.5
 PAUSE_S = 0.05

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from cli_run import CliRunner, Ran
 
-from radiance_mcp.config import EXAMPLES_DIR
+from radiance_mcp.sources.config import EXAMPLES_DIR
 
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
 DEADLINE_S = 60
@@ -234,9 +234,9 @@ async def test_a_service_script_runs_by_the_absolute_path_that_was_read(
     (built in code, unvalidated) still runs the file that was read, never one found on PATH."""
     from mcp import Client
 
-    from radiance_mcp.config import Fleet, Service
-    from radiance_mcp.runtime import Runtime
-    from radiance_mcp.server import build_server
+    from radiance_mcp.app.server import build_server
+    from radiance_mcp.sources.config import Fleet, Service
+    from radiance_mcp.sources.runtime import Runtime
 
     work, decoys = tmp_path / "work", tmp_path / "bin"
     for directory, label in ((work, "here"), (decoys, "decoy")):

@@ -15,9 +15,9 @@ import pytest
 from mcp import Client
 from mcp_call import call
 
-from radiance_mcp.config import Fleet, ServerSettings
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import Fleet, ServerSettings
+from radiance_mcp.sources.runtime import Runtime
 
 V08 = Path(__file__).parent.parent / "fixtures" / "ledgers" / "vllm" / "heldout_v0.8_16gib_47x.log"
 

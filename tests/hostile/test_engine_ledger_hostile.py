@@ -9,10 +9,10 @@ import pytest
 from mcp import Client
 from mcp_call import call
 
-from radiance_mcp.config import Fleet, Host, ServerSettings, Service, load
-from radiance_mcp.errors import ConfigError
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.errors import ConfigError
+from radiance_mcp.sources.config import Fleet, Host, ServerSettings, Service, load
+from radiance_mcp.sources.runtime import Runtime
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 A40 = LEDGERS / "vllm" / "heldout_v1_a40_53k.log"

@@ -25,12 +25,12 @@ from mcp import Client
 from mcp_call import call
 from pydantic import ValidationError
 
-from radiance_mcp import gates, svg
-from radiance_mcp.config import EXAMPLES_DIR, Fleet
-from radiance_mcp.constants import DEFAULT_MODEL
-from radiance_mcp.errors import InputError
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core import gates, svg
+from radiance_mcp.core.constants import DEFAULT_MODEL
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet
+from radiance_mcp.sources.runtime import Runtime
 
 SHELLCHECK = shutil.which("shellcheck")
 needs_shellcheck = pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck (Debian: shellcheck) is not installed; "

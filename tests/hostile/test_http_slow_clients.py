@@ -39,7 +39,7 @@ from http_process import free_port, serve_http
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from radiance_mcp.cli import TOKEN_ENV
+from radiance_mcp.app.cli import TOKEN_ENV
 
 WAIT_S = 20.0
 """The most any step waits: enough for a loaded machine, and a hang fails instead of blocking."""

@@ -23,13 +23,13 @@ import pytest
 from mcp import Client
 from mcp_call import call
 
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, ServerSettings
-from radiance_mcp.errors import SourceError
-from radiance_mcp.ledger_file import open_ledger
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.scripts import read_small
-from radiance_mcp.server import build_server
-from radiance_mcp.sources import LocalFileSource
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.errors import SourceError
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings
+from radiance_mcp.sources.ledger_file import open_ledger
+from radiance_mcp.sources.ledgers import LocalFileSource
+from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.sources.scripts import read_small
 
 READS = 600
 DEADLINE_S = 60.0

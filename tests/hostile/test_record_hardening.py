@@ -20,14 +20,14 @@ from cli_run import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from radiance_mcp.config import load
-from radiance_mcp.errors import EvalError
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.fleet import scenario_fleet
 from radiance_mcp.evals.record import RECORD_VERSION, Recorder, read_record
 from radiance_mcp.evals.run import run_agent
 from radiance_mcp.evals.scenario import load_scenarios
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.sources.config import load
+from radiance_mcp.sources.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = {s.name: s for s in load_scenarios()}["untraceable-reserve"]

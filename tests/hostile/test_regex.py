@@ -28,10 +28,11 @@ from hypothesis import strategies as st
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp import capacity, serve_script
-from radiance_mcp.errors import InputError
-from radiance_mcp.ledger import MAX_LINE_BYTES, PHRASES, Boot, Line, read_text
-from radiance_mcp.probes import dialects
+from radiance_mcp.core.audit import serve_script
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.ledger import MAX_LINE_BYTES, PHRASES, Boot, Line, read_text
+from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.wording import refusals as dialects
 
 DIGITS = ["1", "7", "123", "0", "9999"]
 SEPARATORS = [",", ".", " ", "  ", "\t", ":", "%", "(", ")", "=", "+", "x", "-", "--", "/", "'"]

@@ -36,11 +36,11 @@ from cli_run import CliRunner
 from http_process import serve_http
 from mcp import Client
 
-from radiance_mcp.cli import TOKEN_ENV
-from radiance_mcp.config import EXAMPLES_DIR, Fleet, Service, load
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server, http_app
+from radiance_mcp.app.cli import TOKEN_ENV
+from radiance_mcp.app.server import build_server, http_app
 from radiance_mcp.sim import Shape, SimEndpoint
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, Service, load
+from radiance_mcp.sources.runtime import Runtime
 
 EXAMPLE_LOG = str(EXAMPLES_DIR / "frank-archon.log")
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}

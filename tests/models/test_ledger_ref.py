@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from radiance_mcp.config import Fleet
 from radiance_mcp.models.audit import AuditStepShapeInput
 from radiance_mcp.models.ledger import CheckPoolContractInput, ComputeCeilingInput, ReadBudgetTableInput
 from radiance_mcp.models.ledger_ref import CONTAINER_NEEDS_HOST, FIELDS, HOST_NEEDS_SOURCE
 from radiance_mcp.models.plan import PlanFreeVramInput
+from radiance_mcp.sources.config import Fleet
 from radiance_mcp.tools import TOOLS
 
 LEDGER_INPUTS = [ReadBudgetTableInput, ComputeCeilingInput, CheckPoolContractInput, PlanFreeVramInput]

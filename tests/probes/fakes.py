@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from radiance_mcp.config import Fleet, Service
 from radiance_mcp.sim import count_tokens
+from radiance_mcp.sources.config import Fleet, Service
 
 WORD = re.compile(r"\w+|[^\w\s]")
 

@@ -12,10 +12,10 @@ import pytest
 from mcp import Client
 from shared_server import empty_fleet_server
 
-from radiance_mcp.config import Fleet, Service
-from radiance_mcp.errors import ProbeError
+from radiance_mcp.core.errors import ProbeError
 from radiance_mcp.models.probes import TokenCountProbeInput
 from radiance_mcp.probes import token_count_probe
+from radiance_mcp.sources.config import Fleet, Service
 
 TOOLS = ("token_count_probe", "boundary_probe", "decode_probe", "audit_step_shape", "check_serve_script",
          "compare_dry_run")

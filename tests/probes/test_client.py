@@ -8,9 +8,9 @@ import logging
 import httpx
 import pytest
 
-from radiance_mcp.config import Fleet, Service
-from radiance_mcp.errors import ConfigError, ProbeError
+from radiance_mcp.core.errors import ConfigError, ProbeError
 from radiance_mcp.probes.client import ProbeClient, redact, resolve_endpoint
+from radiance_mcp.sources.config import Fleet, Service
 
 
 def fleet(endpoint: str | None) -> Fleet:

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
-from radiance_mcp import constants
-from radiance_mcp.config import Fleet, Service
-from radiance_mcp.errors import ProbeError
+from radiance_mcp.core import constants
+from radiance_mcp.core.errors import ProbeError
 from radiance_mcp.models.probes import DecodeProbeInput
 from radiance_mcp.probes import decode_probe
+from radiance_mcp.sources.config import Fleet, Service
 from radiance_mcp.tools.probes import FAMILY
 
 FLEET = Fleet(services={"svc": Service(endpoint="http://engine.test:8080")})

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from radiance_mcp.probes.dialects import (
+from radiance_mcp.core.wording.refusals import (
     CONSERVATIVE,
     DIALECTS,
     RADIANCE_PROMPT_REFUSAL,

@@ -12,9 +12,9 @@ from typing import Any
 
 from mcp import Client
 
-from radiance_mcp.config import Fleet, ServerSettings, Service
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import Fleet, ServerSettings, Service
+from radiance_mcp.sources.runtime import Runtime
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 NOWHERE = "http://127.0.0.1:9"

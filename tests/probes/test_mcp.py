@@ -7,10 +7,10 @@ from contextlib import asynccontextmanager
 
 from mcp import Client
 
-from radiance_mcp.config import Fleet, Service
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
 from radiance_mcp.sim import Shape, SimEndpoint
+from radiance_mcp.sources.config import Fleet, Service
+from radiance_mcp.sources.runtime import Runtime
 
 
 @asynccontextmanager

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from radiance_mcp.constants import CHARS_PER_TOKEN_FOX, MIN_DECODE_TOKENS, PREFERRED_DECODE_TOKENS
-from radiance_mcp.errors import GuardRailError
-from radiance_mcp.probes.payloads import (
+from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX, MIN_DECODE_TOKENS, PREFERRED_DECODE_TOKENS
+from radiance_mcp.core.errors import GuardRailError
+from radiance_mcp.core.rules.probe_verdicts import check_decode_tokens, judge_boundary, stream_rates
+from radiance_mcp.core.wording.payloads import (
     content_of,
     finish_reason_of,
     generation,
@@ -29,7 +30,6 @@ from radiance_mcp.probes.prompts import (
     units_certainly_above,
     units_for_tokens,
 )
-from radiance_mcp.probes.verdicts import check_decode_tokens, judge_boundary, stream_rates
 
 # --- prompts ---------------------------------------------------------------------------
 

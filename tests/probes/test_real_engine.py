@@ -14,9 +14,9 @@ import httpx
 import pytest
 from llama_server import N_CTX, REAL_ENGINE, LlamaServer
 
-from radiance_mcp.config import Fleet, Service
 from radiance_mcp.models.probes import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
 from radiance_mcp.probes import boundary_probe, decode_probe, prompts, token_count_probe
+from radiance_mcp.sources.config import Fleet, Service
 
 GEMMA_FOX_CHARS_PER_TOKEN = 4.5  # "The quick brown fox jumps over the lazy dog. " is 10 Gemma tokens
 
@@ -105,8 +105,8 @@ async def test_boundary_probe_takes_its_shape_from_the_real_servers_own_ledger(
     """A service with engine = "llama.cpp" whose log is the server's own boot log: n and the window come from it."""
     from mcp import Client
 
-    from radiance_mcp.runtime import Runtime
-    from radiance_mcp.server import build_server
+    from radiance_mcp.app.server import build_server
+    from radiance_mcp.sources.runtime import Runtime
 
     draw = random.Random(20261201)
     monkeypatch.setattr(prompts.secrets, "token_hex", lambda n_bytes: draw.randbytes(n_bytes).hex())

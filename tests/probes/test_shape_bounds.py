@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from radiance_mcp.config import Fleet, Service
-from radiance_mcp.constants import DEFAULT_MODEL
-from radiance_mcp.errors import GuardRailError, InputError
-from radiance_mcp.ledger import read_text
-from radiance_mcp.probes.shape import checked_window, ledger_shape, predict_boundary
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.constants import DEFAULT_MODEL
+from radiance_mcp.core.errors import GuardRailError, InputError
+from radiance_mcp.core.ledger import read_text
+from radiance_mcp.core.rules.probe_shape import checked_window, ledger_shape, predict_boundary
 from radiance_mcp.sim import Behaviour, Shape, SimEndpoint
+from radiance_mcp.sources.config import Fleet, Service
+from radiance_mcp.sources.runtime import Runtime
 
 
 @asynccontextmanager

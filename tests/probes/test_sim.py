@@ -15,14 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from radiance_mcp.config import Fleet, Service
-from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, MIN_DECODE_TOKENS
-from radiance_mcp.errors import GuardRailError, ProbeError
+from radiance_mcp.core.constants import CHARS_PER_TOKEN_CORPUS, MIN_DECODE_TOKENS
+from radiance_mcp.core.errors import GuardRailError, ProbeError
+from radiance_mcp.core.rules.probe_verdicts import judge_boundary
+from radiance_mcp.core.wording.payloads import generation
 from radiance_mcp.models.probes import BoundaryProbeInput, DecodeProbeInput, TokenCountProbeInput
 from radiance_mcp.probes import boundary_probe, decode_probe, token_count_probe
-from radiance_mcp.probes.payloads import generation
-from radiance_mcp.probes.verdicts import judge_boundary
 from radiance_mcp.sim import Behaviour, Shape, SimEndpoint, count_tokens
+from radiance_mcp.sources.config import Fleet, Service
 
 CORPUS = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. "
 WINDOW = 200_000  # the seed's window (Shape's default, frank-archon)

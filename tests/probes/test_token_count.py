@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from radiance_mcp.errors import GuardRailError, ProbeError
+from radiance_mcp.core.errors import GuardRailError, ProbeError
 from radiance_mcp.models.probes import TokenCountProbeInput
 from radiance_mcp.probes import token_count_probe
 from radiance_mcp.probes.client import ProbeClient

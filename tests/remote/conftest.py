@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import remote_hosts
 
-from radiance_mcp.remote import Limits, SSHPool
+from radiance_mcp.sources.remote import Limits, SSHPool
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.errors import InputError
+from radiance_mcp.core.errors import InputError
 from radiance_mcp.models.audit import AuditStepShapeInput
-from radiance_mcp.remote import SSHPool
-from radiance_mcp.runtime import Runtime
 from radiance_mcp.sim import EngineModel, Shape
+from radiance_mcp.sources.remote import SSHPool
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.audit import audit_step_shape
 
 PROVEN_TEXT = EngineModel(Shape(seqs=8, max_model_len=32_768, spec=2)).ledger_text()

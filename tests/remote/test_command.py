@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp import remote
-from radiance_mcp.errors import InputError
-from radiance_mcp.ledger import BOOT_MARKER, KEYWORDS
-from radiance_mcp.remote import Checkpoint, LogRequest, build_command, parse_output
+import radiance_mcp
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.ledger import BOOT_MARKER, KEYWORDS
+from radiance_mcp.sources import remote
+from radiance_mcp.sources.remote import Checkpoint, LogRequest, build_command, parse_output
 
 NONCE = "0123456789abcdef0123456789abcdef"
 ROOTS = ("/home/dank/logs", "/var/log/radiance/")
@@ -197,13 +198,13 @@ def test_no_code_turns_host_key_checking_off() -> None:
 
 def test_every_host_program_ships_with_the_package() -> None:
     """A non-editable install has each file of remote/programs: pyproject's package data names it."""
-    source = Path(remote.__file__).parent.parent
-    pyproject = tomllib.loads((source.parent / "pyproject.toml").read_text())
+    package = Path(radiance_mcp.__file__).parent
+    pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
     shipped = pyproject["tool"]["setuptools"]["package-data"]["radiance_mcp"]
-    programs = sorted((source / "remote" / "programs").iterdir())
+    programs = sorted((Path(remote.__file__).parent / "programs").iterdir())
     assert {p.suffix for p in programs} == {".sh", ".awk"}
     for program in programs:
-        assert any(fnmatch(program.relative_to(source).as_posix(), glob) for glob in shipped), program
+        assert any(fnmatch(program.relative_to(package).as_posix(), glob) for glob in shipped), program
 
 
 @pytest.mark.slow
@@ -211,11 +212,11 @@ def test_the_server_starts_without_loading_asyncssh() -> None:
     """asyncssh loads on the first remote read: neither the server nor the remote package imports it."""
     code = (
         "import sys\n"
-        "from radiance_mcp.config import Fleet\n"
-        "from radiance_mcp.server import build_server\n"
-        "from radiance_mcp.runtime import Runtime\n"
+        "from radiance_mcp.sources.config import Fleet\n"
+        "from radiance_mcp.app.server import build_server\n"
+        "from radiance_mcp.sources.runtime import Runtime\n"
         "build_server(Runtime(Fleet()))\n"
-        "import radiance_mcp.remote\n"
+        "import radiance_mcp.sources.remote\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'asyncssh'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

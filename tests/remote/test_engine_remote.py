@@ -15,13 +15,13 @@ import pytest
 from pydantic import ValidationError
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.engine_source import engine_boot, read_ledger, remote_boot
-from radiance_mcp.engines import BootView, EngineName, read_engine_boot
-from radiance_mcp.errors import InputError, LedgerError, SourceError
+from radiance_mcp.core.engines import BootView, EngineName, read_engine_boot
+from radiance_mcp.core.errors import InputError, LedgerError, SourceError
 from radiance_mcp.models.ledger_ref import LedgerRef
-from radiance_mcp.remote import SSHPool
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource
+from radiance_mcp.sources.engine_logs import engine_boot, read_ledger, remote_boot
+from radiance_mcp.sources.ledgers import PodmanLogsSource, RemoteFileSource
+from radiance_mcp.sources.remote import SSHPool
+from radiance_mcp.sources.runtime import Runtime
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 ENGINE_OF: dict[str, EngineName] = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}
@@ -221,8 +221,8 @@ def test_the_engine_read_command_holds_fixed_words_and_quoted_names() -> None:
     """The grep words are the dialects' own (settings of ours); the tool's name and roots are checked, then quoted."""
     import shlex
 
-    from radiance_mcp.engines import engine_words
-    from radiance_mcp.remote import EngineRequest, build_engine_command
+    from radiance_mcp.core.engines import engine_words
+    from radiance_mcp.sources.remote import EngineRequest, build_engine_command
 
     path = "/var/log/vllm/a b;c$(d)`e`'f\"g.log"
     command = build_engine_command(EngineRequest("file", path, "h:x", ("/var/log/vllm",), "vllm"),

@@ -19,11 +19,11 @@ import pytest
 from ssh_hosts import LoopbackHost
 from test_engine_remote import MARKER, facts, text_of
 
-from radiance_mcp.engine_source import remote_boot
-from radiance_mcp.engines import read_engine_boot
-from radiance_mcp.errors import LedgerError
-from radiance_mcp.remote import Limits, SSHPool
-from radiance_mcp.sources import RemoteFileSource
+from radiance_mcp.core.engines import read_engine_boot
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.sources.engine_logs import remote_boot
+from radiance_mcp.sources.ledgers import RemoteFileSource
+from radiance_mcp.sources.remote import Limits, SSHPool
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 MIB = 1024 * 1024

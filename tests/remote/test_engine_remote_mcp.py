@@ -19,11 +19,11 @@ from mcp import Client
 from mcp_call import call
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.remote import SSHPool
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
 from radiance_mcp.sim import Shape, SimEndpoint
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.remote import SSHPool
+from radiance_mcp.sources.runtime import Runtime
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 NOWHERE = "http://127.0.0.1:9"

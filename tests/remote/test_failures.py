@@ -14,9 +14,9 @@ from bounds import until_hung
 from remote_hosts import ledger
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.errors import LedgerError, RemoteError, SourceError
-from radiance_mcp.remote import Limits, SSHPool
-from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource
+from radiance_mcp.core.errors import LedgerError, RemoteError, SourceError
+from radiance_mcp.sources.ledgers import PodmanLogsSource, RemoteFileSource
+from radiance_mcp.sources.remote import Limits, SSHPool
 
 
 def file_source(host: LoopbackHost, pool: SSHPool, path: Path | str, **changes: object) -> RemoteFileSource:

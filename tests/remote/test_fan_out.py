@@ -8,13 +8,13 @@ from mcp import Client
 from remote_hosts import OLD_PAIR_MIB, ledger, older_boot
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.errors import SourceError
-from radiance_mcp.ledger import read_text
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.errors import SourceError
+from radiance_mcp.core.ledger import read_text
 from radiance_mcp.models import ReadBudgetTableInput
-from radiance_mcp.remote import MAX_BATCH, SSHPool
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
-from radiance_mcp.sources import RemoteFileSource
+from radiance_mcp.sources.ledgers import RemoteFileSource
+from radiance_mcp.sources.remote import MAX_BATCH, SSHPool
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import read_budget_table
 
 SEED_PAIR_MIB = 29_120

@@ -18,12 +18,12 @@ import pytest
 from remote_hosts import FILLER, OLD_PAIR_MIB, ledger, local_boot, older_boot
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.errors import InputError, SourceError
-from radiance_mcp.ledger import read_text
+from radiance_mcp.core.errors import InputError, SourceError
+from radiance_mcp.core.ledger import read_text
 from radiance_mcp.models import ReadBudgetTableInput
-from radiance_mcp.remote import Limits, SSHPool
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import RemoteFileSource
+from radiance_mcp.sources.ledgers import RemoteFileSource
+from radiance_mcp.sources.remote import Limits, SSHPool
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import read_budget_table
 
 SEED_PAIR_MIB = 29_120

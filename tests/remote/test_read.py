@@ -14,12 +14,12 @@ from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, ledger, local_bo
 from ssh_hosts import LoopbackHost
 
 from radiance_mcp import tools
-from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import Boot, read_text
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.ledger import Boot, read_text
 from radiance_mcp.models import ComputeCeilingInput, ReadBudgetTableInput
-from radiance_mcp.remote import Limits, SSHPool
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import PodmanLogsSource, RemoteFileSource, read_many
+from radiance_mcp.sources.ledgers import PodmanLogsSource, RemoteFileSource, read_many
+from radiance_mcp.sources.remote import Limits, SSHPool
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import check_pool_contract, compute_ceiling, read_budget_table
 
 SEED_CEILING_MIB = 30_969  # 29,120 + (2,058 - 209): PHRASEBOOK section 2

@@ -16,10 +16,10 @@ import pytest
 from remote_hosts import FILLER, ledger, local_boot, older_boot
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import Boot, read_text
-from radiance_mcp.remote import Limits, SSHPool
-from radiance_mcp.sources import RemoteFileSource
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.ledger import Boot, read_text
+from radiance_mcp.sources.ledgers import RemoteFileSource
+from radiance_mcp.sources.remote import Limits, SSHPool
 
 MIB = 1024 * 1024
 

@@ -8,8 +8,8 @@ from guard_ledgers import TWO_BOOTS
 from mcp import Client
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.runtime import Runtime
 
 
 async def test_a_hosts_ledger_is_verified_and_its_refused_boot_a_finding(ssh_host: LoopbackHost) -> None:

@@ -19,12 +19,12 @@ from pydantic import ValidationError
 from remote_hosts import payloads
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES
-from radiance_mcp.errors import GuardRailError, InputError, RadianceMCPError, SourceError
+from radiance_mcp.core.constants import DRY_RUN_OUTPUT_CAP_BYTES
+from radiance_mcp.core.errors import GuardRailError, InputError, RadianceMCPError, SourceError
 from radiance_mcp.models.audit import CheckServeScriptInput, CompareDryRunInput
-from radiance_mcp.remote import FileRequest, LogRequest, SSHPool, file_text, section_boot
-from radiance_mcp.remote.framing import Frame, Section
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.remote import FileRequest, LogRequest, SSHPool, file_text, section_boot
+from radiance_mcp.sources.remote.framing import Frame, Section
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.audit import check_serve_script, compare_dry_run
 
 ENV = """\

@@ -13,14 +13,14 @@ import pytest
 from remote_hosts import ledger, payloads
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.errors import ConfigError, InputError, RadianceMCPError, RemoteError, SourceError
-from radiance_mcp.ledger import read_text
+from radiance_mcp.core.errors import ConfigError, InputError, RadianceMCPError, RemoteError, SourceError
+from radiance_mcp.core.ledger import read_text
 from radiance_mcp.models import ReadBudgetTableInput
 from radiance_mcp.models.audit import CheckServeScriptInput
-from radiance_mcp.remote import SSHPool, SSHTarget
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.sources import RemoteFileSource
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.ledgers import RemoteFileSource
+from radiance_mcp.sources.remote import SSHPool, SSHTarget
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.audit import check_serve_script
 from radiance_mcp.tools.ledger import read_budget_table
 
@@ -218,7 +218,7 @@ def test_a_fleet_file_cannot_name_a_relative_host_root() -> None:
 
 def test_targets_come_only_from_the_config() -> None:
     """SSHTarget is what connects; sources build it from fleet.hosts only (see ssh_target)."""
-    from radiance_mcp.sources import ssh_target
+    from radiance_mcp.sources.ledgers import ssh_target
 
     fleet = Fleet.model_validate({"hosts": {"h": {"address": "10.0.0.9", "port": 2222, "log_roots": ["/l"]}}})
     assert ssh_target(fleet, "h") == SSHTarget(name="h", address="10.0.0.9", port=2222, log_roots=("/l",))

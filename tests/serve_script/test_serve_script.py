@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from radiance_mcp.serve_script import EnvFile, check_script, handles_dry_run, tokenize
+from radiance_mcp.core.audit.serve_script import EnvFile, check_script, handles_dry_run, tokenize
 
 ENV = """\
 # scripts/frank-archon.env: the one home of the serving shape

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.serve_script import EnvFile, check_script, source_lines
-from radiance_mcp.server import build_server
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.audit.serve_script import EnvFile, check_script, source_lines
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.runtime import Runtime
 
 # Env variables named after the flags.
 FLAG_NAMED_ENV = """\

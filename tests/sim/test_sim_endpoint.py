@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radiance_mcp import ledger_file
-from radiance_mcp.capacity import REFUSAL, pool_contract
-from radiance_mcp.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX, DEFAULT_MODEL
+from radiance_mcp.core.constants import CHARS_PER_TOKEN_CORPUS, CHARS_PER_TOKEN_FOX, DEFAULT_MODEL
+from radiance_mcp.core.rules.capacity import REFUSAL, pool_contract
 from radiance_mcp.sim import Behaviour, Shape, SimEndpoint, count_tokens, fox_filler
 from radiance_mcp.sim.calibration import THINKING_TOKENS
 from radiance_mcp.sim.fleet import DEFAULT_SERVICES
+from radiance_mcp.sources import ledger_file
 
 SHAPES = {spec.name: spec.shape for spec in DEFAULT_SERVICES}
 WINDOW = Shape().max_model_len  # 200,000

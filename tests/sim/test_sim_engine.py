@@ -9,9 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from radiance_mcp import capacity, ledger
-from radiance_mcp.config import EXAMPLES_DIR
-from radiance_mcp.constants import (
+from radiance_mcp.core import ledger
+from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     SAMPLER_ROW_BOUND,
     SEED_POOL_SLOTS,
@@ -21,11 +20,13 @@ from radiance_mcp.constants import (
     WORKED_CEILING_MIB,
     WORKED_PAIR_MIB,
 )
-from radiance_mcp.errors import InputError
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.units import parse_size
 from radiance_mcp.sim import EngineModel, Shape
 from radiance_mcp.sim.engine import RUNTIME_COMMITTED_MIB, arena_mib, fmt_size
 from radiance_mcp.sim.fleet import CAMPAIGN_WEIGHTS_MIB, DEFAULT_SERVICES
-from radiance_mcp.units import parse_size
+from radiance_mcp.sources.config import EXAMPLES_DIR
 
 REFERENCE = EngineModel(Shape())
 CAMPAIGN = {spec.name: spec.shape for spec in DEFAULT_SERVICES}

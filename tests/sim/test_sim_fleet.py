@@ -15,12 +15,13 @@ from cli_run import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from radiance_mcp import capacity, config, ledger_file
-from radiance_mcp.constants import WORKED_CEILING_MIB
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.demo import background_fleet
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.constants import WORKED_CEILING_MIB
+from radiance_mcp.core.rules import capacity
 from radiance_mcp.sim import DEFAULT_SERVICES, Shape, SimFleet
-from radiance_mcp.sim.demo import background_fleet
+from radiance_mcp.sources import config, ledger_file
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import TOOLS
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from radiance_mcp.argv import compare_argv, split_argv
-from radiance_mcp.errors import InputError
+from radiance_mcp.core.audit.argv import compare_argv, split_argv
+from radiance_mcp.core.errors import InputError
 
 PROVEN = [
     "radiance", "--model", "/models/qwen38", "--max-model-len", "32768", "--max-num-seqs", "8",

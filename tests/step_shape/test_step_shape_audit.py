@@ -6,12 +6,12 @@ from decimal import Decimal
 
 import pytest
 
-from radiance_mcp.capacity import pool_contract
-from radiance_mcp.constants import ARENA_POINTS_MIB, DEFAULT_MODEL
-from radiance_mcp.errors import LedgerError
-from radiance_mcp.ledger import read_text
+from radiance_mcp.core.audit.step_shape import STEP_FLAGS, StepShapeAudit, audit, read_shape
+from radiance_mcp.core.constants import ARENA_POINTS_MIB, DEFAULT_MODEL
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.ledger import read_text
+from radiance_mcp.core.rules.capacity import pool_contract
 from radiance_mcp.sim import EngineModel, Shape
-from radiance_mcp.step_shape import STEP_FLAGS, StepShapeAudit, audit, read_shape
 
 
 def _audit(proven: str, candidate: str) -> StepShapeAudit:
@@ -132,7 +132,7 @@ def test_arena_cost_is_a_two_point_estimate(proven_text: str, refused_text: str)
 
 
 def test_same_shape_twice() -> None:
-    from radiance_mcp.ledger import render
+    from radiance_mcp.core.ledger import render
 
     text = "\n".join([render("flag", flag=f, value="1") for f in STEP_FLAGS] + [render("claimable", size="1 GiB")])
     result = _audit(text, text)

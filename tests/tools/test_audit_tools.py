@@ -14,9 +14,9 @@ import pytest
 from bounds import until_hung
 from pydantic import ValidationError
 
-from radiance_mcp.config import Fleet
-from radiance_mcp.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
-from radiance_mcp.errors import GuardRailError, InputError, SourceError
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES
+from radiance_mcp.core.errors import GuardRailError, InputError, SourceError
 from radiance_mcp.models.audit import (
     DRY_RUN_MAX_TIMEOUT_S,
     DRY_RUN_TIMEOUT_S,
@@ -24,8 +24,8 @@ from radiance_mcp.models.audit import (
     CheckServeScriptInput,
     CompareDryRunInput,
 )
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.sources.config import Fleet
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import TOOLS
 from radiance_mcp.tools.audit import audit_step_shape, check_serve_script, compare_dry_run
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from radiance_mcp.cli import main
-from radiance_mcp.config import CONFIG_ENV, EXAMPLES_DIR, load
-from radiance_mcp.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
-from radiance_mcp.runtime import Runtime
-from radiance_mcp.server import build_server
+from radiance_mcp.app.cli import main
+from radiance_mcp.app.server import build_server
+from radiance_mcp.core.constants import DEFAULT_MODEL, WORKED_CEILING_MIB
+from radiance_mcp.sources.config import CONFIG_ENV, EXAMPLES_DIR, load
+from radiance_mcp.sources.runtime import Runtime
 
 FLEET = """
 [server]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from radiance_mcp.models.fleet import ListFleetInput, ListFleetOutput
 from radiance_mcp.models.probes import BoundaryProbeInput, BoundaryProbeOutput
-from radiance_mcp.runtime import Runtime
+from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import FAMILIES, TOOLS, audit, family, fleet, gates, ledger, plan, probes
 from radiance_mcp.tools.registry import Progress, ToolFamily
 

@@ -1,0 +1,359 @@
+"""The budget reading of a radiance boot, pure: per card the table rows, the settled line and the pair.
+
+Text records in (ledger.Boot), frozen records out; no I/O. MiB is the unit of record and
+Decimal keeps the printed figures exact (2.01 GiB is 2,058.24 MiB, not a float near it).
+
+A boot that refused to start or never settled has no ceiling: ``read_budget`` raises
+``BootNotSettled`` with its lines and the next tool (``boot_finding``), and a boot whose
+figures cannot be physical (more free than the card, a pair above the card, floor parts that
+do not add up) is refused naming the line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+from radiance_mcp.core.errors import BootNotSettled, LedgerError
+from radiance_mcp.core.ledger import PHRASES, Boot, BootState, Hit, Line, boot_state
+from radiance_mcp.core.units import Size, fmt_mib, parse_number
+
+PAIR_FLAGS = ("vram-weights-mib", "vram-kv-mib")
+
+
+# ---------------------------------------------------------------------------------------
+# The budget table
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A size read off one ledger line."""
+
+    size: Size
+    line: Line
+
+
+@dataclass(frozen=True)
+class CardBudget:
+    card: int
+    total: Figure | None
+    weights: Figure | None
+    kv: Figure | None
+    unclaimed: Figure | None
+    free: Figure
+    floor: Figure
+    headroom: Figure | None
+    static: Figure | None
+    pair_mib: Decimal
+    pair_source: Literal["echoed flags", "table rows"]
+    pair_lines: tuple[Line, ...]
+    disagreements: tuple[str, ...]
+    pair_resolution_mib: Decimal = Decimal(0)
+    """The pair's rounding step: 0 from the echoed flags, the rows' steps from the table."""
+
+
+@dataclass(frozen=True)
+class BudgetReading:
+    boot: Boot
+    cards: tuple[CardBudget, ...]
+    flags: dict[str, str]
+
+
+def _figure(hit: Hit, name: str, source: str) -> Figure:
+    return Figure(hit.size(name, source), hit.line)
+
+
+MAX_CARDS = 1024
+
+
+def _card_index(hit: Hit, source: str) -> int:
+    """The card a header or settled line names; a figure no machine has is refused, not converted."""
+    raw = hit.raw("card", source)
+    if len(raw) > 4 or int(raw) >= MAX_CARDS:
+        shown = raw if len(raw) <= 20 else f"{raw[:20]}... ({len(raw)} digits)"
+        raise LedgerError(
+            f"{source}:{hit.line.number}: card {shown} is not a card index (0 to {MAX_CARDS - 1}) in line "
+            f"{hit.line.text[:200]!r}"
+        )
+    return int(raw)
+
+
+def _quoted(line: Line) -> str:
+    text = line.text.strip()
+    return repr(text if len(text) <= 200 else text[:200] + "...")
+
+
+def boot_finding(boot: Boot, state: BootState) -> str:
+    """What a boot that did not settle tells the reader: its lines, and the tool to call next."""
+    src = boot.where()
+    this = boot.index - boot.boots_seen - 1 if boot.boots_seen else None
+    earlier = f"boot={this - 1}" if this is not None and boot.index > 1 else None
+    lines = "; ".join(f"line {line.number}: {_quoted(line)}" for line in state.lines)
+    if state.status == "refused":
+        where = (f"on this ledger, proven_boot={this - 1} and candidate_boot={this}" if earlier and this
+                 else "this boot as the candidate, the last boot that served (its own ledger) as the proven one")
+        read_from = f" ({earlier}, if it served)" if earlier else ""
+        return (
+            f"{src}: this boot refused to start ({lines}). A refused boot never settles, so it has no "
+            f"ceiling and its pool backs nothing. Next: audit_step_shape ({where}) to price the shape "
+            f"change that refused; read the ceiling from a boot that settled{read_from}."
+        )
+    words = PHRASES["settled"].keyword
+    detail = [f"line {line.number} holds {words!r} but not as 'card N settled at X free against F' with "
+              f"sizes (a negative or malformed figure?): {_quoted(line)}"
+              for key, line in boot.near_misses if key == "settled"]
+    serving = boot.first("serving")
+    before = f" (or an earlier boot, {earlier})" if earlier else ""
+    if serving is not None:
+        detail.append(f"it serves (line {serving.line.number}), so the log read was filtered or cut")
+        next_step = f"pass the service's complete boot log{before}"
+    else:
+        next_step = (f"it has not settled yet (still starting, or the log was cut): read it again once the service "
+                     f"serves{before}")
+    found = f" ({'; '.join(detail)})" if detail else ""
+    return (
+        f"{src}: this boot printed no 'card N settled at X free against F' line and no refusal{found}, so it has "
+        f"no ceiling. Next: {next_step}; to compare its shape with a boot that served, call audit_step_shape."
+    )
+
+
+def read_budget(boot: Boot) -> BudgetReading:
+    """Per card: the table rows, the settled line, and the pair with where it came from.
+
+    Table rows belong to the card named by the nearest 'VRAM budget, card N' header before
+    them, else to the cards in order (the first 'card total' row starts card 0). The
+    'settled' line names its card itself. A boot that refused or never settled raises
+    BootNotSettled; figures no card can have raise LedgerError naming the line.
+    """
+    src = boot.where()
+    _require_settled(boot)
+    _refuse_negative_rows(boot)
+    rows = _table_rows(boot, src)
+    _refuse_contradicting_flags(boot)
+    settled = _settled_lines(boot, src)
+    funded = _funded_pair(boot)
+    cards: dict[int, CardBudget] = {}
+    for number, hit in settled.items():
+        table = rows.get(number, {})
+        budget = _card_budget(number, hit, table, _card_pair(number, table, boot.flags, src), src)
+        _refuse_impossible(budget, funded, src)
+        _refuse_floor_against_flag(budget, boot.flags.get("gpu-headroom-mib"), src)
+        cards[number] = budget
+    missing_cards = ", ".join(str(c) for c in sorted(set(rows) - set(cards)))
+    if missing_cards:
+        raise LedgerError(
+            f"{src}: card(s) {missing_cards} print a budget table but no 'card N settled at' line; "
+            "the boot may not have settled yet (read again once it serves), or the log was cut"
+        )
+    flags = {name: str(hit.fields["value"]) for name, hit in boot.flags.items()}
+    return BudgetReading(boot, tuple(cards[c] for c in sorted(cards)), flags)
+
+
+def _require_settled(boot: Boot) -> None:
+    """A boot that refused or never settled has no ceiling: BootNotSettled, naming its lines and the next tool."""
+    state = boot_state(boot)
+    if state.status != "settled":
+        raise BootNotSettled(boot_finding(boot, state), state.status, tuple(line.number for line in state.lines))
+
+
+def _table_rows(boot: Boot, src: str) -> dict[int, dict[str, Figure]]:
+    """The budget table's rows by card: under the nearest header, else in the order the cards print them."""
+    rows: dict[int, dict[str, Figure]] = {}
+    card, headed = -1, False
+    for hit in boot.hits:
+        if hit.key == "budget_header":
+            card, headed = _card_index(hit, src), True
+        elif hit.key == "card_total" and not headed and (card < 0 or "card_total" in rows.get(card, {})):
+            card = max([card, *rows]) + 1
+        if hit.key in ("card_total", "vram_weights", "vram_kv", "unclaimed"):
+            table = rows.setdefault(max(card, 0), {})
+            if hit.key in table:
+                _refuse_twice(src, f"card {max(card, 0)}'s {PHRASES[hit.key].keyword!r} row", table[hit.key].line,
+                              hit.line)
+            table[hit.key] = _figure(hit, "size", src)
+    return rows
+
+
+def _settled_lines(boot: Boot, src: str) -> dict[int, Hit]:
+    """Each card's 'card N settled at' line; a card settled twice in one boot is refused by both lines."""
+    settled: dict[int, Hit] = {}
+    for hit in boot.all("settled"):
+        number = _card_index(hit, src)
+        if number in settled:
+            _refuse_twice(src, f"a 'card {number} settled at' line", settled[number].line, hit.line)
+        settled[number] = hit
+    return settled
+
+
+@dataclass(frozen=True)
+class _Pair:
+    mib: Decimal
+    source: Literal["echoed flags", "table rows"]
+    lines: tuple[Line, ...]
+    resolution_mib: Decimal
+    disagreements: tuple[str, ...]
+
+
+def _card_pair(number: int, table: dict[str, Figure], flag_hits: dict[str, Hit], src: str) -> _Pair:
+    """The pair from the echoed flags (exact; each row that disagrees beyond its rounding said), else the rows."""
+    if all(f in flag_hits for f in PAIR_FLAGS):
+        values = [flag_hits[f].number("value", src) for f in PAIR_FLAGS]
+        disagreements = []
+        for flag, value, row in zip(PAIR_FLAGS, values, ("vram_weights", "vram_kv"), strict=True):
+            figure = table.get(row)
+            if figure and not figure.size.agrees_with(value):
+                disagreements.append(
+                    f"card {number}: --{flag} {fmt_mib(value)} MiB (line {flag_hits[flag].line.number}) "
+                    f"but the table's {row} row says {figure.size.text} = {fmt_mib(figure.size.mib, 2)} "
+                    f"MiB (line {figure.line.number}), beyond its rounding of "
+                    f"+-{fmt_mib(figure.size.resolution_mib / 2, 2)} MiB"
+                )
+        return _Pair(sum(values, Decimal(0)), "echoed flags", tuple(flag_hits[f].line for f in PAIR_FLAGS),
+                     Decimal(0), tuple(disagreements))
+    missing = [row for row in ("vram_weights", "vram_kv") if row not in table]
+    if missing:
+        raise LedgerError(
+            f"{src}: the pair of card {number} cannot be read: the boot echoes neither "
+            f"--vram-weights-mib and --vram-kv-mib nor the table's {' and '.join(missing)} "
+            f"row (phrase {PHRASES[missing[0]].keyword!r}); pass a log whose boot prints them"
+        )
+    weights, kv = table["vram_weights"], table["vram_kv"]
+    return _Pair(weights.size.mib + kv.size.mib, "table rows", (weights.line, kv.line),
+                 weights.size.resolution_mib + kv.size.resolution_mib, ())
+
+
+def _card_budget(number: int, hit: Hit, table: dict[str, Figure], pair: _Pair, src: str) -> CardBudget:
+    return CardBudget(
+        card=number,
+        total=table.get("card_total"),
+        weights=table.get("vram_weights"),
+        kv=table.get("vram_kv"),
+        unclaimed=table.get("unclaimed"),
+        free=_figure(hit, "free", src),
+        floor=_figure(hit, "floor", src),
+        headroom=_figure(hit, "headroom", src) if hit.fields.get("headroom") else None,
+        static=_figure(hit, "static", src) if hit.fields.get("static") else None,
+        pair_mib=pair.mib,
+        pair_source=pair.source,
+        pair_lines=pair.lines,
+        disagreements=pair.disagreements,
+        pair_resolution_mib=pair.resolution_mib,
+    )
+
+
+def _refuse_twice(src: str, what: str, first: Line, second: Line) -> None:
+    """One figure printed twice in one boot: which one counts is ambiguous, so neither is taken."""
+    raise LedgerError(
+        f"{src}: {what} is printed twice in one boot, at line {first.number} ({_quoted(first)}) and line "
+        f"{second.number} ({_quoted(second)}); which figure counts is ambiguous. Read the service's own "
+        "ledger (service, or log on its host), or pass one boot's lines as printed"
+    )
+
+
+def _refuse_contradicting_flags(boot: Boot) -> None:
+    """A '--*-mib' flag the budget reads, echoed twice in one boot with two values, is refused by both lines."""
+    seen: dict[str, Hit] = {}
+    for hit in boot.all("flag"):
+        name = str(hit.fields["flag"])
+        if f"--{name}" not in PHRASES["flag"].reserve:
+            continue
+        first = seen.setdefault(name, hit)
+        if first is not hit and _flag_value(first) != _flag_value(hit):
+            _refuse_twice(boot.where(), f"--{name} with two values", first.line, hit.line)
+
+
+def _flag_value(hit: Hit) -> Decimal | str:
+    try:
+        return parse_number(str(hit.fields["value"]))
+    except LedgerError:
+        return str(hit.fields["value"])
+
+
+def _refuse_floor_against_flag(card: CardBudget, flag: Hit | None, src: str) -> None:
+    """The settled line's headroom (or, without it, its whole floor) cannot contradict the echoed flag."""
+    if flag is None:
+        return
+    flag_mib = flag.number("value", src)
+    part, figure = ("headroom", card.headroom) if card.headroom is not None else ("floor", card.floor)
+    contradicts = not figure.size.agrees_with(flag_mib) if part == "headroom" else (
+        figure.size.mib + figure.size.resolution_mib / 2 < flag_mib)
+    if contradicts:
+        relation = "is not" if part == "headroom" else "is less than"
+        raise LedgerError(
+            f"{src}:{figure.line.number}: card {card.card}'s {part} of {figure.size.text} on its settled line "
+            f"{relation} the echoed --gpu-headroom-mib {fmt_mib(flag_mib, 2)} MiB (line {flag.line.number}: "
+            f"{_quoted(flag.line)}); this is not a boot radiance printed: read the service's own ledger "
+            "(service, or log on its host)"
+        )
+
+
+def _refuse_negative_rows(boot: Boot) -> None:
+    """A budget row printed with a negative size (its pattern reads only sizes) is refused by its line."""
+    for key, line in boot.near_misses:
+        if re.search(rf"{re.escape(PHRASES[key].keyword)}\s+-\s*\d", line.text):
+            raise LedgerError(
+                f"{boot.where()}:{line.number}: {PHRASES[key].keyword!r} with a negative size, which no card "
+                f"has: {_quoted(line)}; this is not a boot radiance printed: read the service's own ledger"
+            )
+
+
+def _funded_pair(boot: Boot) -> tuple[Decimal, Decimal] | None:
+    """(MiB, rounding step) of the pair the engine funded: its weights in VRAM and its KV cache, if printed.
+
+    An engine that squeezes the KV cache funds less than the stated pair; the rest is free.
+    """
+    tiers, kv = boot.first("weights_by_tier"), boot.first("kv_backing")
+    if tiers is None or kv is None:
+        return None
+    weights, cache = tiers.size("vram", boot.where()), kv.size("size", boot.where())
+    return weights.mib + cache.mib, weights.resolution_mib + cache.resolution_mib
+
+
+def _refuse_impossible(card: CardBudget, funded: tuple[Decimal, Decimal] | None, src: str) -> None:
+    """Figures no card can show together: refused naming their lines, within the printed rounding.
+
+    Free memory and the pair cannot share the card past its total; the pair counted is the
+    one allocated (the funded pair where the boot prints one below the stated pair).
+    """
+
+    def over(a: Decimal, a_step: Decimal, b: Decimal, b_step: Decimal) -> bool:
+        return a - b > (a_step + b_step) / 2
+
+    free, floor, total = card.free, card.floor, card.total
+    pair_at = ", ".join(str(line.number) for line in card.pair_lines)
+    remedy = "this is not a boot radiance printed: read the service's own ledger (service, or log on its host)"
+    if total is not None:
+        t, t_step = total.size.mib, total.size.resolution_mib
+        if over(free.size.mib, free.size.resolution_mib, t, t_step):
+            raise LedgerError(
+                f"{src}:{free.line.number}: card {card.card} settled at {free.size.text} free, more than the card "
+                f"total of {total.size.text} (line {total.line.number}); {remedy}"
+            )
+        if over(card.pair_mib, card.pair_resolution_mib, t, t_step):
+            raise LedgerError(
+                f"{src}: card {card.card}'s pair of {fmt_mib(card.pair_mib, 2)} MiB (lines {pair_at}) is more than "
+                f"the card total of {total.size.text} (line {total.line.number}); {remedy}"
+            )
+        pair, pair_step = (card.pair_mib, card.pair_resolution_mib)
+        if funded is not None and funded[0] < pair:
+            pair, pair_step = funded
+        both = free.size.mib + pair
+        if over(both, free.size.resolution_mib + pair_step, t, t_step):
+            raise LedgerError(
+                f"{src}:{free.line.number}: card {card.card} settled at {free.size.text} free with a pair of "
+                f"{fmt_mib(pair, 2)} MiB (lines {pair_at}) allocated: {fmt_mib(both, 2)} MiB, more than "
+                f"the card total of {total.size.text} (line {total.line.number}); {remedy}"
+            )
+    if card.headroom is not None and card.static is not None:
+        parts = card.headroom.size.mib + card.static.size.mib
+        step = card.headroom.size.resolution_mib + card.static.size.resolution_mib
+        if over(parts, step, floor.size.mib, floor.size.resolution_mib) or over(
+            floor.size.mib, floor.size.resolution_mib, parts, step
+        ):
+            raise LedgerError(
+                f"{src}:{floor.line.number}: card {card.card}'s floor of {floor.size.text} is not its "
+                f"{card.headroom.size.text} headroom plus {card.static.size.text} static region "
+                f"({fmt_mib(parts, 2)} MiB); {remedy}"
+            )

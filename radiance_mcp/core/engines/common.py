@@ -1,0 +1,459 @@
+"""What the engine dialects share: the phrase record, the typed view and the boot reader.
+
+Pure: text in, records out. Each dialect (vllm.py, sglang.py, llamacpp.py) owns its phrase
+table and turns the phrase hits of one boot into a `BootView`: one `RankView` per card or
+rank, every figure with the line it was read from (or, for a derived figure, the lines and
+the arithmetic), the figures the engine did not print named with how to get them, and the
+boot's refusals with their lines. Nothing is estimated: a figure the log does not hold is
+`None` and listed in `missing`.
+
+Patterns are linear-time: possessive quantifiers and no two unbounded quantifiers that can
+trade characters, so a hostile line costs time in proportion to its length.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import ROUND_DOWN, Decimal
+from typing import Literal
+
+from radiance_mcp.core.constants import MIB
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.ledger import Checkpoint, Hit, Line, Origin, Phrase, clean, no_checkpoint
+from radiance_mcp.core.units import UNIT_MIB
+
+EngineName = Literal["vllm", "sglang", "llama.cpp"]
+
+NUM = r"(?:\d{1,3}(?:,\d{3})++|\d++)(?:\.\d++)?"
+"""A printed number, thousands separators optional (possessive: never backtracks)."""
+MAX_LINE_CHARS = 16 * 1024
+"""A longer line is no ledger line of any engine: skipped unread (and counted)."""
+
+
+def phrase(key: str, keyword: str, pattern: str, says: str) -> Phrase:
+    """A line an engine prints, as ledger.Phrase (one record for every engine's phrases).
+
+    A space in `pattern` stands for a run of blanks, " ?" for an optional one; {NUM} for a
+    number. `says` is the line as the engine prints it, named in messages.
+    """
+    regex = pattern.replace("{NUM}", NUM).replace(" ?", r"\s*+").replace(" ", r"\s++")
+    return Phrase(key, keyword, regex, says, True)  # compiled on first use, ASCII digits only
+
+
+# ---------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure and where it comes from: read off one line, or derived from the lines named."""
+
+    value: Decimal
+    unit: str
+    """``MiB``, ``tokens``, ``B/token``, ``sequences`` or ``fraction``."""
+    lines: tuple[Line, ...]
+    resolution: Decimal = Decimal(0)
+    """The printed figure is known to +- resolution / 2 (0 for counts)."""
+    arithmetic: str = ""
+    """Empty for a figure read off its line; the sum for a derived one."""
+
+    def agrees_with(self, other: Decimal) -> bool:
+        return abs(self.value - other) <= self.resolution / 2
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A figure the procedure needs that this boot's log does not print."""
+
+    figure: str
+    printed_in: str
+    """The line the engine prints it in."""
+    remedy: str
+    """How to get it: the flag, the log level, or the other figure to supply."""
+
+    def __str__(self) -> str:
+        return f"{self.figure}: not printed (the engine prints it as {self.printed_in}); {self.remedy}"
+
+
+RefusalKind = Literal["window_exceeds_kv", "pool_below_window", "not_enough_memory", "allocation_failed"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kind: RefusalKind
+    line: Line
+    detail: str
+    """What was refused, with the figures of the line, and the flag that changes it."""
+    final: bool = True
+    """False where the engine recovered (llama.cpp retrying without pipeline parallelism)."""
+
+
+@dataclass(frozen=True)
+class RankView:
+    """The ledger of one card or rank, in the procedures' terms."""
+
+    rank: str
+    weights_mib: Figure | None = None
+    kv_mib: Figure | None = None
+    kv_tokens: Figure | None = None
+    kv_bytes_per_token: Figure | None = None
+    """KV bytes / KV tokens, from the engine's own pair of figures."""
+    activation_mib: Figure | None = None
+    graph_mib: Figure | None = None
+    free_mib: Figure | None = None
+    """Memory the engine left free on the card after it settled."""
+    window_tokens: Figure | None = None
+    full_length_sequences: Figure | None = None
+    """KV tokens / window: how many sequences at the full window the cache backs at once."""
+    floor_mib: Figure | None = None
+    """The free memory the engine keeps by design (vLLM's and SGLang's unclaimed share of the card,
+    llama.cpp's --fit margin): free memory above it is memory the KV cache could have had."""
+    missing: tuple[Missing, ...] = ()
+
+    def require(self, name: str) -> Figure:
+        """The figure, or a LedgerError saying it is not printed and how to get it."""
+        value = getattr(self, name)
+        if isinstance(value, Figure):
+            return value
+        for gap in self.missing:
+            if gap.figure == name:
+                raise LedgerError(f"{self.rank}: {gap}")
+        raise LedgerError(f"{self.rank}: {name} is not in this boot's log")
+
+
+@dataclass(frozen=True)
+class BootView:
+    engine: EngineName
+    source: str
+    index: int
+    """1-based, oldest first; -1, -2, ... (from the newest) when the boots before it were not counted."""
+    boots_seen: int | None
+    """None: not counted (a host sent only the newest of the log's phrase lines)."""
+    first_line: int
+    last_line: int
+    ranks: tuple[RankView, ...]
+    refusals: tuple[Refusal, ...] = ()
+    settings: Mapping[str, Figure] = field(default_factory=dict)
+    """What the engine says it was set to (slots, max running requests, utilization), with lines."""
+    hits: tuple[Hit, ...] = field(default=(), repr=False)
+    skipped_long_lines: int = 0
+    origin: Origin = "caller text"
+    """Where the text came from (the I/O edge sets it), as for radiance's Boot."""
+
+    @property
+    def refused(self) -> bool:
+        return any(r.final for r in self.refusals)
+
+    def rank(self, name: str) -> RankView:
+        for view in self.ranks:
+            if view.rank == name:
+                return view
+        raise LedgerError(f"{self.where()}: no rank {name!r}; the boot shows {', '.join(r.rank for r in self.ranks)}")
+
+    def where(self) -> str:
+        counted = f"boot {self.index} of {self.boots_seen}" if self.boots_seen is not None else f"boot {self.index}"
+        where = f"{counted}, lines {self.first_line}-{self.last_line}"
+        return f"{self.source} ({self.engine} {where})"
+
+
+# ---------------------------------------------------------------------------------------
+# Reading figures
+
+
+def count(hit: Hit, name: str, unit: str = "tokens") -> Figure:
+    return Figure(hit.number(name), unit, (hit.line,))
+
+
+def size(hit: Hit, name: str, unit_word: str, gb_means: str = "GiB") -> Figure:
+    """A size in MiB. `gb_means` names what the engine's "GB" is (vLLM and SGLang divide by 2**30)."""
+    unit = gb_means if unit_word == "GB" else unit_word
+    if unit not in UNIT_MIB:
+        raise LedgerError(f"line {hit.line.number}: unknown unit {unit_word!r} in {hit.line.text!r}")
+    number = hit.number(name)
+    exponent = number.as_tuple().exponent
+    assert isinstance(exponent, int)
+    return Figure(number * UNIT_MIB[unit], "MiB", (hit.line,), Decimal(1).scaleb(exponent) * UNIT_MIB[unit])
+
+
+def total(figures: Sequence[Figure], what: str) -> Figure:
+    """The sum of several figures (a device's buffers, K and V), every line kept."""
+    value = sum((f.value for f in figures), Decimal(0))
+    lines = tuple(line for f in figures for line in f.lines)
+    shown = " + ".join(f"{f.value:,.2f}" for f in figures)
+    return Figure(value, figures[0].unit, lines, sum((f.resolution for f in figures), Decimal(0)),
+                  f"{what}: {shown} = {value:,.2f} {figures[0].unit}" if len(figures) > 1 else "")
+
+
+def quoted(line: Line) -> str:
+    """A ledger line as an error quotes it: stripped, at most 200 characters, repr'd."""
+    text = line.text.strip()
+    return repr(text if len(text) <= 200 else text[:200] + "...")
+
+
+def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> None:
+    """A share of the card the engine printed (vLLM's utilization, SGLang's static fraction): 0 < F <= 1, which the
+    engine itself refuses otherwise. A line with another is no boot that engine printed, and the free memory or
+    floor worked from it ((1 - F) of the card) would be below 0: refused with the line, as a radiance card that
+    settles above its total is."""
+    if not 0 < value <= 1:
+        raise LedgerError(
+            f"line {hit.line.number}: {name} {value} is no share of the card ({engine} takes 0 < {flag} <= 1; "
+            f"(1 - {value}) of the card would be below 0 or all of it): {quoted(hit.line)}; this is not a boot "
+            f"{engine} printed: read the service's own log")
+
+
+def difference(minuend: Figure, subtrahend: Figure, what: str) -> Figure:
+    value = minuend.value - subtrahend.value
+    return Figure(value, "MiB", minuend.lines + subtrahend.lines, minuend.resolution + subtrahend.resolution,
+                  f"{what}: {minuend.value:,.2f} - {subtrahend.value:,.2f} = {value:,.2f} MiB")
+
+
+def bytes_per_token(kv: Figure, tokens: Figure) -> Figure:
+    """KV bytes / KV tokens: the rate the engine's own pair implies, with its rounding carried."""
+    if tokens.value <= 0:
+        raise LedgerError(f"line {tokens.lines[0].number}: KV tokens {tokens.value} cannot give a rate")
+    rate = (kv.value * MIB / tokens.value).quantize(Decimal("0.01"))
+    resolution = (kv.resolution * MIB / tokens.value).quantize(Decimal("0.01"))
+    return Figure(rate, "B/token", tuple(dict.fromkeys(kv.lines + tokens.lines)), resolution,
+                  f"{kv.value:,.2f} MiB x {MIB:,} B / {tokens.value:,} tokens = {rate:,} B/token")
+
+
+def sequences(tokens: Figure, window: Figure) -> Figure:
+    """KV tokens / window, rounded down to 0.01: full-length sequences the cache backs at once."""
+    if window.value <= 0:
+        raise LedgerError(f"line {window.lines[0].number}: a window of {window.value} tokens")
+    ratio = (tokens.value / window.value).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
+    return Figure(ratio, "sequences", tuple(dict.fromkeys(tokens.lines + window.lines)), Decimal(0),
+                  f"{tokens.value:,} tokens / {window.value:,} tokens = {ratio} full-length sequences")
+
+
+def derive(view: RankView, gaps: Iterable[Missing], *, rate_from_pair: bool = True) -> RankView:
+    """Fill bytes per token and full-length sequences from the view's pairs; list what is missing.
+
+    `rate_from_pair` False: the view's KV memory and tokens are not one pair (caches of
+    different sizes), so no rate is made of them.
+    """
+    rate = view.kv_bytes_per_token
+    if rate is None and rate_from_pair and view.kv_mib is not None and view.kv_tokens is not None:
+        rate = bytes_per_token(view.kv_mib, view.kv_tokens)
+    seqs = view.full_length_sequences
+    if seqs is None and view.kv_tokens is not None and view.window_tokens is not None:
+        seqs = sequences(view.kv_tokens, view.window_tokens)
+    filled = replace(view, kv_bytes_per_token=rate, full_length_sequences=seqs)
+    return replace(filled, missing=tuple(g for g in gaps if getattr(filled, g.figure) is None))
+
+
+# ---------------------------------------------------------------------------------------
+# Lines, boots and hits
+
+
+def match(phrases: Iterable[Phrase], line: Line, rank_of: Callable[[str], str | None]) -> list[Hit]:
+    hits = []
+    for p in phrases:
+        if p.keyword in line.text:
+            found = p.pattern.search(line.text)
+            if found:
+                hits.append(Hit(p.key, line, found.groupdict(), rank_of(line.text)))
+    return hits
+
+
+def lines_of(text: str) -> tuple[list[Line], int]:
+    """Numbered, cleaned lines (split at '\\n' only, as a file reader counts), and how many were too long."""
+    raw = text.split("\n")
+    if raw and raw[-1] == "":
+        raw.pop()
+    kept = [Line(n, clean(r)) for n, r in enumerate(raw, 1) if len(r) <= MAX_LINE_CHARS]
+    return kept, len(raw) - len(kept)
+
+
+def select(boot: int, count_: int, source: str, marker: str) -> int:
+    """0-based position of the requested boot; -1 is the newest, 1 the oldest."""
+    if boot == 0 or not -count_ <= boot <= count_:
+        raise LedgerError(
+            f"{source}: boot={boot} but the log holds {count_} boot(s) (each starts at a {marker!r} line); "
+            f"use -1 (newest) to -{count_}, or 1 (oldest) to {count_}"
+        )
+    return boot - 1 if boot > 0 else count_ + boot
+
+
+@dataclass(frozen=True)
+class Built:
+    """A dialect's reading of one boot's hits."""
+
+    ranks: tuple[RankView, ...]
+    refusals: tuple[Refusal, ...] = ()
+    settings: Mapping[str, Figure] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What common.read needs of an engine module."""
+
+    engine: EngineName
+    phrases: tuple[Phrase, ...]
+    marker: Phrase
+    """The line each boot starts with."""
+    once: frozenset[str]
+    """Phrases a boot prints once per rank: seen twice without a marker, the log holds several boots."""
+    rank_of: Callable[[str], str | None]
+    build: Callable[[list[Hit]], Built]
+    host_words: tuple[str, ...] = ()
+    """Plain words standing in for the empty keyword of a phrase (the marker): every line its pattern
+    matches holds one of them. A host sends only the lines holding a word (grep_words)."""
+
+
+def grep_words(dialect: Dialect) -> tuple[str, ...]:
+    """The plain words a line of this engine's ledger holds, one at least: its keywords and its host words.
+
+    A host greps an engine's log for these and sends only those lines, so every phrase needs
+    one: a phrase without a keyword is covered by the dialect's host words.
+    """
+    if any(not p.keyword for p in dialect.phrases) and not dialect.host_words:
+        raise RuntimeError(f"{dialect.engine}: a phrase with no keyword needs the dialect's host_words")
+    return tuple(dict.fromkeys([*dialect.host_words, *(p.keyword for p in dialect.phrases if p.keyword)]))
+
+
+def read(dialect: Dialect, text: str, *, source: str, boot: int = -1,
+         checkpoint: Checkpoint = no_checkpoint) -> BootView:
+    """Read one boot (the newest by default) of an engine's log into its typed view.
+
+    checkpoint runs per line (a caller's cancel, time limit or turn for other calls).
+    """
+    lines, skipped = lines_of(text)
+    if not any(line.text.strip() for line in lines):
+        raise LedgerError(f"{source}: the log is empty; pass the {dialect.engine} server's start-up log")
+    return read_lines(dialect, lines, source=source, boot=boot, last_line=len(lines) + skipped, skipped=skipped,
+                      checkpoint=checkpoint)
+
+
+def read_lines(dialect: Dialect, lines: Sequence[Line], *, source: str, boot: int = -1, last_line: int,
+               skipped: int = 0, dropped: int = 0, checkpoint: Checkpoint = no_checkpoint) -> BootView:
+    """Read one boot from numbered lines: every line of a log, or only those holding a word (a host's grep).
+
+    Lines a host did not send hold no phrase, so the boots and their figures are the whole log's;
+    last_line is the log's last line (the newest boot's span ends there). dropped > 0: the host
+    sent only the newest of the lines holding a word (dropped older ones): boots are then
+    counted from the end (index -1, -2, ...; boots_seen None), and a boot that may have lost its
+    first lines is refused (_position).
+    """
+    hits_by_line = []
+    for line in lines:
+        checkpoint()
+        hits_by_line.append(match(dialect.phrases, line, dialect.rank_of))
+    if not any(hits_by_line):
+        if dropped:  # the start-up's lines were among those left on the host
+            _position(dialect, boot, 0, source, dropped, False)
+        raise _no_ledger(dialect, source, 1, last_line)
+    starts = _boot_starts(dialect, hits_by_line)
+    position = _position(dialect, boot, len(starts), source, dropped, starts[0] > 0)
+    end = starts[position + 1] if position + 1 < len(starts) else len(lines)
+    marked = any(hit.key == dialect.marker.key for hit in hits_by_line[starts[position]])
+    first_line = lines[starts[position]].number if marked else 1
+    last = lines[end].number - 1 if end < len(lines) else last_line
+    hits = [hit for found in hits_by_line[starts[position]:end] for hit in found]
+    if not hits:
+        raise _no_ledger(dialect, source, first_line, last)
+    if not marked:
+        _refuse_unmarked_boots(dialect, hits, source)
+    try:
+        built = dialect.build(hits)
+    except LedgerError as exc:  # a malformed figure: name the source beside its line
+        raise LedgerError(f"{source}: {exc}") from exc
+    index, seen = (position + 1, len(starts)) if not dropped else (position - len(starts), None)
+    return BootView(dialect.engine, source, index, seen, first_line, last, built.ranks, built.refusals,
+                    built.settings, tuple(hits), skipped)
+
+
+def _no_ledger(dialect: Dialect, source: str, first_line: int, last_line: int) -> LedgerError:
+    return LedgerError(
+        f"{source}: no line of {dialect.engine}'s start-up ledger in lines {first_line}-{last_line}"
+        f" (looked for {', '.join(repr(p.template) for p in dialect.phrases[1:5])}, ...); pass the log of the "
+        f"{dialect.engine} server's start-up, with its INFO lines"
+    )
+
+
+def _position(dialect: Dialect, boot: int, count_: int, source: str, dropped: int, sent_before: bool) -> int:
+    """select's position; on a cut answer (dropped lines), only a boot from the end whose start was sent.
+
+    The oldest boot among the lines sent counts as whole when lines were sent before its first
+    line (the cut fell before them); when the lines sent begin with it, it may have lost its first lines.
+    """
+    if not dropped:
+        return select(boot, count_, source, dialect.marker.template)
+    whole = count_ if sent_before else max(count_ - 1, 0)
+    if boot < 0 and boot >= -whole:
+        return count_ + boot
+    which = f"boot=-1 to -{whole} can be read" if whole > 1 else "boot=-1 can be read" if whole else "none can be read"
+    raise LedgerError(
+        f"{source}: boot={boot} cannot be read: the log holds more {dialect.engine} lines than one read sends, so the "
+        f"host sent the newest and left the {dropped:,} older ones there, and boots are counted from the newest among "
+        f"those sent ({which}; the oldest of them may have lost its first lines). Read a newer boot, or a log that "
+        "holds the start-up you need (rotate the log, or cut that start-up out of it)"
+    )
+
+
+def _boot_starts(dialect: Dialect, hits_by_line: list[list[Hit]]) -> list[int]:
+    """Where each boot starts: at a marker line, unless no figure was printed since the last start.
+
+    Engines print more than one marker line per start-up (vLLM's server version and engine
+    lines, llama.cpp's device and model-loader lines); those run together into one boot.
+    """
+    starts: list[int] = []
+    figures_since = True
+    for i, found in enumerate(hits_by_line):
+        if any(hit.key == dialect.marker.key for hit in found):
+            if figures_since:
+                starts.append(i)
+            figures_since = False
+        elif found:
+            figures_since = True
+    return starts or [0]
+
+
+def _refuse_unmarked_boots(dialect: Dialect, hits: list[Hit], source: str) -> None:
+    """Without a boot marker a boot cannot be cut out; two boots' summaries would be mixed. Refuse."""
+    seen: dict[tuple[str, str | None], Hit] = {}
+    for hit in hits:
+        if hit.key in dialect.once:
+            earlier = seen.setdefault((hit.key, hit.rank), hit)
+            if earlier is not hit:
+                raise LedgerError(
+                    f"{source}: lines {earlier.line.number} and {hit.line.number} both print {hit.key} "
+                    f"({earlier.line.text!r}, {hit.line.text!r}), so the text holds more than one start-up, "
+                    f"and no {dialect.marker.template!r} line marks where each begins. Pass one start-up's log, "
+                    "or the whole log with its boot lines, so the newest boot can be told apart"
+                )
+
+
+def by_rank(hits: Iterable[Hit]) -> tuple[list[str], dict[str | None, dict[str, list[Hit]]]]:
+    """Hits grouped by rank (None: lines that name no rank) and key; ranks in order of first mention."""
+    grouped: dict[str | None, dict[str, list[Hit]]] = {}
+    order: list[str] = []
+    for hit in hits:
+        grouped.setdefault(hit.rank, {}).setdefault(hit.key, []).append(hit)
+        if hit.rank is not None and hit.rank not in order:
+            order.append(hit.rank)
+    return sorted(order, key=natural), grouped
+
+
+def natural(name: str) -> tuple[str, int]:
+    """Sort key: CUDA2 before CUDA10, TP2 before TP10."""
+    digits = re.search(r"\d++$", name, re.ASCII)
+    return (name[: digits.start()], int(digits[0])) if digits else (name, -1)
+
+
+def first(groups: Sequence[Mapping[str, list[Hit]]], key: str) -> Hit | None:
+    """The first hit of `key` in the first group that has one (a rank's own lines before shared ones)."""
+    for group in groups:
+        if group.get(key):
+            return group[key][0]
+    return None
+
+
+def last(groups: Sequence[Mapping[str, list[Hit]]], key: str) -> Hit | None:
+    for group in groups:
+        if group.get(key):
+            return group[key][-1]
+    return None

@@ -1,0 +1,260 @@
+"""Shipping a resize: the env-file pair with its header and predictions, and its bats gates (pure: text out).
+
+The env file carries the pair and shape, a header with the arithmetic they rest on, and each
+falsifiable prediction as a comment with an empty verdict slot under it:
+
+    # prediction referee = 4x200000: the boot prints 'backs 4 sequences all at 200000 tokens at once'
+    # verdict referee:
+
+verify_deploy reads the predictions back (``read_predictions``) and fills the slots
+(``fill_verdicts``). The bats file sources the env file and checks the pair against the ceiling,
+the pool against the contract (recomputed from the env file's own values), and each reserve,
+a personal one labelled as such.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from radiance_mcp.core.constants import KVDtype, ModelConstants
+from radiance_mcp.core.errors import InputError
+
+VARIABLES = ("VRAM_WEIGHTS_MIB", "VRAM_KV_MIB", "MAX_SEQS", "MAX_MODEL_LEN", "KV_CACHE_DTYPE")
+"""The env file's variables, each after the service's prefix (FOO_VRAM_KV_MIB)."""
+
+PREDICTION = re.compile(r"^#\s*prediction\s+(?P<key>[a-z_]+)\s*=\s*(?P<value>\S+?):\s*(?P<text>.*?)\s*$")
+VERDICT = re.compile(r"^#\s*verdict\s+(?P<key>[a-z_]+):(?P<text>.*)$")
+
+
+@dataclass(frozen=True)
+class GateReserve:
+    mib: float
+    label: str
+    line: int | None
+    """The ledger line holding the figure; None: a personal reserve."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    key: str
+    value: str
+    text: str
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    service: str
+    prefix: str
+    env_file: str
+    """Where the bats file sources it from: checked to hold no character the shell would expand."""
+    bats_file: str
+    weights_mib: int
+    kv_mib: int
+    seqs: int
+    max_model_len: int
+    dtype: KVDtype
+    model: ModelConstants
+    ceiling_mib: int
+    ceiling_text: str
+    """The derivation and its line, e.g. '29,120 + (2,058 - 209) = 30,969 MiB/card (line 26)'."""
+    contract_text: str
+    reserves: tuple[GateReserve, ...]
+    predictions: tuple[Prediction, ...]
+
+    @property
+    def pair_mib(self) -> int:
+        return self.weights_mib + self.kv_mib
+
+
+def env_prefix(name: str) -> str:
+    """A service name as an env-variable prefix: 'frank-archon' -> 'FRANK_ARCHON'."""
+    prefix = re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")
+    if not prefix or prefix[0].isdigit():
+        prefix = f"SVC_{prefix}"
+    return prefix
+
+
+def one_line(text: str) -> str:
+    """Free text (a label, a name, a path, ledger text) as one printable line.
+
+    Every run of white space (newline, CR, tab, U+2028, U+0085 and the rest Python splits lines or
+    words at) becomes one space; every other character that does not print (NUL, ESC, DEL, a
+    format or unassigned character, a lone surrogate) becomes U+FFFD.
+    """
+    # Security: the env file and the bats file are shell, sourced. A newline in a name written into
+    # a comment would start a line of shell there; a U+2028 would start a line read_env reads.
+    return "".join(c if c.isprintable() else "\ufffd" for c in " ".join(text.split()))
+
+
+def _mib(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}"
+
+
+SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@-]{1,1000}$")
+"""The env file's path, as the bats file's shell code may carry it: nothing a shell expands or splits."""
+PREFIX = re.compile(r"[A-Z][A-Z0-9_]*")
+"""An env prefix (use fullmatch): the start of a shell variable's name, upper case."""
+
+
+def _check_shell_words(plan: GatePlan) -> None:
+    """An InputError unless every value the gates write as shell code (not in a comment) is a plain word.
+
+    Security: the env_file's path, the prefix and the dtype are written into shell code unquoted
+    (the prefix in every variable's name); a quote, $( or backtick in one would run commands.
+    Everything else is a number, or free text written through one_line into a comment or a test name.
+    """
+    if not SAFE_PATH.match(plan.env_file):
+        raise InputError(f"env_file {plan.env_file[:200]!r}: a path of letters, digits and . _ / + @ - only "
+                         "(it is written into the bats file's shell code)")
+    if not PREFIX.fullmatch(plan.prefix):
+        raise InputError(f"env_prefix {plan.prefix[:200]!r}: upper-case letters, digits and _, starting with a "
+                         "letter (it starts every variable's name in the env file); pass env_prefix, e.g. SVC")
+    if plan.dtype not in plan.model.rate_bytes_per_token:
+        raise InputError(f"kv_cache_dtype {plan.dtype[:20]!r}: radiance takes only bf16 or fp8; pass kv_cache_dtype")
+
+
+def render_env(plan: GatePlan) -> str:
+    """The env file: header, the pair and shape, the predictions with empty verdict slots."""
+    _check_shell_words(plan)
+    personal = [r for r in plan.reserves if r.line is None]
+    lines = [
+        f"# {one_line(plan.service)}: the KV / VRAM pair and its shape (rendered by radiance-mcp render_gates).",
+        f"# Ceiling: {one_line(plan.ceiling_text)}; this pair: {plan.weights_mib:,} + {plan.kv_mib:,} = "
+        f"{plan.pair_mib:,} MiB.",
+        f"# Pool contract: {one_line(plan.contract_text)}.",
+    ]
+    for r in plan.reserves:
+        where = f"ledger line {r.line}" if r.line is not None else "PERSONAL reserve: no ledger line backs it"
+        lines.append(f"# Reserve: {one_line(r.label)}, {_mib(r.mib)} MiB ({where}).")
+    if not personal:
+        lines.append("# Personal reserves: none.")
+    lines.append(f"# Gates: {one_line(plan.bats_file)} (pair <= ceiling; pool >= contract; each reserve). "
+                 "Write each verdict under its prediction when the probe lands, kept or killed.")
+    values = (plan.weights_mib, plan.kv_mib, plan.seqs, plan.max_model_len, plan.dtype)
+    lines += [f"{plan.prefix}_{name}={value}" for name, value in zip(VARIABLES, values, strict=True)]
+    lines.append("# Predictions (falsifiable; verdicts filled in from the new boot and the probes):")
+    for p in plan.predictions:
+        key = one_line(p.key)
+        lines += [f"# prediction {key} = {one_line(p.value)}: {one_line(p.text)}", f"# verdict {key}:"]
+    return "\n".join(lines) + "\n"
+
+
+def _quote(text: str) -> str:
+    """A bats test name: one line, double-quoted, with nothing the shell would expand."""
+    # Security: bats-preprocess writes the name into shell code again, as `bats_test_begin "NAME"`:
+    # so '"', '\\', '$' and '`' are dropped, not escaped, and one_line keeps it to its one line.
+    return '"' + re.sub(r'["\\$`]', "", one_line(text)) + '"'
+
+
+def render_bats(plan: GatePlan) -> str:
+    """The gates, run with `bats FILE`; ENV_FILE overrides the env file's path."""
+    _check_shell_words(plan)
+    p = plan.prefix
+    rates = plan.model.rate_bytes_per_token
+    held = sum(r.mib for r in plan.reserves)
+    # Security: each comment line ends in fixed text, never a value: bats-preprocess reads any line
+    # ending 'NAME { # @test' as a test and writes NAME into shell code, comment or not.
+    lines = [
+        "#!/usr/bin/env bats",
+        f"# Gates of {one_line(plan.service)}'s KV / VRAM pair (rendered by radiance-mcp render_gates).",
+        f"# Ceiling {plan.ceiling_mib:,} MiB/card: {one_line(plan.ceiling_text)}.",
+        f"# Contract ({one_line(plan.model.name)}): pool_mib >= seqs * max_model_len * rate + "
+        f"{plan.model.per_seq_mib} * seqs + {plan.model.fixed_mib}.",
+        "",
+        "setup() {",
+        f"  ENV_FILE=\"${{ENV_FILE:-{plan.env_file}}}\"",
+        "  [ -r \"$ENV_FILE\" ] || { echo \"env file $ENV_FILE is not readable\" >&2; return 1; }",
+        "  # shellcheck source=/dev/null",
+        "  source \"$ENV_FILE\"",
+        f"  pair=$(( {p}_VRAM_WEIGHTS_MIB + {p}_VRAM_KV_MIB ))",
+        "}",
+        "",
+        f"@test {_quote(f'pair <= ceiling ({plan.ceiling_mib:,} MiB/card, from the boot ledger)')} {{",
+        f"  echo \"pair $pair MiB against the ceiling {plan.ceiling_mib}\"",
+        f"  [ \"$pair\" -le {plan.ceiling_mib} ]",
+        "}",
+    ]
+    named: set[str] = set()
+    for number, r in enumerate(plan.reserves, 1):
+        bound = int(plan.ceiling_mib - r.mib)
+        kind = f"traced reserve, ledger line {r.line}" if r.line is not None else "PERSONAL reserve, no ledger line"
+        text = f"{kind}: {r.label} ({_mib(r.mib)} MiB): pair <= {bound:,}"
+        name = _quote(text)
+        if name in named:  # bats refuses a file that names two tests alike, and runs none of its gates
+            name = _quote(f"{text} (reserve {number})")
+        named.add(name)
+        lines += [
+            "",
+            f"@test {name} {{",
+            f"  [ \"$pair\" -le {bound} ]",
+            "}",
+        ]
+    if plan.reserves:
+        total = int(plan.ceiling_mib - held)
+        lines += ["", f"@test {_quote(f'pair <= ceiling less every reserve ({total:,} MiB)')} {{",
+                  f"  [ \"$pair\" -le {total} ]", "}"]
+    lines += [
+        "",
+        f"@test {_quote('pool >= contract (the engine enforces it at request time, not at boot)')} {{",
+        f"  case \"${p}_KV_CACHE_DTYPE\" in",
+        *(f"    {dtype}) rate={rate} ;;" for dtype, rate in rates.items()),
+        f"    *) echo \"--kv-cache-dtype ${p}_KV_CACHE_DTYPE: radiance takes only bf16 or fp8\"; return 1 ;;",
+        "  esac",
+        f"  need_bytes=$(( {p}_MAX_SEQS * {p}_MAX_MODEL_LEN * rate"
+        f" + ({plan.model.per_seq_mib} * {p}_MAX_SEQS + {plan.model.fixed_mib}) * 1048576 ))",
+        f"  pool_bytes=$(( {p}_VRAM_KV_MIB * 1048576 ))",
+        "  echo \"pool $pool_bytes B against the contract $need_bytes B\"",
+        "  [ \"$pool_bytes\" -ge \"$need_bytes\" ]",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def read_env(text: str) -> tuple[str, dict[str, str]]:
+    """The prefix and the values of VARIABLES an env file assigns (the last assignment wins)."""
+    found: dict[str, dict[str, str]] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        for name in VARIABLES:
+            match = re.fullmatch(rf"([A-Z0-9_]+)_{name}=[\"']?([^\"'\s#]+)[\"']?(?:\s+#.*)?", line)
+            if match:
+                found.setdefault(match.group(1), {})[name] = match.group(2)
+    complete = {prefix: values for prefix, values in found.items() if len(values) == len(VARIABLES)}
+    if len(complete) != 1:
+        shown = ", ".join(f"{p}_* ({len(v)} of {len(VARIABLES)})" for p, v in found.items()) or "none"
+        raise InputError(
+            f"env file: expected one prefix assigning every one of {', '.join(VARIABLES)} (e.g. SVC_VRAM_KV_MIB=...); "
+            f"found {shown}; pass the env file render_gates wrote"
+        )
+    [(prefix, values)] = complete.items()
+    return prefix, values
+
+
+def read_predictions(text: str) -> list[Prediction]:
+    """The predictions an env file records, in order."""
+    found = []
+    for line in text.splitlines():
+        match = PREDICTION.match(line.strip())
+        if match:
+            found.append(Prediction(match["key"], match["value"], match["text"]))
+    return found
+
+
+def fill_verdicts(text: str, verdicts: Mapping[str, str]) -> str:
+    """The env file with each named verdict slot written (an earlier verdict is replaced, never appended)."""
+    out = []
+    for line in text.splitlines():
+        match = VERDICT.match(line.strip())
+        if match and match["key"] in verdicts:
+            line = f"# verdict {match['key']}: {one_line(verdicts[match['key']])}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def missing_slots(text: str, keys: Sequence[str]) -> list[str]:
+    present = {m["key"] for m in (VERDICT.match(line.strip()) for line in text.splitlines()) if m}
+    return [k for k in keys if k not in present]

@@ -1,0 +1,371 @@
+"""What the free VRAM can buy, and what measured arms can say: pure arithmetic.
+
+Two jobs, both numbers in and frozen records out (no I/O):
+- ``compare_arms``: arms of one knob (a value and a measured rate each) against a noise band;
+  which differences lie inside the noise, and whether a plateau or threshold claim stands.
+  No threshold or plateau is ever read off fewer than MIN_ARMS_FOR_THRESHOLD arms.
+- ``plan_card`` and ``price_options``: a card's budget (ledger figures), its headroom less
+  reserves, and the options it buys (more KV, more slab), each with what it takes from the other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+from radiance_mcp.core.constants import (
+    MIN_ARMS_FOR_THRESHOLD,
+    SLAB_MIB_PER_STEP,
+    SLAB_SLOTS_PER_STEP,
+    KVDtype,
+    ModelConstants,
+)
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.ledger import Boot, Line
+from radiance_mcp.core.rules.capacity import pool_contract
+from radiance_mcp.core.units import fmt_mib, round_down
+
+# ---------------------------------------------------------------------------------------
+# Arms
+
+MAX_ARMS = 1_000
+"""More arms than any campaign measures: a longer list is a pasted table gone wrong."""
+MAX_ARM_FIGURE = 1e15
+MIN_RATE = 1e-6
+"""Figures past these are unit mistakes; inside them every percentage and midpoint stays finite."""
+
+Claim = Literal["plateau", "threshold"]
+
+
+@dataclass(frozen=True)
+class Arm:
+    value: float
+    """The knob's setting (e.g. slab MiB)."""
+    rate: float
+    """The measured rate (e.g. prefill t/s)."""
+
+
+@dataclass(frozen=True)
+class ArmStep:
+    """Two neighbouring arms (by knob value): the change from the lower to the higher."""
+
+    low: Arm
+    high: Arm
+    change_pct: float
+    """(high.rate - low.rate) / low.rate, in percent: the lower arm is the baseline."""
+    inside_noise: bool
+    """|change| <= the band: the two arms cannot be told apart."""
+    intervals_overlap: bool
+    """Each rate's own +-band interval overlaps the other's: a change outside the band by less than
+    the band again is still within what two noisy measurements can show."""
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    claim: Claim
+    arms: tuple[float, ...]
+    verdict: Literal["refused", "supported", "contradicted"]
+    reason: str
+    rule: str
+    remedy: str | None
+    measure_next: float | None
+    """The knob value to measure next, where one more arm would settle the claim."""
+
+
+@dataclass(frozen=True)
+class ArmsComparison:
+    arms: tuple[Arm, ...]
+    band_pct: float
+    steps: tuple[ArmStep, ...]
+    span_pct: float
+    """From the lowest to the highest rate, relative to the lowest."""
+    claim: ClaimVerdict | None
+
+
+RULE = (
+    f"a plateau or threshold needs at least {MIN_ARMS_FOR_THRESHOLD} arms: two arms give one difference, "
+    "which cannot show where a change starts or that it stops"
+)
+
+
+def _pct(low: float, high: float) -> float:
+    return (high - low) / low * 100
+
+
+def _step(low: Arm, high: Arm, band_pct: float) -> ArmStep:
+    change = _pct(low.rate, high.rate)
+    band = band_pct / 100
+    overlap = low.rate * (1 - band) <= high.rate * (1 + band) and high.rate * (1 - band) <= low.rate * (1 + band)
+    return ArmStep(low, high, change, abs(change) <= band_pct, overlap)
+
+
+def fmt_value(value: float) -> str:
+    """A knob value or rate as a reader writes it: 22,208, or 0.125."""
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.6g}"
+
+
+def compare_arms(
+    arms: Sequence[Arm], band_pct: float, claim: Claim | None = None, claim_arms: Sequence[float] = ()
+) -> ArmsComparison:
+    """Neighbouring arms compared against the band; a claim judged on the arms it rests on.
+
+    The change between two arms is taken from the arm of the lower knob value (the baseline).
+    A claim on fewer than MIN_ARMS_FOR_THRESHOLD arms is refused, naming the value to measure.
+    """
+    if not 2 <= len(arms) <= MAX_ARMS:
+        raise InputError(f"arms: {len(arms)} given; compare 2 to {MAX_ARMS:,} arms (a knob value and a rate each)")
+    if not 0 < band_pct < 100:
+        raise InputError(f"noise_band_pct={band_pct}: a band is a percentage above 0 and below 100 (e.g. 3 for +-3 %)")
+    seen: dict[float, Arm] = {}
+    for arm in arms:
+        if not (MIN_RATE <= arm.rate <= MAX_ARM_FIGURE and abs(arm.value) <= MAX_ARM_FIGURE):
+            raise InputError(f"arm value={arm.value}, rate={arm.rate}: a value is a finite number within "
+                             f"+-{MAX_ARM_FIGURE:g} and a rate is a finite measured rate above 0, from {MIN_RATE:g} "
+                             f"to {MAX_ARM_FIGURE:g}")
+        if arm.value in seen:
+            raise InputError(
+                f"arms: value {fmt_value(arm.value)} is given twice (rates {fmt_value(seen[arm.value].rate)} and "
+                f"{fmt_value(arm.rate)}); give one rate per value: the median of repeated runs"
+            )
+        seen[arm.value] = arm
+    ordered = tuple(sorted(arms, key=lambda a: a.value))
+    steps = tuple(_step(a, b, band_pct) for a, b in zip(ordered, ordered[1:], strict=False))
+    rates = [a.rate for a in ordered]
+    verdict = None
+    if claim is not None:
+        verdict = judge(claim, ordered, claim_arms or [a.value for a in ordered], band_pct)
+    return ArmsComparison(ordered, band_pct, steps, _pct(min(rates), max(rates)), verdict)
+
+
+def judge(claim: Claim, arms: Sequence[Arm], values: Sequence[float], band_pct: float) -> ClaimVerdict:
+    """A plateau: every step between the claim's arms, and their whole span, inside the noise. A threshold:
+    one step out of the noise, the others inside it (a step among steps is a slope, not a threshold)."""
+    by_value = {a.value: a for a in arms}
+    unknown = [v for v in values if v not in by_value]
+    if unknown:
+        raise InputError(
+            f"claim_arms: {', '.join(fmt_value(v) for v in unknown)} is not the value of any arm "
+            f"(arms: {', '.join(fmt_value(a.value) for a in arms)}); name arms by their knob value"
+        )
+    chosen = tuple(sorted(set(values)))
+    steps = [_step(by_value[a], by_value[b], band_pct) for a, b in zip(chosen, chosen[1:], strict=False)]
+    if len(chosen) < MIN_ARMS_FOR_THRESHOLD:
+        others = [a.value for a in arms if a.value not in chosen]
+        low, high = chosen[0], chosen[-1]
+        measure = round((low + high) / 2) if high - low >= 2 else None
+        if others:
+            nearest = min(others, key=lambda v: min(abs(v - low), abs(v - high)))
+            remedy = (f"add the arm you already measured at {fmt_value(nearest)} to claim_arms, or measure a third arm "
+                      f"at {fmt_value(measure if measure is not None else high + (high - low))}")
+        else:
+            at = measure if measure is not None else high + (high - low)
+            remedy = (f"measure a third arm at {fmt_value(at)} (between the two{', the midpoint' if measure else ''}), "
+                      f"with the same workload, and compare again")
+        change = f"{steps[0].change_pct:+.2f} %" if steps else "no difference"
+        return ClaimVerdict(
+            claim, chosen, "refused",
+            f"a {claim} read off {len(chosen)} arm{'s' if len(chosen) > 1 else ''} ({change}) is refused",
+            RULE, remedy, measure if measure is not None else high + (high - low),
+        )
+    outside = [s for s in steps if not s.inside_noise]
+    if claim == "plateau":
+        rates = [by_value[v].rate for v in chosen]
+        span = _pct(min(rates), max(rates))
+        if not outside and span <= band_pct:
+            return ClaimVerdict(claim, chosen, "supported",
+                                f"all {len(steps)} steps, and the whole span ({span:.2f} %), lie inside the "
+                                f"+-{band_pct:g} % band", RULE, None, None)
+        if not outside:
+            return ClaimVerdict(claim, chosen, "contradicted",
+                                f"each step lies inside the +-{band_pct:g} % band, but the rate moves {span:.2f} % "
+                                "from the lowest arm to the highest: a slow slope, not a plateau", RULE, None, None)
+        worst = max(outside, key=lambda s: abs(s.change_pct))
+        return ClaimVerdict(
+            claim, chosen, "contradicted",
+            f"{len(outside)} of {len(steps)} steps leave the +-{band_pct:g} % band; the largest, "
+            f"{fmt_value(worst.low.value)} -> {fmt_value(worst.high.value)}, is {worst.change_pct:+.2f} %",
+            RULE, None, None,
+        )
+    if len(outside) == 1 and len(steps) >= 2:
+        step = outside[0]
+        return ClaimVerdict(
+            claim, chosen, "supported",
+            f"one step leaves the +-{band_pct:g} % band, {fmt_value(step.low.value)} -> {fmt_value(step.high.value)} "
+            f"({step.change_pct:+.2f} %), and the other {len(steps) - 1} lie inside it: the threshold is between "
+            f"those two values",
+            RULE, f"measure between {fmt_value(step.low.value)} and {fmt_value(step.high.value)} to place it closer",
+            round((step.low.value + step.high.value) / 2),
+        )
+    if not outside:
+        reason = f"every step lies inside the +-{band_pct:g} % band: nothing changes, so there is no threshold"
+    else:
+        listed = ", ".join(f"{fmt_value(s.low.value)} -> {fmt_value(s.high.value)} {s.change_pct:+.2f} %"
+                           for s in outside)
+        reason = (f"{len(outside)} of {len(steps)} steps leave the +-{band_pct:g} % band ({listed}): "
+                  "the rate moves along the whole range, a slope rather than one threshold")
+    return ClaimVerdict(claim, chosen, "contradicted", reason, RULE, None, None)
+
+
+
+# ---------------------------------------------------------------------------------------
+# The free VRAM: headroom, sharing, and what it buys
+
+
+@dataclass(frozen=True)
+class Slope:
+    """Resident expert slots per slab MiB, and where the figure came from."""
+
+    slots: Decimal
+    mib: Decimal
+    line: Line | None
+    """The boot's `ledger mover` line; None: the model's constant."""
+
+    @property
+    def per_mib(self) -> Decimal:
+        return self.slots / self.mib
+
+    def slots_for(self, mib: Decimal) -> int:
+        return round_down(mib * self.per_mib)
+
+
+def slab_slope(boot: Boot) -> Slope:
+    """The boot's own slope (`ledger mover: N slots can be lent out of the KV cache (X GiB)`: N slots
+    per X), else the measured constant, SLAB_SLOTS_PER_STEP slots per SLAB_MIB_PER_STEP MiB."""
+    hit = boot.first("ledger_mover")
+    if hit is not None:
+        slots = hit.number("slots", boot.where())
+        size = hit.size("size", boot.where()).mib
+        if slots > 0 and size > 0:
+            return Slope(slots, size, hit.line)
+    return Slope(Decimal(SLAB_SLOTS_PER_STEP), Decimal(SLAB_MIB_PER_STEP), None)
+
+
+@dataclass(frozen=True)
+class SlabLine:
+    resident_slots: int
+    host_pool_slots: int | None
+    line: Line
+
+
+def slab_slots(boot: Boot) -> SlabLine | None:
+    """`slab slots N resident, host pool M`: the slots in VRAM now, and those still on the slow path."""
+    hit = boot.first("slab_slots")
+    if hit is None:
+        return None
+    host = hit.fields.get("host")
+    return SlabLine(int(hit.number("slots", boot.where())),
+                    int(hit.number("host", boot.where())) if host else None, hit.line)
+
+
+@dataclass(frozen=True)
+class KVPrice:
+    """A bigger KV pool at one dtype: what the contract then allows, and what it takes from the slab."""
+
+    dtype: KVDtype
+    pool_mib: int
+    seats_at_window: int
+    window_at_seats: int
+    slab_slots_forgone: int
+    """The headroom given to the pool is not given to the slab: headroom x slope."""
+    idle_now_mib: Decimal
+    """The pool now less its contract at the current shape: the KV left idle when every seat is full."""
+    idle_seats_mib: Decimal
+    """The new pool less the contract at (seats_at_window, window)."""
+    idle_window_mib: Decimal
+    """The new pool less the contract at (seats, window_at_seats)."""
+
+
+def price_kv(
+    pool_mib: Decimal, headroom_mib: int, seqs: int, window: int, dtype: KVDtype, model: ModelConstants,
+    slope: Slope,
+) -> KVPrice:
+    """The pool grown by the headroom, at one dtype. The mover lends only idle KV to the expert cache,
+    so what stays idle once the new seats (or the longer window) fill is what it can still lend."""
+    new_pool = Decimal(round_down(pool_mib) + headroom_mib)
+    grown = pool_contract(new_pool, seqs, window, dtype, model)
+    seats, longest = grown.max_seqs_at_window, grown.max_window_at_seqs
+
+    def idle(pool: Decimal, n: int, tokens: int) -> Decimal:
+        return max(Decimal(0), pool_contract(pool, n, tokens, dtype, model).margin_mib) if n and tokens else pool
+
+    return KVPrice(
+        dtype=dtype,
+        pool_mib=int(new_pool),
+        seats_at_window=seats,
+        window_at_seats=longest,
+        slab_slots_forgone=slope.slots_for(Decimal(headroom_mib)),
+        idle_now_mib=idle(pool_mib, seqs, window),
+        idle_seats_mib=idle(new_pool, seats, window),
+        idle_window_mib=idle(new_pool, seqs, longest),
+    )
+
+
+@dataclass(frozen=True)
+class SlabPrice:
+    weights_mib: int
+    slots_gained: int
+    capped_by_host_pool: bool
+
+
+def price_slab(weights_mib: Decimal, headroom_mib: int, slope: Slope, slab: SlabLine | None) -> SlabPrice:
+    """The headroom into --vram-weights-mib: headroom x slope slots move from the host pool into VRAM,
+    no more than the host pool holds (past that, every expert is resident already)."""
+    gained = slope.slots_for(Decimal(headroom_mib))
+    cap = slab.host_pool_slots if slab is not None else None
+    capped = cap is not None and gained > cap
+    return SlabPrice(round_down(weights_mib) + headroom_mib, min(gained, cap) if capped and cap is not None
+                     else gained, capped)
+
+
+@dataclass(frozen=True)
+class CardView:
+    """One service's reading of one of its cards."""
+
+    service: str
+    card: int
+    physical: str | None
+    """The physical card it names in the config (cards = [...]); None: not said."""
+    headroom_mib: int
+    """ceiling - pair, whole MiB: (settled free - engine floor) rounded down."""
+    floor_mib: Decimal
+    """The engine floor this service keeps free on the card."""
+
+
+@dataclass(frozen=True)
+class SharedCard:
+    physical: str
+    views: tuple[CardView, ...]
+    headroom_mib: int
+    """The card's headroom counted once: the least any service on it reads, less the other services'
+    floors (free memory one engine reads is memory another engine keeps free)."""
+    binding: CardView
+    derivation: str
+
+
+def share(views: Sequence[CardView]) -> dict[str, SharedCard]:
+    """Group the views by physical card; a card's headroom is offered once, never once per service.
+
+    Every service on a card reads the same free memory (the one booted last sees the others'
+    budgets already taken), and each engine keeps its own floor free in it.
+    """
+    groups: dict[str, list[CardView]] = {}
+    for view in views:
+        if view.physical is not None:
+            groups.setdefault(view.physical, []).append(view)
+    shared = {}
+    for physical, group in groups.items():
+        def net(view: CardView, group: list[CardView] = group) -> int:
+            others = sum((w.floor_mib for w in group if w is not view), Decimal(0))
+            return view.headroom_mib - math.ceil(others)
+
+        binding = min(group, key=lambda v: (net(v), v.service, v.card))
+        others = [w for w in group if w is not binding]
+        derivation = f"{binding.service} card {binding.card} reads {binding.headroom_mib:,} MiB"
+        if others:
+            floors = " - ".join(f"{fmt_mib(w.floor_mib, 2)} ({w.service}'s floor)" for w in others)
+            derivation += f" - {floors} = {net(binding):,} MiB"
+        shared[physical] = SharedCard(physical, tuple(group), net(binding), binding, derivation)
+    return shared

@@ -1,0 +1,213 @@
+"""The resize procedure's arithmetic, pure: the ceiling and the pool contract.
+
+Numbers in, frozen records out; no I/O. The budget reading each ceiling stands on is
+radiance_mcp.core.budget's, the reserves held below it radiance_mcp.core.rules.reserves' (what may back one
+is decided there, once); both are re-exported here, so `capacity` stays the one name callers
+use for the procedure's arithmetic. Another engine's boot reaches the same ceiling
+(card_ceiling, hold_reserves) through radiance_mcp.core.rules.engine_capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from decimal import Decimal
+
+from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, CardBudget, Figure, boot_finding, read_budget
+from radiance_mcp.core.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
+from radiance_mcp.core.errors import GuardRailError, InputError
+from radiance_mcp.core.rules.reserves import (
+    REFUSALS,
+    Candidate,
+    Reserve,
+    _figures_on,
+    reserve_candidates,
+    shown_mib,
+    trace_reserve,
+)
+from radiance_mcp.core.units import fmt_mib, round_down
+
+__all__ = [
+    "PAIR_FLAGS", "REFUSAL", "REFUSALS", "BudgetReading", "CardBudget", "CardCeiling", "Candidate", "Ceiling",
+    "Figure", "PoolContract", "Reserve", "_figures_on", "boot_finding", "card_ceiling", "compute_ceiling",
+    "hold_reserves", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
+]
+
+
+# ---------------------------------------------------------------------------------------
+# The ceiling
+
+
+@dataclass(frozen=True)
+class CardCeiling:
+    card: int
+    free_mib: Decimal
+    floor_mib: Decimal
+    pair_mib: Decimal
+    ceiling_mib: int
+    derivation: str
+    max_pair_mib: int | None = None
+    """The ceiling less the reserves held on this card (set by compute_ceiling)."""
+
+    @property
+    def headroom_mib(self) -> int:
+        """What the pair may still grow by: settled free less the floor, rounded down to whole MiB (-671.2 is
+        -672: never rounded up). Worked from the unrounded ceiling, so a pair the engine measured to a fraction of
+        a MiB (vLLM's GiB figures) is not charged the ceiling's rounding: where free is the floor, it is 0."""
+        return round_down(self.free_mib - self.floor_mib)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    cards: tuple[CardCeiling, ...]
+    binding_card: int
+    ceiling_mib: int
+    pair_mib: Decimal
+    headroom_mib: int
+    reserves: tuple[Reserve, ...]
+    max_pair_mib: int
+    """The smallest card's ceiling less its reserves: the largest pair the gate should allow."""
+    warnings: tuple[str, ...] = ()
+
+
+def card_ceiling(card: int, free_mib: Decimal, floor_mib: Decimal, pair_mib: Decimal) -> CardCeiling:
+    """ceiling = (settled_free - engine_floor) + current_pair_sum, rounded down to whole MiB.
+
+    The derivation is written with whole MiB as the procedure's worked example does
+    ('29,120 + (2,058 - 209) = 30,969 MiB/card'); where whole-MiB figures would not add up
+    to the rounded-down result, it shows two decimals instead, so it is never wrong.
+    """
+    ceiling = round_down((free_mib - floor_mib) + pair_mib)
+    whole = [round(v) for v in (pair_mib, free_mib, floor_mib)]
+    places = 0 if whole[0] + (whole[1] - whole[2]) == ceiling else 2
+    derivation = (
+        f"{fmt_mib(pair_mib, places)} + ({fmt_mib(free_mib, places)} - {fmt_mib(floor_mib, places)})"
+        f" = {fmt_mib(ceiling)} MiB/card"
+    )
+    return CardCeiling(card, free_mib, floor_mib, pair_mib, ceiling, derivation)
+
+
+def compute_ceiling(reading: BudgetReading, reserves: tuple[Reserve, ...] = ()) -> Ceiling:
+    """The ceiling of every card (the smallest binds), and the largest pair its reserves leave.
+
+    A traced reserve holds memory back on its own card, a personal one on every card. A
+    reserve above its card's ceiling, or reserves leaving a card's max pair below 0, are
+    refused (GuardRailError); a max pair below the current pair comes back with a warning.
+    """
+    cards = tuple(
+        card_ceiling(c.card, c.free.size.mib, c.floor.size.mib, c.pair_mib) for c in reading.cards
+    )
+    return hold_reserves(cards, reserves)
+
+
+def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...]) -> Ceiling:
+    """The cards' ceilings (the smallest binds) less the reserves each holds: compute_ceiling's second step."""
+    binding = min(cards, key=lambda c: (c.ceiling_mib, c.card))
+    personal = sum((r.mib for r in reserves if r.card is None), Decimal(0))
+    held: list[CardCeiling] = []
+    for card in cards:
+        mine = [r for r in reserves if r.card in (None, card.card)]
+        for reserve in mine:
+            if reserve.mib > card.ceiling_mib:
+                raise GuardRailError(
+                    f"reserve {reserve.label!r} of {shown_mib(reserve.mib)} MiB is larger than card {card.card}'s "
+                    f"ceiling of {fmt_mib(card.ceiling_mib)} MiB ({card.derivation}); a reserve holds back part of "
+                    "the ceiling: check its unit (MiB, not bytes or KiB) and its figure"
+                )
+        total = personal + sum((r.mib for r in mine if r.card is not None), Decimal(0))
+        left = card.ceiling_mib - total
+        if left < 0:
+            raise GuardRailError(
+                f"the reserves hold back {shown_mib(total)} MiB on card {card.card}, more than its ceiling of "
+                f"{fmt_mib(card.ceiling_mib)} MiB ({card.derivation}): max_pair_mib would be "
+                f"{shown_mib(left)}; drop or shrink a reserve ({', '.join(repr(r.label) for r in mine)})"
+            )
+        held.append(replace(card, max_pair_mib=round_down(left)))
+    tightest = min(held, key=lambda c: (c.max_pair_mib or 0, c.card))
+    max_pair = tightest.max_pair_mib or 0
+    warnings = []
+    if max_pair < round_down(tightest.pair_mib):  # a measured pair's fraction is the ceiling's rounding, no shortfall
+        warnings.append(
+            f"max_pair_mib {fmt_mib(max_pair)} is below card {tightest.card}'s current pair of "
+            f"{fmt_mib(tightest.pair_mib, 2)} MiB by {fmt_mib(tightest.pair_mib - max_pair, 2)} MiB: a gate at "
+            "this bound fails the pair that runs now; shrink the pair by that much, or drop a reserve"
+        )
+    return Ceiling(
+        cards=tuple(held),
+        binding_card=binding.card,
+        ceiling_mib=binding.ceiling_mib,
+        pair_mib=binding.pair_mib,
+        headroom_mib=binding.headroom_mib,
+        reserves=reserves,
+        max_pair_mib=max_pair,
+        warnings=tuple(warnings),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The pool contract
+
+
+@dataclass(frozen=True)
+class PoolContract:
+    pool_mib: Decimal
+    seqs: int
+    max_model_len: int
+    dtype: KVDtype
+    rate_bytes_per_token: int
+    kv_mib: Decimal
+    per_seq_total_mib: int
+    fixed_mib: int
+    required_mib: Decimal
+    margin_mib: Decimal
+    ok: bool
+    max_seqs_at_window: int
+    max_window_at_seqs: int
+    refusal: str | None
+
+
+REFUSAL = "does not fit the {window} token context, which leaves nothing to generate into"
+
+
+def pool_contract(
+    pool_mib: Decimal, seqs: int, max_model_len: int, dtype: KVDtype, model: ModelConstants
+) -> PoolContract:
+    """pool_mib >= seqs * max_model_len * rate + per_seq * seqs + fixed (rate in B, the rest MiB)."""
+    if dtype not in model.rate_bytes_per_token:
+        raise InputError(
+            f"kv_cache_dtype={dtype!r}: radiance takes only bf16 or fp8, one dtype for the whole cache"
+        )
+    if seqs < 1 or max_model_len < 1:
+        raise InputError(f"seqs={seqs}, max_model_len={max_model_len}: both must be at least 1")
+    if not pool_mib.is_finite() or not 0 <= pool_mib <= MAX_POOL_MIB:
+        raise InputError(
+            f"pool_mib={pool_mib}: a pool is a finite size from 0 to {fmt_mib(MAX_POOL_MIB)} MiB (1 PiB); "
+            "pass the --vram-kv-mib value in MiB"
+        )
+    rate = model.rate_bytes_per_token[dtype]
+    kv_mib = Decimal(seqs * max_model_len * rate) / MIB
+    per_seq_total = model.per_seq_mib * seqs
+    required = kv_mib + per_seq_total + model.fixed_mib
+    margin = pool_mib - required
+    spare = pool_mib - model.fixed_mib
+    per_sequence_mib = Decimal(max_model_len * rate) / MIB + model.per_seq_mib
+    max_seqs = max(0, round_down(spare / per_sequence_mib))
+    window_bytes = (spare - per_seq_total) * MIB
+    max_window = max(0, round_down(window_bytes / (seqs * rate)))
+    ok = margin >= 0
+    return PoolContract(
+        pool_mib=pool_mib,
+        seqs=seqs,
+        max_model_len=max_model_len,
+        dtype=dtype,
+        rate_bytes_per_token=rate,
+        kv_mib=kv_mib,
+        per_seq_total_mib=per_seq_total,
+        fixed_mib=model.fixed_mib,
+        required_mib=required,
+        margin_mib=margin,
+        ok=ok,
+        max_seqs_at_window=max_seqs,
+        max_window_at_seqs=max_window,
+        refusal=None if ok else REFUSAL.format(window=max_model_len),
+    )
+

@@ -1,0 +1,195 @@
+"""What a service's boot ledger says a probe may ask of it: the backed sequences and the window.
+
+Pure: a parsed ``Boot`` (or another engine's ``BootView``) in, a ``LedgerShape`` out, and the
+checks the probes make against it before anything is sent. The figures come from the ledger's
+own lines, each kept with its line: ``backs N sequences all at M tokens at once`` (the capacity referee) and the echoed
+``--max-num-seqs`` and ``--max-model-len``. A line the boot lacks is said, never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
+from radiance_mcp.core.engines import BootView
+from radiance_mcp.core.errors import GuardRailError, InputError
+from radiance_mcp.core.ledger import Boot, Hit, Line, boot_state
+from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
+from radiance_mcp.core.rules.engine_capacity import SEATS, binding_rank
+from radiance_mcp.core.units import fmt_mib
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: int
+    line: Line
+
+    def cite(self, source: str) -> str:
+        return f"{source}:{self.line.number}: {self.line.text.strip()!r}"
+
+
+@dataclass(frozen=True)
+class LedgerShape:
+    source: str
+    backed_seqs: Figure | None
+    """N of 'backs N sequences all at M tokens at once'."""
+    backed_tokens: Figure | None
+    """M of the same line."""
+    seats: Figure | None
+    """The echoed --max-num-seqs."""
+    window: Figure | None
+    """The echoed --max-model-len, else M of the backs line."""
+    refused: tuple[Line, ...]
+    """The refusal's lines (ledger.boot_state) when the boot refused to start; empty otherwise."""
+    pool: Figure | None
+    """The echoed --vram-kv-mib."""
+    contract: PoolContract | None
+    """The pool contract of the echoed --vram-kv-mib at these seats and window (None: a flag is missing)."""
+    missing: tuple[str, ...]
+    """Lines the boot lacks, said in the plan."""
+
+    def cite(self, figure: Figure) -> str:
+        return figure.cite(self.source)
+
+
+def _int(hit: Hit, name: str, source: str) -> int:
+    return int(hit.number(name, source))
+
+
+def ledger_shape(boot: Boot, model: ModelConstants) -> LedgerShape:
+    """The boot's backed sequences, seats, window and pool contract, each with its line."""
+    src = boot.source
+    backs = boot.first("backs")
+    backed_seqs = Figure(_int(backs, "seqs", src), backs.line) if backs else None
+    backed_tokens = Figure(_int(backs, "tokens", src), backs.line) if backs else None
+    flags = boot.flags
+    seats_hit, window_hit = flags.get("max-num-seqs"), flags.get("max-model-len")
+    seats = Figure(_int(seats_hit, "value", src), seats_hit.line) if seats_hit else None
+    window = Figure(_int(window_hit, "value", src), window_hit.line) if window_hit else backed_tokens
+    missing = []
+    if backs is None:
+        missing.append("'backs N sequences all at M tokens at once'")
+    if seats_hit is None:
+        missing.append("the echoed --max-num-seqs")
+    if window_hit is None:
+        missing.append("the echoed --max-model-len")
+    pool, dtype = flags.get("vram-kv-mib"), flags.get("kv-cache-dtype")
+    contract, pool_figure = None, Figure(_int(pool, "value", src), pool.line) if pool else None
+    if pool is None or dtype is None or dtype.fields["value"] not in KV_DTYPES:
+        missing.append("the echoed --vram-kv-mib and --kv-cache-dtype (bf16 or fp8), for the pool contract,")
+    elif seats is not None and window is not None:
+        assert pool_figure is not None
+        contract = pool_contract(Decimal(pool_figure.value), seats.value, window.value,
+                                 dtype.fields["value"], model)
+    state = boot_state(boot)
+    refused = state.lines if state.status == "refused" else ()
+    return LedgerShape(src, backed_seqs, backed_tokens, seats, window, refused, pool_figure, contract,
+                       tuple(missing))
+
+
+def engine_shape(view: BootView) -> LedgerShape:
+    """The shape another engine's boot states: the full-length sequences its KV cache backs at its window
+    (KV tokens / window, rounded down), its slots or running requests, and its refusal's lines.
+
+    The rank whose cache holds the fewest tokens binds. What the log does not print is listed in missing.
+    """
+    refused = tuple(r.line for r in view.refusals if r.final)
+    if refused:  # predict_boundary refuses to plan on it, naming these lines
+        return LedgerShape(view.source, None, None, None, None, refused, None, None, ())
+    rank = binding_rank(view)
+    seqs, window = rank.full_length_sequences, rank.window_tokens
+    backed = Figure(int(seqs.value), seqs.lines[0]) if seqs is not None else None
+    window_figure = Figure(int(window.value), window.lines[0]) if window is not None else None
+    seats_figure = view.settings.get(SEATS.get(view.engine, "")) or view.settings.get("n_seq_max")
+    seats = Figure(int(seats_figure.value), seats_figure.lines[0]) if seats_figure is not None else None
+    missing = [f"{gap.printed_in} ({gap.figure})" for gap in rank.missing
+               if gap.figure in ("kv_tokens", "window_tokens", "full_length_sequences")]
+    if seats is None:
+        missing.append(f"the sequences {view.engine} serves at once" + (
+            f" ({SEATS[view.engine]})" if view.engine in SEATS else " (--max-num-seqs, not printed at INFO)"))
+    return LedgerShape(view.source, backed, window_figure, seats, window_figure, (), None, None, tuple(missing))
+
+
+def checked_window(
+    shape: LedgerShape | None, given: int | None, argument: str = "max_model_len"
+) -> tuple[int | None, str | None]:
+    """The window to use and where it came from: the ledger's, which a given one must equal; else the given one."""
+    if shape is None or shape.window is None:
+        return given, "input" if given is not None else None
+    if given is not None and given != shape.window.value:
+        raise InputError(
+            f"{argument}={given:,} disagrees with the ledger's window of {shape.window.value:,} tokens "
+            f"({shape.cite(shape.window)}); the service runs that window: pass {argument}="
+            f"{shape.window.value} or leave it out"
+        )
+    return shape.window.value, f"ledger {shape.cite(shape.window)}"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    verdict: str
+    """What the ledger predicts the probe will show."""
+    lines: tuple[str, ...]
+    """The ledger lines the prediction stands on."""
+    not_checked: tuple[str, ...]
+    """Checks that could not be made, and why."""
+
+
+def predict_boundary(shape: LedgerShape | None, n: int, *, over_shape: bool, no_ledger_reason: str) -> Prediction:
+    """What N concurrent full-window prompts will show; n above the backed sequences is refused
+    unless over_shape: then only the queue or the KV cache is probed, not the shape."""
+    if shape is None:
+        return Prediction(
+            f"no prediction: {no_ledger_reason}",
+            (),
+            (f"n={n} against the sequences the shape backs at once: {no_ledger_reason}",
+             f"max_model_len against the ledger's --max-model-len: {no_ledger_reason}"),
+        )
+    if shape.refused:
+        cited = "; ".join(f"{shape.source}:{line.number}: {line.text.strip()!r}" for line in shape.refused)
+        raise GuardRailError(
+            f"boundary_probe: the service's newest boot refused to start ({cited}), so nothing serves the shape "
+            "this probe would test and nothing was planned or sent. Next: call audit_step_shape to compare that "
+            "boot with the boot that served, and probe once a boot has settled"
+        )
+    figures = (shape.backed_seqs, shape.seats, shape.window, shape.pool)
+    lines = tuple(shape.cite(f) for f in dict.fromkeys(f for f in figures if f is not None))
+    not_checked = tuple(f"{what} is not in {shape.source}: its check was not made" for what in shape.missing)
+    backed = shape.backed_seqs or shape.seats
+    if backed is None:
+        return Prediction(f"no prediction: {shape.source} names neither the backed sequences nor --max-num-seqs",
+                          lines, not_checked)
+    at = f" at {shape.window.value:,} tokens" if shape.window else ""
+    seats = shape.seats.value if shape.seats else None
+    contract = shape.contract
+    if contract is not None and not contract.ok:
+        expect = (
+            f"0/{n} retrieved: the pool of {fmt_mib(contract.pool_mib)} MiB (--vram-kv-mib) fails its contract for "
+            f"{contract.seqs} seats{at} (it needs {fmt_mib(contract.required_mib, 2)} MiB), so the engine refuses "
+            f"full-window requests ('{contract.refusal}'); that is a finding about the shape: see check_pool_contract"
+        )
+    else:
+        expect = (
+            f"{n}/{n} retrieved: the ledger backs {backed.value} sequence(s){at} at once ({shape.cite(backed)}), "
+            f"and n={n} is within it; anything less is a finding about the shape"
+        )
+    if n <= backed.value:
+        return Prediction(expect, lines, not_checked)
+    parts = [f"n={n} is above the {backed.value} sequence(s) the ledger backs at once ({shape.cite(backed)})"]
+    if seats is not None and n > seats:
+        parts.append(
+            f"the engine serves at most {seats} at once (--max-num-seqs): the other {n - seats} wait in its queue "
+            "and run as seats free"
+        )
+    if contract is not None and not contract.ok:
+        parts.append("the pool fails its contract, so expect refusals, not answers")
+    parts.append(f"{n}/{n} retrieved would say only that each prompt fits alone, nothing about the shape")
+    if not over_shape:
+        raise GuardRailError(
+            "boundary_probe: " + "; ".join(parts) + f". The probe checks the shape at its own width: pass "
+            f"n={backed.value} (or less), or over_shape=true to spend {n} full-window prefills past the shape "
+            "knowingly",
+            rule="probe_within_shape",
+        )
+    return Prediction("over the shape: " + "; ".join(parts), lines, not_checked)

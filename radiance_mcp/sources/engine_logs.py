@@ -1,0 +1,201 @@
+"""Another engine's boot log, read for the ledger tools and the probes (I/O).
+
+radiance's ledgers go through radiance_mcp.sources.ledgers (streamed, cut on the host). A vLLM, SGLang
+or llama.cpp log is read here: caller text, or a file on this machine (bounded, off the event
+loop), or a file or a container's `podman logs` on a host over SSH, where the host greps the
+log for the engine's words and sends only those lines, numbered as in the log
+(remote/programs/engine_read.sh); the pure dialects (radiance_mcp.core.engines) read them. Which
+engine printed it is the service's `engine` setting in the fleet config, else told from the
+text. A log on a host whose engine is not named goes to radiance's reader first (radiance's
+own ledgers cost nothing more); when that finds no radiance ledger, read_ledger reads the
+log's lines of every engine and tells the engine from them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from radiance_mcp.core.constants import LedgerEngine
+from radiance_mcp.core.errors import LedgerError, SourceError
+from radiance_mcp.core.ledger import Boot, Checkpoint, Origin, holds_radiance_words, read_text
+from radiance_mcp.models.ledger_ref import LedgerRef
+from radiance_mcp.sources.ledger_file import open_ledger
+from radiance_mcp.sources.ledgers import (
+    LocalFileSource,
+    RemoteFileSource,
+    RemoteSource,
+    local_file,
+    read_boot,
+    remote_source,
+)
+from radiance_mcp.sources.offload import run
+from radiance_mcp.sources.runtime import Runtime
+
+if TYPE_CHECKING:  # remote (and asyncssh with it) loads on first remote read, the dialects on another engine's log
+    from radiance_mcp.core.engines import BootView, EngineName
+    from radiance_mcp.sources.remote import EngineLines
+
+MAX_ENGINE_LOG_BYTES = 256 * 1024 * 1024
+"""An engine's start-up log is a few MiB; a larger file is read no further (name the boot's own lines)."""
+DETECT_BYTES = 4 * 1024 * 1024
+"""An unnamed file's engine is told from its first this many bytes (a start-up ledger is at a log's top)."""
+CHUNK_BYTES = 1024 * 1024
+REMEDY = "pass the engine's start-up lines, not a whole log of noise"
+
+
+def configured_engine(runtime: Runtime, ref: LedgerRef) -> LedgerEngine | None:
+    """The engine the fleet config names for the service ref reads (None: not named, or no service)."""
+    if ref.service is None or any(v is not None for v in (ref.log, ref.log_text, ref.container)):
+        return None
+    return runtime.fleet.service(ref.service).engine
+
+
+def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: Checkpoint) -> str:
+    """Up to limit bytes of the file, in chunks (the checkpoint runs per chunk); whole: refuse a larger file."""
+    chunks: list[bytes] = []
+    size = 0
+    path = source.path
+    with open_ledger(path, follow_symlinks=source.follow_symlinks) as stream:
+        while size <= limit:
+            checkpoint()
+            chunk = stream.read(CHUNK_BYTES)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    if whole and size > limit:
+        raise SourceError(
+            f"{path}: over {limit // (1024 * 1024)} MiB, more than an engine's start-up log; cut the boot you need "
+            "out of it (its lines from the engine's first start-up line on)"
+        )
+    return b"".join(chunks)[:limit].decode("utf-8", "replace")
+
+
+def _engine_of(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine:
+    """engines.detect_ledger, which a text holding radiance's own words skips: radiance's ledgers load no dialect."""
+    if holds_radiance_words(text):
+        return "radiance"
+    from radiance_mcp.core.engines import detect_ledger
+
+    return detect_ledger(text, source=label, checkpoint=checkpoint)
+
+
+def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *, checkpoint: Checkpoint,
+               ) -> BootView | None:
+    name = engine or _engine_of(text, label, checkpoint=checkpoint)
+    if name == "radiance":
+        return None
+    from radiance_mcp.core.engines import read_engine_boot
+
+    return read_engine_boot(text, source=label, engine=name, boot=boot, checkpoint=checkpoint)
+
+
+async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
+    """The boot ref names, in its engine's dialect: radiance's Boot (read by sources) or another engine's view.
+
+    Caller text whose engine is not configured is told and read in one job off the event loop
+    (one turn among the workers, as radiance's own reader takes). A log on a host whose engine
+    is not named is radiance's unless radiance's reader finds no ledger in it and its lines of
+    vLLM, SGLang or llama.cpp tell another engine (one more command, on that path only).
+    """
+    if ref.log_text is not None and configured_engine(runtime, ref) is None:
+        return await run(functools.partial(_inline, ref.log_text, ref.boot), label="log_text",
+                         remedy="pass the boot's own lines, not a whole log of noise")
+    view = await engine_boot(runtime, ref)
+    if view is not None:
+        return view
+    try:
+        return await read_boot(runtime, ref)
+    except LedgerError:
+        where = _where(runtime, ref) if configured_engine(runtime, ref) is None else None
+        if where is None or isinstance(where, LocalFileSource):
+            raise
+        view = await remote_boot(where, None, ref.boot)
+        if view is None:
+            raise  # the lines read as radiance's: its reader's error stands
+        return view
+
+
+def _inline(text: str, boot: int, *, checkpoint: Checkpoint) -> Boot | BootView:
+    view = _read_boot(text, None, "log_text", boot, checkpoint=checkpoint)
+    return read_text(text, source="log_text", boot=boot, checkpoint=checkpoint) if view is None else view
+
+
+async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
+    """The boot ref names, read in its engine's dialect; None for a radiance ledger (sources reads it).
+
+    Text, files on this machine and, for a named engine, files and containers on a host are
+    read here; a log on a host whose engine is not named is left to radiance's reader (None):
+    read_ledger tells the engine when that reader finds no radiance ledger.
+    """
+    engine = configured_engine(runtime, ref)
+    if engine == "radiance":
+        return None
+    origin: Origin = "caller text"
+    if ref.log_text is not None:
+        text, label = ref.log_text, "log_text"
+    else:
+        where = _where(runtime, ref)
+        if where is None:
+            return None
+        if not isinstance(where, LocalFileSource):
+            return await remote_boot(where, engine, ref.boot) if engine is not None else None
+        label, origin = where.label, "local file"
+        with where.reading():
+            if engine is None:
+                head = await run(functools.partial(_read, where, DETECT_BYTES, whole=False), label=label,
+                                 remedy="name the engine's start-up log")
+                engine = await run(functools.partial(_engine_of, head, label), label=label, remedy="name the engine")
+                if engine == "radiance":
+                    return None
+            text = await run(functools.partial(_read, where, MAX_ENGINE_LOG_BYTES, whole=True), label=label,
+                             remedy="cut the boot you need out of the log")
+    view = await run(functools.partial(_read_boot, text, engine, label, ref.boot), label=label, remedy=REMEDY)
+    return replace(view, origin=origin) if view is not None else None
+
+
+def _where(runtime: Runtime, ref: LedgerRef) -> LocalFileSource | RemoteSource | None:
+    """Where the log ref names is: a file on this machine, a file or container on a host, or None where
+    there is none to read here (no log, caller text: sources says what is wrong)."""
+    if ref.service is not None and ref.log is None and ref.container is None:
+        entry = runtime.fleet.service(ref.service)
+        if entry.log is None and entry.container is None:
+            return None
+        if entry.host is None:
+            assert entry.log is not None  # a container is read on its host
+            return LocalFileSource(Path(entry.log).expanduser())  # the operator's own path: no log root needed
+        return remote_source(runtime, host=entry.host, log=entry.log, container=entry.container, configured=True)
+    if ref.host is not None:
+        return remote_source(runtime, host=ref.host, log=ref.log, container=ref.container)
+    if ref.log is None:
+        return None
+    return local_file(runtime, ref.log)
+
+
+async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int) -> BootView | None:
+    """The boot of an engine's log on a host: its lines holding the engine's words (every engine's and
+    radiance's when engine is None: told from them; None when they are radiance's), read here."""
+    from radiance_mcp.sources.remote import EngineRequest
+
+    if isinstance(source, RemoteFileSource):
+        request = EngineRequest("file", source.path, source.label, source.roots, engine)
+    else:
+        request = EngineRequest("podman", source.container, source.label, engine=engine)
+    sent = await source.pool.read_engine_log(source.target, request)
+    return await run(functools.partial(_read_lines, sent, engine, source.label, boot), label=source.label,
+                     remedy=REMEDY)
+
+
+def _read_lines(sent: EngineLines, engine: EngineName | None, label: str, boot: int, *,
+                checkpoint: Checkpoint) -> BootView | None:
+    name = engine or _engine_of("\n".join(line.text for line in sent.lines), label, checkpoint=checkpoint)
+    if name == "radiance":
+        return None
+    from radiance_mcp.core.engines import read_engine_lines
+
+    view = read_engine_lines(sent.lines, source=label, engine=name, boot=boot, last_line=sent.last_line,
+                             skipped=sent.skipped_long_lines, dropped=sent.dropped_lines, checkpoint=checkpoint)
+    return replace(view, origin="host")
