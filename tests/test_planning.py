@@ -81,9 +81,9 @@ def test_more_slab_moves_slots_from_the_host_pool(host_pool: int, gained: int, c
 
 def test_a_shared_card_offers_its_headroom_once_less_the_other_floors() -> None:
     views = [
-        planning.CardView("a", 1, "box:1", 1_787, Decimal("209.19")),
-        planning.CardView("b", 0, "box:1", 3_968, Decimal("150.5")),
-        planning.CardView("a", 0, "box:0", 1_849, Decimal("209.19")),
+        planning.CardHeadroom("a", 1, "box:1", 1_787, Decimal("209.19")),
+        planning.CardHeadroom("b", 0, "box:1", 3_968, Decimal("150.5")),
+        planning.CardHeadroom("a", 0, "box:0", 1_849, Decimal("209.19")),
     ]
     shared = planning.share(views)
     # a reads 1,787 - b's floor 150.5 (whole MiB up: 151) = 1,636; b reads 3,968 - 210 = 3,758: a binds

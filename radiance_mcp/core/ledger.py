@@ -59,11 +59,11 @@ class ReserveMark:
 
 
 _mark = ReserveMark  # short, for the table's rows
-def no_checkpoint() -> None:
+def never_stop() -> None:
     """The default checkpoint: a reader's caller may pass one that stops it (a cancel, a time limit)."""
 
 
-Checkpoint = Callable[[], None]
+StopCheck = Callable[[], None]
 """Called per chunk of a file and per line of text; it raises to stop the read."""
 
 
@@ -246,6 +246,25 @@ class Line:
 
 
 @dataclass(frozen=True)
+class CutBoot:
+    """One boot cut out of a ledger, by a host (sources.remote) or from a local file (sources.ledger_file):
+    its phrase lines, numbered as in the log, and where it lies."""
+
+    index: int
+    boots_seen: int | None
+    lines: tuple[Line, ...]
+    skipped_long_lines: int
+    first_line: int
+    last_line: int
+    """The boot's whole span in the log, lines without a phrase included."""
+    lines_from_byte: int | None = None
+    """None: line numbers are the file's and index counts from its first boot. Else the lines before
+    were not counted: line numbers count from 1 at the line that starts at this byte offset (line n
+    is `tail -c +<offset + 1> FILE | sed -n <n>p`), index counts from the end (-1 the newest) and
+    boots_seen is None."""
+
+
+@dataclass(frozen=True)
 class Hit:
     """One line that matched one phrase, with the raw text of each field (radiance's and the other
     engines' alike: radiance_mcp.core.engines reads its dialects into these records too)."""
@@ -409,7 +428,7 @@ MAX_NEAR_MISSES = 16
 
 def parse_boot(
     lines: Iterable[Line], *, source: str, index: int, boots_seen: int | None, skipped_long_lines: int = 0,
-    checkpoint: Checkpoint = no_checkpoint,
+    checkpoint: StopCheck = never_stop,
 ) -> Boot:
     """Match the lines of one boot (already cut out of its log) against the phrase table."""
     hits: list[Hit] = []
@@ -468,7 +487,7 @@ def select_boot(boot: int, count: int, source: str) -> int:
     return boot - 1 if boot > 0 else count + boot
 
 
-def read_text(text: str, *, source: str, boot: int = -1, checkpoint: Checkpoint = no_checkpoint) -> Boot:
+def read_text(text: str, *, source: str, boot: int = -1, checkpoint: StopCheck = never_stop) -> Boot:
     """Read one boot (the newest by default) of a ledger given as text."""
     # Lines end at '\n' only, as in read_file: str.splitlines() would also break at '\x85', '\x0c',
     # '\u2028' and a lone '\r', so the same ledger pasted inline would get other line numbers.
@@ -491,7 +510,7 @@ def _overlong(raw: str) -> bool:
     return len(raw) > MAX_LINE_BYTES or len(raw.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES
 
 
-def parse_lines(lines: list[Line], *, source: str, boot: int, skipped: int, checkpoint: Checkpoint) -> Boot:
+def parse_lines(lines: list[Line], *, source: str, boot: int, skipped: int, checkpoint: StopCheck) -> Boot:
     if not any(line.text.strip() for line in lines):
         note = f" ({skipped} line(s) over {MAX_LINE_BYTES} bytes skipped)" if skipped else ""
         raise LedgerError(f"{source}: the log is empty{note}; pass the radiance service's boot log")

@@ -321,7 +321,7 @@ def price_slab(weights_mib: Decimal, headroom_mib: int, slope: Slope, slab: Slab
 
 
 @dataclass(frozen=True)
-class CardView:
+class CardHeadroom:
     """One service's reading of one of its cards."""
 
     service: str
@@ -337,27 +337,27 @@ class CardView:
 @dataclass(frozen=True)
 class SharedCard:
     physical: str
-    views: tuple[CardView, ...]
+    views: tuple[CardHeadroom, ...]
     headroom_mib: int
     """The card's headroom counted once: the least any service on it reads, less the other services'
     floors (free memory one engine reads is memory another engine keeps free)."""
-    binding: CardView
+    binding: CardHeadroom
     derivation: str
 
 
-def share(views: Sequence[CardView]) -> dict[str, SharedCard]:
+def share(views: Sequence[CardHeadroom]) -> dict[str, SharedCard]:
     """Group the views by physical card; a card's headroom is offered once, never once per service.
 
     Every service on a card reads the same free memory (the one booted last sees the others'
     budgets already taken), and each engine keeps its own floor free in it.
     """
-    groups: dict[str, list[CardView]] = {}
+    groups: dict[str, list[CardHeadroom]] = {}
     for view in views:
         if view.physical is not None:
             groups.setdefault(view.physical, []).append(view)
     shared = {}
     for physical, group in groups.items():
-        def net(view: CardView, group: list[CardView] = group) -> int:
+        def net(view: CardHeadroom, group: list[CardHeadroom] = group) -> int:
             others = sum((w.floor_mib for w in group if w is not view), Decimal(0))
             return view.headroom_mib - math.ceil(others)
 

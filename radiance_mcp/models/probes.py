@@ -7,7 +7,7 @@ from pydantic import Field
 from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
 from radiance_mcp.core.rules.probe_verdicts import Verdict, collapse_alike
 from radiance_mcp.core.wording.payloads import Api
-from radiance_mcp.core.wording.refusals import DialectChoice
+from radiance_mcp.core.wording.refusals import ApiChoice
 from radiance_mcp.models.base import Flag, Input, Int, MaxChars, Name, Number, Output, Seconds, Tokens
 
 DEFAULT_MAX_WINDOW_TOKENS = 1_048_576
@@ -24,7 +24,7 @@ class Repeated(Output):
 
 
 _SERVICE = Field(description="A service list_fleet names.")
-_DIALECT: DialectChoice = Field(
+_DIALECT: ApiChoice = Field(
     "auto",
     description="auto: detected from the first refusal.",
 )
@@ -46,7 +46,7 @@ class TokenCountProbeInput(Input):
         None, ge=16, description="The window (--max-model-len). Omitted: a refusal names it."
     )
     max_window_tokens: Int = _MAX_WINDOW
-    dialect: DialectChoice = _DIALECT
+    dialect: ApiChoice = _DIALECT
     use_tokenize_endpoint: Flag = Field(True)
     model: Name | None = _MODEL
     timeout_s: Seconds = Field(120, le=3600)
@@ -91,7 +91,7 @@ class BoundaryProbeInput(Input):
     over_shape: Flag = Field(
         False, description="Allow n above the backed sequences.",
     )
-    dialect: DialectChoice = _DIALECT
+    dialect: ApiChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     chars_per_token: Number = Field(
         CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler chars per token."
@@ -176,7 +176,7 @@ class DecodeProbeInput(Input):
     max_model_len: Tokens | None = Field(
         None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's."
     )
-    dialect: DialectChoice = _DIALECT
+    dialect: ApiChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     count_prompt: Flag = Field(
         True,

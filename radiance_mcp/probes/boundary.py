@@ -12,10 +12,10 @@ from fractions import Fraction
 import httpx
 
 from radiance_mcp.core.errors import InputError, ProbeError
-from radiance_mcp.core.rules.probe_shape import LedgerShape, Prediction, checked_window, predict_boundary
+from radiance_mcp.core.rules.probe_shape import ProbeExpectation, ProbeShape, checked_window, predict_boundary
 from radiance_mcp.core.rules.probe_verdicts import Verdict, alike, judge_boundary
 from radiance_mcp.core.wording.payloads import ROUTES, generation
-from radiance_mcp.core.wording.refusals import Dialect, dialect_for
+from radiance_mcp.core.wording.refusals import ApiDialect, dialect_for
 from radiance_mcp.models.probes import (
     BoundaryPlan,
     BoundaryProbeInput,
@@ -35,7 +35,7 @@ MIN_PROMPT_TOKENS = 32
 
 
 def plan(
-    args: BoundaryProbeInput, window: int, window_source: str | None, dialect: Dialect, bound: Bound
+    args: BoundaryProbeInput, window: int, window_source: str | None, dialect: ApiDialect, bound: Bound
 ) -> BoundaryPlan:
     target = dialect.max_prompt_tokens(window, args.gen_tokens)
     if target < MIN_PROMPT_TOKENS:
@@ -73,13 +73,13 @@ def plan(
 class Bound:
     """The service's ledger shape (None: no ledger) and what it predicts for this probe."""
 
-    shape: LedgerShape | None
-    prediction: Prediction
+    shape: ProbeShape | None
+    prediction: ProbeExpectation
     window: int | None
     window_source: str | None
 
 
-def bound_by_ledger(args: BoundaryProbeInput, shape: LedgerShape | None, no_ledger_reason: str) -> Bound:
+def bound_by_ledger(args: BoundaryProbeInput, shape: ProbeShape | None, no_ledger_reason: str) -> Bound:
     """Check n and max_model_len against the ledger before anything is sent (refusing what it rules out)."""
     window, source = checked_window(shape, args.max_model_len)
     prediction = predict_boundary(shape, args.n, over_shape=args.over_shape, no_ledger_reason=no_ledger_reason)
@@ -90,7 +90,7 @@ async def boundary_probe(
     fleet: Fleet,
     args: BoundaryProbeInput,
     *,
-    shape: LedgerShape | None = None,
+    shape: ProbeShape | None = None,
     no_ledger_reason: str = "the service has no ledger (log or container) in the fleet config",
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,

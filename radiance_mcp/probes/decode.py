@@ -11,7 +11,7 @@ import httpx
 
 from radiance_mcp.core.constants import MIN_DECODE_TOKENS
 from radiance_mcp.core.errors import GuardRailError, InputError, ProbeError
-from radiance_mcp.core.rules.probe_shape import LedgerShape, checked_window
+from radiance_mcp.core.rules.probe_shape import ProbeShape, checked_window
 from radiance_mcp.core.rules.probe_verdicts import StreamRates, check_decode_tokens, stream_rates
 from radiance_mcp.core.wording.payloads import (
     Timings,
@@ -37,7 +37,7 @@ async def decode_probe(
     fleet: Fleet,
     args: DecodeProbeInput,
     *,
-    shape: LedgerShape | None = None,
+    shape: ProbeShape | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> DecodeProbeOutput:
     """Run one cold streamed request and read its rates; see the tool's docstring for the traps.

@@ -23,9 +23,9 @@ from radiance_mcp.core.errors import GuardRailError, ProbeError
 from radiance_mcp.core.wording.payloads import Api, generation, usage_of
 from radiance_mcp.core.wording.refusals import (
     DIALECTS,
-    Dialect,
-    DialectChoice,
-    Refusal,
+    ApiChoice,
+    ApiDialect,
+    ContextRefusal,
     dialect_for,
     parse_refusal,
     quote,
@@ -39,12 +39,12 @@ REFUSAL_QUOTE_CHARS = 300
 @dataclass
 class Engine:
     client: ProbeClient
-    choice: DialectChoice
+    choice: ApiChoice
     model: str | None = None
     window_tokens: int | None = None
     window_source: str | None = None
     max_window_tokens: int = 1_048_576
-    dialect: Dialect = field(init=False)
+    dialect: ApiDialect = field(init=False)
     detected: bool = False
     refusals: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -78,14 +78,14 @@ class Engine:
                 rule="count_above_window",
             )
 
-    async def refusal(self, api: Api, content: str, lower_bound_tokens: int) -> Refusal:
+    async def refusal(self, api: Api, content: str, lower_bound_tokens: int) -> ContextRefusal:
         """Send content (certainly above the window) and read the count its refusal names."""
         self._guard(lower_bound_tokens)
         route, body = generation(api, content, 1, self.model)
         answer = await self.client.post_json(route, body)
         return self.read_refusal(answer, route)
 
-    def read_refusal(self, answer: Answer, route: str) -> Refusal:
+    def read_refusal(self, answer: Answer, route: str) -> ContextRefusal:
         where = f"service {self.client.service!r} ({self.client.endpoint}) POST {route}"
         if answer.status == 200:
             usage = usage_of(answer.data)
@@ -124,7 +124,7 @@ class Engine:
         self._learn_window(refusal)
         return refusal
 
-    def _learn_window(self, refusal: Refusal) -> None:
+    def _learn_window(self, refusal: ContextRefusal) -> None:
         if refusal.window_tokens is None:
             return
         if self.window_tokens is None:
@@ -138,7 +138,7 @@ class Engine:
             self.window_tokens = refusal.window_tokens
             self.window_source = "refusal"
 
-    def exact_count(self, refusal: Refusal, what: str) -> int:
+    def exact_count(self, refusal: ContextRefusal, what: str) -> int:
         """The refusal's count, or an error when it names none or only a bound."""
         if refusal.prompt_tokens is None or not refusal.exact:
             raise ProbeError(

@@ -8,7 +8,7 @@ import math
 import httpx
 
 from radiance_mcp.core.errors import ProbeError
-from radiance_mcp.core.wording.refusals import Refusal
+from radiance_mcp.core.wording.refusals import ContextRefusal
 from radiance_mcp.models.probes import Repeated, TokenCountProbeInput, TokenCountProbeOutput
 from radiance_mcp.probes.client import ProbeClient
 from radiance_mcp.probes.engine import Engine
@@ -52,7 +52,7 @@ async def _count(engine: Engine, args: TokenCountProbeInput) -> TokenCountProbeO
             use_tokenize = False
 
     filler_units: int | None = None
-    filler_refusal: Refusal | None = None
+    filler_refusal: ContextRefusal | None = None
     if engine.window_tokens is None:
         # One refusal of filler sized above the largest window assumed names the window.
         filler_units = units_certainly_above(engine.max_window_tokens)

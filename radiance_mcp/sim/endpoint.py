@@ -40,9 +40,9 @@ from radiance_mcp.sim.engine import EngineModel, Shape
 from radiance_mcp.sim.serving import (
     GATHER_WAIT_S,
     Behaviour,
+    ErrorAnswer,
     Plan,
     PrefixCache,
-    Refusal,
     decode_tokens_per_s,
     finish_reason,
     head_line,
@@ -297,23 +297,23 @@ class SimEndpoint:
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
         except ValueError as exc:
-            return self._refuse(number, boot, path, Refusal(400, f"invalid JSON body: {exc}"))
+            return self._refuse(number, boot, path, ErrorAnswer(400, f"invalid JSON body: {exc}"))
         behaviour = self.behaviour
         if behaviour.fail_status is not None:
-            refusal = Refusal(behaviour.fail_status, "simulated engine failure")
+            refusal = ErrorAnswer(behaviour.fail_status, "simulated engine failure")
             return self._refuse(number, boot, path, refusal)
         if behaviour.hang:
             await self._closing.wait()
-            return self._refuse(number, boot, path, Refusal(503, "the engine stopped while the request hung"))
+            return self._refuse(number, boot, path, ErrorAnswer(503, "the engine stopped while the request hung"))
         plan = plan_request(body, kind, self.model.boots, behaviour)
-        if isinstance(plan, Refusal):
+        if isinstance(plan, ErrorAnswer):
             return self._refuse(number, boot, path, plan)
         run = _Run(self, number, boot, path, plan)
         if plan.stream:
             return StreamingResponse(run.stream(), media_type="text/event-stream")
         return JSONResponse(await run.whole())
 
-    def _refuse(self, number: int, boot: int, path: str, refusal: Refusal) -> Response:
+    def _refuse(self, number: int, boot: int, path: str, refusal: ErrorAnswer) -> Response:
         self.requests.append(
             RequestRecord(id=number, boot=boot, path=path, status=refusal.status, prompt_tokens=refusal.prompt_tokens,
                           refusal=refusal.message)

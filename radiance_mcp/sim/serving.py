@@ -130,7 +130,7 @@ class PrefixCache:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class ErrorAnswer:
     status: int
     message: str
     prompt_tokens: int | None = None
@@ -197,13 +197,13 @@ def _positive_int(body: dict[str, Any], *names: str) -> int | None:
 
 def plan_request(
     body: dict[str, Any], kind: Literal["completion", "chat"], boot: BootFigures, behaviour: Behaviour
-) -> Plan | Refusal:
+) -> Plan | ErrorAnswer:
     """Decide a request before any prefill: a refusal, or what to prefill and generate."""
     try:
         prompt = prompt_of(body, kind)
         asked = _positive_int(body, "max_tokens", "max_completion_tokens")
     except ValueError as exc:
-        return Refusal(400, str(exc))
+        return ErrorAnswer(400, str(exc))
     max_tokens = DEFAULT_MAX_TOKENS if asked is None else asked
     window = boot.shape.max_model_len
     share = share_tokens(boot)
@@ -216,9 +216,9 @@ def plan_request(
         kept = keep_tail(prompt, max(1, limit - max_tokens))
         kept_tokens, truncated = count_tokens(kept), True
     elif prompt_tokens > window:
-        return Refusal(400, OVER_WINDOW.format(prompt_tokens=prompt_tokens, window=window), prompt_tokens)
+        return ErrorAnswer(400, OVER_WINDOW.format(prompt_tokens=prompt_tokens, window=window), prompt_tokens)
     elif not boot.contract.ok and prompt_tokens >= share:
-        return Refusal(400, REFUSAL.format(window=window), prompt_tokens)
+        return ErrorAnswer(400, REFUSAL.format(window=window), prompt_tokens)
 
     generate = min(max_tokens, max(0, limit - kept_tokens))
     if behaviour.shrink_max_tokens is not None:

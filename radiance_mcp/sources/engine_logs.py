@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from radiance_mcp.core.constants import LedgerEngine
 from radiance_mcp.core.errors import LedgerError, SourceError
-from radiance_mcp.core.ledger import Boot, Checkpoint, Origin, holds_radiance_words, read_text
+from radiance_mcp.core.ledger import Boot, Origin, StopCheck, holds_radiance_words, read_text
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.ledger_file import open_ledger
 from radiance_mcp.sources.ledgers import (
@@ -53,7 +53,7 @@ def configured_engine(runtime: Runtime, ref: LedgerRef) -> LedgerEngine | None:
     return runtime.fleet.service(ref.service).engine
 
 
-def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: Checkpoint) -> str:
+def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: StopCheck) -> str:
     """Up to limit bytes of the file, in chunks (the checkpoint runs per chunk); whole: refuse a larger file."""
     chunks: list[bytes] = []
     size = 0
@@ -74,7 +74,7 @@ def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: Check
     return b"".join(chunks)[:limit].decode("utf-8", "replace")
 
 
-def _engine_of(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine:
+def _engine_of(text: str, label: str, *, checkpoint: StopCheck) -> LedgerEngine:
     """engines.detect_ledger, which a text holding radiance's own words skips: radiance's ledgers load no dialect."""
     if holds_radiance_words(text):
         return "radiance"
@@ -83,7 +83,7 @@ def _engine_of(text: str, label: str, *, checkpoint: Checkpoint) -> LedgerEngine
     return detect_ledger(text, source=label, checkpoint=checkpoint)
 
 
-def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *, checkpoint: Checkpoint,
+def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *, checkpoint: StopCheck,
                ) -> BootView | None:
     name = engine or _engine_of(text, label, checkpoint=checkpoint)
     if name == "radiance":
@@ -119,7 +119,7 @@ async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
         return view
 
 
-def _inline(text: str, boot: int, *, checkpoint: Checkpoint) -> Boot | BootView:
+def _inline(text: str, boot: int, *, checkpoint: StopCheck) -> Boot | BootView:
     view = _read_boot(text, None, "log_text", boot, checkpoint=checkpoint)
     return read_text(text, source="log_text", boot=boot, checkpoint=checkpoint) if view is None else view
 
@@ -190,7 +190,7 @@ async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int
 
 
 def _read_lines(sent: EngineLines, engine: EngineName | None, label: str, boot: int, *,
-                checkpoint: Checkpoint) -> BootView | None:
+                checkpoint: StopCheck) -> BootView | None:
     name = engine or _engine_of("\n".join(line.text for line in sent.lines), label, checkpoint=checkpoint)
     if name == "radiance":
         return None

@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from radiance_mcp.core.errors import SourceError
-from radiance_mcp.core.ledger import Checkpoint
+from radiance_mcp.core.ledger import StopCheck
 
 if TYPE_CHECKING:  # asyncio and the thread pool load with the first call on an event loop
     from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +48,7 @@ T_co = TypeVar("T_co", covariant=True)
 class Job(Protocol[T_co]):
     """Work that calls checkpoint() often (per chunk of a file, per line): it raises to stop the job."""
 
-    def __call__(self, *, checkpoint: Checkpoint) -> T_co: ...
+    def __call__(self, *, checkpoint: StopCheck) -> T_co: ...
 
 
 READ_TIMEOUT_S = 60.0

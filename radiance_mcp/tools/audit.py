@@ -134,7 +134,7 @@ def _seats_out(check: step_shape.SeatCheck | None) -> SeatCheckOut | None:
     )
 
 
-def _lines(shape: step_shape.ShapeLedger) -> list[LineRef]:
+def _lines(shape: step_shape.StepShapeReading) -> list[LineRef]:
     lines: dict[int, Line] = {v.line.number: v.line for v in shape.values.values()}
     if shape.fix_text is not None:
         lines[shape.fix_text.line.number] = shape.fix_text.line

@@ -399,7 +399,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
             _card_plan(c, boot, cards_of[i] if cards_of else None) for i, c in enumerate(reading.cards)
         ])
     every = {name: cards for name, (_, _, cards) in plans.items()} | {n: c for n, (_, c) in engine_cards.items()}
-    views = [planning.CardView(name, c.card, c.physical, c.headroom_mib, Decimal(str(c.engine_floor.value)))
+    views = [planning.CardHeadroom(name, c.card, c.physical, c.headroom_mib, Decimal(str(c.engine_floor.value)))
              for name, cards in every.items() for c in cards]
     shared = planning.share(views)
     for name, cards in every.items():

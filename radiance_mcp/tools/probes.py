@@ -7,8 +7,8 @@ numbers from radiance_mcp.core.constants (tests/probes/test_docstrings.py checks
 from __future__ import annotations
 
 from radiance_mcp.core.engines import BootView
-from radiance_mcp.core.rules.probe_shape import LedgerShape, engine_shape, ledger_shape
-from radiance_mcp.core.wording.refusals import DialectChoice
+from radiance_mcp.core.rules.probe_shape import ProbeShape, engine_shape, ledger_shape
+from radiance_mcp.core.wording.refusals import ApiChoice
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.probes import (
     BoundaryProbeInput,
@@ -25,10 +25,10 @@ from radiance_mcp.tools.registry import Progress, ToolFamily
 FAMILY = ToolFamily()
 
 NO_LEDGER = "the service has no ledger (log or container) in the fleet config"
-SAME_NAME: dict[str, DialectChoice] = {"radiance": "radiance", "vllm": "vllm", "sglang": "sglang"}
+SAME_NAME: dict[str, ApiChoice] = {"radiance": "radiance", "vllm": "vllm", "sglang": "sglang"}
 
 
-async def service_ledger(runtime: Runtime, service: str) -> tuple[LedgerShape | None, DialectChoice | None, str]:
+async def service_ledger(runtime: Runtime, service: str) -> tuple[ProbeShape | None, ApiChoice | None, str]:
     """The shape the service's newest boot states (None without a ledger, and why), and the probe dialect
     its configured engine speaks (None: detect it from the first refusal)."""
     entry = runtime.fleet.service(service)
@@ -40,7 +40,7 @@ async def service_ledger(runtime: Runtime, service: str) -> tuple[LedgerShape | 
     return ledger_shape(boot, runtime.fleet.model_constants(service)), _dialect(entry.engine, None), NO_LEDGER
 
 
-def _dialect(engine: str | None, view: BootView | None) -> DialectChoice | None:
+def _dialect(engine: str | None, view: BootView | None) -> ApiChoice | None:
     """The configured engine's refusal dialect. llama.cpp's is llama-server's where its boot shows it
     (slots, or more than one sequence: llama-cpp-python serves one); else the first refusal tells
     llama-server from llama-cpp-python, as it does for a service with no engine set."""

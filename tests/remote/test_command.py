@@ -15,7 +15,7 @@ import radiance_mcp
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.ledger import BOOT_MARKER, KEYWORDS
 from radiance_mcp.sources import remote
-from radiance_mcp.sources.remote import Checkpoint, LogRequest, build_command, parse_output
+from radiance_mcp.sources.remote import LogRequest, ReadMark, build_command, parse_output
 
 NONCE = "0123456789abcdef0123456789abcdef"
 ROOTS = ("/home/dank/logs", "/var/log/radiance/")
@@ -95,7 +95,7 @@ def _calls(command: str) -> list[list[str]]:
 def test_each_argument_is_one_quoted_word() -> None:
     path = "/var/log/radiance/a b;c$(d)`e`'f\"g.log"
     marker = "2026-10-13T12:00:00Z I radiance boot: frank '$(touch x)' `y` \"z\" \x1b[0m\r"
-    checkpoint = Checkpoint("1234", 567, 89, 3, marker, tail_offset=9000, tail_line=120, tail_cksum="42 4096")
+    checkpoint = ReadMark("1234", 567, 89, 3, marker, tail_offset=9000, tail_line=120, tail_cksum="42 4096")
     command = build_command(
         [LogRequest("file", path, -2, "h:p", ROOTS), LogRequest("podman", "frank-archon", 1, "h:c")],
         nonce=NONCE, checkpoints=[checkpoint, None], timeout_s=60,
@@ -156,9 +156,9 @@ def test_output_lines_without_the_nonce_are_data_or_nothing() -> None:
     (section,) = sections
     assert (section.index, section.boots_seen, section.skipped) == (2, 3, 1)
     assert [(line.number, line.text) for line in section.lines] == [(14, "I   vram_kv              5.00 GiB")]
-    assert section.checkpoint == Checkpoint("99", 10, 5, 2, "I radiance boot: frank archon")
+    assert section.checkpoint == ReadMark("99", 10, 5, 2, "I radiance boot: frank archon")
     counted_from = raw.replace(b" 2 - I radiance", b" 2 4096 I radiance")
-    assert parse_output(counted_from, nonce=NONCE, count=1)[0][0].checkpoint == Checkpoint(
+    assert parse_output(counted_from, nonce=NONCE, count=1)[0][0].checkpoint == ReadMark(
         "99", 10, 5, 2, "I radiance boot: frank archon", base=4096)
 
 

@@ -80,7 +80,7 @@ class Value:
 
 
 @dataclass(frozen=True)
-class ShapeLedger:
+class StepShapeReading:
     """What the audit reads off one boot."""
 
     boot: Boot
@@ -110,7 +110,7 @@ def _quantity(text: str) -> Decimal | None:
         return None
 
 
-def read_shape(boot: Boot) -> ShapeLedger:
+def read_shape(boot: Boot) -> StepShapeReading:
     """The step-shape figures of one boot (the first line holding each phrase), with their lines."""
     src = boot.where()
     values: dict[str, Value] = {}
@@ -145,7 +145,7 @@ def read_shape(boot: Boot) -> ShapeLedger:
         values["refusal"] = Value(stopped.raw("reason", src), stopped.line)
     fix = boot.first("fix_text")
     fix_text = Value(fix.raw("text", src), fix.line) if fix is not None else None
-    return ShapeLedger(boot, values, worst_seqs, worst_tokens, _step_tokens(arena, src, values), fix_text,
+    return StepShapeReading(boot, values, worst_seqs, worst_tokens, _step_tokens(arena, src, values), fix_text,
                        _status(boot), _missing(src, values))
 
 
@@ -258,8 +258,8 @@ class SeatCheck:
 
 @dataclass(frozen=True)
 class StepShapeAudit:
-    proven: ShapeLedger
-    candidate: ShapeLedger
+    proven: StepShapeReading
+    candidate: StepShapeReading
     rows: tuple[Row, ...]
     flag_changes: tuple[Row, ...]
     arena_slope: ArenaSlope | None
@@ -282,7 +282,7 @@ def _differs(a: Value | None, b: Value | None) -> bool:
     return a.printed != b.printed
 
 
-def diff_rows(proven: ShapeLedger, candidate: ShapeLedger) -> tuple[Row, ...]:
+def diff_rows(proven: StepShapeReading, candidate: StepShapeReading) -> tuple[Row, ...]:
     rows = []
     for spec in ROWS:
         a, b = proven.get(spec.key), candidate.get(spec.key)
@@ -293,7 +293,7 @@ def diff_rows(proven: ShapeLedger, candidate: ShapeLedger) -> tuple[Row, ...]:
     return tuple(rows)
 
 
-def arena_slope(proven: ShapeLedger, candidate: ShapeLedger) -> ArenaSlope | None:
+def arena_slope(proven: StepShapeReading, candidate: StepShapeReading) -> ArenaSlope | None:
     """(arena_b - arena_a) / (mnbt_b - mnbt_a) MiB per batched token; None without two distinct points."""
     a_mib, b_mib = proven.mib("arena"), candidate.mib("arena")
     a_tok, b_tok = proven.arena_mnbt, candidate.arena_mnbt
@@ -309,7 +309,7 @@ def arena_slope(proven: ShapeLedger, candidate: ShapeLedger) -> ArenaSlope | Non
     return ArenaSlope(a_tok, b_tok, a_mib, b_mib, slope, intercept, derivation)
 
 
-def seat_check(shape: ShapeLedger, model: ModelConstants) -> SeatCheck | None:
+def seat_check(shape: StepShapeReading, model: ModelConstants) -> SeatCheck | None:
     """Is the funded KV cache below one full-length sequence, and below the seats asked?
 
     Seats and window come from the echoed --max-num-seqs and --max-model-len, else from the
@@ -440,7 +440,7 @@ def _flags_finding(rows: tuple[Row, ...], flag_changes: tuple[Row, ...]) -> str:
     return text
 
 
-def _arena_finding(by_key: dict[str, Row], candidate: ShapeLedger) -> str | None:
+def _arena_finding(by_key: dict[str, Row], candidate: StepShapeReading) -> str | None:
     """The arena's change against what claimable, the experts and the KV cache lost; None if it did not move."""
     arena_row = by_key["arena"]
     if arena_row.delta is None or arena_row.proven is None or arena_row.candidate is None or arena_row.delta == 0:
@@ -469,8 +469,8 @@ def _arena_finding(by_key: dict[str, Row], candidate: ShapeLedger) -> str | None
 
 
 def _seat_findings(
-    proven: ShapeLedger,
-    candidate: ShapeLedger,
+    proven: StepShapeReading,
+    candidate: StepShapeReading,
     proven_seats: SeatCheck | None,
     candidate_seats: SeatCheck | None,
     diagnosis: list[str],
@@ -503,7 +503,7 @@ def _seat_findings(
         )
 
 
-def _engine_findings(proven: ShapeLedger, candidate: ShapeLedger, notes: list[str]) -> list[str]:
+def _engine_findings(proven: StepShapeReading, candidate: StepShapeReading, notes: list[str]) -> list[str]:
     """The engine's own words: the candidate's refusal, and an expert prefetch left with nothing."""
     found: list[str] = []
     if candidate.status == "refused":
@@ -530,7 +530,7 @@ def _engine_findings(proven: ShapeLedger, candidate: ShapeLedger, notes: list[st
     return found
 
 
-def _remedy(flag_changes: tuple[Row, ...], inherit: dict[str, str], candidate: ShapeLedger) -> tuple[str, ...]:
+def _remedy(flag_changes: tuple[Row, ...], inherit: dict[str, str], candidate: StepShapeReading) -> tuple[str, ...]:
     """What to do: inherit the proven numbers and prove it by dry run; or, flags equal, look elsewhere."""
     if not flag_changes:
         if candidate.status == "refused":

@@ -22,9 +22,9 @@ from radiance_mcp.core.constants import LedgerEngine
 from radiance_mcp.core.engines import llamacpp, sglang, vllm
 from radiance_mcp.core.engines.common import (
     BootView,
-    Dialect,
     EngineName,
     Figure,
+    LedgerDialect,
     Missing,
     RankView,
     Refusal,
@@ -35,14 +35,14 @@ from radiance_mcp.core.engines.common import (
     read_lines,
 )
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import KEYWORDS, Checkpoint, Line, holds_radiance_words, match_line, no_checkpoint
+from radiance_mcp.core.ledger import KEYWORDS, Line, StopCheck, holds_radiance_words, match_line, never_stop
 
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DETECT_LINES = 20_000
 """Detection reads the first this many lines: a start-up ledger is at a log's top."""
 
 
-def _dialects(block_size_tokens: int | None) -> dict[EngineName, Dialect]:
+def _dialects(block_size_tokens: int | None) -> dict[EngineName, LedgerDialect]:
     return {"vllm": vllm.dialect(block_size_tokens), "sglang": sglang.DIALECT, "llama.cpp": llamacpp.DIALECT}
 
 
@@ -70,7 +70,7 @@ def detect(text: str, *, source: str = "the log") -> EngineName:
     return best
 
 
-def _score(dialect: Dialect, lines: list[Line], checkpoint: Checkpoint = no_checkpoint) -> int:
+def _score(dialect: LedgerDialect, lines: list[Line], checkpoint: StopCheck = never_stop) -> int:
     score = 0
     for line in lines[:DETECT_LINES]:
         checkpoint()
@@ -78,7 +78,7 @@ def _score(dialect: Dialect, lines: list[Line], checkpoint: Checkpoint = no_chec
     return score
 
 
-def detect_ledger(text: str, *, source: str = "the log", checkpoint: Checkpoint = no_checkpoint) -> LedgerEngine:
+def detect_ledger(text: str, *, source: str = "the log", checkpoint: StopCheck = never_stop) -> LedgerEngine:
     """radiance, or the engine whose phrases match more lines than radiance's do.
 
     A text with no engine's phrase is radiance's (whose reader then names what it lacks); a
@@ -119,7 +119,7 @@ def read_engine_boot(
     engine: EngineName | None = None,
     boot: int = -1,
     block_size_tokens: int | None = None,
-    checkpoint: Checkpoint = no_checkpoint,
+    checkpoint: StopCheck = never_stop,
 ) -> BootView:
     """Read one boot (the newest by default) of a vLLM, SGLang or llama.cpp log.
 
@@ -145,7 +145,7 @@ def engine_words(engine: EngineName | None) -> tuple[str, ...]:
 
 def read_engine_lines(
     lines: Sequence[Line], *, source: str, engine: EngineName, boot: int = -1, last_line: int, skipped: int = 0,
-    dropped: int = 0, checkpoint: Checkpoint = no_checkpoint,
+    dropped: int = 0, checkpoint: StopCheck = never_stop,
 ) -> BootView:
     """read_engine_boot on numbered lines: those of a log holding one of engine_words (a host's grep), with
     the log's last line number; dropped > 0: the older ones of them were not sent (common.read_lines)."""

@@ -21,7 +21,7 @@ from typing import Literal
 
 from radiance_mcp.core.constants import MIB
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import Checkpoint, Hit, Line, Origin, Phrase, clean, no_checkpoint
+from radiance_mcp.core.ledger import Hit, Line, Origin, Phrase, StopCheck, clean, never_stop
 from radiance_mcp.core.units import UNIT_MIB
 
 EngineName = Literal["vllm", "sglang", "llama.cpp"]
@@ -288,7 +288,7 @@ class Built:
 
 
 @dataclass(frozen=True)
-class Dialect:
+class LedgerDialect:
     """What common.read needs of an engine module."""
 
     engine: EngineName
@@ -304,7 +304,7 @@ class Dialect:
     matches holds one of them. A host sends only the lines holding a word (grep_words)."""
 
 
-def grep_words(dialect: Dialect) -> tuple[str, ...]:
+def grep_words(dialect: LedgerDialect) -> tuple[str, ...]:
     """The plain words a line of this engine's ledger holds, one at least: its keywords and its host words.
 
     A host greps an engine's log for these and sends only those lines, so every phrase needs
@@ -315,8 +315,8 @@ def grep_words(dialect: Dialect) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*dialect.host_words, *(p.keyword for p in dialect.phrases if p.keyword)]))
 
 
-def read(dialect: Dialect, text: str, *, source: str, boot: int = -1,
-         checkpoint: Checkpoint = no_checkpoint) -> BootView:
+def read(dialect: LedgerDialect, text: str, *, source: str, boot: int = -1,
+         checkpoint: StopCheck = never_stop) -> BootView:
     """Read one boot (the newest by default) of an engine's log into its typed view.
 
     checkpoint runs per line (a caller's cancel, time limit or turn for other calls).
@@ -328,8 +328,8 @@ def read(dialect: Dialect, text: str, *, source: str, boot: int = -1,
                       checkpoint=checkpoint)
 
 
-def read_lines(dialect: Dialect, lines: Sequence[Line], *, source: str, boot: int = -1, last_line: int,
-               skipped: int = 0, dropped: int = 0, checkpoint: Checkpoint = no_checkpoint) -> BootView:
+def read_lines(dialect: LedgerDialect, lines: Sequence[Line], *, source: str, boot: int = -1, last_line: int,
+               skipped: int = 0, dropped: int = 0, checkpoint: StopCheck = never_stop) -> BootView:
     """Read one boot from numbered lines: every line of a log, or only those holding a word (a host's grep).
 
     Lines a host did not send hold no phrase, so the boots and their figures are the whole log's;
@@ -366,7 +366,7 @@ def read_lines(dialect: Dialect, lines: Sequence[Line], *, source: str, boot: in
                     built.settings, tuple(hits), skipped)
 
 
-def _no_ledger(dialect: Dialect, source: str, first_line: int, last_line: int) -> LedgerError:
+def _no_ledger(dialect: LedgerDialect, source: str, first_line: int, last_line: int) -> LedgerError:
     return LedgerError(
         f"{source}: no line of {dialect.engine}'s start-up ledger in lines {first_line}-{last_line}"
         f" (looked for {', '.join(repr(p.template) for p in dialect.phrases[1:5])}, ...); pass the log of the "
@@ -374,7 +374,7 @@ def _no_ledger(dialect: Dialect, source: str, first_line: int, last_line: int) -
     )
 
 
-def _position(dialect: Dialect, boot: int, count_: int, source: str, dropped: int, sent_before: bool) -> int:
+def _position(dialect: LedgerDialect, boot: int, count_: int, source: str, dropped: int, sent_before: bool) -> int:
     """select's position; on a cut answer (dropped lines), only a boot from the end whose start was sent.
 
     The oldest boot among the lines sent counts as whole when lines were sent before its first
@@ -394,7 +394,7 @@ def _position(dialect: Dialect, boot: int, count_: int, source: str, dropped: in
     )
 
 
-def _boot_starts(dialect: Dialect, hits_by_line: list[list[Hit]]) -> list[int]:
+def _boot_starts(dialect: LedgerDialect, hits_by_line: list[list[Hit]]) -> list[int]:
     """Where each boot starts: at a marker line, unless no figure was printed since the last start.
 
     Engines print more than one marker line per start-up (vLLM's server version and engine
@@ -412,7 +412,7 @@ def _boot_starts(dialect: Dialect, hits_by_line: list[list[Hit]]) -> list[int]:
     return starts or [0]
 
 
-def _refuse_unmarked_boots(dialect: Dialect, hits: list[Hit], source: str) -> None:
+def _refuse_unmarked_boots(dialect: LedgerDialect, hits: list[Hit], source: str) -> None:
     """Without a boot marker a boot cannot be cut out; two boots' summaries would be mixed. Refuse."""
     seen: dict[tuple[str, str | None], Hit] = {}
     for hit in hits:

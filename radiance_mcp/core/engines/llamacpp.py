@@ -37,8 +37,8 @@ from dataclasses import replace
 from radiance_mcp.core.engines.common import (
     BootView,
     Built,
-    Dialect,
     Figure,
+    LedgerDialect,
     Missing,
     RankView,
     Refusal,
@@ -248,7 +248,7 @@ def _build(hits: list[Hit]) -> Built:
 ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots", "fit_leave", "fit_margin"})
 MARKER_WORDS = ("meta", "device", "build:")
 """A word of each of MARKER's three lines (its pattern's blanks are runs of any blank, so no word spans one)."""
-DIALECT = Dialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build, MARKER_WORDS)
+DIALECT = LedgerDialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build, MARKER_WORDS)
 
 
 def read_llamacpp(text: str, *, source: str, boot: int = -1) -> BootView:

@@ -39,8 +39,8 @@ from decimal import Decimal
 from radiance_mcp.core.engines.common import (
     BootView,
     Built,
-    Dialect,
     Figure,
+    LedgerDialect,
     Missing,
     RankView,
     Refusal,
@@ -225,7 +225,7 @@ def _build(hits: list[Hit]) -> Built:
 
 
 ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction", "profiled"})
-DIALECT = Dialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build)
+DIALECT = LedgerDialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build)
 
 
 def read_sglang(text: str, *, source: str, boot: int = -1) -> BootView:

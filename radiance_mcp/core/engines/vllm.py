@@ -43,8 +43,8 @@ from radiance_mcp.core.engines.common import (
     NUM,
     BootView,
     Built,
-    Dialect,
     Figure,
+    LedgerDialect,
     Missing,
     RankView,
     Refusal,
@@ -306,10 +306,10 @@ MARKER_WORDS = ("Initializing", "version")
 ONCE = frozenset({"kv_tokens", "concurrency", "available", "weights", "refused_v0", "refused_v1", "profile_v06"})
 
 
-def dialect(block_size_tokens: int | None = None) -> Dialect:
+def dialect(block_size_tokens: int | None = None) -> LedgerDialect:
     if block_size_tokens is not None and block_size_tokens <= 0:
         raise LedgerError(f"block_size_tokens={block_size_tokens}: a vLLM block holds 1 or more tokens (--block-size)")
-    return Dialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens), MARKER_WORDS)
+    return LedgerDialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens), MARKER_WORDS)
 
 
 def read_vllm(text: str, *, source: str, boot: int = -1, block_size_tokens: int | None = None) -> BootView:

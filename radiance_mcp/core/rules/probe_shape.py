@@ -1,6 +1,6 @@
 """What a service's boot ledger says a probe may ask of it: the backed sequences and the window.
 
-Pure: a parsed ``Boot`` (or another engine's ``BootView``) in, a ``LedgerShape`` out, and the
+Pure: a parsed ``Boot`` (or another engine's ``BootView``) in, a ``ProbeShape`` out, and the
 checks the probes make against it before anything is sent. The figures come from the ledger's
 own lines, each kept with its line: ``backs N sequences all at M tokens at once`` (the capacity referee) and the echoed
 ``--max-num-seqs`` and ``--max-model-len``. A line the boot lacks is said, never guessed.
@@ -30,7 +30,7 @@ class Figure:
 
 
 @dataclass(frozen=True)
-class LedgerShape:
+class ProbeShape:
     source: str
     backed_seqs: Figure | None
     """N of 'backs N sequences all at M tokens at once'."""
@@ -57,7 +57,7 @@ def _int(hit: Hit, name: str, source: str) -> int:
     return int(hit.number(name, source))
 
 
-def ledger_shape(boot: Boot, model: ModelConstants) -> LedgerShape:
+def ledger_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
     """The boot's backed sequences, seats, window and pool contract, each with its line."""
     src = boot.source
     backs = boot.first("backs")
@@ -84,11 +84,11 @@ def ledger_shape(boot: Boot, model: ModelConstants) -> LedgerShape:
                                  dtype.fields["value"], model)
     state = boot_state(boot)
     refused = state.lines if state.status == "refused" else ()
-    return LedgerShape(src, backed_seqs, backed_tokens, seats, window, refused, pool_figure, contract,
+    return ProbeShape(src, backed_seqs, backed_tokens, seats, window, refused, pool_figure, contract,
                        tuple(missing))
 
 
-def engine_shape(view: BootView) -> LedgerShape:
+def engine_shape(view: BootView) -> ProbeShape:
     """The shape another engine's boot states: the full-length sequences its KV cache backs at its window
     (KV tokens / window, rounded down), its slots or running requests, and its refusal's lines.
 
@@ -96,7 +96,7 @@ def engine_shape(view: BootView) -> LedgerShape:
     """
     refused = tuple(r.line for r in view.refusals if r.final)
     if refused:  # predict_boundary refuses to plan on it, naming these lines
-        return LedgerShape(view.source, None, None, None, None, refused, None, None, ())
+        return ProbeShape(view.source, None, None, None, None, refused, None, None, ())
     rank = binding_rank(view)
     seqs, window = rank.full_length_sequences, rank.window_tokens
     backed = Figure(int(seqs.value), seqs.lines[0]) if seqs is not None else None
@@ -108,11 +108,11 @@ def engine_shape(view: BootView) -> LedgerShape:
     if seats is None:
         missing.append(f"the sequences {view.engine} serves at once" + (
             f" ({SEATS[view.engine]})" if view.engine in SEATS else " (--max-num-seqs, not printed at INFO)"))
-    return LedgerShape(view.source, backed, window_figure, seats, window_figure, (), None, None, tuple(missing))
+    return ProbeShape(view.source, backed, window_figure, seats, window_figure, (), None, None, tuple(missing))
 
 
 def checked_window(
-    shape: LedgerShape | None, given: int | None, argument: str = "max_model_len"
+    shape: ProbeShape | None, given: int | None, argument: str = "max_model_len"
 ) -> tuple[int | None, str | None]:
     """The window to use and where it came from: the ledger's, which a given one must equal; else the given one."""
     if shape is None or shape.window is None:
@@ -127,7 +127,7 @@ def checked_window(
 
 
 @dataclass(frozen=True)
-class Prediction:
+class ProbeExpectation:
     verdict: str
     """What the ledger predicts the probe will show."""
     lines: tuple[str, ...]
@@ -136,11 +136,11 @@ class Prediction:
     """Checks that could not be made, and why."""
 
 
-def predict_boundary(shape: LedgerShape | None, n: int, *, over_shape: bool, no_ledger_reason: str) -> Prediction:
+def predict_boundary(shape: ProbeShape | None, n: int, *, over_shape: bool, no_ledger_reason: str) -> ProbeExpectation:
     """What N concurrent full-window prompts will show; n above the backed sequences is refused
     unless over_shape: then only the queue or the KV cache is probed, not the shape."""
     if shape is None:
-        return Prediction(
+        return ProbeExpectation(
             f"no prediction: {no_ledger_reason}",
             (),
             (f"n={n} against the sequences the shape backs at once: {no_ledger_reason}",
@@ -158,7 +158,7 @@ def predict_boundary(shape: LedgerShape | None, n: int, *, over_shape: bool, no_
     not_checked = tuple(f"{what} is not in {shape.source}: its check was not made" for what in shape.missing)
     backed = shape.backed_seqs or shape.seats
     if backed is None:
-        return Prediction(f"no prediction: {shape.source} names neither the backed sequences nor --max-num-seqs",
+        return ProbeExpectation(f"no prediction: {shape.source} names neither the backed sequences nor --max-num-seqs",
                           lines, not_checked)
     at = f" at {shape.window.value:,} tokens" if shape.window else ""
     seats = shape.seats.value if shape.seats else None
@@ -175,7 +175,7 @@ def predict_boundary(shape: LedgerShape | None, n: int, *, over_shape: bool, no_
             f"and n={n} is within it; anything less is a finding about the shape"
         )
     if n <= backed.value:
-        return Prediction(expect, lines, not_checked)
+        return ProbeExpectation(expect, lines, not_checked)
     parts = [f"n={n} is above the {backed.value} sequence(s) the ledger backs at once ({shape.cite(backed)})"]
     if seats is not None and n > seats:
         parts.append(
@@ -192,4 +192,4 @@ def predict_boundary(shape: LedgerShape | None, n: int, *, over_shape: bool, no_
             "knowingly",
             rule="probe_within_shape",
         )
-    return Prediction("over the shape: " + "; ".join(parts), lines, not_checked)
+    return ProbeExpectation("over the shape: " + "; ".join(parts), lines, not_checked)

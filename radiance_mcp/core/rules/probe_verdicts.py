@@ -12,7 +12,7 @@ from typing import Any, Literal
 from radiance_mcp.core.constants import MIN_DECODE_TOKENS, PREFERRED_DECODE_TOKENS
 from radiance_mcp.core.errors import GuardRailError
 from radiance_mcp.core.wording.payloads import content_of, finish_reason_of, reasoning_of, usage_of
-from radiance_mcp.core.wording.refusals import DialectChoice, parse_refusal, quote
+from radiance_mcp.core.wording.refusals import ApiChoice, parse_refusal, quote
 
 Verdict = Literal[
     "retrieved",
@@ -48,7 +48,7 @@ def judge_boundary(
     marker: str,
     prompt_tokens: int,
     asked_tokens: int,
-    dialect: DialectChoice,
+    dialect: ApiChoice,
     count_uncertainty_tokens: int = 0,
 ) -> Judgement:
     """One boundary request: retrieved only when the marker came back from the whole prompt,

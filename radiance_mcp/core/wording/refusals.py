@@ -1,6 +1,6 @@
 """Engine dialects: how each serving engine words a context refusal, and its edge rules.
 
-Pure: status and body text in, a ``Refusal`` out. Every engine the probes talk to has one
+Pure: status and body text in, a ``ContextRefusal`` out. Every engine the probes talk to has one
 entry of ``DIALECTS``; it holds the refusal patterns, the rule by which the engine refuses a
 prompt at the edge of its window (``>`` or ``>=``, prompt alone or prompt + max_tokens), the
 tokens the engine loses at the edge when generating, and its tokenize endpoint if it has one.
@@ -35,9 +35,9 @@ from typing import Any, Literal
 
 from radiance_mcp.core.wording.payloads import chat_tokenize
 
-DialectName = Literal["radiance", "llama.cpp", "llama-cpp-python", "vllm", "sglang", "tgi"]
-DialectChoice = Literal["auto", "radiance", "llama.cpp", "llama-cpp-python", "vllm", "sglang", "tgi"]
-RefusalKind = Literal["prompt_over_window", "total_over_window", "characters_over_bound", "pool_contract"]
+ApiName = Literal["radiance", "llama.cpp", "llama-cpp-python", "vllm", "sglang", "tgi"]
+ApiChoice = Literal["auto", "radiance", "llama.cpp", "llama-cpp-python", "vllm", "sglang", "tgi"]
+ContextRefusalKind = Literal["prompt_over_window", "total_over_window", "characters_over_bound", "pool_contract"]
 
 BODY_QUOTE_CHARS = 300
 """How much of an answer an error quotes."""
@@ -53,11 +53,11 @@ def _int(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class ContextRefusal:
     """A context refusal read from an engine's answer."""
 
-    dialect: DialectName
-    kind: RefusalKind
+    dialect: ApiName
+    kind: ContextRefusalKind
     prompt_tokens: int | None
     """The count the refusal names; None when it names none (pool contract, characters)."""
     exact: bool
@@ -85,8 +85,8 @@ class TokenizeSpec:
 
 
 @dataclass(frozen=True)
-class Dialect:
-    name: DialectName | Literal["unknown"]
+class ApiDialect:
+    name: ApiName | Literal["unknown"]
     refuses_at: Literal[">", ">="]
     """Prompt-alone refusal edge: '>' refuses prompt > window, '>=' refuses prompt >= window."""
     checks_total: bool
@@ -96,7 +96,7 @@ class Dialect:
     shrinks_max_tokens: bool
     """True: the engine silently lowers max_tokens to what fits rather than refusing."""
     tokenize: TokenizeSpec | None
-    parse: Callable[[int, str, Any], Refusal | None]
+    parse: Callable[[int, str, Any], ContextRefusal | None]
     source: str
     """Where the wording was read."""
 
@@ -175,15 +175,16 @@ _RADIANCE_PROMPT = _words(
 )
 
 
-def _parse_radiance(status: int, body: str, data: Any) -> Refusal | None:
+def _parse_radiance(status: int, body: str, data: Any) -> ContextRefusal | None:
     message = error_message(body, data)
     # The pool-contract words are checked first: the same sentence with its tail is not a count.
     pool = _RADIANCE_POOL.search(message) or _RADIANCE_POOL.search(body)
     if pool:
-        return Refusal("radiance", "pool_contract", None, False, _int(pool["window"]), message)
+        return ContextRefusal("radiance", "pool_contract", None, False, _int(pool["window"]), message)
     match = _RADIANCE_PROMPT.search(message) or _RADIANCE_PROMPT.search(body)
     if match:
-        return Refusal("radiance", "prompt_over_window", _int(match["prompt"]), True, _int(match["window"]), message)
+        return ContextRefusal("radiance", "prompt_over_window", _int(match["prompt"]), True, _int(match["window"]),
+                              message)
     return None
 
 
@@ -193,7 +194,7 @@ _LLAMACPP_MESSAGES = (
 )
 
 
-def _parse_llamacpp(status: int, body: str, data: Any) -> Refusal | None:
+def _parse_llamacpp(status: int, body: str, data: Any) -> ContextRefusal | None:
     error = _error_object(data)
     message = error_message(body, data)
     if error.get("type") != "exceed_context_size_error" and "exceeds the available context size" not in message:
@@ -209,7 +210,7 @@ def _parse_llamacpp(status: int, body: str, data: Any) -> Refusal | None:
     if not isinstance(prompt, int):
         return None
     named_window = window if isinstance(window, int) else None
-    return Refusal("llama.cpp", "prompt_over_window", prompt, True, named_window, message)
+    return ContextRefusal("llama.cpp", "prompt_over_window", prompt, True, named_window, message)
 
 
 _LCP_COMPLETION = re.compile(
@@ -222,7 +223,7 @@ _LCP_CHAT = re.compile(
 )
 
 
-def _parse_llama_cpp_python(status: int, body: str, data: Any) -> Refusal | None:
+def _parse_llama_cpp_python(status: int, body: str, data: Any) -> ContextRefusal | None:
     error = _error_object(data)
     if error.get("code") != "context_length_exceeded":
         return None
@@ -230,13 +231,13 @@ def _parse_llama_cpp_python(status: int, body: str, data: Any) -> Refusal | None
     match = _LCP_COMPLETION.search(message) or _LCP_CHAT.search(message)
     if not match:
         return None
-    return Refusal(
+    return ContextRefusal(
         "llama-cpp-python", "prompt_over_window", int(match["prompt"]), True, int(match["window"]), message
     )
 
 
 # vLLM has worded the refusal many ways; each entry: pattern, kind, exact.
-_VLLM_PATTERNS: tuple[tuple[re.Pattern[str], RefusalKind, bool], ...] = (
+_VLLM_PATTERNS: tuple[tuple[re.Pattern[str], ContextRefusalKind, bool], ...] = (
     # current: the tokenizer stops at the limit, so the count may be "at least".
     (
         re.compile(
@@ -307,7 +308,7 @@ _VLLM_PATTERNS: tuple[tuple[re.Pattern[str], RefusalKind, bool], ...] = (
 )
 
 
-def _parse_vllm(status: int, body: str, data: Any) -> Refusal | None:
+def _parse_vllm(status: int, body: str, data: Any) -> ContextRefusal | None:
     message = error_message(body, data)
     for pattern, kind, exact in _VLLM_PATTERNS:
         match = pattern.search(message)
@@ -316,7 +317,7 @@ def _parse_vllm(status: int, body: str, data: Any) -> Refusal | None:
         groups = match.groupdict()
         prompt = int(groups["prompt"]) if groups.get("prompt") else None
         is_exact = exact and prompt is not None and not groups.get("atleast")
-        return Refusal("vllm", kind, prompt, is_exact, int(match["window"]), message)
+        return ContextRefusal("vllm", kind, prompt, is_exact, int(match["window"]), message)
     return None
 
 
@@ -329,14 +330,14 @@ _SGLANG_TOTAL = re.compile(
 )
 
 
-def _parse_sglang(status: int, body: str, data: Any) -> Refusal | None:
+def _parse_sglang(status: int, body: str, data: Any) -> ContextRefusal | None:
     message = error_message(body, data)
     match = _SGLANG_INPUT.search(message)
     if match:
-        return Refusal("sglang", "prompt_over_window", int(match["prompt"]), True, int(match["window"]), message)
+        return ContextRefusal("sglang", "prompt_over_window", int(match["prompt"]), True, int(match["window"]), message)
     match = _SGLANG_TOTAL.search(message)
     if match:
-        return Refusal("sglang", "total_over_window", int(match["prompt"]), True, int(match["window"]), message)
+        return ContextRefusal("sglang", "total_over_window", int(match["prompt"]), True, int(match["window"]), message)
     return None
 
 
@@ -346,15 +347,16 @@ _TGI_TOTAL = re.compile(
 _TGI_INPUT = re.compile(r"`?inputs`? must have less than (?P<window>\d+) tokens\. Given: (?P<prompt>\d+)")
 
 
-def _parse_tgi(status: int, body: str, data: Any) -> Refusal | None:
+def _parse_tgi(status: int, body: str, data: Any) -> ContextRefusal | None:
     message = error_message(body, data)
     match = _TGI_TOTAL.search(message)
     if match:
-        return Refusal("tgi", "total_over_window", int(match["prompt"]), True, int(match["window"]), message)
+        return ContextRefusal("tgi", "total_over_window", int(match["prompt"]), True, int(match["window"]), message)
     match = _TGI_INPUT.search(message)
     if match:
         # The window here is --max-input-tokens, the prompt limit (max total tokens - 1 by default).
-        return Refusal("tgi", "prompt_over_window", int(match["prompt"]), True, int(match["window"]) + 1, message)
+        return ContextRefusal("tgi", "prompt_over_window", int(match["prompt"]), True, int(match["window"]) + 1,
+                              message)
     return None
 
 
@@ -389,7 +391,7 @@ def _with_model(body: dict[str, Any], model: str | None) -> dict[str, Any]:
     return {**body, "model": model} if model else body
 
 
-_TOKENIZE: dict[DialectName, TokenizeSpec] = {
+_TOKENIZE: dict[ApiName, TokenizeSpec] = {
     "llama.cpp": TokenizeSpec(
         "/tokenize",
         lambda text, model: {"content": text, "add_special": True},
@@ -422,37 +424,37 @@ _TOKENIZE: dict[DialectName, TokenizeSpec] = {
 }
 
 
-DIALECTS: dict[DialectName, Dialect] = {
-    d.name: d  # type: ignore[misc]  # every entry below is named by a DialectName
+DIALECTS: dict[ApiName, ApiDialect] = {
+    d.name: d  # type: ignore[misc]  # every entry below is named by an ApiName
     for d in (
-        Dialect(
+        ApiDialect(
             name="radiance", refuses_at=">", checks_total=False, edge_reserve_tokens=0, shrinks_max_tokens=False,
             tokenize=None, parse=_parse_radiance,
             source="seed (PHRASEBOOK section 7): /v1/completions refuses when the prompt alone exceeds the window",
         ),
-        Dialect(
+        ApiDialect(
             name="llama.cpp", refuses_at=">=", checks_total=False, edge_reserve_tokens=1, shrinks_max_tokens=False,
             tokenize=_TOKENIZE["llama.cpp"], parse=_parse_llamacpp,
             source="ggml-org/llama.cpp tools/server/server-context.cpp: n_tokens >= slot.n_ctx is refused; "
             "generation stops when n_tokens + 1 >= n_ctx",
         ),
-        Dialect(
+        ApiDialect(
             name="llama-cpp-python", refuses_at=">=", checks_total=False, edge_reserve_tokens=0,
             shrinks_max_tokens=True, tokenize=_TOKENIZE["llama-cpp-python"], parse=_parse_llama_cpp_python,
             source="abetlen/llama-cpp-python llama_cpp/llama.py (len(prompt_tokens) >= n_ctx raises; "
             "max_tokens is lowered to n_ctx - prompt) and llama_cpp/server/errors.py (the two wordings)",
         ),
-        Dialect(
+        ApiDialect(
             name="vllm", refuses_at=">=", checks_total=True, edge_reserve_tokens=0, shrinks_max_tokens=False,
             tokenize=_TOKENIZE["vllm"], parse=_parse_vllm,
             source="vllm-project/vllm serving_engine.py (older) and vllm/renderers/params.py (current)",
         ),
-        Dialect(
+        ApiDialect(
             name="sglang", refuses_at=">=", checks_total=True, edge_reserve_tokens=0, shrinks_max_tokens=False,
             tokenize=None, parse=_parse_sglang,
             source="sgl-project/sglang TokenizerManager._validate_one_request: input >= context_len is refused",
         ),
-        Dialect(
+        ApiDialect(
             name="tgi", refuses_at=">=", checks_total=True, edge_reserve_tokens=0, shrinks_max_tokens=False,
             tokenize=_TOKENIZE["tgi"], parse=_parse_tgi,
             source="huggingface/text-generation-inference router/src/validation.rs (HTTP 422): input + "
@@ -461,10 +463,10 @@ DIALECTS: dict[DialectName, Dialect] = {
     )
 }
 
-DETECTION_ORDER: tuple[DialectName, ...] = ("radiance", "llama.cpp", "llama-cpp-python", "sglang", "tgi", "vllm")
+DETECTION_ORDER: tuple[ApiName, ...] = ("radiance", "llama.cpp", "llama-cpp-python", "sglang", "tgi", "vllm")
 """llama-cpp-python before vLLM: its chat wording is vLLM's old one, told apart by code=context_length_exceeded."""
 
-CONSERVATIVE = Dialect(
+CONSERVATIVE = ApiDialect(
     name="unknown", refuses_at=">", checks_total=False, edge_reserve_tokens=1, shrinks_max_tokens=True,
     tokenize=None, parse=lambda status, body, data: None,
     source="the strictest of every dialect, used while the engine is unknown",
@@ -474,7 +476,7 @@ only above the window by its own tokens (radiance's rule), and the boundary keep
 one token of reserve."""
 
 
-def parse_refusal(status: int, body: str, dialect: DialectChoice = "auto") -> tuple[Refusal | None, str | None]:
+def parse_refusal(status: int, body: str, dialect: ApiChoice = "auto") -> tuple[ContextRefusal | None, str | None]:
     """Read a context refusal from an answer; (refusal, note). The note says when the answer is
     another dialect's than the one selected. (None, None): no dialect recognises the answer."""
     data = decode_json(body)
@@ -494,5 +496,5 @@ def parse_refusal(status: int, body: str, dialect: DialectChoice = "auto") -> tu
     return None, None
 
 
-def dialect_for(choice: DialectChoice) -> Dialect:
+def dialect_for(choice: ApiChoice) -> ApiDialect:
     return CONSERVATIVE if choice == "auto" else DIALECTS[choice]

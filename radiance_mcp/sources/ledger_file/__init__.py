@@ -48,6 +48,7 @@ This package re-exports their public names. A tunable (CHUNK_BYTES, COUNT_BEFORE
 read from its own module: patch it there, not here.
 """
 
+from radiance_mcp.core.ledger import CutBoot
 from radiance_mcp.sources.ledger_file.blocks import (
     CHUNK_BYTES,
     DEFAULT_NEEDLES,
@@ -61,7 +62,6 @@ from radiance_mcp.sources.ledger_file.file_index import INDEX_STEP_BYTES, FileIn
 from radiance_mcp.sources.ledger_file.file_state import MAX_FILES, RACY_NS, forget_files
 from radiance_mcp.sources.ledger_file.reading import (
     COUNT_BEFORE_BYTES,
-    CutBoot,
     cut_boot,
     index_file,
     open_ledger,

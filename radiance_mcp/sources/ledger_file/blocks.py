@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from io import BufferedReader
 
-from radiance_mcp.core.ledger import KEYWORDS, MAX_LINE_BYTES, Checkpoint, Line, clean, no_checkpoint
+from radiance_mcp.core.ledger import KEYWORDS, MAX_LINE_BYTES, Line, StopCheck, clean, never_stop
 
 CHUNK_BYTES = 1024 * 1024
 """A file is read in blocks of this size; the reader's checkpoint (a cancel, a time limit, a turn
@@ -223,7 +223,7 @@ class _Cut:
 
 
 def _scan(
-    stream: BufferedReader, start: _Tail, end: int | None, needles: Sequence[bytes], checkpoint: Checkpoint,
+    stream: BufferedReader, start: _Tail, end: int | None, needles: Sequence[bytes], checkpoint: StopCheck,
     keep: Keep | None = None,
 ) -> _Cut:
     """Numbered, cleaned lines that hold a needle (and that keep keeps), from start to end (None: the
@@ -322,7 +322,7 @@ def _found_lines(
 # Searching back for a boot marker
 
 
-def _line_start(stream: BufferedReader, at: int, checkpoint: Checkpoint) -> int:
+def _line_start(stream: BufferedReader, at: int, checkpoint: StopCheck) -> int:
     """The offset of the start of the line holding byte `at` (blocks read backwards; memrchr speed)."""
     block = bytearray(CHUNK_BYTES)
     view = memoryview(block)
@@ -350,7 +350,7 @@ def _fits(stream: BufferedReader, line_start: int, at: int) -> bool:
 
 
 def last_marker_line(
-    stream: BufferedReader, marker: bytes, *, search_from: int, end: int, checkpoint: Checkpoint = no_checkpoint
+    stream: BufferedReader, marker: bytes, *, search_from: int, end: int, checkpoint: StopCheck = never_stop
 ) -> int | None:
     """The start of the line holding the last marker that starts in [search_from, end) and ends by
     end, on a line of at most MAX_LINE_BYTES; None if there is none. Blocks are read backwards from

@@ -14,7 +14,7 @@ from array import array
 from dataclasses import dataclass, field
 from io import BufferedReader
 
-from radiance_mcp.core.ledger import MAX_LINE_BYTES, Checkpoint
+from radiance_mcp.core.ledger import MAX_LINE_BYTES, StopCheck
 from radiance_mcp.sources.ledger_file import blocks
 
 INDEX_STEP_BYTES = 1024 * 1024
@@ -60,7 +60,7 @@ class FileIndex:
 
 
 def _count_forward(
-    stream: BufferedReader, start: _Position, end: int, marker: bytes, checkpoint: Checkpoint,
+    stream: BufferedReader, start: _Position, end: int, marker: bytes, checkpoint: StopCheck,
     record: list[_Position] | None = None, stop_at_boot: int | None = None,
 ) -> tuple[_Position, int | None]:
     """Count newlines and marker lines from start to end, in blocks that end at index steps.
@@ -123,7 +123,7 @@ def _count_forward(
     return _Position(base, newlines, boots, line_start, marked), None
 
 
-def _extended(index: FileIndex, stream: BufferedReader, end: int, marker: bytes, checkpoint: Checkpoint) -> FileIndex:
+def _extended(index: FileIndex, stream: BufferedReader, end: int, marker: bytes, checkpoint: StopCheck) -> FileIndex:
     """index counted on up to end (a new FileIndex; index is left as it was)."""
     if index.last.offset >= end:
         return index
@@ -143,7 +143,7 @@ def _append(steps: tuple[array[int], ...], position: _Position) -> None:
         column.append(int(value))
 
 
-def _boot_start(index: FileIndex, stream: BufferedReader, size: int, marker: bytes, checkpoint: Checkpoint,
+def _boot_start(index: FileIndex, stream: BufferedReader, size: int, marker: bytes, checkpoint: StopCheck,
                 number: int) -> int:
     """The line start of boot `number` (1-based), from the index's nearest step before it."""
     if number > index.last.boots:  # the file's last line, unfinished
@@ -156,7 +156,7 @@ def _boot_start(index: FileIndex, stream: BufferedReader, size: int, marker: byt
 
 
 def _counted_to(index: FileIndex, stream: BufferedReader, offset: int, marker: bytes,
-                checkpoint: Checkpoint) -> _Position:
+                checkpoint: StopCheck) -> _Position:
     """The count at offset (at most index.last.offset), from the index's nearest step before it."""
     before, _ = _count_forward(stream, index.nearest(offset), offset, marker, checkpoint)
     return before

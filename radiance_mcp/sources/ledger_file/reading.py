@@ -17,7 +17,7 @@ import os
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from io import BufferedReader
 from pathlib import Path
 
@@ -28,10 +28,11 @@ from radiance_mcp.core.ledger import (
     PHRASES,
     WATCHED_PHRASES,
     Boot,
-    Checkpoint,
+    CutBoot,
     Line,
+    StopCheck,
     match_line,
-    no_checkpoint,
+    never_stop,
     parse_boot,
     parse_lines,
     select_boot,
@@ -91,24 +92,9 @@ def open_ledger(path: Path, *, follow_symlinks: bool = True) -> BufferedReader:
         raise
 
 
-@dataclass(frozen=True)
-class CutBoot:
-    """One boot cut out of a file: its phrase lines, and where it lies."""
-
-    lines: tuple[Line, ...]
-    index: int
-    """1 = the oldest; or, when the boots before were not counted, -1 = the newest."""
-    boots_seen: int | None
-    first_line: int
-    last_line: int
-    skipped_long_lines: int
-    lines_from_byte: int | None
-    """None: line numbers are the file's. Else they count from 1 at the line starting at this offset."""
-
-
 def cut_boot(
     path: Path, *, boot: int = -1, marker: bytes = BOOT_MARKER.encode(), needles: Sequence[bytes] = DEFAULT_NEEDLES,
-    keep: Keep | None = None, source: str, checkpoint: Checkpoint = no_checkpoint, follow_symlinks: bool = True,
+    keep: Keep | None = None, source: str, checkpoint: StopCheck = never_stop, follow_symlinks: bool = True,
 ) -> CutBoot | None:
     """The lines of boot `boot` of the file that hold a needle and that keep keeps (None: all of them),
     the boot's marker line always; None if the file holds no marker.
@@ -147,7 +133,7 @@ class _Reader:
     """One read of one open file: the index as it grows during the read, and the steps of a read."""
 
     def __init__(self, stream: BufferedReader, size: int, marker: bytes, needles: tuple[bytes, ...], keep: Keep | None,
-                 index: FileIndex, checkpoint: Checkpoint) -> None:
+                 index: FileIndex, checkpoint: StopCheck) -> None:
         self.stream, self.size, self.marker, self.needles = stream, size, marker, needles
         self.keep = None if keep is None else functools.partial(_keep_line, marker.decode("utf-8", "replace"), keep)
         self.index, self.checkpoint = index, checkpoint
@@ -204,15 +190,15 @@ class _Reader:
             self.index = _extended(self.index, self.stream, start, self.marker, self.checkpoint)
         if start > self.index.last.offset:
             index = -1 - self.boots_after
-            return CutBoot(tuple(lines), index, None, 1, last_line, cut.all_skipped(), start)
+            return CutBoot(index, None, tuple(lines), cut.all_skipped(), 1, last_line, lines_from_byte=start)
         before = _counted_to(self.index, self.stream, start, self.marker, self.checkpoint)
         shift = before.newlines
         numbered = tuple(Line(line.number + shift, line.text) for line in lines)
-        return CutBoot(numbered, before.boots + 1, before.boots + 1 + self.boots_after, 1 + shift, last_line + shift,
-                       cut.all_skipped(), None)
+        return CutBoot(before.boots + 1, before.boots + 1 + self.boots_after, numbered, cut.all_skipped(), 1 + shift,
+                       last_line + shift)
 
 
-def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: Checkpoint = no_checkpoint,
+def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: StopCheck = never_stop,
                follow_symlinks: bool = True) -> None:
     """Count the file's lines and boots up to the newest boot this process read of it (or to its end).
 
@@ -231,7 +217,7 @@ def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: 
     _keep_index(key, state, fresh)
 
 
-def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: Checkpoint = no_checkpoint,
+def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: StopCheck = never_stop,
               follow_symlinks: bool = True) -> Boot:
     """Read one boot of a ledger file from its end: memory bounded whatever the file's size.
 
@@ -251,7 +237,7 @@ def _usable(line: Line) -> bool:
     return bool(match_line(line)) or any(PHRASES[key].keyword in line.text for key in WATCHED_PHRASES)
 
 
-def _read_unmarked(path: Path, *, source: str, boot: int, checkpoint: Checkpoint, follow_symlinks: bool) -> Boot:
+def _read_unmarked(path: Path, *, source: str, boot: int, checkpoint: StopCheck, follow_symlinks: bool) -> Boot:
     """A file with no boot marker: the phrase lines of the whole file, split at runs of echoed flags."""
     with open_ledger(path, follow_symlinks=follow_symlinks) as stream:
         cut = _scan(stream, _Tail(0, 1), None, DEFAULT_NEEDLES, checkpoint)

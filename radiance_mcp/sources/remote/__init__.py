@@ -14,7 +14,7 @@ the CLI or the simulator; only the core's ledger, engines, constants and errors)
 
     targets.py    SSHTarget (a host entry) and Limits
     records.py    what is asked (LogRequest, EngineRequest, FileRequest) and what comes back
-                  (CutBoot, Checkpoint, EngineLines, RemoteText, DryRun): plain records
+                  (CutBoot, ReadMark, EngineLines, RemoteText, DryRun): plain records
     rules.py      argument rules: each word checked, then quoted into a call line
     programs/     the host programs: common.sh (first in each), ledger_read.sh with cut.awk,
                   marks.awk, back.awk, last.awk; engine_read.sh with engine_lines.awk;
@@ -30,6 +30,7 @@ it, so importing this package (and starting the server) does not load it. Host k
 verified against known_hosts; nothing here can turn that off.
 """
 
+from radiance_mcp.core.ledger import CutBoot
 from radiance_mcp.core.rules.remote_words import (
     CONTAINER_NAME,
     MODE_PATTERN,
@@ -50,13 +51,12 @@ from radiance_mcp.sources.remote.framing import REMOTE_COMMAND, parse_frames, pa
 from radiance_mcp.sources.remote.pool import MAX_BATCH, MAX_CHECKPOINTS, MAX_SMALL_BATCH, Doing, SSHPool, Transfer
 from radiance_mcp.sources.remote.records import (
     STDERR_TAIL_BYTES,
-    Checkpoint,
-    CutBoot,
     DryRun,
     EngineLines,
     EngineRequest,
     FileRequest,
     LogRequest,
+    ReadMark,
     RemoteText,
 )
 from radiance_mcp.sources.remote.targets import Limits, SSHTarget
@@ -69,7 +69,7 @@ __all__ = [
     "MODE_PATTERN",
     "REMOTE_COMMAND",
     "STDERR_TAIL_BYTES",
-    "Checkpoint",
+    "ReadMark",
     "CutBoot",
     "Doing",
     "DryRun",

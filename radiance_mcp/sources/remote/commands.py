@@ -29,7 +29,7 @@ from radiance_mcp.core.rules.remote_words import (
     sent_path,
 )
 from radiance_mcp.sources.remote.framing import check_nonce, wrap
-from radiance_mcp.sources.remote.records import STDERR_TAIL_BYTES, Checkpoint, EngineRequest, FileRequest, LogRequest
+from radiance_mcp.sources.remote.records import STDERR_TAIL_BYTES, EngineRequest, FileRequest, LogRequest, ReadMark
 from radiance_mcp.sources.remote.targets import Limits
 
 
@@ -110,7 +110,7 @@ def _time_limit(seconds: int) -> str:
 
 
 def build_command(
-    requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[Checkpoint | None], timeout_s: float,
+    requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[ReadMark | None], timeout_s: float,
     count_before_bytes: int = Limits.count_before_bytes, small_file_bytes: int = Limits.small_file_bytes,
     small: Sequence[bool] = (),
 ) -> str:
@@ -153,7 +153,7 @@ def build_command(
     return wrap(_ledger_program(), settings, calls)
 
 
-def _tail_words(checkpoint: Checkpoint) -> list[str]:
+def _tail_words(checkpoint: ReadMark) -> list[str]:
     if checkpoint.tail_offset is None or checkpoint.tail_line is None or not checkpoint.tail_cksum:
         return ["-", "-", "-"]
     return [str(checkpoint.tail_offset), str(checkpoint.tail_line), checkpoint.tail_cksum]

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 from radiance_mcp.core.errors import RemoteError
 from radiance_mcp.core.ledger import BOOT_MARKER, Line, clean
-from radiance_mcp.sources.remote.records import Checkpoint
+from radiance_mcp.sources.remote.records import ReadMark
 from radiance_mcp.sources.remote.targets import SSHTarget
 
 REMOTE_COMMAND = "exec /bin/sh -s"
@@ -137,7 +137,7 @@ class Section:
     skipped: int | None = None
     error: list[str] | None = None
     podman_error: str = ""
-    checkpoint: Checkpoint | None = None
+    checkpoint: ReadMark | None = None
     span: tuple[int, int] | None = None
     continued: bool = False
     tail: tuple[int, int, str] | None = None
@@ -206,7 +206,7 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], 
                 if found:
                     inode, offset, line, boot, base, marker = found.groups()
                     if BOOT_MARKER in marker and "\x00" not in marker and "\ufffd" not in marker:
-                        section.checkpoint = Checkpoint(inode, int(offset), int(line), int(boot), marker,
+                        section.checkpoint = ReadMark(inode, int(offset), int(line), int(boot), marker,
                                                         base=None if base == "-" else int(base))
         elif current is not None:
             line_number, sep, body = text.partition(":")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from radiance_mcp.core.errors import RemoteError
+from radiance_mcp.core.ledger import CutBoot
 from radiance_mcp.sources.remote.answers import dry_run_result, engine_lines, file_text, section_boot
 from radiance_mcp.sources.remote.commands import (
     build_command,
@@ -39,13 +40,12 @@ from radiance_mcp.sources.remote.framing import (
     parse_output,
 )
 from radiance_mcp.sources.remote.records import (
-    Checkpoint,
-    CutBoot,
     DryRun,
     EngineLines,
     EngineRequest,
     FileRequest,
     LogRequest,
+    ReadMark,
     RemoteText,
 )
 from radiance_mcp.sources.remote.targets import Limits, SSHTarget
@@ -126,7 +126,7 @@ class SSHPool:
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self.checkpoints: dict[tuple[SSHTarget, str], Checkpoint] = {}
+        self.checkpoints: dict[tuple[SSHTarget, str], ReadMark] = {}
         self.small_files: dict[tuple[SSHTarget, str], None] = {}
         """Files the last read found small, the most recently read last (MAX_CHECKPOINTS at most)."""
         self.transfer = Transfer()
@@ -290,7 +290,7 @@ class SSHPool:
             while len(self.small_files) > MAX_CHECKPOINTS:
                 del self.small_files[next(iter(self.small_files))]
 
-    def _remember(self, key: tuple[SSHTarget, str], section: Section, previous: Checkpoint | None) -> None:
+    def _remember(self, key: tuple[SSHTarget, str], section: Section, previous: ReadMark | None) -> None:
         """Keep the newest marker (and, for the newest boot, its lines so far) for the next read."""
         anchor = section.checkpoint
         if anchor is None:

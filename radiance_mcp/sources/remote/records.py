@@ -1,7 +1,7 @@
 """What is asked of a host and what comes back: plain records, no I/O.
 
-A LogRequest (a ledger file or a container's log) comes back as a CutBoot; the pool keeps a
-Checkpoint per file so the next read scans only what is new. An EngineRequest (another engine's
+A LogRequest (a ledger file or a container's log) comes back as a core.ledger.CutBoot; the pool keeps a
+ReadMark per file so the next read scans only what is new. An EngineRequest (another engine's
 log) comes back as EngineLines. A FileRequest (a serve script,
 its env file) comes back as RemoteText; a dry run of one mode as a DryRun.
 """
@@ -19,7 +19,7 @@ STDERR_TAIL_BYTES = 2_048
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class ReadMark:
     """Where the last read of a file found its boot marker, so the next read scans from there."""
 
     inode: str
@@ -51,25 +51,6 @@ class LogRequest:
     label: str
     roots: tuple[str, ...] = ()
     """Files: the directories the real path must lie under, checked on the host."""
-
-
-@dataclass(frozen=True)
-class CutBoot:
-    """One boot as the host cut it out: its phrase lines, numbered as in the log."""
-
-    index: int
-    boots_seen: int | None
-    lines: tuple[Line, ...]
-    skipped_long_lines: int
-    first_line: int
-    last_line: int
-    """The boot's whole span in the log, lines without a phrase included."""
-    lines_from_byte: int | None = None
-    """None: line numbers are the file's and index counts from its first boot. Else the lines before
-    were not counted: line numbers count from 1 at the line that starts at this byte offset (line n
-    is `tail -c +<offset + 1> FILE | sed -n <n>p`), index counts from the end (-1 the newest) and
-    boots_seen is None."""
-
 
 
 @dataclass(frozen=True)
