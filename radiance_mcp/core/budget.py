@@ -16,23 +16,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from radiance_mcp.core.boot import Figure, Line
 from radiance_mcp.core.errors import BootNotSettled, LedgerError
-from radiance_mcp.core.ledger import PHRASES, Boot, BootState, Hit, Line, boot_state
-from radiance_mcp.core.units import Size, fmt_mib, parse_number
+from radiance_mcp.core.ledger import PHRASES, Boot, BootState, Hit, boot_state
+from radiance_mcp.core.units import fmt_mib, parse_number
 
 PAIR_FLAGS = ("vram-weights-mib", "vram-kv-mib")
 
 
 # ---------------------------------------------------------------------------------------
 # The budget table
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A size read off one ledger line."""
-
-    size: Size
-    line: Line
 
 
 @dataclass(frozen=True)
@@ -62,7 +55,7 @@ class BudgetReading:
 
 
 def _figure(hit: Hit, name: str, source: str) -> Figure:
-    return Figure(hit.size(name, source), hit.line)
+    return Figure.of_size(hit.size(name, source), hit.line)
 
 
 MAX_CARDS = 1024
@@ -203,12 +196,12 @@ def _card_pair(number: int, table: dict[str, Figure], flag_hits: dict[str, Hit],
         disagreements = []
         for flag, value, row in zip(PAIR_FLAGS, values, ("vram_weights", "vram_kv"), strict=True):
             figure = table.get(row)
-            if figure and not figure.size.agrees_with(value):
+            if figure and not figure.agrees_with(value):
                 disagreements.append(
                     f"card {number}: --{flag} {fmt_mib(value)} MiB (line {flag_hits[flag].line.number}) "
-                    f"but the table's {row} row says {figure.size.text} = {fmt_mib(figure.size.mib, 2)} "
+                    f"but the table's {row} row says {figure.printed} = {fmt_mib(figure.value, 2)} "
                     f"MiB (line {figure.line.number}), beyond its rounding of "
-                    f"+-{fmt_mib(figure.size.resolution_mib / 2, 2)} MiB"
+                    f"+-{fmt_mib(figure.resolution / 2, 2)} MiB"
                 )
         return _Pair(sum(values, Decimal(0)), "echoed flags", tuple(flag_hits[f].line for f in PAIR_FLAGS),
                      Decimal(0), tuple(disagreements))
@@ -220,8 +213,8 @@ def _card_pair(number: int, table: dict[str, Figure], flag_hits: dict[str, Hit],
             f"row (phrase {PHRASES[missing[0]].keyword!r}); pass a log whose boot prints them"
         )
     weights, kv = table["vram_weights"], table["vram_kv"]
-    return _Pair(weights.size.mib + kv.size.mib, "table rows", (weights.line, kv.line),
-                 weights.size.resolution_mib + kv.size.resolution_mib, ())
+    return _Pair(weights.value + kv.value, "table rows", (weights.line, kv.line),
+                 weights.resolution + kv.resolution, ())
 
 
 def _card_budget(number: int, hit: Hit, table: dict[str, Figure], pair: _Pair, src: str) -> CardBudget:
@@ -277,12 +270,12 @@ def _refuse_floor_against_flag(card: CardBudget, flag: Hit | None, src: str) -> 
         return
     flag_mib = flag.number("value", src)
     part, figure = ("headroom", card.headroom) if card.headroom is not None else ("floor", card.floor)
-    contradicts = not figure.size.agrees_with(flag_mib) if part == "headroom" else (
-        figure.size.mib + figure.size.resolution_mib / 2 < flag_mib)
+    contradicts = not figure.agrees_with(flag_mib) if part == "headroom" else (
+        figure.value + figure.resolution / 2 < flag_mib)
     if contradicts:
         relation = "is not" if part == "headroom" else "is less than"
         raise LedgerError(
-            f"{src}:{figure.line.number}: card {card.card}'s {part} of {figure.size.text} on its settled line "
+            f"{src}:{figure.line.number}: card {card.card}'s {part} of {figure.printed} on its settled line "
             f"{relation} the echoed --gpu-headroom-mib {fmt_mib(flag_mib, 2)} MiB (line {flag.line.number}: "
             f"{_quoted(flag.line)}); this is not a boot radiance printed: read the service's own ledger "
             "(service, or log on its host)"
@@ -325,35 +318,35 @@ def _refuse_impossible(card: CardBudget, funded: tuple[Decimal, Decimal] | None,
     pair_at = ", ".join(str(line.number) for line in card.pair_lines)
     remedy = "this is not a boot radiance printed: read the service's own ledger (service, or log on its host)"
     if total is not None:
-        t, t_step = total.size.mib, total.size.resolution_mib
-        if over(free.size.mib, free.size.resolution_mib, t, t_step):
+        t, t_step = total.value, total.resolution
+        if over(free.value, free.resolution, t, t_step):
             raise LedgerError(
-                f"{src}:{free.line.number}: card {card.card} settled at {free.size.text} free, more than the card "
-                f"total of {total.size.text} (line {total.line.number}); {remedy}"
+                f"{src}:{free.line.number}: card {card.card} settled at {free.printed} free, more than the card "
+                f"total of {total.printed} (line {total.line.number}); {remedy}"
             )
         if over(card.pair_mib, card.pair_resolution_mib, t, t_step):
             raise LedgerError(
                 f"{src}: card {card.card}'s pair of {fmt_mib(card.pair_mib, 2)} MiB (lines {pair_at}) is more than "
-                f"the card total of {total.size.text} (line {total.line.number}); {remedy}"
+                f"the card total of {total.printed} (line {total.line.number}); {remedy}"
             )
         pair, pair_step = (card.pair_mib, card.pair_resolution_mib)
         if funded is not None and funded[0] < pair:
             pair, pair_step = funded
-        both = free.size.mib + pair
-        if over(both, free.size.resolution_mib + pair_step, t, t_step):
+        both = free.value + pair
+        if over(both, free.resolution + pair_step, t, t_step):
             raise LedgerError(
-                f"{src}:{free.line.number}: card {card.card} settled at {free.size.text} free with a pair of "
+                f"{src}:{free.line.number}: card {card.card} settled at {free.printed} free with a pair of "
                 f"{fmt_mib(pair, 2)} MiB (lines {pair_at}) allocated: {fmt_mib(both, 2)} MiB, more than "
-                f"the card total of {total.size.text} (line {total.line.number}); {remedy}"
+                f"the card total of {total.printed} (line {total.line.number}); {remedy}"
             )
     if card.headroom is not None and card.static is not None:
-        parts = card.headroom.size.mib + card.static.size.mib
-        step = card.headroom.size.resolution_mib + card.static.size.resolution_mib
-        if over(parts, step, floor.size.mib, floor.size.resolution_mib) or over(
-            floor.size.mib, floor.size.resolution_mib, parts, step
+        parts = card.headroom.value + card.static.value
+        step = card.headroom.resolution + card.static.resolution
+        if over(parts, step, floor.value, floor.resolution) or over(
+            floor.value, floor.resolution, parts, step
         ):
             raise LedgerError(
-                f"{src}:{floor.line.number}: card {card.card}'s floor of {floor.size.text} is not its "
-                f"{card.headroom.size.text} headroom plus {card.static.size.text} static region "
+                f"{src}:{floor.line.number}: card {card.card}'s floor of {floor.printed} is not its "
+                f"{card.headroom.printed} headroom plus {card.static.printed} static region "
                 f"({fmt_mib(parts, 2)} MiB); {remedy}"
             )

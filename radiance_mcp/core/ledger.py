@@ -29,6 +29,7 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Literal
 
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.errors import LedgerError, PhraseNotFound
 from radiance_mcp.core.units import NUMBER, SIZE, Size, parse_number, parse_size
 
@@ -235,14 +236,6 @@ def render(key: str, **fields: object) -> str:
 
 # ---------------------------------------------------------------------------------------
 # Records
-
-
-@dataclass(frozen=True)
-class Line:
-    number: int
-    """1-based line number in the source."""
-    text: str
-    """The line as read, ANSI codes and line end removed."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from radiance_mcp.core.engines import BootView, Figure
+from radiance_mcp.core.boot import Figure
+from radiance_mcp.core.engines import BootView
 from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
 from radiance_mcp.core.rules import capacity, engine_capacity
 from radiance_mcp.core.units import fmt_mib

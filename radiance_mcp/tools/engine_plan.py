@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from decimal import ROUND_DOWN, Decimal
 
+from radiance_mcp.core.boot import Figure
 from radiance_mcp.core.constants import MIB
-from radiance_mcp.core.engines import BootView, Figure
+from radiance_mcp.core.engines import BootView
 from radiance_mcp.core.rules import engine_capacity
 from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import mib

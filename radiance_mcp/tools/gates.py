@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radiance_mcp.core import gates, planning
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
@@ -22,7 +23,7 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import GuardRailError, InputError
-from radiance_mcp.core.ledger import Boot, Line
+from radiance_mcp.core.ledger import Boot
 from radiance_mcp.core.rules import capacity
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib
@@ -197,7 +198,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     contract, contract_text = _checked_contract(args.vram_kv_mib, seqs, window, dtype, model)
     spec, rows = _sampler_rows(boot, seqs, args.spec)
     predictions = _predictions(
-        boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.floor.size.mib, weights_mib=weights,
+        boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.floor.value, weights_mib=weights,
         pool_mib=args.vram_kv_mib, seqs=seqs, window=window, contract=contract, spec=spec, rows=rows,
     )
     env_file, bats_file = _gate_files(runtime, args, name)
@@ -331,18 +332,18 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
     ceiling = capacity.compute_ceiling(reading)
     checks = []
     for card in reading.cards:
-        free, floor = card.free.size.mib, card.floor.size.mib
+        free, floor = card.free.value, card.floor.value
         checks.append(_check(
             f"settled, card {card.card}", free >= floor,
             f"free >= floor {fmt_mib(floor, 2)} MiB (about {AT_CEILING_WORST_FREE_MIB} MiB at worst at the ceiling)",
-            f"{card.free.size.text} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
+            f"{card.free.printed} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
             card.free.line))
-    worst = min(reading.cards, key=lambda c: (c.free.size.mib - c.floor.size.mib, c.card))
-    found["settled"] = (fmt_mib(worst.free.size.mib, 2), worst.free.size.mib >= worst.floor.size.mib, worst.free.line)
+    worst = min(reading.cards, key=lambda c: (c.free.value - c.floor.value, c.card))
+    found["settled"] = (fmt_mib(worst.free.value, 2), worst.free.value >= worst.floor.value, worst.free.line)
     first = reading.cards[0]
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     # Table rows print 0.01 GiB: the pair they give is the env file's within the two rows' rounding.
-    rounding = sum((r.size.resolution_mib for r in (first.weights, first.kv) if r is not None), Decimal(0)) / 2 \
+    rounding = sum((r.resolution for r in (first.weights, first.kv) if r is not None), Decimal(0)) / 2 \
         if first.pair_source == "table rows" else Decimal(0)
     checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and abs(first.pair_mib - pair) <= rounding,
                          f"pair {plan.weights_mib:,} + {plan.pool_mib:,} = {pair:,} MiB (the env file) <= the ceiling",
@@ -367,7 +368,7 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
     found["contract"] = (fmt_mib(contract.margin_mib, 2).replace(",", ""), contract.ok, contract_line)
     unclaimed = [c.unclaimed for c in reading.cards if c.unclaimed is not None]
     checks.append(_check("unclaimed", bool(unclaimed) or None, "the table's unclaimed row, printed",
-                         ", ".join(u.size.text for u in unclaimed) or "no unclaimed row",
+                         ", ".join(u.printed for u in unclaimed) or "no unclaimed row",
                          unclaimed[0].line if unclaimed else None))
     return checks, any(echoed[f] != v for f, v in asked.items() if f in echoed)
 

@@ -12,11 +12,11 @@ from decimal import Decimal
 from typing import Any
 
 from radiance_mcp.core import ledger
+from radiance_mcp.core.boot import Figure, Line
 from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
 from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.ledger import Boot, Line
+from radiance_mcp.core.ledger import Boot
 from radiance_mcp.core.rules import capacity
-from radiance_mcp.core.rules.capacity import Figure
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger import (
@@ -47,9 +47,9 @@ def sourced(figure: Figure | None) -> SourcedFigure | None:
     if figure is None:
         return None
     return SourcedFigure(
-        mib=mib(figure.size.mib),
-        printed=figure.size.text,
-        resolution_mib=mib(figure.size.resolution_mib),
+        mib=mib(figure.value),
+        printed=figure.printed,
+        resolution_mib=mib(figure.resolution),
         line=figure.line.number,
         text=figure.line.text,
     )
@@ -349,7 +349,7 @@ def _weights_from_ledger(reading: capacity.BudgetReading) -> tuple[Decimal, Line
     card = reading.cards[0]
     if card.weights is None:  # pragma: no cover - read_budget needs the flags or both rows
         raise InputError(f"{reading.boot.where()} prints no vram_weights; pass weights_mib")
-    return card.weights.size.mib, card.weights.line
+    return card.weights.value, card.weights.line
 
 
 _LEDGER_FLAGS = {

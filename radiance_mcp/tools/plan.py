@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from radiance_mcp.core import planning
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
@@ -25,7 +26,7 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError, RadianceMCPError
-from radiance_mcp.core.ledger import Boot, Hit, Line
+from radiance_mcp.core.ledger import Boot, Hit
 from radiance_mcp.core.rules import capacity
 from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import (
@@ -139,7 +140,7 @@ def boot_flag(boot: Boot, name: str) -> Hit | None:
 
 def _card_plan(reading: capacity.CardBudget, boot: Boot, physical: str | None) -> CardPlan:
     src = boot.where()
-    ceiling = capacity.card_ceiling(reading.card, reading.free.size.mib, reading.floor.size.mib, reading.pair_mib)
+    ceiling = capacity.card_ceiling(reading.card, reading.free.value, reading.floor.value, reading.pair_mib)
     figures = {}
     for row, flag, name in ((reading.weights, "vram-weights-mib", "vram_weights"),
                             (reading.kv, "vram-kv-mib", "vram_kv")):
@@ -148,18 +149,18 @@ def _card_plan(reading: capacity.CardBudget, boot: Boot, physical: str | None) -
             figures[name] = _ledger(name, hit.number("value", src), "MiB", hit.line)
         else:
             assert row is not None  # read_budget refuses a card with neither
-            figures[name] = _ledger(name, row.size.mib, "MiB", row.line)
+            figures[name] = _ledger(name, row.value, "MiB", row.line)
     arena = boot.first("activation_arena")
     return CardPlan(
         card=reading.card,
         physical=physical,
-        card_total=_ledger("card total", reading.total.size.mib, "MiB", reading.total.line) if reading.total else None,
+        card_total=_ledger("card total", reading.total.value, "MiB", reading.total.line) if reading.total else None,
         vram_weights=figures["vram_weights"],
         vram_kv=figures["vram_kv"],
         activation_arena=_ledger("activation arena", arena.size("size", src).mib, "MiB", arena.line) if arena else None,
-        engine_floor=_ledger("engine floor", reading.floor.size.mib, "MiB", reading.floor.line),
-        settled_free=_ledger("settled free", reading.free.size.mib, "MiB", reading.free.line),
-        unclaimed=(_ledger("unclaimed", reading.unclaimed.size.mib, "MiB", reading.unclaimed.line)
+        engine_floor=_ledger("engine floor", reading.floor.value, "MiB", reading.floor.line),
+        settled_free=_ledger("settled free", reading.free.value, "MiB", reading.free.line),
+        unclaimed=(_ledger("unclaimed", reading.unclaimed.value, "MiB", reading.unclaimed.line)
                    if reading.unclaimed else None),
         ceiling_mib=ceiling.ceiling_mib,
         derivation=ceiling.derivation,

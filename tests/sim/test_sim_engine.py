@@ -323,10 +323,10 @@ def test_ledger_round_trip(shape: Shape) -> None:
     ceiling = capacity.compute_ceiling(reading)
     for card, read, computed in zip(figures.cards, reading.cards, ceiling.cards, strict=True):
         assert read.pair_mib == shape.pair_mib and not read.disagreements
-        assert read.free.size.agrees_with(card.free_mib)
-        assert read.floor.size.agrees_with(card.floor_mib)
+        assert read.free.agrees_with(card.free_mib)
+        assert read.floor.agrees_with(card.floor_mib)
         assert card.free_mib >= card.floor_mib
         # The ceiling from printed figures is the model's own within the print rounding of free and floor.
-        slack = (read.free.size.resolution_mib + read.floor.size.resolution_mib) / 2 + 1
+        slack = (read.free.resolution + read.floor.resolution) / 2 + 1
         assert abs(computed.ceiling_mib - card.ceiling_mib) <= slack
     assert parse_size(fmt_size(figures.claimable_mib)).agrees_with(figures.claimable_mib)

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.constants import KV_DTYPES, KVDtype, ModelConstants
 from radiance_mcp.core.errors import InputError, LedgerError
-from radiance_mcp.core.ledger import Boot, Hit, Line, boot_state
+from radiance_mcp.core.ledger import Boot, Hit, boot_state
 from radiance_mcp.core.rules.capacity import pool_contract
 from radiance_mcp.core.units import fmt_gib, fmt_mib, parse_number
 

@@ -18,16 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import get_args
 
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.constants import LedgerEngine
 from radiance_mcp.core.engines import llamacpp, sglang, vllm
 from radiance_mcp.core.engines.common import (
     BootView,
     EngineName,
-    Figure,
     LedgerDialect,
-    Missing,
     RankView,
-    Refusal,
     grep_words,
     lines_of,
     match,
@@ -35,7 +33,7 @@ from radiance_mcp.core.engines.common import (
     read_lines,
 )
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import KEYWORDS, Line, StopCheck, holds_radiance_words, match_line, never_stop
+from radiance_mcp.core.ledger import KEYWORDS, StopCheck, holds_radiance_words, match_line, never_stop
 
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DETECT_LINES = 20_000
@@ -154,6 +152,6 @@ def read_engine_lines(
 
 
 __all__ = [
-    "ENGINES", "BootView", "EngineName", "Figure", "LedgerEngine", "Missing", "RankView", "Refusal", "detect",
+    "ENGINES", "BootView", "EngineName", "LedgerEngine", "RankView", "detect",
     "detect_ledger", "engine_words", "read_engine_boot", "read_engine_lines",
 ]

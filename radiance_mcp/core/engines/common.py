@@ -19,9 +19,10 @@ from dataclasses import dataclass, field, replace
 from decimal import ROUND_DOWN, Decimal
 from typing import Literal
 
+from radiance_mcp.core.boot import Figure, Line, Missing, Refusal
 from radiance_mcp.core.constants import MIB
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import Hit, Line, Origin, Phrase, StopCheck, clean, never_stop
+from radiance_mcp.core.ledger import Hit, Origin, Phrase, StopCheck, clean, never_stop
 from radiance_mcp.core.units import UNIT_MIB
 
 EngineName = Literal["vllm", "sglang", "llama.cpp"]
@@ -44,50 +45,6 @@ def phrase(key: str, keyword: str, pattern: str, says: str) -> Phrase:
 
 # ---------------------------------------------------------------------------------------
 # Records
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A figure and where it comes from: read off one line, or derived from the lines named."""
-
-    value: Decimal
-    unit: str
-    """``MiB``, ``tokens``, ``B/token``, ``sequences`` or ``fraction``."""
-    lines: tuple[Line, ...]
-    resolution: Decimal = Decimal(0)
-    """The printed figure is known to +- resolution / 2 (0 for counts)."""
-    arithmetic: str = ""
-    """Empty for a figure read off its line; the sum for a derived one."""
-
-    def agrees_with(self, other: Decimal) -> bool:
-        return abs(self.value - other) <= self.resolution / 2
-
-
-@dataclass(frozen=True)
-class Missing:
-    """A figure the procedure needs that this boot's log does not print."""
-
-    figure: str
-    printed_in: str
-    """The line the engine prints it in."""
-    remedy: str
-    """How to get it: the flag, the log level, or the other figure to supply."""
-
-    def __str__(self) -> str:
-        return f"{self.figure}: not printed (the engine prints it as {self.printed_in}); {self.remedy}"
-
-
-RefusalKind = Literal["window_exceeds_kv", "pool_below_window", "not_enough_memory", "allocation_failed"]
-
-
-@dataclass(frozen=True)
-class Refusal:
-    kind: RefusalKind
-    line: Line
-    detail: str
-    """What was refused, with the figures of the line, and the flag that changes it."""
-    final: bool = True
-    """False where the engine recovered (llama.cpp retrying without pipeline parallelism)."""
 
 
 @dataclass(frozen=True)

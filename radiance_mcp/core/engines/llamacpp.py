@@ -34,14 +34,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from radiance_mcp.core.boot import Figure, Missing, Refusal
 from radiance_mcp.core.engines.common import (
     BootView,
     Built,
-    Figure,
     LedgerDialect,
-    Missing,
     RankView,
-    Refusal,
     bytes_per_token,
     count,
     derive,

@@ -36,14 +36,12 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from radiance_mcp.core.boot import Figure, Missing, Refusal
 from radiance_mcp.core.engines.common import (
     BootView,
     Built,
-    Figure,
     LedgerDialect,
-    Missing,
     RankView,
-    Refusal,
     by_rank,
     count,
     derive,

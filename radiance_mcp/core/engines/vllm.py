@@ -39,15 +39,13 @@ from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 
+from radiance_mcp.core.boot import Figure, Missing, Refusal
 from radiance_mcp.core.engines.common import (
     NUM,
     BootView,
     Built,
-    Figure,
     LedgerDialect,
-    Missing,
     RankView,
-    Refusal,
     by_rank,
     bytes_per_token,
     count,

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from radiance_mcp.core.boot import Figure, Line
 from radiance_mcp.core.constants import MIB
-from radiance_mcp.core.engines.common import BootView, EngineName, Figure, RankView, quoted
+from radiance_mcp.core.engines.common import BootView, EngineName, RankView, quoted
 from radiance_mcp.core.errors import BootNotSettled, InputError, LedgerError
-from radiance_mcp.core.ledger import Line
 from radiance_mcp.core.rules.capacity import CardCeiling, card_ceiling
 from radiance_mcp.core.units import fmt_mib
 

@@ -11,22 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from radiance_mcp.core.boot import Figure, Line
 from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
 from radiance_mcp.core.engines import BootView
 from radiance_mcp.core.errors import GuardRailError, InputError
-from radiance_mcp.core.ledger import Boot, Hit, Line, boot_state
+from radiance_mcp.core.ledger import Boot, Hit, boot_state
 from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
 from radiance_mcp.core.rules.engine_capacity import SEATS, binding_rank
 from radiance_mcp.core.units import fmt_mib
-
-
-@dataclass(frozen=True)
-class Figure:
-    value: int
-    line: Line
-
-    def cite(self, source: str) -> str:
-        return f"{source}:{self.line.number}: {self.line.text.strip()!r}"
 
 
 @dataclass(frozen=True)
@@ -53,20 +45,21 @@ class ProbeShape:
         return figure.cite(self.source)
 
 
-def _int(hit: Hit, name: str, source: str) -> int:
-    return int(hit.number(name, source))
+def _count(hit: Hit, name: str, source: str, unit: str) -> Figure:
+    """A whole number read off the hit's line (a count: exact, so no resolution)."""
+    return Figure(Decimal(int(hit.number(name, source))), unit, (hit.line,))
 
 
 def ledger_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
     """The boot's backed sequences, seats, window and pool contract, each with its line."""
     src = boot.source
     backs = boot.first("backs")
-    backed_seqs = Figure(_int(backs, "seqs", src), backs.line) if backs else None
-    backed_tokens = Figure(_int(backs, "tokens", src), backs.line) if backs else None
+    backed_seqs = _count(backs, "seqs", src, "sequences") if backs else None
+    backed_tokens = _count(backs, "tokens", src, "tokens") if backs else None
     flags = boot.flags
     seats_hit, window_hit = flags.get("max-num-seqs"), flags.get("max-model-len")
-    seats = Figure(_int(seats_hit, "value", src), seats_hit.line) if seats_hit else None
-    window = Figure(_int(window_hit, "value", src), window_hit.line) if window_hit else backed_tokens
+    seats = _count(seats_hit, "value", src, "sequences") if seats_hit else None
+    window = _count(window_hit, "value", src, "tokens") if window_hit else backed_tokens
     missing = []
     if backs is None:
         missing.append("'backs N sequences all at M tokens at once'")
@@ -75,12 +68,12 @@ def ledger_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
     if window_hit is None:
         missing.append("the echoed --max-model-len")
     pool, dtype = flags.get("vram-kv-mib"), flags.get("kv-cache-dtype")
-    contract, pool_figure = None, Figure(_int(pool, "value", src), pool.line) if pool else None
+    contract, pool_figure = None, _count(pool, "value", src, "MiB") if pool else None
     if pool is None or dtype is None or dtype.fields["value"] not in KV_DTYPES:
         missing.append("the echoed --vram-kv-mib and --kv-cache-dtype (bf16 or fp8), for the pool contract,")
     elif seats is not None and window is not None:
         assert pool_figure is not None
-        contract = pool_contract(Decimal(pool_figure.value), seats.value, window.value,
+        contract = pool_contract(pool_figure.value, seats.count, window.count,
                                  dtype.fields["value"], model)
     state = boot_state(boot)
     refused = state.lines if state.status == "refused" else ()
@@ -99,10 +92,9 @@ def engine_shape(view: BootView) -> ProbeShape:
         return ProbeShape(view.source, None, None, None, None, refused, None, None, ())
     rank = binding_rank(view)
     seqs, window = rank.full_length_sequences, rank.window_tokens
-    backed = Figure(int(seqs.value), seqs.lines[0]) if seqs is not None else None
-    window_figure = Figure(int(window.value), window.lines[0]) if window is not None else None
+    backed, window_figure = seqs, window  # read as whole numbers (.count): a fraction of a sequence is cut
     seats_figure = view.settings.get(SEATS.get(view.engine, "")) or view.settings.get("n_seq_max")
-    seats = Figure(int(seats_figure.value), seats_figure.lines[0]) if seats_figure is not None else None
+    seats = seats_figure
     missing = [f"{gap.printed_in} ({gap.figure})" for gap in rank.missing
                if gap.figure in ("kv_tokens", "window_tokens", "full_length_sequences")]
     if seats is None:
@@ -117,13 +109,13 @@ def checked_window(
     """The window to use and where it came from: the ledger's, which a given one must equal; else the given one."""
     if shape is None or shape.window is None:
         return given, "input" if given is not None else None
-    if given is not None and given != shape.window.value:
+    if given is not None and given != shape.window.count:
         raise InputError(
-            f"{argument}={given:,} disagrees with the ledger's window of {shape.window.value:,} tokens "
+            f"{argument}={given:,} disagrees with the ledger's window of {shape.window.count:,} tokens "
             f"({shape.cite(shape.window)}); the service runs that window: pass {argument}="
-            f"{shape.window.value} or leave it out"
+            f"{shape.window.count} or leave it out"
         )
-    return shape.window.value, f"ledger {shape.cite(shape.window)}"
+    return shape.window.count, f"ledger {shape.cite(shape.window)}"
 
 
 @dataclass(frozen=True)
@@ -160,8 +152,8 @@ def predict_boundary(shape: ProbeShape | None, n: int, *, over_shape: bool, no_l
     if backed is None:
         return ProbeExpectation(f"no prediction: {shape.source} names neither the backed sequences nor --max-num-seqs",
                           lines, not_checked)
-    at = f" at {shape.window.value:,} tokens" if shape.window else ""
-    seats = shape.seats.value if shape.seats else None
+    at = f" at {shape.window.count:,} tokens" if shape.window else ""
+    seats = shape.seats.count if shape.seats else None
     contract = shape.contract
     if contract is not None and not contract.ok:
         expect = (
@@ -171,12 +163,12 @@ def predict_boundary(shape: ProbeShape | None, n: int, *, over_shape: bool, no_l
         )
     else:
         expect = (
-            f"{n}/{n} retrieved: the ledger backs {backed.value} sequence(s){at} at once ({shape.cite(backed)}), "
+            f"{n}/{n} retrieved: the ledger backs {backed.count} sequence(s){at} at once ({shape.cite(backed)}), "
             f"and n={n} is within it; anything less is a finding about the shape"
         )
-    if n <= backed.value:
+    if n <= backed.count:
         return ProbeExpectation(expect, lines, not_checked)
-    parts = [f"n={n} is above the {backed.value} sequence(s) the ledger backs at once ({shape.cite(backed)})"]
+    parts = [f"n={n} is above the {backed.count} sequence(s) the ledger backs at once ({shape.cite(backed)})"]
     if seats is not None and n > seats:
         parts.append(
             f"the engine serves at most {seats} at once (--max-num-seqs): the other {n - seats} wait in its queue "
@@ -188,7 +180,7 @@ def predict_boundary(shape: ProbeShape | None, n: int, *, over_shape: bool, no_l
     if not over_shape:
         raise GuardRailError(
             "boundary_probe: " + "; ".join(parts) + f". The probe checks the shape at its own width: pass "
-            f"n={backed.value} (or less), or over_shape=true to spend {n} full-window prefills past the shape "
+            f"n={backed.count} (or less), or over_shape=true to spend {n} full-window prefills past the shape "
             "knowingly",
             rule="probe_within_shape",
         )

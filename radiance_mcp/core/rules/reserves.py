@@ -47,9 +47,10 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.budget import BudgetReading
 from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
-from radiance_mcp.core.ledger import PHRASES, Boot, Line, ReserveKind, ReserveMark
+from radiance_mcp.core.ledger import PHRASES, Boot, ReserveKind, ReserveMark
 from radiance_mcp.core.units import SIZE, Size, fmt_mib, parse_size
 
 
@@ -73,15 +74,15 @@ def reserve_candidates(reading: BudgetReading) -> tuple[Candidate, ...]:
         unclaimed = card.unclaimed
         if unclaimed is None:
             continue
-        rest = unclaimed.size.mib - card.floor.size.mib
+        rest = unclaimed.value - card.floor.value
         if rest <= 0:
             continue
         candidates.append(Candidate(
             card=card.card,
             line=unclaimed.line,
             mib=rest,
-            tolerance_mib=(unclaimed.size.resolution_mib + card.floor.size.resolution_mib) / 2,
-            printed=f"{unclaimed.size.text} unclaimed less the {card.floor.size.text} engine floor "
+            tolerance_mib=(unclaimed.resolution + card.floor.resolution) / 2,
+            printed=f"{unclaimed.printed} unclaimed less the {card.floor.printed} engine floor "
                     f"(line {card.floor.line.number})",
             why=f"card {card.card}'s memory no budget can use (the unusable above, and rounding): the engine "
                 "does not say whether its settled free figure leaves it out, so the ceiling may count it "

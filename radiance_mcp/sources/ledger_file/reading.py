@@ -21,6 +21,7 @@ from dataclasses import replace
 from io import BufferedReader
 from pathlib import Path
 
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.errors import LedgerError
 from radiance_mcp.core.ledger import (
     BOOT_MARKER,
@@ -29,7 +30,6 @@ from radiance_mcp.core.ledger import (
     WATCHED_PHRASES,
     Boot,
     CutBoot,
-    Line,
     StopCheck,
     match_line,
     never_stop,

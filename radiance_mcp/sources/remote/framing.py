@@ -51,8 +51,9 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.errors import RemoteError
-from radiance_mcp.core.ledger import BOOT_MARKER, Line, clean
+from radiance_mcp.core.ledger import BOOT_MARKER, clean
 from radiance_mcp.sources.remote.records import ReadMark
 from radiance_mcp.sources.remote.targets import SSHTarget
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from radiance_mcp.core.boot import Line
 from radiance_mcp.core.engines import EngineName
-from radiance_mcp.core.ledger import Line
 
 STDERR_TAIL_BYTES = 2_048
 """The end of a dry run's stderr that comes back, for the message when it fails."""
