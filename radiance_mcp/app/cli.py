@@ -202,6 +202,10 @@ def _add_eval(commands: Any) -> None:
     ev.add_argument("--answer", type=Path, default=None, metavar="FILE", help="the agent's final answer, for --record")
     ev.add_argument("--json", action="store_true", help="print the reports as JSON")
     ev.add_argument("--list", action="store_true", help="list the scenarios, the agents and the rules")
+    ev.add_argument("--calibrate", nargs="?", const=True, default=None, metavar="DIR",
+                    help="score the labelled runs (default: tests/evals/calibration/runs of the checkout) and print "
+                    "the scorer's false-negative and false-positive rates; exit 1 above 5 %% or on a correct run "
+                    "failed")
     ev.set_defaults(handler=_eval)
 
 

@@ -8,8 +8,10 @@
     agents.py    the scripted agents: the reference and one faulty agent per rule (edge, MCP client)
     run.py       run a scripted agent on a scenario in one process, scored (edge)
     command.py   radiance-mcp eval: the tables, the JSON and the exit status (edge)
+    calibrate.py the labelled runs (tests/evals/calibration), scored: the scorer's false-negative and
+                 false-positive rates and a per-rule confusion matrix (eval --calibrate)
     inspect_task.py  the Inspect AI task, solver and scorer (edge; needs the evals extra)
 
-scenario, rules and score are pure (no MCP, no I/O beyond reading a scenario file); the rest
-sits at the edge. The format of records and scenarios is in evals/README.md.
+scenario, rules, score and calibrate are pure (no MCP, no I/O beyond reading a scenario file or
+the labelled runs); the rest sits at the edge. The format of records and scenarios is in evals/README.md.
 """

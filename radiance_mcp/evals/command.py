@@ -4,11 +4,13 @@
     radiance-mcp eval --agent decode-8                  # a faulty agent, where its rule is listed
     radiance-mcp eval --agent all                       # the reference and every faulty agent
     radiance-mcp eval --scenario NAME --record FILE --answer FILE   # score any agent's run
+    radiance-mcp eval --calibrate [DIR]                 # the scorer against the labelled runs
 
 Exit status: 0 when the run came out as expected: the reference agent, or a scored record,
 passes every scenario (every fact found, no rule broken); a faulty agent is caught by its own
 rule and by no other (so 0 means the suite caught it). 3 when not; 1 on an error (a record
-that cannot be read, an unknown scenario); 2 on a usage error.
+that cannot be read, an unknown scenario); 2 on a usage error. ``--calibrate``: 0 when the
+scorer disagrees with the labels on at most 5 % of the runs and fails no correct run, else 1.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
 def main(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args)
+    if args.calibrate is not None:
+        return _calibrate(args)
     if (args.record is None) != (args.answer is None):
         raise EvalError("--record and --answer go together: the record of the run and the agent's final answer")
     scenarios = _scenarios(args)
@@ -147,6 +151,15 @@ def _matrix(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{row['agent']:<22} {row['breaks'] or '-':<22} {caught:>11}  {broken:<40} "
                      f"{result[row['expected']]}")
     return "\n".join(lines)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from radiance_mcp.evals.calibrate import calibrate, load_set, render
+
+    runs = load_set(None if args.calibrate is True else args.calibrate)
+    result = calibrate(runs, {s.name: s for s in load_scenarios(args.scenarios_dir)})
+    print(json.dumps(result.to_json(), indent=2) if args.json else render(result))
+    return 0 if result.calibrated else 1
 
 
 def _list(args: argparse.Namespace) -> int:
