@@ -10,7 +10,7 @@ Exit status: 0 when the run came out as expected: the reference agent, or a scor
 passes every scenario (every fact found, no rule broken); a faulty agent is caught by its own
 rule and by no other (so 0 means the suite caught it). 3 when not; 1 on an error (a record
 that cannot be read, an unknown scenario); 2 on a usage error. ``--calibrate``: 0 when the
-scorer disagrees with the labels on at most 5 % of the runs and fails no correct run, else 1.
+scorer disagrees with the labels on at most 5 % of the runs and fails no correct run, else 3.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     runs = load_set(None if args.calibrate is True else args.calibrate)
     result = calibrate(runs, {s.name: s for s in load_scenarios(args.scenarios_dir)})
     print(json.dumps(result.to_json(), indent=2) if args.json else render(result))
-    return 0 if result.calibrated else 1
+    return 0 if result.calibrated else FAILED
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -139,7 +139,7 @@ def test_a_label_without_its_record_is_refused(tmp_path: Path) -> None:
 def test_calibrate_prints_the_rates_and_the_matrix(cli: CliRunner) -> None:
     done = cli("eval", "--calibrate", cwd=ROOT)
     result = calibrate(RUNS, SCENARIOS)
-    assert done.returncode == (0 if result.calibrated else 1), done.stderr
+    assert done.returncode == (0 if result.calibrated else 3), done.stderr
     out = done.stdout
     assert f"calibration: {len(RUNS)} labelled runs ({result.faulty} faulty, {result.correct} correct)" in out
     assert f"false negatives (faulty runs passed): {result.false_negatives}/{result.faulty}" in out
@@ -175,8 +175,8 @@ def _synthetic(folder: Path, agreeing: int, wrong: dict[str, str]) -> Path:
 @pytest.mark.parametrize(("agreeing", "wrong", "status"), [
     (20, {}, 0),  # 0/20 disagree
     (19, {"reference--pool-below-contract": "faulty"}, 0),  # 1/20 = 5 %: a faulty run passed, at the bound
-    (18, {"reference--pool-below-contract": "faulty", "reference--thinking-trap": "faulty"}, 1),  # 2/20 = 10 %
-    (19, {"decode-8--thinking-trap": "correct"}, 1),  # 1/20 = 5 %, but a correct run failed
+    (18, {"reference--pool-below-contract": "faulty", "reference--thinking-trap": "faulty"}, 3),  # 2/20 = 10 %
+    (19, {"decode-8--thinking-trap": "correct"}, 3),  # 1/20 = 5 %, but a correct run failed
 ])
 def test_the_exit_status_follows_the_5_percent_rule(tmp_path: Path, cli: CliRunner, agreeing: int,
                                                     wrong: dict[str, str], status: int) -> None:
