@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.constants import DEFAULT_MODEL, WORKED_CEILING_MIB, WORKED_PAIR_MIB
 from radiance_mcp.core.errors import (
     BootNotSettled,
@@ -17,7 +18,7 @@ from radiance_mcp.core.errors import (
     LedgerError,
     RadianceMCPError,
 )
-from radiance_mcp.core.ledger import Boot, read_text, render
+from radiance_mcp.core.ledger import read_text, render
 from radiance_mcp.core.rules.capacity import (
     REFUSAL,
     card_ceiling,

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from radiance_mcp.core import ledger
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.errors import LedgerError, PhraseNotFound, RadianceMCPError
-from radiance_mcp.core.ledger import KEYWORDS, MAX_LINE_BYTES, PHRASES, Boot, read_text, render
+from radiance_mcp.core.ledger import KEYWORDS, MAX_LINE_BYTES, PHRASES, read_text, render
 from radiance_mcp.core.units import parse_size
 from radiance_mcp.sources import ledger_file
 from radiance_mcp.sources.config import EXAMPLES_DIR

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from radiance_mcp.app.server import build_server
+from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import MAX_LINE_BYTES, Boot, read_text
+from radiance_mcp.core.ledger import MAX_LINE_BYTES, read_text
 from radiance_mcp.sources import ledger_file
 from radiance_mcp.sources import ledgers as sources
 from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings

@@ -17,7 +17,7 @@ from guard_ledgers import REFUSED, REFUSED_LINES, TP2, TP2_LINE, TWO_BOOTS, TWO_
 from radiance_mcp.core import ledger
 from radiance_mcp.core.audit.step_shape import read_shape
 from radiance_mcp.core.errors import BootNotSettled, GuardRailError, InputError, LedgerError
-from radiance_mcp.core.ledger import PHRASES, boot_state, read_text
+from radiance_mcp.core.ledger import PHRASES, read_text
 from radiance_mcp.core.rules.capacity import (
     REFUSALS,
     Reserve,
@@ -295,7 +295,7 @@ def test_the_newest_boot_refused_after_a_wider_step() -> None:
 def test_a_kv_refusal_without_its_startup_stopped_line_is_still_refused() -> None:
     """The log was cut after the kv cache line: 0.0 full-length sessions and no settled line is a refusal."""
     cut = prefixed("{s}s ", REFUSED_LINES[:17])
-    state = boot_state(read_text(cut, source="t.log"))
+    state = read_text(cut, source="t.log").state
     assert (state.status, [line.number for line in state.lines]) == ("refused", [17])
     assert read_shape(read_text(cut, source="t.log")).status == "refused"  # the audit agrees
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Figure, Line
+from radiance_mcp.core.boot import Boot, BootState, Figure, Hit, Line
 from radiance_mcp.core.errors import BootNotSettled, LedgerError
-from radiance_mcp.core.ledger import PHRASES, Boot, BootState, Hit, boot_state
+from radiance_mcp.core.ledger import PHRASES
 from radiance_mcp.core.units import fmt_mib, parse_number
 
 PAIR_FLAGS = ("vram-weights-mib", "vram-kv-mib")
@@ -146,7 +146,7 @@ def read_budget(boot: Boot) -> BudgetReading:
 
 def _require_settled(boot: Boot) -> None:
     """A boot that refused or never settled has no ceiling: BootNotSettled, naming its lines and the next tool."""
-    state = boot_state(boot)
+    state = boot.state
     if state.status != "settled":
         raise BootNotSettled(boot_finding(boot, state), state.status, tuple(line.number for line in state.lines))
 

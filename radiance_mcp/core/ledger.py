@@ -23,15 +23,23 @@ same reader.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import cached_property
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
 
-from radiance_mcp.core.boot import Line
-from radiance_mcp.core.errors import LedgerError, PhraseNotFound
-from radiance_mcp.core.units import NUMBER, SIZE, Size, parse_number, parse_size
+from radiance_mcp.core.boot import (
+    UNSETTLED,
+    Boot,
+    BootState,
+    Hit,
+    Line,
+    Phrase,
+    Refusal,
+    RefusalKind,
+    ReserveMark,
+    StopCheck,
+    never_stop,
+)
+from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.units import NUMBER, SIZE, parse_number
 
 MAX_LINE_BYTES = 64 * 1024
 """A longer line cannot be a ledger line; it is skipped (and counted), never buffered whole."""
@@ -39,60 +47,7 @@ MAX_LINE_BYTES = 64 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
-ReserveKind = Literal[
-    "may serve", "ceiling input", "engine floor", "before claimable", "pair", "card totals", "not VRAM"
-]
-
-
-@dataclass(frozen=True)
-class ReserveMark:
-    """What one figure of a phrase is to a reserve held back below the ceiling.
-
-    ``may serve``: the figure is card memory the ceiling may count as room for the pair
-    (reserves.reserve_candidates says how much of it); every other kind names why the
-    ceiling already accounts for it, or why it is not card memory at all. The reasoning
-    behind each kind is written once, in radiance_mcp.core.rules.reserves' docstring.
-    """
-
-    kind: ReserveKind
-    what: str
-    """The figure, in the reader's words: '--gpu-headroom-mib', 'the static region'."""
-
-
 _mark = ReserveMark  # short, for the table's rows
-def never_stop() -> None:
-    """The default checkpoint: a reader's caller may pass one that stops it (a cancel, a time limit)."""
-
-
-StopCheck = Callable[[], None]
-"""Called per chunk of a file and per line of text; it raises to stop the read."""
-
-
-@dataclass(frozen=True)
-class Phrase:
-    key: str
-    keyword: str
-    """Plain substring every line of this phrase holds."""
-    regex: str
-    """The pattern's source. ``pattern`` compiles it on first use, so a command pays only for
-    the phrases it meets (the other engines' 46 cost about 15 ms to compile). re.ASCII: the
-    engine prints ASCII digits; '２,100' or '٦١٤٤' is no figure of it."""
-    template: str
-    """How the simulator writes the line; format fields are the pattern's groups. For another
-    engine's phrase: the line as that engine prints it, named in messages."""
-    seed: bool
-    """True: the words are verbatim from the seed (or from the other engine's own log); False: the
-    layout is assumed."""
-    reserve: Mapping[str, ReserveMark] = field(default_factory=dict)
-    """What each size the line prints is to a reserve, by the pattern's group name (for the
-    echoed flags, by '--flag'). Every size group has a mark: a phrase cannot be added without
-    deciding whether its figures can back a reserve."""
-
-    @cached_property
-    def pattern(self) -> re.Pattern[str]:
-        return re.compile(self.regex, re.ASCII)
-
-
 _SIZE_GROUP = re.compile(r"\(\?P<(\w+)>\{SIZE\}\)")
 
 
@@ -238,153 +193,37 @@ def render(key: str, **fields: object) -> str:
 # Records
 
 
-@dataclass(frozen=True)
-class CutBoot:
-    """One boot cut out of a ledger, by a host (sources.remote) or from a local file (sources.ledger_file):
-    its phrase lines, numbered as in the log, and where it lies."""
-
-    index: int
-    boots_seen: int | None
-    lines: tuple[Line, ...]
-    skipped_long_lines: int
-    first_line: int
-    last_line: int
-    """The boot's whole span in the log, lines without a phrase included."""
-    lines_from_byte: int | None = None
-    """None: line numbers are the file's and index counts from its first boot. Else the lines before
-    were not counted: line numbers count from 1 at the line that starts at this byte offset (line n
-    is `tail -c +<offset + 1> FILE | sed -n <n>p`), index counts from the end (-1 the newest) and
-    boots_seen is None."""
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One line that matched one phrase, with the raw text of each field (radiance's and the other
-    engines' alike: radiance_mcp.core.engines reads its dialects into these records too)."""
-
-    key: str
-    line: Line
-    fields: Mapping[str, str | None]
-    rank: str | None = None
-    """The card or rank the line names in another engine's log (``TP1``, ``CUDA0``); None for radiance."""
-
-    def where(self, source: str | None) -> str:
-        return f"{source}:{self.line.number}" if source else f"line {self.line.number}"
-
-    def raw(self, name: str, source: str | None = None) -> str:
-        value = self.fields.get(name)
-        if value is None:
-            raise LedgerError(f"{self.where(source)}: {self.key} line has no {name}: {self.line.text!r}")
-        return value
-
-    def size(self, name: str, source: str | None = None) -> Size:
-        try:
-            return parse_size(self.raw(name, source))
-        except LedgerError as exc:
-            raise LedgerError(f"{self.where(source)}: {exc} in line {self.line.text!r}") from exc
-
-    def number(self, name: str, source: str | None = None) -> Decimal:
-        try:
-            return parse_number(self.raw(name, source))
-        except LedgerError as exc:
-            raise LedgerError(f"{self.where(source)}: {exc} in line {self.line.text!r}") from exc
-
-
-Origin = Literal["host", "local file", "caller text"]
-"""Where a ledger's text came from: read on a host over SSH, read from a file on this machine,
-or given by the caller (log_text), which nothing has verified."""
-
-
-@dataclass(frozen=True)
-class Boot:
-    """The phrase hits of one boot of a ledger."""
-
-    source: str
-    index: int
-    """1-based, oldest first."""
-    boots_seen: int | None
-    """How many boots the source holds (None where the reader did not count them)."""
-    first_line: int
-    last_line: int
-    hits: tuple[Hit, ...]
-    skipped_long_lines: int = 0
-    near_misses: tuple[tuple[str, Line], ...] = ()
-    """(phrase key, line) of lines that hold a budget phrase's words but not its figures in its
-    form (a negative or malformed size): named when that phrase is needed."""
-    origin: Origin = "caller text"
-    """Where the text came from (sources set it); text of unknown origin counts as the caller's."""
-    lines_from_byte: int | None = None
-    """None: line numbers are the source's. Else the lines before were not counted (a remote read from
-    the end): line numbers count from 1 at the line that starts at this byte offset, and index counts
-    from the end (-1 the newest)."""
-    _by_key: dict[str, list[Hit]] = field(default_factory=dict, init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        for hit in self.hits:
-            self._by_key.setdefault(hit.key, []).append(hit)
-
-    def all(self, key: str) -> list[Hit]:
-        return self._by_key.get(key, [])
-
-    def first(self, key: str) -> Hit | None:
-        hits = self.all(key)
-        return hits[0] if hits else None
-
-    def require(self, key: str, why: str = "") -> Hit:
-        hit = self.first(key)
-        if hit is None:
-            raise PhraseNotFound(key, PHRASES[key].keyword, self.where(), why)
-        return hit
-
-    def line(self, number: int) -> Line | None:
-        for hit in self.hits:
-            if hit.line.number == number:
-                return hit.line
-        return None
-
-    def where(self) -> str:
-        seen = f" of {self.boots_seen}" if self.boots_seen is not None else ""
-        counted = f" counted from byte {self.lines_from_byte:,}" if self.lines_from_byte is not None else ""
-        return f"{self.source} (boot {self.index}{seen}, lines {self.first_line}-{self.last_line}{counted})"
-
-    @property
-    def flags(self) -> dict[str, Hit]:
-        """The first echo of each flag in this boot, by flag name without dashes."""
-        flags: dict[str, Hit] = {}
-        for hit in self.all("flag"):
-            flags.setdefault(str(hit.fields["flag"]), hit)
-        return flags
-
-
-BootStatus = Literal["settled", "refused", "unsettled"]
-
-
-@dataclass(frozen=True)
-class BootState:
-    """Whether a boot settled, refused to start, or did neither (still starting, or its log was cut)."""
-
-    status: BootStatus
-    lines: tuple[Line, ...]
-    """refused: the refusal's lines in log order (a KV cache that backs no full-length session,
-    the engine's fix text, 'startup stopped'); settled: the settled lines; unsettled: none."""
-
-
-def boot_state(boot: Boot) -> BootState:
-    """Read whether the boot settled or refused; every tool judges a boot by this one rule.
+def boot_state(hits: Sequence[Hit]) -> tuple[BootState, tuple[Refusal, ...]]:
+    """Whether the boot settled or refused, and its refusals: the one rule by which every tool judges a
+    radiance boot (the reader puts it in ``Boot.state``).
 
     Refused: a 'startup stopped' line, or, with no settled line, a 'kv cache' line that backs
     less than one full-length session (the engine's out-of-memory refusal, also where the
-    'startup stopped' line was cut off). Settled: a 'card N settled at' line. Else unsettled.
+    'startup stopped' line was cut off); the engine's fix text belongs to the refusal. Settled: a
+    'card N settled at' line. Else unsettled.
     """
-    stopped = boot.all("startup_stopped")
-    settled = boot.all("settled")
-    short_kv = [hit for hit in boot.all("kv_backing") if _backs_no_session(hit)]
+    by_key: dict[str, list[Hit]] = {}
+    for hit in hits:
+        by_key.setdefault(hit.key, []).append(hit)
+    stopped, settled = by_key.get("startup_stopped", []), by_key.get("settled", [])
+    short_kv = [hit for hit in by_key.get("kv_backing", []) if _backs_no_session(hit)]
     if stopped or (short_kv and not settled):
-        lines = {hit.line.number: hit.line for hit in (*short_kv, *boot.all("fix_text"), *stopped)}
-        return BootState("refused", tuple(lines[n] for n in sorted(lines)))
+        kinds: tuple[tuple[RefusalKind, list[Hit]], ...] = (
+            ("kv_backs_no_session", short_kv), ("engine_fix_text", by_key.get("fix_text", [])),
+            ("startup_stopped", stopped))
+        refusals = {hit.line.number: Refusal(kind, hit.line, _REFUSED[kind]) for kind, found in kinds for hit in found}
+        ordered = tuple(refusals[n] for n in sorted(refusals))
+        return BootState("refused", tuple(r.line for r in ordered)), ordered
     if settled:
-        return BootState("settled", tuple(hit.line for hit in settled))
-    return BootState("unsettled", ())
+        return BootState("settled", tuple(hit.line for hit in settled)), ()
+    return UNSETTLED, ()
+
+
+_REFUSED: dict[RefusalKind, str] = {
+    "kv_backs_no_session": "the KV cache backs less than one full-length session",
+    "engine_fix_text": "the engine's fix for the refusal",
+    "startup_stopped": "startup stopped",
+}
 
 
 def _backs_no_session(hit: Hit) -> bool:
@@ -443,8 +282,9 @@ def parse_boot(
             f"none of {', '.join(repr(k) for k in KEYWORDS[:6])}, ... appears. "
             "Point the tool at the radiance service's boot log."
         )
+    state, refusals = boot_state(hits)
     return Boot(source, index, boots_seen, first, last, tuple(hits), skipped_long_lines,
-                tuple(near_misses[:MAX_NEAR_MISSES]))
+                tuple(near_misses[:MAX_NEAR_MISSES]), state=state, refusals=refusals, phrases=PHRASES)
 
 
 def _boot_starts(lines: list[Line]) -> list[int]:

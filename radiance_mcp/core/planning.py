@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.constants import (
     MIN_ARMS_FOR_THRESHOLD,
     SLAB_MIB_PER_STEP,
@@ -25,7 +25,6 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.ledger import Boot
 from radiance_mcp.core.rules.capacity import pool_contract
 from radiance_mcp.core.units import fmt_mib, round_down
 

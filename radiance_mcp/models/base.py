@@ -22,7 +22,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.constants import (
     MAX_BOOT,
     MAX_LEDGER_TEXT_CHARS,
@@ -33,7 +33,6 @@ from radiance_mcp.core.constants import (
     MAX_SEQS,
     MAX_WINDOW_TOKENS,
 )
-from radiance_mcp.core.ledger import Boot
 
 # ---------------------------------------------------------------------------------------
 # Argument types: the upper bound of every argument, each from radiance_mcp.core.constants (where

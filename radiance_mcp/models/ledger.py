@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from radiance_mcp.core.constants import MAX_RESERVES, KVDtype
+from radiance_mcp.core.constants import MAX_RESERVES, KVDtype, LedgerEngine
 from radiance_mcp.models.base import (
     BootIndex,
     BootRef,
@@ -155,7 +155,7 @@ class EngineFigure(Output):
 class EngineRank(Output):
     """One card or rank of a vLLM, SGLang or llama.cpp boot (read_budget_table's cards for such a boot)."""
 
-    engine: Literal["vllm", "sglang", "llama.cpp"] = Field(description="The engine that printed the log.")
+    engine: LedgerEngine = Field(description="The engine that printed the log.")
     rank: str = Field(description="The card or rank: TP0, CUDA0, engine (one card), all (llama.cpp's total).")
     weights_mib: EngineFigure | None
     kv_mib: EngineFigure | None

@@ -18,9 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from radiance_mcp.core.boot import Boot, Origin, StopCheck
 from radiance_mcp.core.constants import LedgerEngine
 from radiance_mcp.core.errors import LedgerError, SourceError
-from radiance_mcp.core.ledger import Boot, Origin, StopCheck, holds_radiance_words, read_text
+from radiance_mcp.core.ledger import holds_radiance_words, read_text
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.ledger_file import open_ledger
 from radiance_mcp.sources.ledgers import (
@@ -35,7 +36,8 @@ from radiance_mcp.sources.offload import run
 from radiance_mcp.sources.runtime import Runtime
 
 if TYPE_CHECKING:  # remote (and asyncssh with it) loads on first remote read, the dialects on another engine's log
-    from radiance_mcp.core.engines import BootView, EngineName
+    from radiance_mcp.core.boot import Boot
+    from radiance_mcp.core.engines import EngineName
     from radiance_mcp.sources.remote import EngineLines
 
 MAX_ENGINE_LOG_BYTES = 256 * 1024 * 1024
@@ -84,7 +86,7 @@ def _engine_of(text: str, label: str, *, checkpoint: StopCheck) -> LedgerEngine:
 
 
 def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *, checkpoint: StopCheck,
-               ) -> BootView | None:
+               ) -> Boot | None:
     name = engine or _engine_of(text, label, checkpoint=checkpoint)
     if name == "radiance":
         return None
@@ -93,7 +95,7 @@ def _read_boot(text: str, engine: LedgerEngine | None, label: str, boot: int, *,
     return read_engine_boot(text, source=label, engine=name, boot=boot, checkpoint=checkpoint)
 
 
-async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
+async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot:
     """The boot ref names, in its engine's dialect: radiance's Boot (read by sources) or another engine's view.
 
     Caller text whose engine is not configured is told and read in one job off the event loop
@@ -119,12 +121,12 @@ async def read_ledger(runtime: Runtime, ref: LedgerRef) -> Boot | BootView:
         return view
 
 
-def _inline(text: str, boot: int, *, checkpoint: StopCheck) -> Boot | BootView:
+def _inline(text: str, boot: int, *, checkpoint: StopCheck) -> Boot:
     view = _read_boot(text, None, "log_text", boot, checkpoint=checkpoint)
     return read_text(text, source="log_text", boot=boot, checkpoint=checkpoint) if view is None else view
 
 
-async def engine_boot(runtime: Runtime, ref: LedgerRef) -> BootView | None:
+async def engine_boot(runtime: Runtime, ref: LedgerRef) -> Boot | None:
     """The boot ref names, read in its engine's dialect; None for a radiance ledger (sources reads it).
 
     Text, files on this machine and, for a named engine, files and containers on a host are
@@ -175,7 +177,7 @@ def _where(runtime: Runtime, ref: LedgerRef) -> LocalFileSource | RemoteSource |
     return local_file(runtime, ref.log)
 
 
-async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int) -> BootView | None:
+async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int) -> Boot | None:
     """The boot of an engine's log on a host: its lines holding the engine's words (every engine's and
     radiance's when engine is None: told from them; None when they are radiance's), read here."""
     from radiance_mcp.sources.remote import EngineRequest
@@ -190,7 +192,7 @@ async def remote_boot(source: RemoteSource, engine: EngineName | None, boot: int
 
 
 def _read_lines(sent: EngineLines, engine: EngineName | None, label: str, boot: int, *,
-                checkpoint: StopCheck) -> BootView | None:
+                checkpoint: StopCheck) -> Boot | None:
     name = engine or _engine_of("\n".join(line.text for line in sent.lines), label, checkpoint=checkpoint)
     if name == "radiance":
         return None

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.constants import CONTROL
 from radiance_mcp.core.errors import InputError, SourceError
-from radiance_mcp.core.ledger import Boot, parse_boot, read_text
+from radiance_mcp.core.ledger import parse_boot, read_text
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.config import Fleet
 from radiance_mcp.sources.ledger_file import index_file, read_file

@@ -35,8 +35,8 @@ from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
+from radiance_mcp.core.boot import StopCheck
 from radiance_mcp.core.errors import SourceError
-from radiance_mcp.core.ledger import StopCheck
 
 if TYPE_CHECKING:  # asyncio and the thread pool load with the first call on an event loop
     from concurrent.futures import ThreadPoolExecutor

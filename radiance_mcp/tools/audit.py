@@ -11,9 +11,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.errors import GuardRailError, LedgerError
-from radiance_mcp.core.ledger import Boot
 from radiance_mcp.core.units import fmt_gib, fmt_mib
 from radiance_mcp.models.audit import (
     ArenaSlopeOut,

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from radiance_mcp.core.boot import Figure
-from radiance_mcp.core.engines import BootView
+from radiance_mcp.core.boot import Boot, Figure
 from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
 from radiance_mcp.core.rules import capacity, engine_capacity
 from radiance_mcp.core.units import fmt_mib
-from radiance_mcp.models.base import BootRef, LineRef, line_ref, mib
+from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger import (
     BudgetCard,
     CeilingCheck,
@@ -32,12 +31,6 @@ RANK_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "act
                 "floor_mib", "window_tokens", "full_length_sequences")
 
 
-def boot_ref(view: BootView) -> BootRef:
-    return BootRef(source=view.source, boot=view.index, boots_seen=view.boots_seen,
-                   first_line=view.first_line, last_line=view.last_line, origin=view.origin,
-                   verified=view.origin != "caller text")
-
-
 def figure_out(figure: Figure | None) -> EngineFigure | None:
     if figure is None:
         return None
@@ -45,7 +38,7 @@ def figure_out(figure: Figure | None) -> EngineFigure | None:
                         arithmetic=figure.arithmetic)
 
 
-def notes(view: BootView) -> list[str]:
+def notes(view: Boot) -> list[str]:
     said = [f"{view.engine}: the KV memory moves with {engine_capacity.KV_FLAGS[view.engine]}"]
     if view.origin == "caller text":
         said.append(f"figures from caller-supplied text ({view.source}), unverified: read the service's own log "
@@ -53,7 +46,7 @@ def notes(view: BootView) -> list[str]:
     return said
 
 
-def budget_output(view: BootView) -> ReadBudgetTableOutput:
+def budget_output(view: Boot) -> ReadBudgetTableOutput:
     """read_budget_table on another engine's boot: every rank's figures with their lines, and what is missing."""
     engine_capacity.require_served(view)
     settings = {name: out for name, f in view.settings.items() if (out := figure_out(f)) is not None}
@@ -66,7 +59,7 @@ def budget_output(view: BootView) -> ReadBudgetTableOutput:
     return ReadBudgetTableOutput(ledger=boot_ref(view), cards=ranks)
 
 
-def personal_reserves(view: BootView, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
+def personal_reserves(view: Boot, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
     """Reserves below another engine's ceiling are personal: none of its lines prints memory that may back one."""
     held: list[capacity.Reserve] = []
     for r in given:
@@ -81,7 +74,7 @@ def personal_reserves(view: BootView, given: list[ReserveInput]) -> tuple[capaci
     return tuple(held)
 
 
-def ceiling_output(view: BootView, given: list[ReserveInput]) -> ComputeCeilingOutput:
+def ceiling_output(view: Boot, given: list[ReserveInput]) -> ComputeCeilingOutput:
     """compute_ceiling on another engine's boot: per rank (free - floor) + weights + KV, the smallest binding."""
     ranks = engine_capacity.ceilings(view)
     reserves = personal_reserves(view, given)
@@ -108,7 +101,7 @@ def ceiling_output(view: BootView, given: list[ReserveInput]) -> ComputeCeilingO
     )
 
 
-def contract_output(view: BootView, args: CheckPoolContractInput) -> PoolContractOutput:
+def contract_output(view: Boot, args: CheckPoolContractInput) -> PoolContractOutput:
     """check_pool_contract on another engine's boot: seqs x window tokens against its KV tokens, at its own rate."""
     if args.kv_cache_dtype is not None:
         raise InputError(
@@ -150,13 +143,13 @@ def contract_output(view: BootView, args: CheckPoolContractInput) -> PoolContrac
         contract_ok=result.ok,
         ceiling=check,
         ledger=boot_ref(view),
-        boot_status="refused" if view.refused else "settled",
+        boot_status=view.state.status,
         refusal_lines=refusal_lines,
         notes=said,
     )
 
 
-def _ceiling_check(view: BootView, result: engine_capacity.EngineContract, args: CheckPoolContractInput,
+def _ceiling_check(view: Boot, result: engine_capacity.EngineContract, args: CheckPoolContractInput,
                    said: list[str]) -> CeilingCheck | None:
     """weights + pool + reserves against the ceiling, where the log prints what the ceiling needs."""
     try:

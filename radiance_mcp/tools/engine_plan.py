@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from decimal import ROUND_DOWN, Decimal
 
-from radiance_mcp.core.boot import Figure
+from radiance_mcp.core.boot import Boot, Figure
 from radiance_mcp.core.constants import MIB
-from radiance_mcp.core.engines import BootView
 from radiance_mcp.core.rules import engine_capacity
 from radiance_mcp.core.units import fmt_mib, round_down
-from radiance_mcp.models.base import mib
+from radiance_mcp.models.base import boot_ref, mib
 from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
 from radiance_mcp.models.plan import CardPlan, PlanOption, ServicePlan, Traced
-from radiance_mcp.tools.engine_ledger import boot_ref, personal_reserves
+from radiance_mcp.tools.engine_ledger import personal_reserves
 
 DECODE = ("decode is a separate axis: it follows the KV dtype, memory bandwidth and batch, not the pool size; no "
           "option here is priced in decode t/s: measure it (decode_probe)")
@@ -38,7 +37,7 @@ def _arith(name: str, value: Decimal, unit: str, text: str) -> Traced:
     return Traced(name=name, value=mib(value), unit=unit, source="arithmetic", line=None, text=text)
 
 
-def cards(view: BootView, physical: tuple[str, ...]) -> list[CardPlan]:
+def cards(view: Boot, physical: tuple[str, ...]) -> list[CardPlan]:
     """One CardPlan per rank (llama.cpp: per device), physical cards from the config in rank order."""
     plans = []
     for position, rank in enumerate(engine_capacity.ceilings(view)):
@@ -59,7 +58,7 @@ def cards(view: BootView, physical: tuple[str, ...]) -> list[CardPlan]:
     return plans
 
 
-def _more_kv(view: BootView, usable: int) -> PlanOption:
+def _more_kv(view: Boot, usable: int) -> PlanOption:
     """usable MiB more KV: KV tokens at the engine's own rate, and full-length sequences at its window."""
     rank = engine_capacity.binding_rank(view)
     gains: list[Traced] = []
@@ -82,7 +81,7 @@ def _more_kv(view: BootView, usable: int) -> PlanOption:
                       gains=gains, takes=[], notes=notes)
 
 
-def service_plan(view: BootView, name: str, plans: list[CardPlan], given: list[ReserveInput]) -> ServicePlan:
+def service_plan(view: Boot, name: str, plans: list[CardPlan], given: list[ReserveInput]) -> ServicePlan:
     reserves = personal_reserves(view, given)
     held = sum((r.mib for r in reserves), Decimal(0))
     binding = min(plans, key=lambda c: (c.headroom_once_mib, c.card))

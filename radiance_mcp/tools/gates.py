@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radiance_mcp.core import gates, planning
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
@@ -23,7 +23,6 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import GuardRailError, InputError
-from radiance_mcp.core.ledger import Boot
 from radiance_mcp.core.rules import capacity
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib

@@ -11,11 +11,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from radiance_mcp.core import ledger
-from radiance_mcp.core.boot import Figure, Line
+from radiance_mcp.core.boot import Boot, BootState, Figure, Line
 from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
 from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.ledger import Boot
 from radiance_mcp.core.rules import capacity
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
@@ -100,7 +98,7 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
     boot = await read_ledger(runtime, args)
-    if not isinstance(boot, Boot):
+    if boot.engine != "radiance":
         from radiance_mcp.tools import engine_ledger
 
         return engine_ledger.budget_output(boot)
@@ -142,7 +140,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     Next: check_pool_contract.
     """
     boot = await read_ledger(runtime, args)
-    if not isinstance(boot, Boot):
+    if boot.engine != "radiance":
         from radiance_mcp.tools import engine_ledger
 
         return engine_ledger.ceiling_output(boot, args.reserves)
@@ -187,7 +185,7 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     pair within the ceiling. Next: render_gates, or plan_free_vram.
     """
     read = await read_ledger(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
-    if read is not None and not isinstance(read, Boot):
+    if read is not None and read.engine != "radiance":
         from radiance_mcp.tools import engine_ledger
 
         return engine_ledger.contract_output(read, args)
@@ -202,7 +200,7 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     missing = [k for k, v in given.items() if v is None]
     notes: list[str] = []
     boot = _contract_ledger(read, args, missing)
-    state = ledger.boot_state(boot) if boot is not None else None
+    state = boot.state if boot is not None else None
     for name in missing:
         assert boot is not None and state is not None  # _contract_ledger refuses missing values without one
         value, line, note = _from_ledger(boot, name, state)
@@ -360,7 +358,7 @@ _LEDGER_FLAGS = {
 }
 
 
-def _from_ledger(boot: Boot, name: str, state: ledger.BootState) -> tuple[Any, Line, str | None]:
+def _from_ledger(boot: Boot, name: str, state: BootState) -> tuple[Any, Line, str | None]:
     """An omitted contract input, read from the boot: the echoed flags, the pool as the engine funded it."""
     if name == "pool_mib":
         return _pool_from_ledger(boot, state)
@@ -377,7 +375,7 @@ def _from_ledger(boot: Boot, name: str, state: ledger.BootState) -> tuple[Any, L
     return hit.number("value", boot.where()), hit.line, None
 
 
-def _pool_from_ledger(boot: Boot, state: ledger.BootState) -> tuple[Decimal, Line, str | None]:
+def _pool_from_ledger(boot: Boot, state: BootState) -> tuple[Decimal, Line, str | None]:
     """The KV pool the engine funded ('kv cache X ... full-length sessions'), else the stated one.
 
     A refused boot is read by what it funded, never by the --vram-kv-mib it asked for; a boot that

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from radiance_mcp.core import planning
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Hit, Line
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
@@ -26,7 +26,6 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError, RadianceMCPError
-from radiance_mcp.core.ledger import Boot, Hit
 from radiance_mcp.core.rules import capacity
 from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import (
@@ -58,7 +57,7 @@ from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 
 if TYPE_CHECKING:  # another engine's boots load its part (tools/engine_plan.py) and the dialects, when read
-    from radiance_mcp.core.engines import BootView
+    from radiance_mcp.core.boot import Boot
 
 FAMILY = ToolFamily()
 
@@ -294,7 +293,7 @@ def _ref(args: PlanFreeVramInput, name: str, boot: int) -> LedgerRef:
 
 
 async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str], single: bool,
-                      ) -> tuple[dict[str, BootView], dict[str, Boot], list[Unreadable]]:
+                      ) -> tuple[dict[str, Boot], dict[str, Boot], list[Unreadable]]:
     """The boots to plan, read concurrently, each in its engine's dialect: another engine's views
     (vLLM, SGLang, llama.cpp), radiance's boots, and the reads that failed.
 
@@ -304,7 +303,7 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
     wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
     reads: list[Any] = await gather(*(read_ledger(runtime, _ref(args, n, b))
                                       for n, b in zip(names, wanted, strict=True)), return_exceptions=True)
-    views: dict[str, BootView] = {}
+    views: dict[str, Boot] = {}
     boots: dict[str, Boot] = {}
     unreadable: list[Unreadable] = []
     for name, result in zip(names, reads, strict=True):
@@ -312,7 +311,7 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
             unreadable.append(Unreadable(service=name, error=str(result)))
         elif isinstance(result, BaseException):
             raise result
-        elif isinstance(result, Boot):
+        elif result.engine == "radiance":
             boots[name] = result
         else:
             views[name] = result
@@ -372,7 +371,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     names = _names(runtime, args, single)
     engines, boots, unreadable = await _read_boots(runtime, args, names, single)
     plans: dict[str, tuple[Boot, capacity.BudgetReading, list[CardPlan]]] = {}
-    engine_cards: dict[str, tuple[BootView, list[CardPlan]]] = {}
+    engine_cards: dict[str, tuple[Boot, list[CardPlan]]] = {}
     notes: list[str] = []
     if engines:
         from radiance_mcp.tools import engine_plan

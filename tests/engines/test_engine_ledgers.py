@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.core.engines import BootView, detect, read_engine_boot
+from radiance_mcp.core.boot import Boot
+from radiance_mcp.core.engines import detect, read_engine_boot
 from radiance_mcp.core.errors import LedgerError
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
@@ -23,11 +24,11 @@ def log(name: str) -> str:
     return (LEDGERS / name).read_text()
 
 
-def boot(name: str, **options: object) -> BootView:
+def boot(name: str, **options: object) -> Boot:
     return read_engine_boot(log(name), source=name, **options)  # type: ignore[arg-type]
 
 
-def line_text(view: BootView, number: int) -> str:
+def line_text(view: Boot, number: int) -> str:
     return log_lines(view.source)[number - 1]
 
 

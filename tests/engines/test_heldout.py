@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.core.engines import BootView, read_engine_boot
+from radiance_mcp.core.boot import Boot
+from radiance_mcp.core.engines import read_engine_boot
 from radiance_mcp.core.errors import LedgerError
 from radiance_mcp.core.rules.engine_capacity import ceilings
 
@@ -21,7 +22,7 @@ LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 GIB = Decimal(1024)
 
 
-def boot(name: str, **options: object) -> BootView:
+def boot(name: str, **options: object) -> Boot:
     return read_engine_boot((LEDGERS / name).read_text(), source=name, **options)  # type: ignore[arg-type]
 
 

@@ -16,13 +16,14 @@ import httpx
 import pytest
 from llama_server import N_CTX, REAL_ENGINE, LlamaServer
 
-from radiance_mcp.core.engines import BootView, detect, read_engine_boot
+from radiance_mcp.core.boot import Boot
+from radiance_mcp.core.engines import detect, read_engine_boot
 
 pytestmark = REAL_ENGINE
 
 
 @pytest.fixture(scope="module")
-def booted(llama_server: LlamaServer) -> BootView:
+def booted(llama_server: LlamaServer) -> Boot:
     return read_engine_boot(llama_server.boot_log, source="llama-cpp-python stderr")
 
 
@@ -36,12 +37,12 @@ def window_the_server_names(url: str) -> int:
     return int(found[1] or found[2])
 
 
-def test_the_boot_log_is_read_as_llama_cpp(llama_server: LlamaServer, booted: BootView) -> None:
+def test_the_boot_log_is_read_as_llama_cpp(llama_server: LlamaServer, booted: Boot) -> None:
     assert detect(llama_server.boot_log) == "llama.cpp"
     assert booted.boots_seen == 1 and not booted.refused, booted.refusals
 
 
-def test_n_ctx_is_the_window_the_server_names(llama_server: LlamaServer, booted: BootView) -> None:
+def test_n_ctx_is_the_window_the_server_names(llama_server: LlamaServer, booted: Boot) -> None:
     window = window_the_server_names(llama_server.url)
     assert window == N_CTX
     assert booted.settings["n_ctx"].value == window
@@ -51,7 +52,7 @@ def test_n_ctx_is_the_window_the_server_names(llama_server: LlamaServer, booted:
     assert whole.require("full_length_sequences").value == 1
 
 
-def test_one_slot_as_the_server_serves_one_sequence(booted: BootView) -> None:
+def test_one_slot_as_the_server_serves_one_sequence(booted: Boot) -> None:
     from llama_cpp.server.settings import ModelSettings  # type: ignore[import-not-found, unused-ignore]
 
     assert booted.settings["n_seq_max"].value == 1
@@ -59,7 +60,7 @@ def test_one_slot_as_the_server_serves_one_sequence(booted: BootView) -> None:
     assert "n_ctx" in fields and not {f for f in fields if "parallel" in f or "seq_max" in f or "slot" in f}
 
 
-def test_the_kv_rate_is_the_cache_lines_own_pair(booted: BootView) -> None:
+def test_the_kv_rate_is_the_cache_lines_own_pair(booted: Boot) -> None:
     # Gemma 3 270M: 1 KV head of 256 dims, f16: each layer costs 256 x 2 (K, V) x 2 B = 1,024 B a token.
     # Its global layers sit in the non-SWA cache, the sliding ones in the SWA cache; every cache of
     # n_ctx cells grows with the context (llama-cpp-python asks for a full-size SWA cache).

@@ -29,9 +29,9 @@ from mcp import Client
 from shared_server import empty_fleet_server
 
 from radiance_mcp.core.audit import serve_script
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.ledger import MAX_LINE_BYTES, PHRASES, Boot, read_text
+from radiance_mcp.core.ledger import MAX_LINE_BYTES, PHRASES, read_text
 from radiance_mcp.core.rules import capacity
 from radiance_mcp.core.wording import refusals as dialects
 

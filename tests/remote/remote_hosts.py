@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.core.ledger import Boot, read_text
+from radiance_mcp.core.boot import Boot
+from radiance_mcp.core.ledger import read_text
 
 # An older boot than the example's: a 28,096 MiB pair (24,000 + 4,096) settled at 2.51 GiB free,
 # so its ceiling is (2,570.24 - 209.19) + 28,096 = 30,457 MiB, against the example's 30,969.

@@ -15,7 +15,8 @@ import pytest
 from pydantic import ValidationError
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.core.engines import BootView, EngineName, read_engine_boot
+from radiance_mcp.core.boot import Boot
+from radiance_mcp.core.engines import EngineName, read_engine_boot
 from radiance_mcp.core.errors import InputError, LedgerError, SourceError
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.engine_logs import engine_boot, read_ledger, remote_boot
@@ -28,7 +29,7 @@ ENGINE_OF: dict[str, EngineName] = {"vllm": "vllm", "sglang": "sglang", "llamacp
 RECORDED = sorted(p.relative_to(LEDGERS).as_posix() for p in LEDGERS.glob("*/*.log"))
 
 
-def facts(view: BootView) -> tuple[Any, ...]:
+def facts(view: Boot) -> tuple[Any, ...]:
     """What a reader of the view sees, its source's name aside: boot, span, figures with lines, refusals, hits."""
     return (view.engine, view.index, view.boots_seen, view.first_line, view.last_line, view.ranks, view.refusals,
             dict(view.settings), [(h.key, h.line, h.rank) for h in view.hits])
@@ -45,7 +46,7 @@ def on_host(host: LoopbackHost, pool: SSHPool, text: str, name: str | None = Non
 
 
 async def same_as_local(source: RemoteFileSource | PodmanLogsSource, text: str, engine: EngineName | None,
-                        boot: int, named: EngineName) -> BootView | None:
+                        boot: int, named: EngineName) -> Boot | None:
     """The remote read equals the local read of text (or raises the same error, its source's name aside)."""
     try:
         local = read_engine_boot(text, source=source.label, engine=named, boot=boot)
@@ -206,11 +207,11 @@ async def test_an_unnamed_engine_on_a_host_is_told_after_radiances_reader_finds_
     radiance = on_host(ssh_host, pool, example_text)
     runtime = Runtime(ssh_host.fleet(), ssh_pool=pool)
     view = await read_ledger(runtime, LedgerRef(host="testhost", log=vllm.path))
-    assert isinstance(view, BootView) and view.engine == "vllm" and view.origin == "host"
+    assert view.engine == "vllm" and view.origin == "host"
     assert pool.transfer.commands == 2  # radiance's reader found no ledger; the engine read told vLLM
     assert await engine_boot(runtime, LedgerRef(host="testhost", log=radiance.path)) is None
     boot = await read_ledger(runtime, LedgerRef(host="testhost", log=radiance.path))
-    assert not isinstance(boot, BootView) and boot.origin == "host"
+    assert boot.engine == "radiance" and boot.origin == "host"
     assert pool.transfer.commands == 3
     noise = on_host(ssh_host, pool, "GET /healthz 200\n" * 5)
     with pytest.raises(LedgerError, match="no radiance ledger phrase .* name the service's engine"):

@@ -14,8 +14,9 @@ from remote_hosts import FILLER, OLD_CEILING_MIB, OLD_PAIR_MIB, ledger, local_bo
 from ssh_hosts import LoopbackHost
 
 from radiance_mcp import tools
+from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import Boot, read_text
+from radiance_mcp.core.ledger import read_text
 from radiance_mcp.models import ComputeCeilingInput, ReadBudgetTableInput
 from radiance_mcp.sources.ledgers import PodmanLogsSource, RemoteFileSource, read_many
 from radiance_mcp.sources.remote import Limits, SSHPool

@@ -16,8 +16,9 @@ import pytest
 from remote_hosts import FILLER, ledger, local_boot, older_boot
 from ssh_hosts import LoopbackHost
 
+from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import Boot, read_text
+from radiance_mcp.core.ledger import read_text
 from radiance_mcp.sources.ledgers import RemoteFileSource
 from radiance_mcp.sources.remote import Limits, SSHPool
 

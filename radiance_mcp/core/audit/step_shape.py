@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Hit, Line
 from radiance_mcp.core.constants import KV_DTYPES, KVDtype, ModelConstants
 from radiance_mcp.core.errors import InputError, LedgerError
-from radiance_mcp.core.ledger import Boot, Hit, boot_state
 from radiance_mcp.core.rules.capacity import pool_contract
 from radiance_mcp.core.units import fmt_gib, fmt_mib, parse_number
 
@@ -183,7 +182,7 @@ def _step_tokens(arena: Hit | None, src: str, values: dict[str, Value]) -> int |
 
 
 def _status(boot: Boot) -> Status:
-    if boot_state(boot).status == "refused":  # the one rule every ledger tool judges a boot by
+    if boot.state.status == "refused":  # the one rule every ledger tool judges a boot by
         return "refused"
     if boot.first("serving") is not None or boot.first("settled") is not None:
         return "booted"

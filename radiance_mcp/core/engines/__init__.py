@@ -1,7 +1,7 @@
 """Boot-ledger dialects of the open engines: vLLM, SGLang and llama.cpp (pure: text in, records out).
 
 `read_engine_boot(text, source=..., engine=None)` reads one start-up (the newest by default)
-of an engine's log into a `BootView`: per card or rank the weights, KV memory, KV tokens,
+of an engine's log into a `Boot`: per card or rank the weights, KV memory, KV tokens,
 bytes per token (the engine's own pair), activation and graph memory, the free memory the
 engine left, the window and the full-length sequences at the window, each with its line;
 the figures the engine did not print, named with how to get them; and refused boots with
@@ -18,22 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import get_args
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line, RankView, StopCheck, never_stop
 from radiance_mcp.core.constants import LedgerEngine
 from radiance_mcp.core.engines import llamacpp, sglang, vllm
-from radiance_mcp.core.engines.common import (
-    BootView,
-    EngineName,
-    LedgerDialect,
-    RankView,
-    grep_words,
-    lines_of,
-    match,
-    read,
-    read_lines,
-)
+from radiance_mcp.core.engines.common import EngineName, LedgerDialect, grep_words, lines_of, match, read, read_lines
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import KEYWORDS, StopCheck, holds_radiance_words, match_line, never_stop
+from radiance_mcp.core.ledger import KEYWORDS, holds_radiance_words, match_line
 
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DETECT_LINES = 20_000
@@ -118,7 +108,7 @@ def read_engine_boot(
     boot: int = -1,
     block_size_tokens: int | None = None,
     checkpoint: StopCheck = never_stop,
-) -> BootView:
+) -> Boot:
     """Read one boot (the newest by default) of a vLLM, SGLang or llama.cpp log.
 
     `engine` None detects it. `block_size_tokens` is vLLM's --block-size, needed only for
@@ -144,7 +134,7 @@ def engine_words(engine: EngineName | None) -> tuple[str, ...]:
 def read_engine_lines(
     lines: Sequence[Line], *, source: str, engine: EngineName, boot: int = -1, last_line: int, skipped: int = 0,
     dropped: int = 0, checkpoint: StopCheck = never_stop,
-) -> BootView:
+) -> Boot:
     """read_engine_boot on numbered lines: those of a log holding one of engine_words (a host's grep), with
     the log's last line number; dropped > 0: the older ones of them were not sent (common.read_lines)."""
     return read_lines(_dialects(None)[engine], lines, source=source, boot=boot, last_line=last_line,
@@ -152,6 +142,6 @@ def read_engine_lines(
 
 
 __all__ = [
-    "ENGINES", "BootView", "EngineName", "LedgerEngine", "RankView", "detect",
+    "ENGINES", "Boot", "EngineName", "LedgerEngine", "RankView", "detect",
     "detect_ledger", "engine_words", "read_engine_boot", "read_engine_lines",
 ]

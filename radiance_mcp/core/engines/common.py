@@ -1,7 +1,7 @@
 """What the engine dialects share: the phrase record, the typed view and the boot reader.
 
 Pure: text in, records out. Each dialect (vllm.py, sglang.py, llamacpp.py) owns its phrase
-table and turns the phrase hits of one boot into a `BootView`: one `RankView` per card or
+table and turns the phrase hits of one boot into a `Boot`: one `RankView` per card or
 rank, every figure with the line it was read from (or, for a derived figure, the lines and
 the arithmetic), the figures the engine did not print named with how to get them, and the
 boot's refusals with their lines. Nothing is estimated: a figure the log does not hold is
@@ -19,10 +19,22 @@ from dataclasses import dataclass, field, replace
 from decimal import ROUND_DOWN, Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Figure, Line, Missing, Refusal
+from radiance_mcp.core.boot import (
+    Boot,
+    BootState,
+    Figure,
+    Hit,
+    Line,
+    Missing,
+    Phrase,
+    RankView,
+    Refusal,
+    StopCheck,
+    never_stop,
+)
 from radiance_mcp.core.constants import MIB
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import Hit, Origin, Phrase, StopCheck, clean, never_stop
+from radiance_mcp.core.ledger import clean
 from radiance_mcp.core.units import UNIT_MIB
 
 EngineName = Literal["vllm", "sglang", "llama.cpp"]
@@ -45,74 +57,6 @@ def phrase(key: str, keyword: str, pattern: str, says: str) -> Phrase:
 
 # ---------------------------------------------------------------------------------------
 # Records
-
-
-@dataclass(frozen=True)
-class RankView:
-    """The ledger of one card or rank, in the procedures' terms."""
-
-    rank: str
-    weights_mib: Figure | None = None
-    kv_mib: Figure | None = None
-    kv_tokens: Figure | None = None
-    kv_bytes_per_token: Figure | None = None
-    """KV bytes / KV tokens, from the engine's own pair of figures."""
-    activation_mib: Figure | None = None
-    graph_mib: Figure | None = None
-    free_mib: Figure | None = None
-    """Memory the engine left free on the card after it settled."""
-    window_tokens: Figure | None = None
-    full_length_sequences: Figure | None = None
-    """KV tokens / window: how many sequences at the full window the cache backs at once."""
-    floor_mib: Figure | None = None
-    """The free memory the engine keeps by design (vLLM's and SGLang's unclaimed share of the card,
-    llama.cpp's --fit margin): free memory above it is memory the KV cache could have had."""
-    missing: tuple[Missing, ...] = ()
-
-    def require(self, name: str) -> Figure:
-        """The figure, or a LedgerError saying it is not printed and how to get it."""
-        value = getattr(self, name)
-        if isinstance(value, Figure):
-            return value
-        for gap in self.missing:
-            if gap.figure == name:
-                raise LedgerError(f"{self.rank}: {gap}")
-        raise LedgerError(f"{self.rank}: {name} is not in this boot's log")
-
-
-@dataclass(frozen=True)
-class BootView:
-    engine: EngineName
-    source: str
-    index: int
-    """1-based, oldest first; -1, -2, ... (from the newest) when the boots before it were not counted."""
-    boots_seen: int | None
-    """None: not counted (a host sent only the newest of the log's phrase lines)."""
-    first_line: int
-    last_line: int
-    ranks: tuple[RankView, ...]
-    refusals: tuple[Refusal, ...] = ()
-    settings: Mapping[str, Figure] = field(default_factory=dict)
-    """What the engine says it was set to (slots, max running requests, utilization), with lines."""
-    hits: tuple[Hit, ...] = field(default=(), repr=False)
-    skipped_long_lines: int = 0
-    origin: Origin = "caller text"
-    """Where the text came from (the I/O edge sets it), as for radiance's Boot."""
-
-    @property
-    def refused(self) -> bool:
-        return any(r.final for r in self.refusals)
-
-    def rank(self, name: str) -> RankView:
-        for view in self.ranks:
-            if view.rank == name:
-                return view
-        raise LedgerError(f"{self.where()}: no rank {name!r}; the boot shows {', '.join(r.rank for r in self.ranks)}")
-
-    def where(self) -> str:
-        counted = f"boot {self.index} of {self.boots_seen}" if self.boots_seen is not None else f"boot {self.index}"
-        where = f"{counted}, lines {self.first_line}-{self.last_line}"
-        return f"{self.source} ({self.engine} {where})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -273,7 +217,7 @@ def grep_words(dialect: LedgerDialect) -> tuple[str, ...]:
 
 
 def read(dialect: LedgerDialect, text: str, *, source: str, boot: int = -1,
-         checkpoint: StopCheck = never_stop) -> BootView:
+         checkpoint: StopCheck = never_stop) -> Boot:
     """Read one boot (the newest by default) of an engine's log into its typed view.
 
     checkpoint runs per line (a caller's cancel, time limit or turn for other calls).
@@ -286,7 +230,7 @@ def read(dialect: LedgerDialect, text: str, *, source: str, boot: int = -1,
 
 
 def read_lines(dialect: LedgerDialect, lines: Sequence[Line], *, source: str, boot: int = -1, last_line: int,
-               skipped: int = 0, dropped: int = 0, checkpoint: StopCheck = never_stop) -> BootView:
+               skipped: int = 0, dropped: int = 0, checkpoint: StopCheck = never_stop) -> Boot:
     """Read one boot from numbered lines: every line of a log, or only those holding a word (a host's grep).
 
     Lines a host did not send hold no phrase, so the boots and their figures are the whole log's;
@@ -319,8 +263,19 @@ def read_lines(dialect: LedgerDialect, lines: Sequence[Line], *, source: str, bo
     except LedgerError as exc:  # a malformed figure: name the source beside its line
         raise LedgerError(f"{source}: {exc}") from exc
     index, seen = (position + 1, len(starts)) if not dropped else (position - len(starts), None)
-    return BootView(dialect.engine, source, index, seen, first_line, last, built.ranks, built.refusals,
-                    built.settings, tuple(hits), skipped)
+    return Boot(source, index, seen, first_line, last, tuple(hits), skipped, engine=dialect.engine,
+                state=served(built.refusals), refusals=built.refusals, ranks=built.ranks, settings=built.settings,
+                phrases={phrase.key: phrase for phrase in dialect.phrases})
+
+
+def served(refusals: Sequence[Refusal]) -> BootState:
+    """An open engine's boot refused when one of its refusals is final (one it did not recover from); else it
+    served: these engines print no line that says a boot settled, so none is unsettled."""
+    final = tuple(r.line for r in refusals if r.final)
+    return BootState("refused", final) if final else SERVED
+
+
+SERVED = BootState("settled", ())
 
 
 def _no_ledger(dialect: LedgerDialect, source: str, first_line: int, last_line: int) -> LedgerError:

@@ -34,12 +34,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from radiance_mcp.core.boot import Figure, Missing, Refusal
+from radiance_mcp.core.boot import Boot, Figure, Hit, Missing, RankView, Refusal
 from radiance_mcp.core.engines.common import (
-    BootView,
     Built,
     LedgerDialect,
-    RankView,
     bytes_per_token,
     count,
     derive,
@@ -50,7 +48,6 @@ from radiance_mcp.core.engines.common import (
     size,
     total,
 )
-from radiance_mcp.core.ledger import Hit
 
 MARKER = phrase("boot", "", r"llama_model_loader: loaded meta data with|using device \S++ \(|\bbuild: \d++ \(",
                 "llama_model_loader: loaded meta data with ...")
@@ -249,7 +246,7 @@ MARKER_WORDS = ("meta", "device", "build:")
 DIALECT = LedgerDialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build, MARKER_WORDS)
 
 
-def read_llamacpp(text: str, *, source: str, boot: int = -1) -> BootView:
+def read_llamacpp(text: str, *, source: str, boot: int = -1) -> Boot:
     """Read one llama.cpp boot (the newest by default) into its typed view."""
     return read(DIALECT, text, source=source, boot=boot)
 

@@ -36,12 +36,10 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from radiance_mcp.core.boot import Figure, Missing, Refusal
+from radiance_mcp.core.boot import Boot, Figure, Hit, Missing, RankView, Refusal
 from radiance_mcp.core.engines.common import (
-    BootView,
     Built,
     LedgerDialect,
-    RankView,
     by_rank,
     count,
     derive,
@@ -53,7 +51,6 @@ from radiance_mcp.core.engines.common import (
     size,
     total,
 )
-from radiance_mcp.core.ledger import Hit
 
 MARKER = phrase("boot", "server_args=", r"server_args=ServerArgs\(", "server_args=ServerArgs(...)")
 
@@ -226,7 +223,7 @@ ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction", "
 DIALECT = LedgerDialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build)
 
 
-def read_sglang(text: str, *, source: str, boot: int = -1) -> BootView:
+def read_sglang(text: str, *, source: str, boot: int = -1) -> Boot:
     """Read one SGLang boot (the newest by default) into its typed view."""
     return read(DIALECT, text, source=source, boot=boot)
 

@@ -39,13 +39,11 @@ from dataclasses import replace
 from decimal import Decimal
 from functools import partial
 
-from radiance_mcp.core.boot import Figure, Missing, Refusal
+from radiance_mcp.core.boot import Boot, Figure, Hit, Missing, RankView, Refusal
 from radiance_mcp.core.engines.common import (
     NUM,
-    BootView,
     Built,
     LedgerDialect,
-    RankView,
     by_rank,
     bytes_per_token,
     count,
@@ -58,7 +56,6 @@ from radiance_mcp.core.engines.common import (
     size,
 )
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import Hit
 
 MARKER = phrase("boot", "", r"Initializing an? (?:V\d++ )?LLM engine|vLLM API server version",
                 "Initializing a(n) ... LLM engine ... with config")
@@ -310,6 +307,6 @@ def dialect(block_size_tokens: int | None = None) -> LedgerDialect:
     return LedgerDialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens), MARKER_WORDS)
 
 
-def read_vllm(text: str, *, source: str, boot: int = -1, block_size_tokens: int | None = None) -> BootView:
+def read_vllm(text: str, *, source: str, boot: int = -1, block_size_tokens: int | None = None) -> Boot:
     """Read one vLLM boot (the newest by default) into its typed view."""
     return read(dialect(block_size_tokens), text, source=source, boot=boot)

@@ -1,4 +1,4 @@
-"""The ceiling and the pool contract in vLLM's, SGLang's and llama.cpp's terms (pure: a BootView in).
+"""The ceiling and the pool contract in vLLM's, SGLang's and llama.cpp's terms (pure: a Boot in).
 
 The procedures' arithmetic is radiance_mcp.core.rules.capacity's; this module feeds it the figures of
 another engine's boot, each from that engine's own lines:
@@ -20,20 +20,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from radiance_mcp.core.boot import Figure, Line
-from radiance_mcp.core.constants import MIB
-from radiance_mcp.core.engines.common import BootView, EngineName, RankView, quoted
+from radiance_mcp.core.boot import Boot, Figure, Line, RankView
+from radiance_mcp.core.constants import MIB, LedgerEngine
+from radiance_mcp.core.engines.common import quoted
 from radiance_mcp.core.errors import BootNotSettled, InputError, LedgerError
 from radiance_mcp.core.rules.capacity import CardCeiling, card_ceiling
 from radiance_mcp.core.units import fmt_mib
 
-KV_FLAGS: dict[EngineName, str] = {
+KV_FLAGS: dict[LedgerEngine, str] = {
+    "radiance": "--vram-kv-mib (with --vram-weights-mib, the pair)",
     "vllm": "--gpu-memory-utilization (a share of the card), or --kv-cache-memory (bytes)",
     "sglang": "--mem-fraction-static (weights + KV pool as a share of the card), or --max-total-tokens",
     "llama.cpp": "-c / --ctx-size (cells shared by the slots) and -np / --parallel, with -ctk / -ctv (bytes per cell)",
 }
-"""The flag that moves each engine's KV memory."""
-FLOORS: dict[EngineName, str] = {
+"""The flag that moves each engine's KV memory (radiance's too: the dialects' facts, one table)."""
+FLOORS: dict[LedgerEngine, str] = {
+    "radiance": "--gpu-headroom-mib plus the static region, which the settled line prints",
     "vllm": "the (1 - --gpu-memory-utilization) share of the card vLLM leaves unclaimed",
     "sglang": "the (1 - --mem-fraction-static) share SGLang keeps for activations and CUDA graphs",
     "llama.cpp": "the margin --fit keeps free (none without --fit: llama.cpp allocates what it is asked for)",
@@ -42,21 +44,21 @@ SEATS = {"sglang": "max_running_requests", "llama.cpp": "slots"}
 """The setting each engine prints for the sequences it serves at once (vLLM prints none at INFO)."""
 
 
-def refusal_finding(view: BootView) -> str:
+def refusal_finding(view: Boot) -> str:
     """A refused boot named by its lines, with what changes it."""
     refusals = "; ".join(f"line {r.line.number}: {quoted(r.line)} ({r.detail})" for r in view.refusals if r.final)
     return (f"{view.where()}: this boot refused to start ({refusals}). A refused boot never settles, so it has no "
             "ceiling and its KV cache backs nothing; read the ceiling from a boot that served")
 
 
-def require_served(view: BootView) -> None:
+def require_served(view: Boot) -> None:
     """BootNotSettled for a boot the engine refused, naming its lines."""
     if view.refused:
         lines = tuple(r.line.number for r in view.refusals if r.final)
         raise BootNotSettled(refusal_finding(view), "refused", lines)
 
 
-def ceiling_ranks(view: BootView) -> tuple[RankView, ...]:
+def ceiling_ranks(view: Boot) -> tuple[RankView, ...]:
     """The views a ceiling is per: llama.cpp's devices where it names them, else every rank."""
     devices = tuple(r for r in view.ranks if r.rank != "all")
     return devices if view.engine == "llama.cpp" and devices else view.ranks
@@ -71,7 +73,7 @@ class RankCeiling:
     floor_note: str
 
 
-def ceilings(view: BootView) -> tuple[RankCeiling, ...]:
+def ceilings(view: Boot) -> tuple[RankCeiling, ...]:
     """Every rank's ceiling, or a LedgerError naming each figure the log lacks and how to get it."""
     require_served(view)
     out: list[RankCeiling] = []
@@ -123,7 +125,7 @@ class EngineContract:
     """Where each ledger input came from: kv_tokens, rate, window, seqs, pool_mib."""
 
 
-def binding_rank(view: BootView) -> RankView:
+def binding_rank(view: Boot) -> RankView:
     """The rank whose KV cache holds the fewest tokens (or, where no rank prints tokens, the least memory;
     where none prints either, the first)."""
     with_tokens = [r for r in view.ranks if r.kv_tokens is not None]
@@ -143,7 +145,7 @@ def _given_or_read(given: int | None, figure: Figure | None, name: str, remedy: 
     return int(figure.value), figure.lines[0]
 
 
-def contract(view: BootView, seqs: int | None, window: int | None, pool_mib: Decimal | None) -> EngineContract:
+def contract(view: Boot, seqs: int | None, window: int | None, pool_mib: Decimal | None) -> EngineContract:
     """seqs x window tokens against the KV tokens the engine holds (or a pool of pool_mib at its rate)."""
     rank = binding_rank(view)
     try:

@@ -1,6 +1,6 @@
 """What a service's boot ledger says a probe may ask of it: the backed sequences and the window.
 
-Pure: a parsed ``Boot`` (or another engine's ``BootView``) in, a ``ProbeShape`` out, and the
+Pure: a parsed ``Boot`` (or another engine's ``Boot``) in, a ``ProbeShape`` out, and the
 checks the probes make against it before anything is sent. The figures come from the ledger's
 own lines, each kept with its line: ``backs N sequences all at M tokens at once`` (the capacity referee) and the echoed
 ``--max-num-seqs`` and ``--max-model-len``. A line the boot lacks is said, never guessed.
@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from radiance_mcp.core.boot import Figure, Line
+from radiance_mcp.core.boot import Boot, Figure, Hit, Line
 from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
-from radiance_mcp.core.engines import BootView
 from radiance_mcp.core.errors import GuardRailError, InputError
-from radiance_mcp.core.ledger import Boot, Hit, boot_state
 from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
 from radiance_mcp.core.rules.engine_capacity import SEATS, binding_rank
 from radiance_mcp.core.units import fmt_mib
@@ -33,7 +31,7 @@ class ProbeShape:
     window: Figure | None
     """The echoed --max-model-len, else M of the backs line."""
     refused: tuple[Line, ...]
-    """The refusal's lines (ledger.boot_state) when the boot refused to start; empty otherwise."""
+    """The refusal's lines (Boot.state) when the boot refused to start; empty otherwise."""
     pool: Figure | None
     """The echoed --vram-kv-mib."""
     contract: PoolContract | None
@@ -75,13 +73,13 @@ def ledger_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
         assert pool_figure is not None
         contract = pool_contract(pool_figure.value, seats.count, window.count,
                                  dtype.fields["value"], model)
-    state = boot_state(boot)
+    state = boot.state
     refused = state.lines if state.status == "refused" else ()
     return ProbeShape(src, backed_seqs, backed_tokens, seats, window, refused, pool_figure, contract,
                        tuple(missing))
 
 
-def engine_shape(view: BootView) -> ProbeShape:
+def engine_shape(view: Boot) -> ProbeShape:
     """The shape another engine's boot states: the full-length sequences its KV cache backs at its window
     (KV tokens / window, rounded down), its slots or running requests, and its refusal's lines.
 

@@ -47,10 +47,10 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, Line, ReserveKind, ReserveMark
 from radiance_mcp.core.budget import BudgetReading
 from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
-from radiance_mcp.core.ledger import PHRASES, Boot, ReserveKind, ReserveMark
+from radiance_mcp.core.ledger import PHRASES
 from radiance_mcp.core.units import SIZE, Size, fmt_mib, parse_size
 
 

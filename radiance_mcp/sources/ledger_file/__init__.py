@@ -48,7 +48,7 @@ This package re-exports their public names. A tunable (CHUNK_BYTES, COUNT_BEFORE
 read from its own module: patch it there, not here.
 """
 
-from radiance_mcp.core.ledger import CutBoot
+from radiance_mcp.core.boot import CutBoot
 from radiance_mcp.sources.ledger_file.blocks import (
     CHUNK_BYTES,
     DEFAULT_NEEDLES,

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from io import BufferedReader
 
-from radiance_mcp.core.boot import Line
-from radiance_mcp.core.ledger import KEYWORDS, MAX_LINE_BYTES, StopCheck, clean, never_stop
+from radiance_mcp.core.boot import Line, StopCheck, never_stop
+from radiance_mcp.core.ledger import KEYWORDS, MAX_LINE_BYTES, clean
 
 CHUNK_BYTES = 1024 * 1024
 """A file is read in blocks of this size; the reader's checkpoint (a cancel, a time limit, a turn

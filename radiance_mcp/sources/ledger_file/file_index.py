@@ -14,7 +14,8 @@ from array import array
 from dataclasses import dataclass, field
 from io import BufferedReader
 
-from radiance_mcp.core.ledger import MAX_LINE_BYTES, StopCheck
+from radiance_mcp.core.boot import StopCheck
+from radiance_mcp.core.ledger import MAX_LINE_BYTES
 from radiance_mcp.sources.ledger_file import blocks
 
 INDEX_STEP_BYTES = 1024 * 1024

@@ -21,18 +21,14 @@ from dataclasses import replace
 from io import BufferedReader
 from pathlib import Path
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import Boot, CutBoot, Line, StopCheck, never_stop
 from radiance_mcp.core.errors import LedgerError
 from radiance_mcp.core.ledger import (
     BOOT_MARKER,
     MAX_LINE_BYTES,
     PHRASES,
     WATCHED_PHRASES,
-    Boot,
-    CutBoot,
-    StopCheck,
     match_line,
-    never_stop,
     parse_boot,
     parse_lines,
     select_boot,

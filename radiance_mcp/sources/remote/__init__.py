@@ -30,7 +30,7 @@ it, so importing this package (and starting the server) does not load it. Host k
 verified against known_hosts; nothing here can turn that off.
 """
 
-from radiance_mcp.core.ledger import CutBoot
+from radiance_mcp.core.boot import CutBoot
 from radiance_mcp.core.rules.remote_words import (
     CONTAINER_NAME,
     MODE_PATTERN,

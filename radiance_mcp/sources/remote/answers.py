@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NoReturn
 
+from radiance_mcp.core.boot import CutBoot
 from radiance_mcp.core.errors import InputError, LedgerError, RemoteError, SourceError
-from radiance_mcp.core.ledger import CutBoot, select_boot
+from radiance_mcp.core.ledger import select_boot
 from radiance_mcp.core.rules.remote_words import CKSUM
 from radiance_mcp.sources.remote.framing import Frame, Section
 from radiance_mcp.sources.remote.records import (

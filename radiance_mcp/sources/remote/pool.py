@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from radiance_mcp.core.boot import CutBoot
 from radiance_mcp.core.errors import RemoteError
-from radiance_mcp.core.ledger import CutBoot
 from radiance_mcp.sources.remote.answers import dry_run_result, engine_lines, file_text, section_boot
 from radiance_mcp.sources.remote.commands import (
     build_command,
