@@ -104,7 +104,7 @@ def test_two_cards_smallest_ceiling_binds(
     flags = {"tp": "2", "vram-weights-mib": "24000", "vram-kv-mib": "5120"}
     reading = read_budget(boot_of(boot_text(flags=flags, cards=[_card(f) for f in frees])))
     assert [c.card for c in reading.cards] == [0, 1]  # two tables, two settled lines
-    assert [c.total.line.number for c in reading.cards if c.total] == [8, 14]  # each card's own table rows
+    assert [c.total_mib.line.number for c in reading.cards if c.total_mib] == [8, 14]  # each card's own table rows
     ceiling = compute_ceiling(reading)
     assert [c.ceiling_mib for c in ceiling.cards] == ceilings
     assert (ceiling.binding_card, ceiling.ceiling_mib) == (binding, min(ceilings))
@@ -115,22 +115,23 @@ def test_two_cards_without_headers_follow_the_table_order(boot_text: Builder) ->
     """No 'VRAM budget, card N' lines: the first 'card total' row starts card 0, the next card 1."""
     text = boot_text(flags=NO_PAIR_FLAGS, cards=[_card("2.01 GiB"), _card("2.01 GiB", weights="20.00 GiB")])
     reading = read_budget(boot_of("\n".join(line for line in text.splitlines() if "VRAM budget, card" not in line)))
-    assert [c.pair_mib for c in reading.cards] == [Decimal("29122.56"), Decimal(25_600)]  # 20 x 1,024 + 5,120
+    pairs = [c.require("pair").value for c in reading.cards]
+    assert pairs == [Decimal("29122.56"), Decimal(25_600)]  # 20 x 1,024 + 5,120
 
 
 def test_flags_not_echoed_pair_from_table_rows(boot_text: Builder) -> None:
     reading = read_budget(boot_of(boot_text(flags=NO_PAIR_FLAGS)))
     card = reading.cards[0]
     assert card.pair_source == "table rows"
-    assert card.pair_mib == Decimal("29122.56")  # 23.44 GiB + 5.00 GiB = 24,002.56 + 5,120
-    assert [line.number for line in card.pair_lines] == [10, 11]  # the rows, below 4 flags (2-5), not flags
+    assert card.require("pair").value == Decimal("29122.56")  # 23.44 GiB + 5.00 GiB = 24,002.56 + 5,120
+    assert [line.number for line in card.require("pair").lines] == [10, 11]  # the rows, below 4 flags (2-5), not flags
     assert compute_ceiling(reading).ceiling_mib == 30_971  # 29,122.56 + (2,058.24 - 209.19) = 30,971.61
 
 
 def test_flags_echoed_pair_is_exact(example_text: str) -> None:
     card = read_budget(boot_of(example_text)).cards[0]
-    assert (card.pair_source, card.pair_mib) == ("echoed flags", Decimal(29_120))
-    assert [line.number for line in card.pair_lines] == [9, 10]
+    assert (card.pair_source, card.require("pair").value) == ("echoed flags", Decimal(29_120))
+    assert [line.number for line in card.require("pair").lines] == [9, 10]
     assert card.disagreements == ()
 
 
@@ -153,7 +154,7 @@ def test_flag_and_table_disagreement(
     text = example_text.replace("24000", weights_flag).replace("5120\n", f"{kv_flag}\n")
     card = read_budget(boot_of(text)).cards[0]
     assert list(card.disagreements) == disagreements
-    assert card.pair_mib == Decimal(weights_flag) + Decimal(kv_flag)  # the flags stay the pair (exact)
+    assert card.require("pair").value == Decimal(weights_flag) + Decimal(kv_flag)  # the flags stay the pair (exact)
 
 
 # ---------------------------------------------------------------------------------------

@@ -226,9 +226,24 @@ class RankView:
     full_length_sequences: Figure | None = None
     """KV tokens / window: how many sequences at the full window the cache backs at once."""
     floor_mib: Figure | None = None
-    """The free memory the engine keeps by design (vLLM's and SGLang's unclaimed share of the card,
-    llama.cpp's --fit margin): free memory above it is memory the KV cache could have had."""
+    """The free memory the engine keeps by design (radiance's --gpu-headroom-mib plus static region, vLLM's
+    and SGLang's unclaimed share of the card, llama.cpp's --fit margin): free memory above it is memory the
+    KV cache could have had."""
     missing: tuple[Missing, ...] = ()
+    # What radiance prints of a card beside the figures every engine has (None for the other engines):
+    card: int = 0
+    """radiance: the card's number, as its lines print it; another engine: the rank's place in Boot.ranks."""
+    total_mib: Figure | None = None
+    unclaimed_mib: Figure | None = None
+    gpu_headroom_mib: Figure | None = None
+    """The --gpu-headroom-mib part of the floor, as the settled line prints it."""
+    static_mib: Figure | None = None
+    """The static region, the floor's other part."""
+    pair: Figure | None = None
+    """Weights + KV as the ceiling counts them: radiance's from the echoed flags (exact), else the table rows."""
+    pair_source: Literal["echoed flags", "table rows"] | None = None
+    disagreements: tuple[str, ...] = ()
+    """Each table row that disagrees with its echoed flag beyond the row's rounding."""
 
     def require(self, name: str) -> Figure:
         """The figure, or a LedgerError saying it is not printed and how to get it."""

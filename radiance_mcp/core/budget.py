@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Boot, BootState, Figure, Hit, Line
+from radiance_mcp.core.boot import Boot, BootState, Figure, Hit, Line, RankView
 from radiance_mcp.core.errors import BootNotSettled, LedgerError
 from radiance_mcp.core.ledger import PHRASES
 from radiance_mcp.core.units import fmt_mib, parse_number
@@ -29,28 +29,10 @@ PAIR_FLAGS = ("vram-weights-mib", "vram-kv-mib")
 
 
 @dataclass(frozen=True)
-class CardBudget:
-    card: int
-    total: Figure | None
-    weights: Figure | None
-    kv: Figure | None
-    unclaimed: Figure | None
-    free: Figure
-    floor: Figure
-    headroom: Figure | None
-    static: Figure | None
-    pair_mib: Decimal
-    pair_source: Literal["echoed flags", "table rows"]
-    pair_lines: tuple[Line, ...]
-    disagreements: tuple[str, ...]
-    pair_resolution_mib: Decimal = Decimal(0)
-    """The pair's rounding step: 0 from the echoed flags, the rows' steps from the table."""
-
-
-@dataclass(frozen=True)
 class BudgetReading:
     boot: Boot
-    cards: tuple[CardBudget, ...]
+    cards: tuple[RankView, ...]
+    """One per settled card, in card order (``RankView.card``)."""
     flags: dict[str, str]
 
 
@@ -127,7 +109,7 @@ def read_budget(boot: Boot) -> BudgetReading:
     _refuse_contradicting_flags(boot)
     settled = _settled_lines(boot, src)
     funded = _funded_pair(boot)
-    cards: dict[int, CardBudget] = {}
+    cards: dict[int, RankView] = {}
     for number, hit in settled.items():
         table = rows.get(number, {})
         budget = _card_budget(number, hit, table, _card_pair(number, table, boot.flags, src), src)
@@ -217,22 +199,22 @@ def _card_pair(number: int, table: dict[str, Figure], flag_hits: dict[str, Hit],
                  weights.resolution + kv.resolution, ())
 
 
-def _card_budget(number: int, hit: Hit, table: dict[str, Figure], pair: _Pair, src: str) -> CardBudget:
-    return CardBudget(
+def _card_budget(number: int, hit: Hit, table: dict[str, Figure], pair: _Pair, src: str) -> RankView:
+    weights, kv = table.get("vram_weights"), table.get("vram_kv")
+    return RankView(
+        rank=str(number),
         card=number,
-        total=table.get("card_total"),
-        weights=table.get("vram_weights"),
-        kv=table.get("vram_kv"),
-        unclaimed=table.get("unclaimed"),
-        free=_figure(hit, "free", src),
-        floor=_figure(hit, "floor", src),
-        headroom=_figure(hit, "headroom", src) if hit.fields.get("headroom") else None,
-        static=_figure(hit, "static", src) if hit.fields.get("static") else None,
-        pair_mib=pair.mib,
+        total_mib=table.get("card_total"),
+        weights_mib=weights,
+        kv_mib=kv,
+        unclaimed_mib=table.get("unclaimed"),
+        free_mib=_figure(hit, "free", src),
+        floor_mib=_figure(hit, "floor", src),
+        gpu_headroom_mib=_figure(hit, "headroom", src) if hit.fields.get("headroom") else None,
+        static_mib=_figure(hit, "static", src) if hit.fields.get("static") else None,
+        pair=Figure(pair.mib, "MiB", pair.lines, pair.resolution_mib, f"the pair from the {pair.source}"),
         pair_source=pair.source,
-        pair_lines=pair.lines,
         disagreements=pair.disagreements,
-        pair_resolution_mib=pair.resolution_mib,
     )
 
 
@@ -264,12 +246,13 @@ def _flag_value(hit: Hit) -> Decimal | str:
         return str(hit.fields["value"])
 
 
-def _refuse_floor_against_flag(card: CardBudget, flag: Hit | None, src: str) -> None:
+def _refuse_floor_against_flag(card: RankView, flag: Hit | None, src: str) -> None:
     """The settled line's headroom (or, without it, its whole floor) cannot contradict the echoed flag."""
     if flag is None:
         return
     flag_mib = flag.number("value", src)
-    part, figure = ("headroom", card.headroom) if card.headroom is not None else ("floor", card.floor)
+    part, figure = ("headroom", card.gpu_headroom_mib) if card.gpu_headroom_mib is not None else (
+        "floor", card.require("floor_mib"))
     contradicts = not figure.agrees_with(flag_mib) if part == "headroom" else (
         figure.value + figure.resolution / 2 < flag_mib)
     if contradicts:
@@ -304,7 +287,7 @@ def _funded_pair(boot: Boot) -> tuple[Decimal, Decimal] | None:
     return weights.mib + cache.mib, weights.resolution_mib + cache.resolution_mib
 
 
-def _refuse_impossible(card: CardBudget, funded: tuple[Decimal, Decimal] | None, src: str) -> None:
+def _refuse_impossible(card: RankView, funded: tuple[Decimal, Decimal] | None, src: str) -> None:
     """Figures no card can show together: refused naming their lines, within the printed rounding.
 
     Free memory and the pair cannot share the card past its total; the pair counted is the
@@ -314,8 +297,9 @@ def _refuse_impossible(card: CardBudget, funded: tuple[Decimal, Decimal] | None,
     def over(a: Decimal, a_step: Decimal, b: Decimal, b_step: Decimal) -> bool:
         return a - b > (a_step + b_step) / 2
 
-    free, floor, total = card.free, card.floor, card.total
-    pair_at = ", ".join(str(line.number) for line in card.pair_lines)
+    free, floor, total = card.require("free_mib"), card.require("floor_mib"), card.total_mib
+    whole = card.require("pair")
+    pair_at = ", ".join(str(line.number) for line in whole.lines)
     remedy = "this is not a boot radiance printed: read the service's own ledger (service, or log on its host)"
     if total is not None:
         t, t_step = total.value, total.resolution
@@ -324,12 +308,12 @@ def _refuse_impossible(card: CardBudget, funded: tuple[Decimal, Decimal] | None,
                 f"{src}:{free.line.number}: card {card.card} settled at {free.printed} free, more than the card "
                 f"total of {total.printed} (line {total.line.number}); {remedy}"
             )
-        if over(card.pair_mib, card.pair_resolution_mib, t, t_step):
+        if over(whole.value, whole.resolution, t, t_step):
             raise LedgerError(
-                f"{src}: card {card.card}'s pair of {fmt_mib(card.pair_mib, 2)} MiB (lines {pair_at}) is more than "
+                f"{src}: card {card.card}'s pair of {fmt_mib(whole.value, 2)} MiB (lines {pair_at}) is more than "
                 f"the card total of {total.printed} (line {total.line.number}); {remedy}"
             )
-        pair, pair_step = (card.pair_mib, card.pair_resolution_mib)
+        pair, pair_step = whole.value, whole.resolution
         if funded is not None and funded[0] < pair:
             pair, pair_step = funded
         both = free.value + pair
@@ -339,14 +323,15 @@ def _refuse_impossible(card: CardBudget, funded: tuple[Decimal, Decimal] | None,
                 f"{fmt_mib(pair, 2)} MiB (lines {pair_at}) allocated: {fmt_mib(both, 2)} MiB, more than "
                 f"the card total of {total.printed} (line {total.line.number}); {remedy}"
             )
-    if card.headroom is not None and card.static is not None:
-        parts = card.headroom.value + card.static.value
-        step = card.headroom.resolution + card.static.resolution
+    headroom, static = card.gpu_headroom_mib, card.static_mib
+    if headroom is not None and static is not None:
+        parts = headroom.value + static.value
+        step = headroom.resolution + static.resolution
         if over(parts, step, floor.value, floor.resolution) or over(
             floor.value, floor.resolution, parts, step
         ):
             raise LedgerError(
                 f"{src}:{floor.line.number}: card {card.card}'s floor of {floor.printed} is not its "
-                f"{card.headroom.printed} headroom plus {card.static.printed} static region "
+                f"{headroom.printed} headroom plus {static.printed} static region "
                 f"({fmt_mib(parts, 2)} MiB); {remedy}"
             )

@@ -180,6 +180,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     ceiling = capacity.compute_ceiling(reading, reserves)
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
+    settled_free, settled_pair = settled.require("free_mib"), settled.require("pair")
     weights = _boot_figure(boot, "vram-weights-mib", args.vram_weights_mib, "vram_weights_mib")
     seqs = _boot_figure(boot, "max-num-seqs", args.seqs, "seqs")
     window = _boot_figure(boot, "max-model-len", args.max_model_len, "max_model_len")
@@ -197,7 +198,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     contract, contract_text = _checked_contract(args.vram_kv_mib, seqs, window, dtype, model)
     spec, rows = _sampler_rows(boot, seqs, args.spec)
     predictions = _predictions(
-        boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.floor.value, weights_mib=weights,
+        boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.require("floor_mib").value, weights_mib=weights,
         pool_mib=args.vram_kv_mib, seqs=seqs, window=window, contract=contract, spec=spec, rows=rows,
     )
     env_file, bats_file = _gate_files(runtime, args, name)
@@ -206,7 +207,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         weights_mib=weights,
         kv_mib=args.vram_kv_mib, seqs=seqs, max_model_len=window, dtype=dtype, model=model,
         ceiling_mib=binding.ceiling_mib,
-        ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled.free.line.number})",
+        ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled_free.line.number})",
         contract_text=contract_text,
         reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
         predictions=tuple(predictions),
@@ -227,7 +228,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         bats_file=bats_file,
         bats_text=gates.render_bats(plan),
         predictions=[PredictionOutput(key=p.key, value=p.value, text=p.text) for p in predictions],
-        sources=[line_ref(line) for line in dict.fromkeys([settled.free.line, *settled.pair_lines])],
+        sources=[line_ref(line) for line in dict.fromkeys([settled_free.line, *settled_pair.lines])],
         notes=[f"write {env_file} and {bats_file}, then run: bats {bats_file}; the server writes nothing to a host",
                "decode is not predicted here: it is a separate axis, measured by the decode probe"],
     )
@@ -331,24 +332,26 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
     ceiling = capacity.compute_ceiling(reading)
     checks = []
     for card in reading.cards:
-        free, floor = card.free.value, card.floor.value
+        settled, floor = card.require("free_mib"), card.require("floor_mib").value
+        free = settled.value
         checks.append(_check(
             f"settled, card {card.card}", free >= floor,
             f"free >= floor {fmt_mib(floor, 2)} MiB (about {AT_CEILING_WORST_FREE_MIB} MiB at worst at the ceiling)",
-            f"{card.free.printed} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
-            card.free.line))
-    worst = min(reading.cards, key=lambda c: (c.free.value - c.floor.value, c.card))
-    found["settled"] = (fmt_mib(worst.free.value, 2), worst.free.value >= worst.floor.value, worst.free.line)
+            f"{settled.printed} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
+            settled.line))
+    worst = min(reading.cards, key=lambda c: (c.require("free_mib").value - c.require("floor_mib").value, c.card))
+    worst_free, worst_floor = worst.require("free_mib"), worst.require("floor_mib")
+    found["settled"] = (fmt_mib(worst_free.value, 2), worst_free.value >= worst_floor.value, worst_free.line)
     first = reading.cards[0]
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     # Table rows print 0.01 GiB: the pair they give is the env file's within the two rows' rounding.
-    rounding = sum((r.resolution for r in (first.weights, first.kv) if r is not None), Decimal(0)) / 2 \
-        if first.pair_source == "table rows" else Decimal(0)
-    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and abs(first.pair_mib - pair) <= rounding,
+    first_pair, first_free = first.require("pair"), first.require("free_mib")
+    rounding = first_pair.resolution / 2
+    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and abs(first_pair.value - pair) <= rounding,
                          f"pair {plan.weights_mib:,} + {plan.pool_mib:,} = {pair:,} MiB (the env file) <= the ceiling",
-                         f"boot pair {fmt_mib(first.pair_mib, 2)} MiB ({first.pair_source}); ceiling "
-                         f"{binding.derivation}", first.free.line))
-    found["ceiling"] = (str(ceiling.ceiling_mib), ceiling.ceiling_mib >= pair, first.free.line)
+                         f"boot pair {fmt_mib(first_pair.value, 2)} MiB ({first.pair_source}); ceiling "
+                         f"{binding.derivation}", first_free.line))
+    found["ceiling"] = (str(ceiling.ceiling_mib), ceiling.ceiling_mib >= pair, first_free.line)
 
     flags = boot.flags
     asked = {"max-num-seqs": plan.seqs, "max-model-len": plan.window, "vram-kv-mib": plan.pool_mib}
@@ -365,7 +368,7 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
                          f"pool {fmt_mib(contract.pool_mib)} MiB, margin {fmt_mib(contract.margin_mib, 2)} MiB",
                          contract_line))
     found["contract"] = (fmt_mib(contract.margin_mib, 2).replace(",", ""), contract.ok, contract_line)
-    unclaimed = [c.unclaimed for c in reading.cards if c.unclaimed is not None]
+    unclaimed = [c.unclaimed_mib for c in reading.cards if c.unclaimed_mib is not None]
     checks.append(_check("unclaimed", bool(unclaimed) or None, "the table's unclaimed row, printed",
                          ", ".join(u.printed for u in unclaimed) or "no unclaimed row",
                          unclaimed[0].line if unclaimed else None))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from radiance_mcp.core.boot import Boot, BootState, Figure, Line
+from radiance_mcp.core.boot import Boot, BootState, Figure, Line, RankView
 from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.rules import capacity
@@ -60,6 +60,26 @@ def candidates_out(reading: capacity.BudgetReading) -> list[ReserveCandidate]:
     ]
 
 
+def _budget_card(card: RankView) -> BudgetCard:
+    """A radiance card's budget as read_budget_table shows it: the table rows, the settled line, the pair."""
+    pair = card.require("pair")
+    assert card.pair_source is not None  # read_budget gives every radiance card its pair's source
+    return BudgetCard(
+        card=card.card,
+        card_total=sourced(card.total_mib),
+        vram_weights=sourced(card.weights_mib),
+        vram_kv=sourced(card.kv_mib),
+        unclaimed=sourced(card.unclaimed_mib),
+        settled_free=sourced(card.require("free_mib")),  # type: ignore[arg-type]
+        engine_floor=sourced(card.require("floor_mib")),  # type: ignore[arg-type]
+        gpu_headroom=sourced(card.gpu_headroom_mib),
+        static_region=sourced(card.static_mib),
+        pair_mib=mib(pair.value),
+        pair_source=card.pair_source,
+        pair_lines=[line_ref(line) for line in pair.lines],
+    )
+
+
 def trace_reserves(reading: capacity.BudgetReading, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
     """Each given reserve traced (or taken as personal) in order; a candidate backs one reserve."""
     reserves: tuple[capacity.Reserve, ...] = ()
@@ -103,23 +123,7 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
 
         return engine_ledger.budget_output(boot)
     reading = capacity.read_budget(boot)
-    cards: list[BudgetCard | EngineRank] = [
-        BudgetCard(
-            card=c.card,
-            card_total=sourced(c.total),
-            vram_weights=sourced(c.weights),
-            vram_kv=sourced(c.kv),
-            unclaimed=sourced(c.unclaimed),
-            settled_free=sourced(c.free),  # type: ignore[arg-type]
-            engine_floor=sourced(c.floor),  # type: ignore[arg-type]
-            gpu_headroom=sourced(c.headroom),
-            static_region=sourced(c.static),
-            pair_mib=mib(c.pair_mib),
-            pair_source=c.pair_source,
-            pair_lines=[line_ref(line) for line in c.pair_lines],
-        )
-        for c in reading.cards
-    ]
+    cards: list[BudgetCard | EngineRank] = [_budget_card(c) for c in reading.cards]
     return ReadBudgetTableOutput(
         ledger=boot_ref(boot),
         cards=cards,
@@ -156,7 +160,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     ]
     if len(result.cards) > 1:
         notes.append(f"card {result.binding_card} has the smallest ceiling and binds every card")
-    lines = [budget.free.line, *budget.pair_lines]
+    lines = [budget.require("free_mib").line, *budget.require("pair").lines]
     return ComputeCeilingOutput(
         ledger=boot_ref(boot),
         ceiling_mib=result.ceiling_mib,
@@ -345,9 +349,9 @@ def _weights_from_ledger(reading: capacity.BudgetReading) -> tuple[Decimal, Line
     if hit is not None:
         return hit.number("value", reading.boot.where()), hit.line
     card = reading.cards[0]
-    if card.weights is None:  # pragma: no cover - read_budget needs the flags or both rows
+    if card.weights_mib is None:  # pragma: no cover - read_budget needs the flags or both rows
         raise InputError(f"{reading.boot.where()} prints no vram_weights; pass weights_mib")
-    return card.weights.value, card.weights.line
+    return card.weights_mib.value, card.weights_mib.line
 
 
 _LEDGER_FLAGS = {

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from radiance_mcp.core import planning
-from radiance_mcp.core.boot import Boot, Hit, Line
+from radiance_mcp.core.boot import Boot, Hit, Line, RankView
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     MAX_POOL_MIB,
@@ -137,30 +137,30 @@ def boot_flag(boot: Boot, name: str) -> Hit | None:
     return boot.flags.get(name)
 
 
-def _card_plan(reading: capacity.CardBudget, boot: Boot, physical: str | None) -> CardPlan:
+def _card_plan(card: RankView, boot: Boot, physical: str | None) -> CardPlan:
     src = boot.where()
-    ceiling = capacity.card_ceiling(reading.card, reading.free.value, reading.floor.value, reading.pair_mib)
+    free, floor = card.require("free_mib"), card.require("floor_mib")
+    ceiling = capacity.card_ceiling(card.card, free.value, floor.value, card.require("pair").value)
     figures = {}
-    for row, flag, name in ((reading.weights, "vram-weights-mib", "vram_weights"),
-                            (reading.kv, "vram-kv-mib", "vram_kv")):
+    for row, flag, name in ((card.weights_mib, "vram-weights-mib", "vram_weights"),
+                            (card.kv_mib, "vram-kv-mib", "vram_kv")):
         hit = boot_flag(boot, flag)
         if hit is not None:
             figures[name] = _ledger(name, hit.number("value", src), "MiB", hit.line)
         else:
             assert row is not None  # read_budget refuses a card with neither
             figures[name] = _ledger(name, row.value, "MiB", row.line)
-    arena = boot.first("activation_arena")
+    arena, total, unclaimed = boot.first("activation_arena"), card.total_mib, card.unclaimed_mib
     return CardPlan(
-        card=reading.card,
+        card=card.card,
         physical=physical,
-        card_total=_ledger("card total", reading.total.value, "MiB", reading.total.line) if reading.total else None,
+        card_total=_ledger("card total", total.value, "MiB", total.line) if total else None,
         vram_weights=figures["vram_weights"],
         vram_kv=figures["vram_kv"],
         activation_arena=_ledger("activation arena", arena.size("size", src).mib, "MiB", arena.line) if arena else None,
-        engine_floor=_ledger("engine floor", reading.floor.value, "MiB", reading.floor.line),
-        settled_free=_ledger("settled free", reading.free.value, "MiB", reading.free.line),
-        unclaimed=(_ledger("unclaimed", reading.unclaimed.value, "MiB", reading.unclaimed.line)
-                   if reading.unclaimed else None),
+        engine_floor=_ledger("engine floor", floor.value, "MiB", floor.line),
+        settled_free=_ledger("settled free", free.value, "MiB", free.line),
+        unclaimed=_ledger("unclaimed", unclaimed.value, "MiB", unclaimed.line) if unclaimed else None,
         ceiling_mib=ceiling.ceiling_mib,
         derivation=ceiling.derivation,
         headroom_mib=ceiling.headroom_mib,

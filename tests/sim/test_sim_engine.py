@@ -84,7 +84,7 @@ def test_reference_boot_echoes_the_example_flags_and_phrases() -> None:
 def test_reference_ceiling_is_the_worked_example() -> None:
     reading = capacity.read_budget(_read(REFERENCE))
     ceiling = capacity.compute_ceiling(reading)
-    assert reading.cards[0].pair_mib == WORKED_PAIR_MIB == 29_120
+    assert reading.cards[0].require("pair").value == WORKED_PAIR_MIB == 29_120
     assert ceiling.ceiling_mib == WORKED_CEILING_MIB == 30_969
     assert ceiling.cards[0].derivation == "29,120 + (2,058 - 209) = 30,969 MiB/card"
     assert REFERENCE.boots.ceiling_mib == 30_969  # the model's own, from unrounded figures
@@ -322,11 +322,11 @@ def test_ledger_round_trip(shape: Shape) -> None:
     assert len(reading.cards) == shape.tp
     ceiling = capacity.compute_ceiling(reading)
     for card, read, computed in zip(figures.cards, reading.cards, ceiling.cards, strict=True):
-        assert read.pair_mib == shape.pair_mib and not read.disagreements
-        assert read.free.agrees_with(card.free_mib)
-        assert read.floor.agrees_with(card.floor_mib)
+        assert read.require("pair").value == shape.pair_mib and not read.disagreements
+        assert read.require("free_mib").agrees_with(card.free_mib)
+        assert read.require("floor_mib").agrees_with(card.floor_mib)
         assert card.free_mib >= card.floor_mib
         # The ceiling from printed figures is the model's own within the print rounding of free and floor.
-        slack = (read.free.resolution + read.floor.resolution) / 2 + 1
+        slack = (read.require("free_mib").resolution + read.require("floor_mib").resolution) / 2 + 1
         assert abs(computed.ceiling_mib - card.ceiling_mib) <= slack
     assert parse_size(fmt_size(figures.claimable_mib)).agrees_with(figures.claimable_mib)

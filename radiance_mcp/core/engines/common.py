@@ -264,7 +264,8 @@ def read_lines(dialect: LedgerDialect, lines: Sequence[Line], *, source: str, bo
         raise LedgerError(f"{source}: {exc}") from exc
     index, seen = (position + 1, len(starts)) if not dropped else (position - len(starts), None)
     return Boot(source, index, seen, first_line, last, tuple(hits), skipped, engine=dialect.engine,
-                state=served(built.refusals), refusals=built.refusals, ranks=built.ranks, settings=built.settings,
+                state=served(built.refusals), refusals=built.refusals, settings=built.settings,
+                ranks=tuple(replace(rank, card=place) for place, rank in enumerate(built.ranks)),
                 phrases={phrase.key: phrase for phrase in dialect.phrases})
 
 

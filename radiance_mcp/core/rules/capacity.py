@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, CardBudget, boot_finding, read_budget
+from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, boot_finding, read_budget
 from radiance_mcp.core.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.core.errors import GuardRailError, InputError
 from radiance_mcp.core.rules.reserves import (
@@ -27,7 +27,7 @@ from radiance_mcp.core.rules.reserves import (
 from radiance_mcp.core.units import fmt_mib, round_down
 
 __all__ = [
-    "PAIR_FLAGS", "REFUSAL", "REFUSALS", "BudgetReading", "CardBudget", "CardCeiling", "Candidate", "Ceiling",
+    "PAIR_FLAGS", "REFUSAL", "REFUSALS", "BudgetReading", "CardCeiling", "Candidate", "Ceiling",
     "PoolContract", "Reserve", "_figures_on", "boot_finding", "card_ceiling", "compute_ceiling",
     "hold_reserves", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
 ]
@@ -94,7 +94,8 @@ def compute_ceiling(reading: BudgetReading, reserves: tuple[Reserve, ...] = ()) 
     refused (GuardRailError); a max pair below the current pair comes back with a warning.
     """
     cards = tuple(
-        card_ceiling(c.card, c.free.value, c.floor.value, c.pair_mib) for c in reading.cards
+        card_ceiling(c.card, c.require("free_mib").value, c.require("floor_mib").value, c.require("pair").value)
+        for c in reading.cards
     )
     return hold_reserves(cards, reserves)
 

@@ -71,19 +71,19 @@ def reserve_candidates(reading: BudgetReading) -> tuple[Candidate, ...]:
     """Every figure of the boot a reserve may cite (see the module docstring: only unclaimed serves)."""
     candidates = []
     for card in reading.cards:
-        unclaimed = card.unclaimed
+        unclaimed, floor = card.unclaimed_mib, card.require("floor_mib")
         if unclaimed is None:
             continue
-        rest = unclaimed.value - card.floor.value
+        rest = unclaimed.value - floor.value
         if rest <= 0:
             continue
         candidates.append(Candidate(
             card=card.card,
             line=unclaimed.line,
             mib=rest,
-            tolerance_mib=(unclaimed.resolution + card.floor.resolution) / 2,
-            printed=f"{unclaimed.printed} unclaimed less the {card.floor.printed} engine floor "
-                    f"(line {card.floor.line.number})",
+            tolerance_mib=(unclaimed.resolution + floor.resolution) / 2,
+            printed=f"{unclaimed.printed} unclaimed less the {floor.printed} engine floor "
+                    f"(line {floor.line.number})",
             why=f"card {card.card}'s memory no budget can use (the unusable above, and rounding): the engine "
                 "does not say whether its settled free figure leaves it out, so the ceiling may count it "
                 "as room for the pair; its headroom part is the engine floor, already subtracted",
