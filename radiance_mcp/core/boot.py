@@ -28,6 +28,12 @@ class Line:
     """The line as read, ANSI codes and line end removed."""
 
 
+def quoted(line: Line) -> str:
+    """A ledger line as an error quotes it: stripped, at most 200 characters, repr'd."""
+    text = line.text.strip()
+    return repr(text if len(text) <= 200 else text[:200] + "...")
+
+
 @dataclass(frozen=True)
 class Figure:
     """A figure and where it comes from: read off one line, or derived from the lines named."""

@@ -4,7 +4,7 @@ Text records in (ledger.Boot), frozen records out; no I/O. MiB is the unit of re
 Decimal keeps the printed figures exact (2.01 GiB is 2,058.24 MiB, not a float near it).
 
 A boot that refused to start or never settled has no ceiling: ``read_budget`` raises
-``BootNotSettled`` with its lines and the next tool (``boot_finding``), and a boot whose
+``BootNotSettled`` with its lines and the next tool (core.rules.settled), and a boot whose
 figures cannot be physical (more free than the card, a pair above the card, floor parts that
 do not add up) is refused naming the line.
 """
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Boot, BootState, Figure, Hit, Line, RankView
-from radiance_mcp.core.errors import BootNotSettled, LedgerError
+from radiance_mcp.core.boot import Boot, Figure, Hit, Line, RankView, quoted
+from radiance_mcp.core.errors import LedgerError
 from radiance_mcp.core.ledger import PHRASES
+from radiance_mcp.core.rules.settled import require_settled
 from radiance_mcp.core.units import fmt_mib, parse_number
 
 PAIR_FLAGS = ("vram-weights-mib", "vram-kv-mib")
@@ -55,45 +56,6 @@ def _card_index(hit: Hit, source: str) -> int:
     return int(raw)
 
 
-def _quoted(line: Line) -> str:
-    text = line.text.strip()
-    return repr(text if len(text) <= 200 else text[:200] + "...")
-
-
-def boot_finding(boot: Boot, state: BootState) -> str:
-    """What a boot that did not settle tells the reader: its lines, and the tool to call next."""
-    src = boot.where()
-    this = boot.index - boot.boots_seen - 1 if boot.boots_seen else None
-    earlier = f"boot={this - 1}" if this is not None and boot.index > 1 else None
-    lines = "; ".join(f"line {line.number}: {_quoted(line)}" for line in state.lines)
-    if state.status == "refused":
-        where = (f"on this ledger, proven_boot={this - 1} and candidate_boot={this}" if earlier and this
-                 else "this boot as the candidate, the last boot that served (its own ledger) as the proven one")
-        read_from = f" ({earlier}, if it served)" if earlier else ""
-        return (
-            f"{src}: this boot refused to start ({lines}). A refused boot never settles, so it has no "
-            f"ceiling and its pool backs nothing. Next: audit_step_shape ({where}) to price the shape "
-            f"change that refused; read the ceiling from a boot that settled{read_from}."
-        )
-    words = PHRASES["settled"].keyword
-    detail = [f"line {line.number} holds {words!r} but not as 'card N settled at X free against F' with "
-              f"sizes (a negative or malformed figure?): {_quoted(line)}"
-              for key, line in boot.near_misses if key == "settled"]
-    serving = boot.first("serving")
-    before = f" (or an earlier boot, {earlier})" if earlier else ""
-    if serving is not None:
-        detail.append(f"it serves (line {serving.line.number}), so the log read was filtered or cut")
-        next_step = f"pass the service's complete boot log{before}"
-    else:
-        next_step = (f"it has not settled yet (still starting, or the log was cut): read it again once the service "
-                     f"serves{before}")
-    found = f" ({'; '.join(detail)})" if detail else ""
-    return (
-        f"{src}: this boot printed no 'card N settled at X free against F' line and no refusal{found}, so it has "
-        f"no ceiling. Next: {next_step}; to compare its shape with a boot that served, call audit_step_shape."
-    )
-
-
 def read_budget(boot: Boot) -> BudgetReading:
     """Per card: the table rows, the settled line, and the pair with where it came from.
 
@@ -103,7 +65,7 @@ def read_budget(boot: Boot) -> BudgetReading:
     BootNotSettled; figures no card can have raise LedgerError naming the line.
     """
     src = boot.where()
-    _require_settled(boot)
+    require_settled(boot)
     _refuse_negative_rows(boot)
     rows = _table_rows(boot, src)
     _refuse_contradicting_flags(boot)
@@ -124,13 +86,6 @@ def read_budget(boot: Boot) -> BudgetReading:
         )
     flags = {name: str(hit.fields["value"]) for name, hit in boot.flags.items()}
     return BudgetReading(boot, tuple(cards[c] for c in sorted(cards)), flags)
-
-
-def _require_settled(boot: Boot) -> None:
-    """A boot that refused or never settled has no ceiling: BootNotSettled, naming its lines and the next tool."""
-    state = boot.state
-    if state.status != "settled":
-        raise BootNotSettled(boot_finding(boot, state), state.status, tuple(line.number for line in state.lines))
 
 
 def _table_rows(boot: Boot, src: str) -> dict[int, dict[str, Figure]]:
@@ -221,8 +176,8 @@ def _card_budget(number: int, hit: Hit, table: dict[str, Figure], pair: _Pair, s
 def _refuse_twice(src: str, what: str, first: Line, second: Line) -> None:
     """One figure printed twice in one boot: which one counts is ambiguous, so neither is taken."""
     raise LedgerError(
-        f"{src}: {what} is printed twice in one boot, at line {first.number} ({_quoted(first)}) and line "
-        f"{second.number} ({_quoted(second)}); which figure counts is ambiguous. Read the service's own "
+        f"{src}: {what} is printed twice in one boot, at line {first.number} ({quoted(first)}) and line "
+        f"{second.number} ({quoted(second)}); which figure counts is ambiguous. Read the service's own "
         "ledger (service, or log on its host), or pass one boot's lines as printed"
     )
 
@@ -260,7 +215,7 @@ def _refuse_floor_against_flag(card: RankView, flag: Hit | None, src: str) -> No
         raise LedgerError(
             f"{src}:{figure.line.number}: card {card.card}'s {part} of {figure.printed} on its settled line "
             f"{relation} the echoed --gpu-headroom-mib {fmt_mib(flag_mib, 2)} MiB (line {flag.line.number}: "
-            f"{_quoted(flag.line)}); this is not a boot radiance printed: read the service's own ledger "
+            f"{quoted(flag.line)}); this is not a boot radiance printed: read the service's own ledger "
             "(service, or log on its host)"
         )
 
@@ -271,7 +226,7 @@ def _refuse_negative_rows(boot: Boot) -> None:
         if re.search(rf"{re.escape(PHRASES[key].keyword)}\s+-\s*\d", line.text):
             raise LedgerError(
                 f"{boot.where()}:{line.number}: {PHRASES[key].keyword!r} with a negative size, which no card "
-                f"has: {_quoted(line)}; this is not a boot radiance printed: read the service's own ledger"
+                f"has: {quoted(line)}; this is not a boot radiance printed: read the service's own ledger"
             )
 
 

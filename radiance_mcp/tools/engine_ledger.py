@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from radiance_mcp.core import engine_facts
 from radiance_mcp.core.boot import Boot, Figure
 from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
 from radiance_mcp.core.rules import capacity, engine_capacity
+from radiance_mcp.core.rules.settled import finding, require_settled
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger import (
@@ -39,7 +41,7 @@ def figure_out(figure: Figure | None) -> EngineFigure | None:
 
 
 def notes(view: Boot) -> list[str]:
-    said = [f"{view.engine}: the KV memory moves with {engine_capacity.KV_FLAGS[view.engine]}"]
+    said = [f"{view.engine}: the KV memory moves with {engine_facts.KV_FLAGS[view.engine]}"]
     if view.origin == "caller text":
         said.append(f"figures from caller-supplied text ({view.source}), unverified: read the service's own log "
                     "before a gate relies on them")
@@ -48,11 +50,11 @@ def notes(view: Boot) -> list[str]:
 
 def budget_output(view: Boot) -> ReadBudgetTableOutput:
     """read_budget_table on another engine's boot: every rank's figures with their lines, and what is missing."""
-    engine_capacity.require_served(view)
+    require_settled(view)
     settings = {name: out for name, f in view.settings.items() if (out := figure_out(f)) is not None}
     ranks: list[BudgetCard | EngineRank] = [
         EngineRank(engine=view.engine, rank=r.rank, missing=[str(g) for g in r.missing], settings=settings,
-                   kv_flag=engine_capacity.KV_FLAGS[view.engine], floor=engine_capacity.FLOORS[view.engine],
+                   kv_flag=engine_facts.KV_FLAGS[view.engine], floor=engine_facts.FLOORS[view.engine],
                    **{name: figure_out(getattr(r, name)) for name in RANK_FIGURES})
         for r in view.ranks
     ]
@@ -76,7 +78,7 @@ def personal_reserves(view: Boot, given: list[ReserveInput]) -> tuple[capacity.R
 
 def ceiling_output(view: Boot, given: list[ReserveInput]) -> ComputeCeilingOutput:
     """compute_ceiling on another engine's boot: per rank (free - floor) + weights + KV, the smallest binding."""
-    ranks = engine_capacity.ceilings(view)
+    ranks = capacity.ceilings(view)
     reserves = personal_reserves(view, given)
     result = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
     name = {r.card.card: r.rank for r in ranks}
@@ -115,7 +117,7 @@ def contract_output(view: Boot, args: CheckPoolContractInput) -> PoolContractOut
     check = None
     if view.refused:
         refusal_lines = [line_ref(r.line) for r in view.refusals if r.final]
-        said.append(engine_capacity.refusal_finding(view))
+        said.append(finding(view))
     else:
         check = _ceiling_check(view, result, args, said)
     inputs_from: dict[str, LineRef | str] = {"pool_mib": "argument" if pool is not None else line_ref(
@@ -153,7 +155,7 @@ def _ceiling_check(view: Boot, result: engine_capacity.EngineContract, args: Che
                    said: list[str]) -> CeilingCheck | None:
     """weights + pool + reserves against the ceiling, where the log prints what the ceiling needs."""
     try:
-        ranks = engine_capacity.ceilings(view)
+        ranks = capacity.ceilings(view)
     except LedgerError as exc:
         said.append(f"the ceiling was not checked: {exc}")
         return None

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from decimal import ROUND_DOWN, Decimal
 
+from radiance_mcp.core import engine_facts
 from radiance_mcp.core.boot import Boot, Figure
 from radiance_mcp.core.constants import MIB
-from radiance_mcp.core.rules import engine_capacity
+from radiance_mcp.core.rules import capacity, engine_capacity
 from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import boot_ref, mib
 from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
@@ -40,7 +41,7 @@ def _arith(name: str, value: Decimal, unit: str, text: str) -> Traced:
 def cards(view: Boot, physical: tuple[str, ...]) -> list[CardPlan]:
     """One CardPlan per rank (llama.cpp: per device), physical cards from the config in rank order."""
     plans = []
-    for position, rank in enumerate(engine_capacity.ceilings(view)):
+    for position, rank in enumerate(capacity.ceilings(view)):
         figures = next(r for r in view.ranks if r.rank == rank.rank)
         assert figures.weights_mib and figures.kv_mib and figures.free_mib  # ceilings() needs them
         floor = (traced("engine floor", figures.floor_mib) if figures.floor_mib else
@@ -77,7 +78,7 @@ def _more_kv(view: Boot, usable: int) -> PlanOption:
             gains.append(_arith("full-length sequences", seqs, "sequences",
                                 f"{tokens.value + added:,} / {window.value:,} tokens = {seqs}"))
     return PlanOption(name="more KV", axis="capacity (full-length sequences at the window)", adds_mib=usable,
-                      flags=[f"+{usable:,} MiB of KV memory per card: {engine_capacity.KV_FLAGS[view.engine]}"],
+                      flags=[f"+{usable:,} MiB of KV memory per card: {engine_facts.KV_FLAGS[view.engine]}"],
                       gains=gains, takes=[], notes=notes)
 
 
@@ -88,9 +89,9 @@ def service_plan(view: Boot, name: str, plans: list[CardPlan], given: list[Reser
     usable = round_down(binding.headroom_once_mib - held)
     rank = engine_capacity.binding_rank(view)
     shape = [traced("window", rank.window_tokens)] if rank.window_tokens else []
-    seats = view.settings.get(engine_capacity.SEATS.get(view.engine, ""))
+    seats = view.settings.get(engine_facts.SEATS.get(view.engine, ""))
     shape += [traced("sequences served at once", seats)] if seats else []
-    notes = [f"the floor is {engine_capacity.FLOORS[view.engine]}"]
+    notes = [f"the floor is {engine_facts.FLOORS[view.engine]}"]
     if binding.shared_with:
         notes.append(f"card {binding.card} ({binding.physical}) is shared with {', '.join(binding.shared_with)}: "
                      f"its {binding.headroom_once_mib:,} MiB are spent once, by one service")

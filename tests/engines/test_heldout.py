@@ -16,7 +16,7 @@ import pytest
 from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.engines import read_engine_boot
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.rules.engine_capacity import ceilings
+from radiance_mcp.core.rules.capacity import ceilings
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 GIB = Decimal(1024)

@@ -31,6 +31,7 @@ from radiance_mcp.core.boot import (
     Refusal,
     StopCheck,
     never_stop,
+    quoted,
 )
 from radiance_mcp.core.constants import MIB
 from radiance_mcp.core.errors import LedgerError
@@ -85,12 +86,6 @@ def total(figures: Sequence[Figure], what: str) -> Figure:
     shown = " + ".join(f"{f.value:,.2f}" for f in figures)
     return Figure(value, figures[0].unit, lines, sum((f.resolution for f in figures), Decimal(0)),
                   f"{what}: {shown} = {value:,.2f} {figures[0].unit}" if len(figures) > 1 else "")
-
-
-def quoted(line: Line) -> str:
-    """A ledger line as an error quotes it: stripped, at most 200 characters, repr'd."""
-    text = line.text.strip()
-    return repr(text if len(text) <= 200 else text[:200] + "...")
 
 
 def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> None:

@@ -1,20 +1,25 @@
 """The resize procedure's arithmetic, pure: the ceiling and the pool contract.
 
-Numbers in, frozen records out; no I/O. The budget reading each ceiling stands on is
-radiance_mcp.core.budget's, the reserves held below it radiance_mcp.core.rules.reserves' (what may back one
-is decided there, once); both are re-exported here, so `capacity` stays the one name callers
-use for the procedure's arithmetic. Another engine's boot reaches the same ceiling
-(card_ceiling, hold_reserves) through radiance_mcp.core.rules.engine_capacity.
+Numbers in, frozen records out; no I/O. The ceiling is one rule for every engine (``rank_ceilings``:
+(settled free - floor) + pair, per card, the smallest binding; ``ceilings`` reads a boot of any engine).
+radiance's cards come from radiance_mcp.core.budget's reading, the other engines' from their dialects; the
+reserves held below a ceiling are radiance_mcp.core.rules.reserves' (what may back one is decided there,
+once); both are re-exported here, so `capacity` stays the one name callers use for the procedure's
+arithmetic. The other engines' pool contract, in tokens at their own rate, is
+radiance_mcp.core.rules.engine_capacity's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, boot_finding, read_budget
+from radiance_mcp.core.boot import Boot, Figure, Line, RankView
+from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, read_budget
 from radiance_mcp.core.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
-from radiance_mcp.core.errors import GuardRailError, InputError
+from radiance_mcp.core.engine_facts import FLOORS
+from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
 from radiance_mcp.core.rules.reserves import (
     REFUSALS,
     Candidate,
@@ -24,11 +29,13 @@ from radiance_mcp.core.rules.reserves import (
     shown_mib,
     trace_reserve,
 )
+from radiance_mcp.core.rules.settled import boot_finding, require_settled
 from radiance_mcp.core.units import fmt_mib, round_down
 
 __all__ = [
     "PAIR_FLAGS", "REFUSAL", "REFUSALS", "BudgetReading", "CardCeiling", "Candidate", "Ceiling",
-    "PoolContract", "Reserve", "_figures_on", "boot_finding", "card_ceiling", "compute_ceiling",
+    "PoolContract", "RankCeiling", "Reserve", "_figures_on", "boot_finding", "card_ceiling", "ceiling_cards",
+    "ceilings", "compute_ceiling", "rank_ceilings",
     "hold_reserves", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
 ]
 
@@ -86,18 +93,79 @@ def card_ceiling(card: int, free_mib: Decimal, floor_mib: Decimal, pair_mib: Dec
     return CardCeiling(card, free_mib, floor_mib, pair_mib, ceiling, derivation)
 
 
+@dataclass(frozen=True)
+class RankCeiling:
+    """One card's ceiling with the figures it stands on."""
+
+    rank: str
+    card: CardCeiling
+    """The arithmetic (card_ceiling); its card is the card's number (radiance) or its place in the order."""
+    lines: tuple[Line, ...]
+    """The lines of free, the pair and the floor."""
+    floor_note: str
+
+
+ZERO_FLOOR_NOTE = "floor 0: llama.cpp ran without --fit, which keeps no margin"
+
+
+def ceiling_cards(boot: Boot) -> tuple[RankView, ...]:
+    """The cards a ceiling of another engine's boot is per, in order: the devices where a view named 'all'
+    totals them (llama.cpp), else every rank. (radiance's are read_budget's settled cards.)"""
+    devices = tuple(r for r in boot.ranks if r.rank != "all")
+    return devices if devices and len(devices) < len(boot.ranks) else boot.ranks
+
+
+def rank_ceilings(boot: Boot, cards: Sequence[RankView], *, numbered: bool = True) -> tuple[RankCeiling, ...]:
+    """Every card's ceiling, (free - floor) + pair, for any engine: the pair is radiance's (the echoed flags or
+    the table rows), else weights + KV memory; a card with no floor figure keeps none only where its engine keeps
+    none by design (llama.cpp without --fit). numbered: the card's own number (radiance), else its place.
+
+    A LedgerError names every figure the log lacks and how to get it (nothing is estimated)."""
+    out: list[RankCeiling] = []
+    gaps: list[str] = []
+    for place, view in enumerate(cards):
+        names = ["free_mib", *(["pair"] if view.pair is not None else ["weights_mib", "kv_mib"]), "floor_mib"]
+        if view.floor_mib is None and boot.engine == "llama.cpp":
+            names.remove("floor_mib")  # no --fit: llama.cpp keeps no floor of its own
+        figures: dict[str, Figure] = {}
+        for name in names:
+            try:
+                figures[name] = view.require(name)
+            except LedgerError as exc:
+                gaps.append(str(exc))
+        if len(figures) < len(names):
+            continue
+        floor = figures.get("floor_mib")
+        pair = figures["pair"].value if "pair" in figures else figures["weights_mib"].value + figures["kv_mib"].value
+        card = card_ceiling(view.card if numbered else place, figures["free_mib"].value,
+                            floor.value if floor else Decimal(0), pair)
+        note = FLOORS[boot.engine] if floor else ZERO_FLOOR_NOTE
+        lines = tuple(dict.fromkeys(line for f in figures.values() for line in f.lines))
+        out.append(RankCeiling(view.rank, card, lines, note))
+    if gaps:
+        raise LedgerError(
+            f"{boot.where()}: no ceiling, since the log lacks a figure it needs (nothing is estimated): "
+            + "; ".join(gaps)
+        )
+    return tuple(out)
+
+
+def ceilings(boot: Boot) -> tuple[RankCeiling, ...]:
+    """Every card's ceiling, for a boot of any engine (BootNotSettled when it did not settle)."""
+    if boot.engine == "radiance":
+        return rank_ceilings(boot, read_budget(boot).cards)
+    require_settled(boot)
+    return rank_ceilings(boot, ceiling_cards(boot), numbered=False)
+
+
 def compute_ceiling(reading: BudgetReading, reserves: tuple[Reserve, ...] = ()) -> Ceiling:
-    """The ceiling of every card (the smallest binds), and the largest pair its reserves leave.
+    """The ceiling of every card of a radiance boot (the smallest binds), and the largest pair its reserves leave.
 
     A traced reserve holds memory back on its own card, a personal one on every card. A
     reserve above its card's ceiling, or reserves leaving a card's max pair below 0, are
     refused (GuardRailError); a max pair below the current pair comes back with a warning.
     """
-    cards = tuple(
-        card_ceiling(c.card, c.require("free_mib").value, c.require("floor_mib").value, c.require("pair").value)
-        for c in reading.cards
-    )
-    return hold_reserves(cards, reserves)
+    return hold_reserves(tuple(r.card for r in rank_ceilings(reading.boot, reading.cards)), reserves)
 
 
 def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...]) -> Ceiling:

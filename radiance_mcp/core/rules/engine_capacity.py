@@ -1,18 +1,14 @@
-"""The ceiling and the pool contract in vLLM's, SGLang's and llama.cpp's terms (pure: a Boot in).
+"""The pool contract in vLLM's, SGLang's and llama.cpp's terms (pure: a Boot in).
 
-The procedures' arithmetic is radiance_mcp.core.rules.capacity's; this module feeds it the figures of
-another engine's boot, each from that engine's own lines:
-
-- ceiling, per card or rank: (settled free - floor) + weights + KV memory, where the floor is
-  what the engine keeps free by design (vLLM: (1 - --gpu-memory-utilization) of the card;
-  SGLang: (1 - --mem-fraction-static) of what it found before loading; llama.cpp: the --fit
-  margin, and none without --fit, which allocates exactly what it is asked for);
-- pool contract: the KV tokens hold seqs full-length sequences (seqs x window tokens), at
-  the engine's own bytes per token (its KV memory over its KV tokens).
+The procedures' arithmetic is radiance_mcp.core.rules.capacity's (the ceiling is one rule for every
+engine there, with each engine's floor: vLLM (1 - --gpu-memory-utilization) of the card; SGLang
+(1 - --mem-fraction-static) of what it found before loading; llama.cpp the --fit margin, and none without
+--fit). This module holds what differs in kind: the pool contract, where the KV tokens hold seqs
+full-length sequences (seqs x window tokens) at the engine's own bytes per token (its KV memory over its
+KV tokens), and the rank that binds it.
 
 A figure the engine did not print is never filled in: the error names it, the line the
-engine prints it in, and how to get it. A boot the engine refused has no ceiling
-(BootNotSettled, naming its lines).
+engine prints it in, and how to get it.
 """
 
 from __future__ import annotations
@@ -21,88 +17,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from radiance_mcp.core.boot import Boot, Figure, Line, RankView
-from radiance_mcp.core.constants import MIB, LedgerEngine
-from radiance_mcp.core.engines.common import quoted
-from radiance_mcp.core.errors import BootNotSettled, InputError, LedgerError
-from radiance_mcp.core.rules.capacity import CardCeiling, card_ceiling
+from radiance_mcp.core.constants import MIB
+from radiance_mcp.core.engine_facts import SEATS
+from radiance_mcp.core.errors import InputError, LedgerError
 from radiance_mcp.core.units import fmt_mib
-
-KV_FLAGS: dict[LedgerEngine, str] = {
-    "radiance": "--vram-kv-mib (with --vram-weights-mib, the pair)",
-    "vllm": "--gpu-memory-utilization (a share of the card), or --kv-cache-memory (bytes)",
-    "sglang": "--mem-fraction-static (weights + KV pool as a share of the card), or --max-total-tokens",
-    "llama.cpp": "-c / --ctx-size (cells shared by the slots) and -np / --parallel, with -ctk / -ctv (bytes per cell)",
-}
-"""The flag that moves each engine's KV memory (radiance's too: the dialects' facts, one table)."""
-FLOORS: dict[LedgerEngine, str] = {
-    "radiance": "--gpu-headroom-mib plus the static region, which the settled line prints",
-    "vllm": "the (1 - --gpu-memory-utilization) share of the card vLLM leaves unclaimed",
-    "sglang": "the (1 - --mem-fraction-static) share SGLang keeps for activations and CUDA graphs",
-    "llama.cpp": "the margin --fit keeps free (none without --fit: llama.cpp allocates what it is asked for)",
-}
-SEATS = {"sglang": "max_running_requests", "llama.cpp": "slots"}
-"""The setting each engine prints for the sequences it serves at once (vLLM prints none at INFO)."""
-
-
-def refusal_finding(view: Boot) -> str:
-    """A refused boot named by its lines, with what changes it."""
-    refusals = "; ".join(f"line {r.line.number}: {quoted(r.line)} ({r.detail})" for r in view.refusals if r.final)
-    return (f"{view.where()}: this boot refused to start ({refusals}). A refused boot never settles, so it has no "
-            "ceiling and its KV cache backs nothing; read the ceiling from a boot that served")
-
-
-def require_served(view: Boot) -> None:
-    """BootNotSettled for a boot the engine refused, naming its lines."""
-    if view.refused:
-        lines = tuple(r.line.number for r in view.refusals if r.final)
-        raise BootNotSettled(refusal_finding(view), "refused", lines)
-
-
-def ceiling_ranks(view: Boot) -> tuple[RankView, ...]:
-    """The views a ceiling is per: llama.cpp's devices where it names them, else every rank."""
-    devices = tuple(r for r in view.ranks if r.rank != "all")
-    return devices if view.engine == "llama.cpp" and devices else view.ranks
-
-
-@dataclass(frozen=True)
-class RankCeiling:
-    rank: str
-    card: CardCeiling
-    """The arithmetic (capacity.card_ceiling), its card the rank's position."""
-    lines: tuple[Line, ...]
-    floor_note: str
-
-
-def ceilings(view: Boot) -> tuple[RankCeiling, ...]:
-    """Every rank's ceiling, or a LedgerError naming each figure the log lacks and how to get it."""
-    require_served(view)
-    out: list[RankCeiling] = []
-    gaps: list[str] = []
-    for position, rank in enumerate(ceiling_ranks(view)):
-        figures: dict[str, Figure] = {}
-        lacking: list[str] = []
-        for name in ("free_mib", "weights_mib", "kv_mib", "floor_mib"):
-            if name == "floor_mib" and view.engine == "llama.cpp" and rank.floor_mib is None:
-                continue  # no --fit: llama.cpp keeps no floor of its own
-            try:
-                figures[name] = rank.require(name)
-            except LedgerError as exc:
-                lacking.append(str(exc))
-        if lacking:
-            gaps += lacking
-            continue
-        floor = figures.get("floor_mib")
-        pair = figures["weights_mib"].value + figures["kv_mib"].value
-        card = card_ceiling(position, figures["free_mib"].value, floor.value if floor else Decimal(0), pair)
-        note = FLOORS[view.engine] if floor else "floor 0: llama.cpp ran without --fit, which keeps no margin"
-        lines = tuple(dict.fromkeys(line for f in figures.values() for line in f.lines))
-        out.append(RankCeiling(rank.rank, card, lines, note))
-    if gaps:
-        raise LedgerError(
-            f"{view.where()}: no ceiling, since the log lacks a figure it needs (nothing is estimated): "
-            + "; ".join(gaps)
-        )
-    return tuple(out)
 
 
 @dataclass(frozen=True)

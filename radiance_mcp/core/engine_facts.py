@@ -1,0 +1,22 @@
+"""What each engine's knobs are, by engine: one table each, read by the rules and the tools alike.
+
+Pure facts, no import of any dialect (a radiance ledger loads no other engine's code).
+"""
+
+from radiance_mcp.core.constants import LedgerEngine
+
+KV_FLAGS: dict[LedgerEngine, str] = {
+    "radiance": "--vram-kv-mib (with --vram-weights-mib, the pair)",
+    "vllm": "--gpu-memory-utilization (a share of the card), or --kv-cache-memory (bytes)",
+    "sglang": "--mem-fraction-static (weights + KV pool as a share of the card), or --max-total-tokens",
+    "llama.cpp": "-c / --ctx-size (cells shared by the slots) and -np / --parallel, with -ctk / -ctv (bytes per cell)",
+}
+"""The flag that moves each engine's KV memory (radiance's too: the dialects' facts, one table)."""
+FLOORS: dict[LedgerEngine, str] = {
+    "radiance": "--gpu-headroom-mib plus the static region, which the settled line prints",
+    "vllm": "the (1 - --gpu-memory-utilization) share of the card vLLM leaves unclaimed",
+    "sglang": "the (1 - --mem-fraction-static) share SGLang keeps for activations and CUDA graphs",
+    "llama.cpp": "the margin --fit keeps free (none without --fit: llama.cpp allocates what it is asked for)",
+}
+SEATS = {"sglang": "max_running_requests", "llama.cpp": "slots"}
+"""The setting each engine prints for the sequences it serves at once (vLLM prints none at INFO)."""
