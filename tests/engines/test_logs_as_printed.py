@@ -168,3 +168,31 @@ def test_llamacpp_device_descriptions_with_parentheses() -> None:
         free = booted.rank(name).require("free_mib")
         assert free.lines[0].number == line and free.arithmetic.startswith(f"free at load - buffers: {at_load} - ")
     assert booted.rank("all").require("kv_bytes_per_token").value == Decimal("3999.99")  # 488.28 MiB / 128,000 cells
+
+
+# ---------------------------------------------------------------------------------------
+# Held out: expected figures worked out by hand before the log was read by the dialect
+
+
+@pytest.mark.parametrize(
+    ("figure", "value"),
+    [
+        # '# cuda blocks: 36184' beside '70.67x for 8192 tokens': 36,184 x 16 / 8,192 = 70.67 (8: 35.34, 32: 141.34)
+        ("kv_tokens", Decimal(578_944)),
+        ("kv_mib", Decimal("61.84") * GIB),  # 'reserved for KV Cache is 61.84GiB'
+        ("full_length_sequences", Decimal("70.67")),  # 578,944 / 8,192 = 70.6719, rounded down
+        ("window_tokens", Decimal(8_192)),
+        ("free_mib", Decimal("15.84") * GIB),  # 79.19 GiB - 63.35 GiB the instance may use
+        ("activation_mib", Decimal("0.23") * GIB),
+        ("graph_mib", Decimal("0.13") * GIB),  # 'Graph capturing finished in 2 secs, took 0.13 GiB'
+    ],
+)
+def test_heldout_vllm_v0_cuda_blocks(figure: str, value: Decimal) -> None:
+    assert boot("vllm/heldout_v0_cuda_blocks_70.67x.log").rank("engine").require(figure).value == value
+
+
+def test_heldout_vllm_v0_cuda_blocks_rate() -> None:
+    view = boot("vllm/heldout_v0_cuda_blocks_70.67x.log").rank("engine")
+    # 61.84 GiB x 2**30 / 578,944 = 114,692.6 B, +- 0.005 GiB / 578,944 = 9.3 B: 28 layers x 8 KV heads x 128 x 2 x 2
+    # = 114,688 (a Qwen3-0.6B-shaped model; 'model weights take 1.12GiB')
+    assert view.require("kv_bytes_per_token").agrees_with(Decimal(114_688))
