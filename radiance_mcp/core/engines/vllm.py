@@ -7,7 +7,8 @@ memory profile (0.6: `Memory profiling results: total_gpu_memory=... kv_cache_si
 0.7-0.8: `model weights take ...; PyTorch activation peak memory takes ...; the rest of the
 memory reserved for KV Cache is ...`; V1: `Available KV cache memory: X GiB`), the KV tokens
 (V1: `GPU KV cache size: N tokens`; V0: `# GPU blocks: B`, in blocks of --block-size
-tokens), the window (`Maximum concurrency for L tokens per request: Cx`, or `max_seq_len=`
+tokens, which it does not print: the one size of 1, 8, 16, 32, 64, 128 whose B x size / L
+gives the `Maximum concurrency` line's C at two decimals decides it), the window (`Maximum concurrency for L tokens per request: Cx`, or `max_seq_len=`
 in the engine's config line), CUDA graphs (`Graph capturing finished in N secs, took X GiB`)
 and, from 0.21, the `--gpu-memory-utilization` equivalence line. Per rank, under tensor
 parallelism, lines carry a `(Worker_TPn pid=...)` prefix (early V1: `(VllmWorker rank=n
@@ -29,7 +30,9 @@ The procedures in vLLM's terms:
   the window, `--block-size` the block.
 - Refused boots: the window exceeds what the KV cache holds (V0: `The model's max seq len (W)
   is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `(X GiB
-  KV cache is needed, which is larger than the available KV cache memory (Y GiB)`).
+  KV cache is needed, which is larger than the available KV cache memory (Y GiB)`), and no
+  memory for the KV cache at all (`No available memory for the cache blocks`, `# GPU blocks:
+  0`, a profile reserving less than 0 GiB for the KV cache).
 """
 
 from __future__ import annotations
@@ -201,8 +204,8 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
     if (hit := _least_kv(groups)) is not None:
         weights_mib = weights_mib or _gib(hit, "weights")
         if kv_mib is None:  # below 0 where the profile left nothing for the KV cache (a refused boot)
-            kv_mib = _gib(hit, "kv") if not hit.fields.get("negative") else replace(_gib(hit, "kv"),
-                                                                                     value=-_gib(hit, "kv").value)
+            reserved = _gib(hit, "kv")
+            kv_mib = replace(reserved, value=-reserved.value) if hit.fields.get("negative") else reserved
         activation = _gib(hit, "activation")
     if (hit := first(groups, "usable_v08")) is not None:
         share(hit, Decimal(hit.raw("util")), "gpu_memory_utilization", "vLLM", UTILIZATION)
