@@ -8,7 +8,8 @@ memory profile (0.6: `Memory profiling results: total_gpu_memory=... kv_cache_si
 memory reserved for KV Cache is ...`; V1: `Available KV cache memory: X GiB`), the KV tokens
 (V1: `GPU KV cache size: N tokens`; V0: `# GPU blocks: B`, in blocks of --block-size
 tokens, which it does not print: the one size of 1, 8, 16, 32, 64, 128 whose B x size / L
-gives the `Maximum concurrency` line's C at two decimals decides it), the window (`Maximum concurrency for L tokens per request: Cx`, or `max_seq_len=`
+gives the `Maximum concurrency` line's C at two decimals decides it), the window (`Maximum
+concurrency for L tokens per request: Cx`, or `max_seq_len=`
 in the engine's config line), CUDA graphs (`Graph capturing finished in N secs, took X GiB`)
 and, from 0.21, the `--gpu-memory-utilization` equivalence line. Per rank, under tensor
 parallelism, lines carry a `(Worker_TPn pid=...)` prefix (early V1: `(VllmWorker rank=n
