@@ -193,6 +193,6 @@ def test_heldout_vllm_v0_cuda_blocks(figure: str, value: Decimal) -> None:
 
 def test_heldout_vllm_v0_cuda_blocks_rate() -> None:
     view = boot("vllm/heldout_v0_cuda_blocks_70.67x.log").rank("engine")
-    # 61.84 GiB x 2**30 / 578,944 = 114,692.6 B, +- 0.005 GiB / 578,944 = 9.3 B: 28 layers x 8 KV heads x 128 x 2 x 2
+    # 61.84 GiB x 2**30 / 578,944 = 114,691.91 B, +- 0.005 GiB / 578,944 = 9.3 B: 28 layers x 8 KV heads x 128 x 2 x 2
     # = 114,688 (a Qwen3-0.6B-shaped model; 'model weights take 1.12GiB')
     assert view.require("kv_bytes_per_token").agrees_with(Decimal(114_688))
