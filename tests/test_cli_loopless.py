@@ -104,7 +104,7 @@ VLLM_LOG = Path(__file__).parent / "fixtures" / "ledgers" / "vllm" / "heldout_v0
     ("compute-ceiling", "--log", VLLM_LOG, "--json"),
     ("compute-ceiling", "--log-text-file", VLLM_LOG, "--json"),
     ("read-budget-table", "--log", VLLM_LOG),
-    ("check-pool-contract", "--log", VLLM_LOG, "--pool-mib", "4096"),
+    ("check-pool-contract", "--log", VLLM_LOG, "--pool-mib", "4096", "--seqs", "1"),
     ("plan-free-vram", "--log", VLLM_LOG),
 ], ids=lambda argv: f"{argv[0]} {argv[1]}")
 def test_another_engines_log_reads_without_a_loop_as_on_one(both: Any, argv: tuple[str, ...]) -> None:

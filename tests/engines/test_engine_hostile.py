@@ -38,6 +38,16 @@ RADIANCE_EXAMPLE = Path(__file__).parent.parent.parent / "radiance_mcp" / "examp
         ("vllm", "Memory profiling results: " + "a" * 15_000),
         ("sglang", "max_total_num_tokens=1, " + "a" * 15_000),
         ("vllm", "# " + "A" * 15_000 + " blocks: 1"),
+        # issue 25's patterns: nested and repeated device groups, an optional #tokens, a signed KV reservation
+        ("llama.cpp", "using device CUDA0 " + "(" * 6_000 + ")" * 6_000 + " - 1 MiB free"),
+        ("llama.cpp", "using device CUDA0 " + "(a) " * 3_000 + "- x MiB free"),
+        ("llama.cpp", "using device CUDA0 (" + "(a)" * 4_000 + " - 1 MiB free"),
+        ("llama.cpp", "x" * 15_000 + " RS buffer size = 1.00 MiB"),
+        ("sglang", "KV Cache is allocated. " + "#tokens: 1, " * 1_200),
+        ("sglang", "Capture cuda graph " + "begin" * 3_000),
+        ("vllm", "the rest of the memory reserved for KV Cache is " + "-" * 15_000 + "1GiB"),
+        ("vllm", "No available memory for the cache blocks. " * 350),
+        ("vllm", "# GPU blocks: " + "9" * 50 + "\nMaximum concurrency for 1 tokens per request: 1x"),
     ],
 )
 def test_pathological_lines_end_and_are_named(engine: str, line: str) -> None:

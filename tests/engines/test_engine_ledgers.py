@@ -47,10 +47,20 @@ def test_every_recorded_log_is_told_apart(path: str) -> None:
 
 
 def test_vllm_v0_blocks_need_the_block_size_and_say_so() -> None:
-    view = boot("vllm/v0.6_llama3.1-8b_20k.log").rank("engine")
+    # '# GPU blocks: 10039' with no 'Maximum concurrency' line: nothing decides the block size
+    view = boot("vllm/heldout_v0.5_tp_gpu_blocks.log").rank("engine")
     assert view.kv_tokens is None and view.full_length_sequences is None
     with pytest.raises(LedgerError, match=r"--block-size.*block_size_tokens"):
         view.require("kv_tokens")
+
+
+def test_vllm_v0_blocks_with_the_concurrency_line_decide_the_block_size() -> None:
+    # issue 25: '# GPU blocks: 1952' and '1.56x for 20000 tokens': only 16 tokens a block gives 1.56 (8: 0.78, 32: 3.12)
+    view = boot("vllm/v0.6_llama3.1-8b_20k.log").rank("engine")
+    tokens = view.require("kv_tokens")
+    assert tokens.value == 31_232 and [line.number for line in tokens.lines] == [3, 4]
+    assert "only 16 gives its 1.56x" in tokens.arithmetic
+    assert view.require("full_length_sequences").value == Decimal("1.56")
 
 
 def test_vllm_v0_with_the_block_size() -> None:

@@ -57,7 +57,11 @@ _CTX = r"(?:llama_context|llama_init_from_model|llama_new_context_with_model):"
 
 PHRASES = (
     MARKER,
-    phrase("device_free", "MiB free", r"using device (?P<device>\S++) \([^)]*+\) - (?P<free>{NUM}) MiB free",
+    # The device's description may hold parentheses ('(AMD Radeon (TM) Pro VII (RADV VEGA20))'), and from late
+    # 2025 its id follows in a group of its own ('(0000:01:00.0)', '(unknown id)'); from 2026 the function that
+    # prints it is llama_prepare_model_devices.
+    phrase("device_free", "MiB free",
+           r"using device (?P<device>\S++) (?:\((?:[^()\n]++|\([^()\n]*+\))*+\) )++- (?P<free>{NUM}) MiB free",
            "using device CUDA0 (...) - X MiB free"),
     phrase("model_buffer", "buffer size =",
            r"(?:load_tensors|llm_load_tensors): (?P<device>\S++) (?:model )?buffer size = (?P<size>{NUM}) MiB",
@@ -75,6 +79,8 @@ PHRASES = (
     phrase("kv_init", "kv_size =",
            r"kv_size = (?P<cells>\d++), offload = \d++, type_k = '(?P<k_type>\w++)', type_v = '(?P<v_type>\w++)', "
            r"n_layer = (?P<layers>\d++)", "llama_kv_cache_init: kv_size = N, ..., type_k = '...', n_layer = L"),
+    phrase("rs_buffer", "RS buffer size =", r"(?<!\S)(?P<device>\S++) RS buffer size = (?P<size>{NUM}) MiB",
+           "llama_memory_recurrent: CUDA0 RS buffer size = X MiB"),
     phrase("compute_buffer", "compute buffer size =",
            r"(?<!\S)(?P<device>\S++) compute buffer size = (?P<size>{NUM}) MiB", "CUDA0 compute buffer size = X MiB"),
     phrase("n_ctx", "n_ctx", _CTX + r" n_ctx = (?P<n>\d++)", "llama_context: n_ctx = N"),
@@ -212,6 +218,7 @@ def _build(hits: list[Hit]) -> Built:
     window = _window(hits)
     weights, kv_buffers = _per_device(hits, "model_buffer"), _per_device(hits, "kv_buffer")
     compute = _per_device(hits, "compute_buffer")
+    recurrent = _per_device(hits, "rs_buffer")  # a recurrent model's state: on the device, beside the KV cache
     free_at_load = {_device(h.raw("device")): size(h, "free", "MiB") for h in hits if h.key == "device_free"}
     gaps = GAPS if not note else tuple(
         replace(g, remedy=f"{note}; read the SWA cache's size line") if g.figure == "kv_bytes_per_token" else g
@@ -221,9 +228,9 @@ def _build(hits: list[Hit]) -> Built:
                      _sum(compute, "compute buffers"), None, None, window, floor_mib=floor)
     views = [derive(whole, gaps, rate_from_pair=not note)]
     one_cache = sum(1 for h in hits if h.key == "kv_size") <= 1  # else a device's buffers mix full and SWA caches
-    used = {*weights, *kv_buffers, *compute}
+    used = {*weights, *kv_buffers, *compute, *recurrent}
     for device in sorted((used | set(free_at_load)) - {"CPU"}, key=natural) if len(used) > 1 else []:
-        buffers = weights.get(device, []) + kv_buffers.get(device, []) + compute.get(device, [])
+        buffers = [f for kind in (weights, kv_buffers, recurrent, compute) for f in kind.get(device, [])]
         free = None
         if device in free_at_load and buffers:
             free = difference(free_at_load[device], total(buffers, f"{device} buffers"), "free at load - buffers")

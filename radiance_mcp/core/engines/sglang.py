@@ -5,7 +5,8 @@ pipeline parallelism, `[time PPp TPn]` prefix; the rank is its DP, PP and TP tag
 PP0 TP0 and PP1 TP0 are two cards; a single-GPU server prints no rank):
 `Load weight begin. avail mem=X GB`, `Load weight end. type=..., dtype=..., avail mem=X GB,
 mem usage=W GB.` (the weights), `KV Cache is allocated. #tokens: N, K size: K GB, V size:
-V GB` (MLA models: `KV size: X GB`; from 2026 with `dtype: D, ` before `#tokens`), `Memory
+V GB` (MLA models: `KV size: X GB`; from 2026 with `dtype: D, ` before `#tokens`; before 2025
+without `#tokens`, which the summary's max_total_num_tokens then gives), `Memory
 pool end. avail mem=X GB`, `Capture cuda graph begin ... avail mem=X GB` and `Capture cuda graph end.
 Time elapsed: T s. mem usage=G GB. avail mem=X GB.`, then the scheduler's summary
 `max_total_num_tokens=N, chunked_prefill_size=..., max_prefill_tokens=...,
@@ -16,7 +17,9 @@ x 2 bytes is 8.23 GiB). The boot starts at its `server_args=ServerArgs(...)` lin
 The procedures in SGLang's terms:
 - Settled free: `available_gpu_mem` of the scheduler's summary (after the KV pool and the
   CUDA graphs), else `Capture cuda graph end. ... avail mem`; `Memory pool end. avail mem`
-  only where the boot captures no CUDA graphs (no rank prints a capture line). The floor
+  only where the boot captures no CUDA graphs (no rank prints a capture line; SGLang before
+  2025 prints its capture lines without memory and its summary without available_gpu_mem,
+  so such a boot has no settled free figure). The floor
   is what `--mem-fraction-static` keeps back: (1 - fraction) of the card's memory is left
   for activations (SGLang prints no figure for them); free memory beyond that floor is
   memory the KV pool could have had.
@@ -34,6 +37,7 @@ The procedures in SGLang's terms:
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from decimal import Decimal
 
 from radiance_mcp.core.boot import Boot, Figure, Hit, Missing, RankView, Refusal
@@ -65,8 +69,8 @@ PHRASES = (
            r"Load weight end\.[^\n]*?avail mem=(?P<avail>{NUM}) ?GB, mem usage=(?P<usage>{NUM}) ?GB",
            "Load weight end. ... avail mem=X GB, mem usage=W GB"),
     phrase("kv_alloc", "KV Cache is allocated",
-           r"KV Cache is allocated\. (?:dtype: [^,\s]++, )?#tokens: (?P<tokens>{NUM}), (?:K size: (?P<k>{NUM}) ?GB, "
-           r"V size: (?P<v>{NUM}) ?GB|KV size: (?P<kv>{NUM}) ?GB)",
+           r"KV Cache is allocated\. (?:dtype: [^,\s]++, )?(?:#tokens: (?P<tokens>{NUM}), )?+"
+           r"(?:K size: (?P<k>{NUM}) ?GB, V size: (?P<v>{NUM}) ?GB|KV size: (?P<kv>{NUM}) ?GB)",
            "KV Cache is allocated. #tokens: N, K size: K GB, V size: V GB"),
     phrase("pool_end", "Memory pool end", r"Memory pool end\. avail mem=(?P<avail>{NUM}) ?GB",
            "Memory pool end. avail mem=X GB"),
@@ -75,6 +79,8 @@ PHRASES = (
     phrase("graph_end", "Capture cuda graph end",
            r"Capture cuda graph end\..*?mem usage=(?P<usage>{NUM}) ?GB\. avail mem=(?P<avail>{NUM}) ?GB",
            "Capture cuda graph end. ... mem usage=G GB. avail mem=X GB."),
+    phrase("graph_capture", "Capture cuda graph", r"Capture cuda graph (?:begin|end)\.",
+           "Capture cuda graph begin. (before 2025: without avail mem)"),
     phrase("summary", "max_total_num_tokens=", r"\bmax_total_num_tokens=(?P<pairs>.++)",
            "max_total_num_tokens=N, ..., max_running_requests=R, context_len=C, available_gpu_mem=X GB"),
     phrase("fraction", "mem_fraction_static=", r"\bmem_fraction_static=(?P<fraction>{NUM})",
@@ -151,14 +157,16 @@ def _floor(load_begin: Hit | None, fraction: Hit | None) -> Figure | None:
                   f"{value:,.2f} MiB")
 
 
-def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], graphs: bool) -> RankView:
+def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], graphs: bool, unmeasured: bool) -> RankView:
     """One rank's figures. `graphs`: the boot captures CUDA graphs (any rank printed the capture), so
-    'Memory pool end. avail mem' is not yet where the rank settles, though its own capture lines may be cut."""
+    'Memory pool end. avail mem' is not yet where the rank settles, though its own capture lines may be cut.
+    `unmeasured`: its capture lines print no memory (SGLang before 2025), so no free figure follows the pool.
+    """
     load_end = first(groups, "load_end")
     weights = size(load_end, "usage", "GB") if load_end else None
     kv_mib = kv_tokens = free = window = None
     if (alloc := first(groups, "kv_alloc")) is not None:
-        kv_tokens = count(alloc, "tokens")
+        kv_tokens = count(alloc, "tokens") if alloc.fields.get("tokens") else None  # before 2025: no #tokens
         if alloc.fields.get("kv") is not None:
             kv_mib = size(alloc, "kv", "GB")
         else:
@@ -172,12 +180,24 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], graphs: bool) -> R
             free = size(Hit(summary.key, summary.line, {"x": pairs["available_gpu_mem"]}, summary.rank), "x", "GB")
     if free is None and graph_end is not None:
         free = size(graph_end, "avail", "GB")
-    if free is None and not graphs and (pool_end := last(groups, "pool_end")) is not None:
+    pool_end = last(groups, "pool_end")
+    if free is None and not graphs and pool_end is not None:
         free = size(pool_end, "avail", "GB")  # no CUDA graphs follow the pool: this is where it settles
     view = RankView(rank, weights, kv_mib, kv_tokens, None, None,
                     size(graph_end, "usage", "GB") if graph_end else None, free, window,
                     floor_mib=_floor(first(groups, "load_begin"), first(groups, "fraction")))
-    return derive(view, GAPS)
+    gaps: tuple[Missing, ...] = GAPS
+    if free is None and unmeasured and pool_end is not None:
+        gaps = tuple(replace(g, remedy=_BEFORE_GRAPHS.format(line=pool_end.line.number)) if g.figure == "free_mib"
+                     else g for g in GAPS)
+    return derive(view, gaps)
+
+
+_BEFORE_GRAPHS = (
+    "line {line}'s 'Memory pool end. avail mem' is read before the CUDA graphs are captured, so it overstates what "
+    "is left, and this boot prints no free memory after the capture (no avail mem on its 'Capture cuda graph end' "
+    "line, no available_gpu_mem= in its summary: SGLang before 2025 prints none). Read the card's free memory "
+    "(nvidia-smi) once the server is up")
 
 
 def _refusals(hits: list[Hit], views: tuple[RankView, ...]) -> tuple[Refusal, ...]:
@@ -205,10 +225,12 @@ def _refusals(hits: list[Hit], views: tuple[RankView, ...]) -> tuple[Refusal, ..
 def _build(hits: list[Hit]) -> Built:
     order, grouped = by_rank(hits)
     shared = grouped.get(None, {})
-    graphs = any(hit.key in ("graph_begin", "graph_end") for hit in hits)
+    graphs = any(hit.key in ("graph_begin", "graph_end", "graph_capture") for hit in hits)
+    measured = {hit.line.number for hit in hits if hit.key in ("graph_begin", "graph_end")}
+    unmeasured = any(hit.key == "graph_capture" and hit.line.number not in measured for hit in hits)
     if (fraction := first([*grouped.values()], "fraction")) is not None:  # one line (ONCE), before any floor of it
         share(fraction, fraction.number("fraction"), "mem_fraction_static", "SGLang", FRACTION)
-    views = tuple(_rank_view(r, [grouped.get(r, {}), shared], graphs) for r in order or ["engine"])
+    views = tuple(_rank_view(r, [grouped.get(r, {}), shared], graphs, unmeasured) for r in order or ["engine"])
     settings: dict[str, Figure] = {}
     if (summary := first([*grouped.values()], "summary")) is not None:
         running = _summary_figure(summary, _pairs(summary), "max_running_requests", "sequences")

@@ -7,7 +7,9 @@ memory profile (0.6: `Memory profiling results: total_gpu_memory=... kv_cache_si
 0.7-0.8: `model weights take ...; PyTorch activation peak memory takes ...; the rest of the
 memory reserved for KV Cache is ...`; V1: `Available KV cache memory: X GiB`), the KV tokens
 (V1: `GPU KV cache size: N tokens`; V0: `# GPU blocks: B`, in blocks of --block-size
-tokens), the window (`Maximum concurrency for L tokens per request: Cx`, or `max_seq_len=`
+tokens, which it does not print: the one size of 1, 8, 16, 32, 64, 128 whose B x size / L
+gives the `Maximum concurrency` line's C at two decimals decides it), the window (`Maximum
+concurrency for L tokens per request: Cx`, or `max_seq_len=`
 in the engine's config line), CUDA graphs (`Graph capturing finished in N secs, took X GiB`)
 and, from 0.21, the `--gpu-memory-utilization` equivalence line. Per rank, under tensor
 parallelism, lines carry a `(Worker_TPn pid=...)` prefix (early V1: `(VllmWorker rank=n
@@ -29,7 +31,9 @@ The procedures in vLLM's terms:
   the window, `--block-size` the block.
 - Refused boots: the window exceeds what the KV cache holds (V0: `The model's max seq len (W)
   is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `(X GiB
-  KV cache is needed, which is larger than the available KV cache memory (Y GiB)`).
+  KV cache is needed, which is larger than the available KV cache memory (Y GiB)`), and no
+  memory for the KV cache at all (`No available memory for the cache blocks`, `# GPU blocks:
+  0`, a profile reserving less than 0 GiB for the KV cache).
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ PHRASES = (
     phrase("breakdown_v08", "reserved for KV Cache",
            r"model weights take (?P<weights>{NUM}) ?GiB; non_torch_memory takes (?P<non_torch>{NUM}) ?GiB; "
            r"PyTorch activation peak memory takes (?P<activation>{NUM}) ?GiB; the rest of the memory "
-           r"reserved for KV Cache is (?P<kv>{NUM}) ?GiB", "the rest of the memory reserved for KV Cache is X GiB"),
+           r"reserved for KV Cache is (?P<negative>-)?+(?P<kv>{NUM}) ?GiB",
+           "the rest of the memory reserved for KV Cache is X GiB"),
     phrase("available", "Available KV cache memory",
            r"Available KV cache memory: (?P<size>{NUM}) ?(?P<unit>GiB|GB)\b", "Available KV cache memory: X GiB"),
     phrase("kv_tokens", "KV cache size:", r"GPU KV cache size: (?P<tokens>{NUM}) tokens",
@@ -97,6 +102,9 @@ PHRASES = (
            r"max seq len \((?P<window>{NUM})\) is larger than the maximum number of tokens that can be "
            r"stored in KV cache \((?P<tokens>{NUM})\)",
            "The model's max seq len (W) is larger than the maximum number of tokens ... (T)"),
+    phrase("no_cache_memory", "No available memory for the cache blocks",
+           r"No available memory for the cache blocks\. Try increasing",
+           "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ..."),
     phrase("refused_v1", "KV cache is needed",
            r"max seq len \((?P<window>{NUM})\), \((?P<needed>{NUM}) ?GiB KV cache is needed, which is larger "
            r"than the available KV cache memory \((?P<available>{NUM}) ?GiB\)"
@@ -175,19 +183,27 @@ def _least_kv(groups: list[dict[str, list[Hit]]]) -> Hit | None:
     lines the one with the least KV memory is the one the blocks were sized by."""
     for group in groups:
         if group.get("breakdown_v08"):
-            return min(group["breakdown_v08"], key=lambda hit: hit.number("kv"))
+            return min(group["breakdown_v08"], key=_profiled_kv)
     return None
+
+
+def _profiled_kv(hit: Hit) -> Decimal:
+    """The KV memory a V0 profile line reserves, in GiB; below 0 where the profile left none."""
+    return -hit.number("kv") if hit.fields.get("negative") else hit.number("kv")
 
 
 def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens: int | None) -> RankView:
     weights = first(groups, "weights")
     weights_mib = size(weights, "size", weights.raw("unit")) if weights else None
     kv_mib = kv_tokens = rate = activation = free = floor = window = None
+    undecided = ""
     if (hit := first(groups, "available")) is not None:
         kv_mib = size(hit, "size", hit.raw("unit"))
     if (hit := _least_kv(groups)) is not None:
         weights_mib = weights_mib or _gib(hit, "weights")
-        kv_mib = kv_mib or _gib(hit, "kv")
+        if kv_mib is None:  # below 0 where the profile left nothing for the KV cache (a refused boot)
+            reserved = _gib(hit, "kv")
+            kv_mib = replace(reserved, value=-reserved.value) if hit.fields.get("negative") else reserved
         activation = _gib(hit, "activation")
     if (hit := first(groups, "usable_v08")) is not None:
         share(hit, Decimal(hit.raw("util")), "gpu_memory_utilization", "vLLM", UTILIZATION)
@@ -212,6 +228,8 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
         kv_tokens = Figure(blocks * block_size_tokens, "tokens", (hit.line,), Decimal(0),
                            f"{blocks:,} blocks x {block_size_tokens} tokens (block_size_tokens) "
                            f"= {blocks * block_size_tokens:,} tokens")
+    elif (hit := first(groups, "blocks")) is not None:
+        kv_tokens, undecided = _tokens_of_blocks(hit, first(groups, "concurrency"))
     if (hit := first(groups, "refused_v1")) is not None:
         kv_mib = kv_mib or _gib(hit, "available")
         needed, asked = _gib(hit, "needed"), count(hit, "window")
@@ -226,9 +244,55 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
     found = gaps(block_size_tokens)
     if kv_mib is None and first(groups, "blocks") is not None:
         found = _with_remedy(found, "kv_mib", BLOCKS_ONLY)
+    if undecided:
+        found = _with_remedy(found, "kv_tokens", undecided)
     if mixed is not None:
         found = _with_remedy(found, "kv_bytes_per_token", MIXED_LAYERS)
-    return derive(view, found, rate_from_pair=mixed is None)
+    empty = kv_tokens is not None and kv_tokens.value <= 0  # no cache at all: no rate can be made of it
+    return derive(view, found, rate_from_pair=mixed is None and not empty)
+
+
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+"""The block sizes vLLM takes (--block-size): a V0 boot prints its blocks, not their size."""
+
+
+def _tokens_of_blocks(blocks: Hit, concurrency: Hit | None) -> tuple[Figure | None, str]:
+    """V0's KV tokens from its blocks line: B x the one block size of BLOCK_SIZES that reproduces the
+    `Maximum concurrency for L tokens per request: Cx` line (vLLM prints B x size / L to two decimals).
+
+    Returns the tokens (0 for 0 blocks, whatever their size), or None and why they are not decided:
+    no concurrency line (the default remedy stands: ""), two sizes that both give C, or none that does.
+    """
+    count_ = int(blocks.number("blocks"))
+    if count_ == 0:
+        return Figure(Decimal(0), "tokens", (blocks.line,), Decimal(0),
+                      "0 blocks: no KV cache, whatever the block size"), ""
+    if concurrency is None or int(concurrency.number("window")) <= 0:
+        return None, ""
+    window, printed = int(concurrency.number("window")), concurrency.number("ratio")
+
+    def shown(size: int) -> Decimal:
+        return Decimal(f"{count_ * size / window:.2f}")  # as vLLM formats its float: %.2f
+
+    fits = [size for size in BLOCK_SIZES if shown(size) == printed]
+    sizes = ", ".join(map(str, BLOCK_SIZES))
+    remedy = "pass block_size_tokens (the server's --block-size), or read a boot that prints 'GPU KV cache size'"
+    if len(fits) > 1:
+        named = f"{', '.join(map(str, fits[:-1]))} and {fits[-1]} {'both' if len(fits) == 2 else 'all'}"
+        return None, (f"not decided: block sizes {named} give {printed}x for "
+                      f"{window:,} tokens from {count_:,} blocks (lines {blocks.line.number} and "
+                      f"{concurrency.line.number}); {remedy}")
+    if not fits:
+        return None, (f"not decided: no block size vLLM takes ({sizes}) gives the {printed}x of line "
+                      f"{concurrency.line.number} from {count_:,} blocks of line {blocks.line.number}; {remedy}")
+    (size,) = fits
+    others = "; ".join(f"{s} gives {shown(s)}x" for s in BLOCK_SIZES
+                       if s != size and abs(BLOCK_SIZES.index(s) - BLOCK_SIZES.index(size)) == 1)
+    tokens = count_ * size
+    return Figure(Decimal(tokens), "tokens", (blocks.line, concurrency.line), Decimal(0),
+                  f"{count_:,} blocks x {size} tokens = {tokens:,} tokens: of the block sizes vLLM takes ({sizes}), "
+                  f"only {size} gives its {printed}x for {window:,} tokens ({count_:,} x {size} / {window:,} = "
+                  f"{shown(size)}; {others})"), ""
 
 
 BLOCKS_ONLY = ("this vLLM prints its KV cache in blocks only (before 0.6 it logs no KV memory at INFO); read the "
@@ -266,8 +330,23 @@ def _mixed_layers(tokens: Figure | None, concurrency: Hit | None, block_size_tok
                   f"{worked:.2f} do not give it (layers that are not full attention)")
 
 
+def _no_cache(hits: list[Hit]) -> Refusal | None:
+    """A boot whose profile left no memory for the KV cache: vLLM's error line, else its 0 blocks, else a
+    profile line reserving less than nothing (an excerpt may hold one without the others)."""
+    said = [(h, "no memory was left for the KV cache blocks") for h in hits if h.key == "no_cache_memory"]
+    zero = [(h, "the KV cache got 0 blocks") for h in hits if h.key == "blocks" and h.number("blocks") == 0]
+    below = [(h, f"the memory profile left -{h.raw('kv')} GiB for the KV cache") for h in hits
+             if h.key == "breakdown_v08" and h.fields.get("negative")]
+    for hit, why in said or zero or below:
+        return Refusal("not_enough_memory", hit.line, (
+            f"vLLM refused to start: {why}, so not one token fits in it. Raise --gpu-memory-utilization (or set "
+            "--kv-cache-memory), lower --max-model-len or --max-num-batched-tokens (the profile's activation peak), "
+            "or serve on more GPUs (--tensor-parallel-size)"))
+    return None
+
+
 def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
-    refusals = []
+    refusals = [refusal] if (refusal := _no_cache(hits)) is not None else []
     for hit in hits:
         if hit.key == "refused_v0":
             window, tokens = hit.number("window"), hit.number("tokens")
