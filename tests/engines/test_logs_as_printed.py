@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.core.engines import BootView, read_engine_boot
+from radiance_mcp.core.boot import Boot
+from radiance_mcp.core.engines import read_engine_boot
 from radiance_mcp.core.errors import LedgerError
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
 GIB = Decimal(1024)
 
 
-def boot(name: str) -> BootView:
+def boot(name: str) -> Boot:
     return read_engine_boot((LEDGERS / name).read_text(), source=name)
 
 
