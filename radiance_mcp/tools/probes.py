@@ -7,7 +7,7 @@ numbers from radiance_mcp.core.constants (tests/probes/test_docstrings.py checks
 from __future__ import annotations
 
 from radiance_mcp.core.boot import Boot
-from radiance_mcp.core.rules.probe_shape import ProbeShape, engine_shape, ledger_shape
+from radiance_mcp.core.rules.probe_shape import ProbeShape, probe_shape
 from radiance_mcp.core.wording.refusals import ApiChoice
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.probes import (
@@ -35,20 +35,18 @@ async def service_ledger(runtime: Runtime, service: str) -> tuple[ProbeShape | N
     if entry.log is None and entry.container is None:
         return None, _dialect(entry.engine, None), NO_LEDGER
     boot = await read_ledger(runtime, LedgerRef(service=service))  # on this machine or a host, in its dialect
-    if boot.engine != "radiance":
-        return engine_shape(boot), _dialect(entry.engine, boot), NO_LEDGER
-    return ledger_shape(boot, runtime.fleet.model_constants(service)), _dialect(entry.engine, None), NO_LEDGER
+    return probe_shape(boot, runtime.fleet.model_constants(service)), _dialect(entry.engine, boot), NO_LEDGER
 
 
-def _dialect(engine: str | None, view: Boot | None) -> ApiChoice | None:
+def _dialect(engine: str | None, boot: Boot | None) -> ApiChoice | None:
     """The configured engine's refusal dialect. llama.cpp's is llama-server's where its boot shows it
     (slots, or more than one sequence: llama-cpp-python serves one); else the first refusal tells
     llama-server from llama-cpp-python, as it does for a service with no engine set."""
     if engine in SAME_NAME:
         return SAME_NAME[engine]
-    if engine == "llama.cpp" and view is not None:
-        seqs = view.settings.get("n_seq_max")
-        return "llama.cpp" if "slots" in view.settings or (seqs is not None and seqs.value > 1) else None
+    if engine == "llama.cpp" and boot is not None:
+        seqs = boot.settings.get("n_seq_max")
+        return "llama.cpp" if "slots" in boot.settings or (seqs is not None and seqs.value > 1) else None
     return None
 
 

@@ -49,6 +49,13 @@ def _count(hit: Hit, name: str, source: str, unit: str) -> Figure:
     return Figure(Decimal(int(hit.number(name, source))), unit, (hit.line,))
 
 
+def probe_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
+    """What a boot of any engine lets a probe ask: the sequences its KV cache backs at the window, the seats,
+    the window and its refusal's lines, each with its line. radiance states them in its backs line and echoed
+    flags (with the pool contract of its echoed pool); the other engines in their binding rank's figures."""
+    return ledger_shape(boot, model) if boot.engine == "radiance" else engine_shape(boot)
+
+
 def ledger_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
     """The boot's backed sequences, seats, window and pool contract, each with its line."""
     src = boot.source
