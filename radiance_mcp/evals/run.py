@@ -23,6 +23,7 @@ from radiance_mcp.evals.fleet import running_fleet
 from radiance_mcp.evals.record import Event, Recorder, read_record
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import Report, score
+from radiance_mcp.sim import SimFleet
 from radiance_mcp.sources.config import load
 from radiance_mcp.sources.runtime import Runtime
 
@@ -47,15 +48,21 @@ async def run_agent(scenario: Scenario, agent: str = "reference", record: Path |
     cls = agent_class(agent)
     async with running_fleet(scenario) as fleet:
         path = record or fleet.root / "record.jsonl"
-        recorder = Recorder(path, __version__)
-        try:
-            server = build_server(Runtime(load(fleet.config_path)), middleware=[recorder])
-            async with Client(server) as client:
-                answer = await cls(client, scenario).run()
-        finally:
-            recorder.close()
+        answer = await recorded_session(fleet, scenario, cls, path)
         events = read_record(path)
     return Run(agent, answer, tuple(events), score(scenario, events, answer))
+
+
+async def recorded_session(fleet: SimFleet, scenario: Scenario, cls: type[ReferenceAgent], path: Path) -> str:
+    """One session of the agent on the running fleet, through the server with a record appended to path;
+    the agent's answer."""
+    recorder = Recorder(path, __version__)
+    try:
+        server = build_server(Runtime(load(fleet.config_path)), middleware=[recorder])
+        async with Client(server) as client:
+            return await cls(client, scenario).run()
+    finally:
+        recorder.close()
 
 
 def breaks(agent: str) -> str | None:

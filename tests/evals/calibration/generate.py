@@ -33,16 +33,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mcp import Client
-
-from radiance_mcp import __version__
-from radiance_mcp.app.server import build_server
 from radiance_mcp.evals.agents import AGENTS, ReferenceAgent
 from radiance_mcp.evals.fleet import running_fleet
-from radiance_mcp.evals.record import Recorder
+from radiance_mcp.evals.run import recorded_session
 from radiance_mcp.evals.scenario import Scenario, load_scenarios
-from radiance_mcp.sources.config import load
-from radiance_mcp.sources.runtime import Runtime
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # behaviours.py beside it: the folder is no package
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -396,13 +390,7 @@ async def _record(name: str, scenario: Scenario, agent: type[ReferenceAgent],
         path = fleet.root / "record.jsonl"
         answer = ""
         for cls in [c for c in (first, agent) if c is not None]:
-            recorder = Recorder(path, __version__)
-            try:
-                server = build_server(Runtime(load(fleet.config_path)), middleware=[recorder])
-                async with Client(server) as client:
-                    answer = await cls(client, scenario).run()
-            finally:
-                recorder.close()
+            answer = await recorded_session(fleet, scenario, cls, path)
         normal = _Normal(name, fleet.root)
         lines = [normal.line(json.loads(raw)) for raw in path.read_text().splitlines() if raw.strip()]
         return Recorded(lines, normal.text(answer))
