@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from guard_ledgers import REFUSED, REFUSED_LINES, TP2, TP2_LINE, TWO_BOOTS, TWO_BOOTS_REFUSAL_LINES, prefixed
 
-from radiance_mcp.core import ledger
 from radiance_mcp.core.audit.step_shape import read_shape
+from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.errors import BootNotSettled, GuardRailError, InputError, LedgerError
 from radiance_mcp.core.ledger import PHRASES, read_text
 from radiance_mcp.core.rules.capacity import (
@@ -310,7 +310,7 @@ def test_a_boot_still_starting_is_unsettled_not_a_reader_bug() -> None:
 
 def test_caller_text_is_unverified_by_default(example_text: str) -> None:
     assert read_text(example_text, source="log_text").origin == "caller text"
-    assert ledger.Boot.__dataclass_fields__["origin"].default == "caller text"
+    assert Boot.__dataclass_fields__["origin"].default == "caller text"
 
 
 def test_a_malformed_settled_line_is_named_from_a_file_too(example_text: str, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The budget reading of a radiance boot, pure: per card the table rows, the settled line and the pair.
 
-Text records in (ledger.Boot), frozen records out; no I/O. MiB is the unit of record and
+Text records in (core.boot.Boot), frozen records out; no I/O. MiB is the unit of record and
 Decimal keeps the printed figures exact (2.01 GiB is 2,058.24 MiB, not a float near it).
 
 A boot that refused to start or never settled has no ceiling: ``read_budget`` raises

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from radiance_mcp.core import ledger
+from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
     SAMPLER_ROW_BOUND,
@@ -32,7 +33,7 @@ REFERENCE = EngineModel(Shape())
 CAMPAIGN = {spec.name: spec.shape for spec in DEFAULT_SERVICES}
 
 
-def _read(model: EngineModel) -> ledger.Boot:
+def _read(model: EngineModel) -> Boot:
     return ledger.read_text(model.ledger_text(), source=model.shape.name)
 
 

@@ -1,7 +1,7 @@
 """The reads callers make of a ledger file (I/O): one boot cut out, parsed, or the file indexed.
 
 ``cut_boot`` cuts boot k's phrase lines out of a file (any engine's marker and keywords),
-``read_file`` parses them into a ledger.Boot, ``index_file`` counts a file's lines up to its
+``read_file`` parses them into a core.boot.Boot, ``index_file`` counts a file's lines up to its
 newest boot; each opens the file with ``open_ledger`` (a regular file, never waited on; a checked
 path with no symlink followed). A read goes on from what file_state remembers of the file,
 searches and scans with blocks, and numbers the lines with file_index (see the package's
