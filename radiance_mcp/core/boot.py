@@ -238,7 +238,8 @@ class RankView:
     missing: tuple[Missing, ...] = ()
     # What radiance prints of a card beside the figures every engine has (None for the other engines):
     card: int = 0
-    """radiance: the card's number, as its lines print it; another engine: the rank's place in Boot.ranks."""
+    """radiance: the card's number, as its lines print it; another engine: the rank's place among its cards
+    (-1: a view that totals the devices beside it, llama.cpp's 'all', no card of its own)."""
     total_mib: Figure | None = None
     unclaimed_mib: Figure | None = None
     gpu_headroom_mib: Figure | None = None

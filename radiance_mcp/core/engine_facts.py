@@ -3,7 +3,12 @@
 Pure facts, no import of any dialect (a radiance ledger loads no other engine's code).
 """
 
-from radiance_mcp.core.constants import LedgerEngine
+from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, LedgerEngine
+
+AT_CEILING: dict[LedgerEngine, str] = {
+    "radiance": f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst",
+}
+"""What a boot whose pair is at its ceiling settles at, where the engine's own measurements say (the seed's)."""
 
 KV_FLAGS: dict[LedgerEngine, str] = {
     "radiance": "--vram-kv-mib (with --vram-weights-mib, the pair)",

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from radiance_mcp.core import engine_facts
 from radiance_mcp.core.boot import Boot, Figure
-from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
+from radiance_mcp.core.errors import InputError, LedgerError
 from radiance_mcp.core.rules import capacity, engine_capacity
 from radiance_mcp.core.rules.settled import finding, require_settled
 from radiance_mcp.core.units import fmt_mib
@@ -20,14 +20,12 @@ from radiance_mcp.models.ledger import (
     BudgetCard,
     CeilingCheck,
     CheckPoolContractInput,
-    ComputeCeilingOutput,
     EngineFigure,
     EngineRank,
     PoolContractOutput,
     ReadBudgetTableOutput,
-    ReserveInput,
-    ceiling_card,
 )
+from radiance_mcp.tools.ledger import trace_reserves
 
 RANK_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "activation_mib", "graph_mib", "free_mib",
                 "floor_mib", "window_tokens", "full_length_sequences")
@@ -59,48 +57,6 @@ def budget_output(view: Boot) -> ReadBudgetTableOutput:
         for r in view.ranks
     ]
     return ReadBudgetTableOutput(ledger=boot_ref(view), cards=ranks)
-
-
-def personal_reserves(view: Boot, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
-    """Reserves below another engine's ceiling are personal: none of its lines prints memory that may back one."""
-    held: list[capacity.Reserve] = []
-    for r in given:
-        if not r.personal or r.line is not None:
-            raise GuardRailError(
-                f"reserve {r.label!r}: {view.engine}'s log prints no figure a traced reserve may cite (its free memory "
-                "and floor are the ceiling's own inputs); label it personal=true with what it is for"
-            )
-        if not r.label.strip():
-            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why")
-        held.append(capacity.Reserve(Decimal(str(r.mib)), r.label, None))
-    return tuple(held)
-
-
-def ceiling_output(view: Boot, given: list[ReserveInput]) -> ComputeCeilingOutput:
-    """compute_ceiling on another engine's boot: per rank (free - floor) + weights + KV, the smallest binding."""
-    ranks = capacity.ceilings(view)
-    reserves = personal_reserves(view, given)
-    result = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
-    name = {r.card.card: r.rank for r in ranks}
-    binding = next(r for r in ranks if r.card.card == result.binding_card)
-    return ComputeCeilingOutput(
-        ledger=boot_ref(view),
-        ceiling_mib=result.ceiling_mib,
-        binding_card=result.binding_card,
-        pair_mib=mib(result.pair_mib),
-        headroom_mib=result.headroom_mib,
-        derivation=f"{binding.rank}: {binding.card.derivation} (weights + KV + (free - floor))",
-        cards=[ceiling_card(c, f"{name[c.card]}: {c.derivation}") for c in result.cards],
-        reserves=[],
-        personal_reserves=[r.label for r in reserves],
-        max_pair_mib=result.max_pair_mib,
-        reserve_candidates=[],
-        warnings=list(result.warnings),
-        sources=[line_ref(line) for line in dict.fromkeys(line for r in ranks for line in r.lines)],
-        notes=[*notes(view), f"the floor: {binding.floor_note}",
-               f"the pair is the weights and the KV memory; cards are numbered in rank order "
-               f"({', '.join(f'{n}={r}' for n, r in name.items())})"],
-    )
 
 
 def contract_output(view: Boot, args: CheckPoolContractInput) -> PoolContractOutput:
@@ -159,7 +115,7 @@ def _ceiling_check(view: Boot, result: engine_capacity.EngineContract, args: Che
     except LedgerError as exc:
         said.append(f"the ceiling was not checked: {exc}")
         return None
-    reserves = personal_reserves(view, args.reserves)
+    reserves = trace_reserves(capacity.budget(view), args.reserves)
     ceiling = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
     tightest = min(ceiling.cards, key=lambda c: (c.max_pair_mib or 0, c.card))
     rank = next(r for r in ranks if r.card.card == tightest.card)

@@ -18,7 +18,7 @@ from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import boot_ref, mib
 from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
 from radiance_mcp.models.plan import CardPlan, PlanOption, ServicePlan, Traced
-from radiance_mcp.tools.engine_ledger import personal_reserves
+from radiance_mcp.tools.ledger import trace_reserves
 
 DECODE = ("decode is a separate axis: it follows the KV dtype, memory bandwidth and batch, not the pool size; no "
           "option here is priced in decode t/s: measure it (decode_probe)")
@@ -83,7 +83,7 @@ def _more_kv(view: Boot, usable: int) -> PlanOption:
 
 
 def service_plan(view: Boot, name: str, plans: list[CardPlan], given: list[ReserveInput]) -> ServicePlan:
-    reserves = personal_reserves(view, given)
+    reserves = trace_reserves(capacity.budget(view), given)
     held = sum((r.mib for r in reserves), Decimal(0))
     binding = min(plans, key=lambda c: (c.headroom_once_mib, c.card))
     usable = round_down(binding.headroom_once_mib - held)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from radiance_mcp.core import engine_facts
 from radiance_mcp.core.boot import Boot, BootState, Figure, Line, RankView
-from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, KV_DTYPES, ModelConstants
+from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.rules import capacity
 from radiance_mcp.core.units import fmt_mib
@@ -144,40 +145,42 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     Next: check_pool_contract.
     """
     boot = await read_ledger(runtime, args)
-    if boot.engine != "radiance":
-        from radiance_mcp.tools import engine_ledger
-
-        return engine_ledger.ceiling_output(boot, args.reserves)
-    reading = capacity.read_budget(boot)
+    reading = capacity.budget(boot)
     reserves = trace_reserves(reading, args.reserves)
-    result = capacity.compute_ceiling(reading, reserves)
-    binding = next(c for c in result.cards if c.card == result.binding_card)
-    budget = next(c for c in reading.cards if c.card == result.binding_card)
-    notes = [
-        f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst",
-        f"the pair comes from the {budget.pair_source}",
-        *provenance_notes(boot),
-    ]
-    if len(result.cards) > 1:
-        notes.append(f"card {result.binding_card} has the smallest ceiling and binds every card")
-    lines = [budget.require("free_mib").line, *budget.require("pair").lines]
+    ranks = capacity.rank_ceilings(reading)
+    result = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
+    binding = next(r for r in ranks if r.card.card == result.binding_card)
+    named = {r.card.card: f"{r.rank}: " for r in ranks if r.rank != str(r.card.card)}  # another engine's 'TP1: '
     return ComputeCeilingOutput(
         ledger=boot_ref(boot),
         ceiling_mib=result.ceiling_mib,
         binding_card=result.binding_card,
         pair_mib=mib(result.pair_mib),
         headroom_mib=result.headroom_mib,
-        derivation=binding.derivation,
-        cards=[ceiling_card(c, c.derivation) for c in result.cards],
+        derivation=named.get(binding.card.card, "") + binding.card.derivation,
+        cards=[ceiling_card(c, named.get(c.card, "") + c.derivation) for c in result.cards],
         reserves=reserves_out(reserves),
         personal_reserves=[r.label for r in reserves if r.line is None],
         max_pair_mib=result.max_pair_mib,
         reserve_candidates=candidates_out(reading),
         # A flag the table contradicts: the ceiling stands on the flag, so the reader must see it.
         warnings=[*result.warnings, *(d for c in reading.cards for d in c.disagreements)],
-        sources=[line_ref(line) for line in dict.fromkeys(lines)],
-        notes=notes,
+        sources=[line_ref(line) for line in binding.lines],
+        notes=ceiling_notes(boot, ranks, binding),
     )
+
+
+def ceiling_notes(boot: Boot, ranks: tuple[capacity.RankCeiling, ...], binding: capacity.RankCeiling) -> list[str]:
+    """What a ceiling's reader must know beside its figures, for a boot of any engine."""
+    at_ceiling = engine_facts.AT_CEILING.get(boot.engine)
+    notes = [*([at_ceiling] if at_ceiling else []), f"the pair comes from the {binding.pair_from}",
+             f"the floor: {binding.floor_note}", f"the KV memory moves with {engine_facts.KV_FLAGS[boot.engine]}",
+             *provenance_notes(boot)]
+    if len(ranks) > 1:
+        notes.append(f"card {binding.card.card} has the smallest ceiling and binds every card")
+    if any(r.rank != str(r.card.card) for r in ranks):
+        notes.append(f"cards are numbered in rank order ({', '.join(f'{r.card.card}={r.rank}' for r in ranks)})")
+    return notes
 
 
 @FAMILY.tool("Check the KV pool contract", open_world=True)

@@ -260,8 +260,16 @@ def read_lines(dialect: LedgerDialect, lines: Sequence[Line], *, source: str, bo
     index, seen = (position + 1, len(starts)) if not dropped else (position - len(starts), None)
     return Boot(source, index, seen, first_line, last, tuple(hits), skipped, engine=dialect.engine,
                 state=served(built.refusals), refusals=built.refusals, settings=built.settings,
-                ranks=tuple(replace(rank, card=place) for place, rank in enumerate(built.ranks)),
+                ranks=placed(built.ranks),
                 phrases={phrase.key: phrase for phrase in dialect.phrases})
+
+
+def placed(ranks: Sequence[RankView]) -> tuple[RankView, ...]:
+    """Each card or rank numbered by its place, 0 first; a view named 'all' that totals the devices beside it
+    (llama.cpp's) is no card of its own: -1."""
+    total = len(ranks) > 1 and any(r.rank == "all" for r in ranks)
+    cards = iter(range(len(ranks)))
+    return tuple(replace(r, card=-1 if total and r.rank == "all" else next(cards)) for r in ranks)
 
 
 def served(refusals: Sequence[Refusal]) -> BootState:

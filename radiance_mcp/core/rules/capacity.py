@@ -11,11 +11,10 @@ radiance_mcp.core.rules.engine_capacity's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from radiance_mcp.core.boot import Boot, Figure, Line, RankView
+from radiance_mcp.core.boot import Boot, Figure, Line
 from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, read_budget
 from radiance_mcp.core.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.core.engine_facts import FLOORS
@@ -34,8 +33,8 @@ from radiance_mcp.core.units import fmt_mib, round_down
 
 __all__ = [
     "PAIR_FLAGS", "REFUSAL", "REFUSALS", "BudgetReading", "CardCeiling", "Candidate", "Ceiling",
-    "PoolContract", "RankCeiling", "Reserve", "_figures_on", "boot_finding", "card_ceiling", "ceiling_cards",
-    "ceilings", "compute_ceiling", "rank_ceilings",
+    "PoolContract", "RankCeiling", "Reserve", "_figures_on", "boot_finding", "budget", "card_ceiling", "ceilings",
+    "compute_ceiling", "rank_ceilings",
     "hold_reserves", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
 ]
 
@@ -103,27 +102,34 @@ class RankCeiling:
     lines: tuple[Line, ...]
     """The lines of free, the pair and the floor."""
     floor_note: str
+    pair_from: str
+    """Where the pair comes from: radiance's echoed flags or table rows, the other engines' own figures."""
 
 
 ZERO_FLOOR_NOTE = "floor 0: llama.cpp ran without --fit, which keeps no margin"
+ENGINE_PAIR = "engine's weights and KV memory"
+"""Where another engine's pair comes from (radiance's: its echoed flags or its table rows)."""
 
 
-def ceiling_cards(boot: Boot) -> tuple[RankView, ...]:
-    """The cards a ceiling of another engine's boot is per, in order: the devices where a view named 'all'
-    totals them (llama.cpp), else every rank. (radiance's are read_budget's settled cards.)"""
-    devices = tuple(r for r in boot.ranks if r.rank != "all")
-    return devices if devices and len(devices) < len(boot.ranks) else boot.ranks
+def budget(boot: Boot) -> BudgetReading:
+    """The cards of a settled boot of any engine: radiance's budget reading (read_budget: the table rows, the
+    settled lines, the pair), another engine's ranks as its dialect read them. BootNotSettled otherwise."""
+    if boot.engine == "radiance":
+        return read_budget(boot)
+    require_settled(boot)
+    return BudgetReading(boot, boot.ranks, {})
 
 
-def rank_ceilings(boot: Boot, cards: Sequence[RankView], *, numbered: bool = True) -> tuple[RankCeiling, ...]:
+def rank_ceilings(reading: BudgetReading) -> tuple[RankCeiling, ...]:
     """Every card's ceiling, (free - floor) + pair, for any engine: the pair is radiance's (the echoed flags or
     the table rows), else weights + KV memory; a card with no floor figure keeps none only where its engine keeps
-    none by design (llama.cpp without --fit). numbered: the card's own number (radiance), else its place.
+    none by design (llama.cpp without --fit). A view that totals other cards (card -1) has no ceiling of its own.
 
     A LedgerError names every figure the log lacks and how to get it (nothing is estimated)."""
+    boot = reading.boot
     out: list[RankCeiling] = []
     gaps: list[str] = []
-    for place, view in enumerate(cards):
+    for view in (c for c in reading.cards if c.card >= 0):
         names = ["free_mib", *(["pair"] if view.pair is not None else ["weights_mib", "kv_mib"]), "floor_mib"]
         if view.floor_mib is None and boot.engine == "llama.cpp":
             names.remove("floor_mib")  # no --fit: llama.cpp keeps no floor of its own
@@ -137,11 +143,10 @@ def rank_ceilings(boot: Boot, cards: Sequence[RankView], *, numbered: bool = Tru
             continue
         floor = figures.get("floor_mib")
         pair = figures["pair"].value if "pair" in figures else figures["weights_mib"].value + figures["kv_mib"].value
-        card = card_ceiling(view.card if numbered else place, figures["free_mib"].value,
-                            floor.value if floor else Decimal(0), pair)
+        card = card_ceiling(view.card, figures["free_mib"].value, floor.value if floor else Decimal(0), pair)
         note = FLOORS[boot.engine] if floor else ZERO_FLOOR_NOTE
         lines = tuple(dict.fromkeys(line for f in figures.values() for line in f.lines))
-        out.append(RankCeiling(view.rank, card, lines, note))
+        out.append(RankCeiling(view.rank, card, lines, note, view.pair_source or ENGINE_PAIR))
     if gaps:
         raise LedgerError(
             f"{boot.where()}: no ceiling, since the log lacks a figure it needs (nothing is estimated): "
@@ -152,20 +157,17 @@ def rank_ceilings(boot: Boot, cards: Sequence[RankView], *, numbered: bool = Tru
 
 def ceilings(boot: Boot) -> tuple[RankCeiling, ...]:
     """Every card's ceiling, for a boot of any engine (BootNotSettled when it did not settle)."""
-    if boot.engine == "radiance":
-        return rank_ceilings(boot, read_budget(boot).cards)
-    require_settled(boot)
-    return rank_ceilings(boot, ceiling_cards(boot), numbered=False)
+    return rank_ceilings(budget(boot))
 
 
 def compute_ceiling(reading: BudgetReading, reserves: tuple[Reserve, ...] = ()) -> Ceiling:
-    """The ceiling of every card of a radiance boot (the smallest binds), and the largest pair its reserves leave.
+    """The ceiling of every card of a boot (the smallest binds), and the largest pair its reserves leave.
 
     A traced reserve holds memory back on its own card, a personal one on every card. A
     reserve above its card's ceiling, or reserves leaving a card's max pair below 0, are
     refused (GuardRailError); a max pair below the current pair comes back with a warning.
     """
-    return hold_reserves(tuple(r.card for r in rank_ceilings(reading.boot, reading.cards)), reserves)
+    return hold_reserves(tuple(r.card for r in rank_ceilings(reading)), reserves)
 
 
 def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...]) -> Ceiling:

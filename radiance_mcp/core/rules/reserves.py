@@ -50,7 +50,6 @@ from decimal import Decimal
 from radiance_mcp.core.boot import Boot, Line, ReserveKind, ReserveMark
 from radiance_mcp.core.budget import BudgetReading
 from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
-from radiance_mcp.core.ledger import PHRASES
 from radiance_mcp.core.units import SIZE, Size, fmt_mib, parse_size
 
 
@@ -71,9 +70,10 @@ def reserve_candidates(reading: BudgetReading) -> tuple[Candidate, ...]:
     """Every figure of the boot a reserve may cite (see the module docstring: only unclaimed serves)."""
     candidates = []
     for card in reading.cards:
-        unclaimed, floor = card.unclaimed_mib, card.require("floor_mib")
+        unclaimed = card.unclaimed_mib
         if unclaimed is None:
             continue
+        floor = card.require("floor_mib")
         rest = unclaimed.value - floor.value
         if rest <= 0:
             continue
@@ -165,6 +165,28 @@ def _candidate_list(candidates: tuple[Candidate, ...]) -> str:
     return f"Figures of this boot that can back a reserve: {listed}. Anything else goes in with personal=true."
 
 
+def _untraced(boot: Boot, mib: Decimal, label: str, line_number: int | None, personal: bool) -> Reserve | None:
+    """The checks before a reserve is traced: its figure, and a personal reserve taken as it is (None: trace it)."""
+    if not mib.is_finite():
+        raise InputError(f"reserve {label!r}: mib={mib} is not a finite number of MiB; pass the reserve in MiB")
+    if mib < 0:
+        raise InputError(f"reserve {label!r}: mib={shown_mib(mib)} is negative; a reserve holds memory back (>= 0)")
+    if personal:
+        if line_number is not None:
+            raise InputError(f"reserve {label!r}: give either line (traced) or personal=true, not both")
+        if not label.strip():
+            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why",
+                                 rule="reserve_traced")
+        return Reserve(mib, label, None)
+    if not _reservable(boot):
+        raise GuardRailError(
+            f"reserve {label!r}: {boot.engine}'s log prints no figure a traced reserve may cite (its free memory "
+            "and floor are the ceiling's own inputs); label it personal=true with what it is for",
+            rule="reserve_traced",
+        )
+    return None
+
+
 def trace_reserve(
     reading: BudgetReading, mib: Decimal, label: str, line_number: int | None, personal: bool,
     taken: tuple[Reserve, ...] = (),
@@ -173,18 +195,10 @@ def trace_reserve(
 
     taken: the reserves already accepted in this call (a candidate backs one reserve, once).
     """
-    if not mib.is_finite():
-        raise InputError(f"reserve {label!r}: mib={mib} is not a finite number of MiB; pass the reserve in MiB")
-    if mib < 0:
-        raise InputError(f"reserve {label!r}: mib={shown_mib(mib)} is negative; a reserve holds memory back (>= 0)")
     boot = reading.boot
-    if personal:
-        if line_number is not None:
-            raise InputError(f"reserve {label!r}: give either line (traced) or personal=true, not both")
-        if not label.strip():
-            raise GuardRailError("a personal reserve needs a label saying whose reserve it is and why",
-                                 rule="reserve_traced")
-        return Reserve(mib, label, None)
+    personal_reserve = _untraced(boot, mib, label, line_number, personal)
+    if personal_reserve is not None:
+        return personal_reserve
     candidates = reserve_candidates(reading)
     head = f"reserve {label!r} of {shown_mib(mib)} MiB"
     if line_number is None:
@@ -258,6 +272,12 @@ def _shown(figures: list[tuple[Size, ReserveMark | None]]) -> str:
     return f"{shown} and {more:,} more" if more > 0 else shown
 
 
+def _reservable(boot: Boot) -> bool:
+    """Whether any phrase of the boot's dialect prints a figure that may back a reserve (radiance's unclaimed
+    row; the other engines print none: their free memory and floor are the ceiling's own inputs)."""
+    return any(mark.kind == "may serve" for phrase in boot.phrases.values() for mark in phrase.reserve.values())
+
+
 def _figures_on(boot: Boot, line: Line) -> list[tuple[Size, ReserveMark | None]]:
     """Every size on the line, with the mark its phrase gives it (None: a size no phrase names).
 
@@ -268,7 +288,7 @@ def _figures_on(boot: Boot, line: Line) -> list[tuple[Size, ReserveMark | None]]
     for hit in boot.hits:
         if hit.line.number != line.number:
             continue
-        marks = PHRASES[hit.key].reserve
+        marks = boot.phrases[hit.key].reserve
         if hit.key == "flag":
             flag = f"--{hit.fields.get('flag')}"
             if flag.endswith("-mib"):
