@@ -144,8 +144,8 @@ async def _ceiling(w: _Walk) -> tuple[dict[str, Any], dict[str, Any]]:
     w.head("Read the engine's own budget table; rocm-smi free memory is not spare capacity")
     table = await w.need("read_budget_table", service=SERVICE)
     card = table["cards"][0]
-    w.say(f"card 0: settled {card['settled_free']['printed']} free against a floor of "
-          f"{card['engine_floor']['printed']} (line {card['settled_free']['line']}); pair "
+    w.say(f"card 0: settled {card['free_mib']['printed']} free against a floor of "
+          f"{card['floor_mib']['printed']} (line {card['free_mib']['lines'][0]['line']}); pair "
           f"{card['pair_mib']:,.0f} MiB from the {card['pair_source']}")
 
     w.head("The ceiling: (settled free - floor) + pair, per card")
@@ -206,8 +206,8 @@ async def _deploy(
     w.head("Verify, ledger first: the new boot's table and the capacity referee")
     after = await w.need("read_budget_table", service=SERVICE)
     card = after["cards"][0]
-    free, floor = card["settled_free"]["mib"], card["engine_floor"]["mib"]
-    w.say(f"settled {card['settled_free']['printed']} free against {card['engine_floor']['printed']}; "
+    free, floor = card["free_mib"]["value"], card["floor_mib"]["value"]
+    w.say(f"settled {card['free_mib']['printed']} free against {card['floor_mib']['printed']}; "
           f"pair {card['pair_mib']:,.0f} MiB")
     w.expect(floor <= free <= AT_CEILING_WORST_FREE_MIB + 10,
              f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst, above the floor")

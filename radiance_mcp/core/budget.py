@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Boot, Figure, Hit, Line, RankView, quoted
+from radiance_mcp.core.boot import Boot, Figure, Hit, Line, Missing, RankView, quoted
 from radiance_mcp.core.errors import LedgerError
 from radiance_mcp.core.ledger import PHRASES
 from radiance_mcp.core.rules.settled import require_settled
@@ -170,7 +170,17 @@ def _card_budget(number: int, hit: Hit, table: dict[str, Figure], pair: _Pair, s
         pair=Figure(pair.mib, "MiB", pair.lines, pair.resolution_mib, f"the pair from the {pair.source}"),
         pair_source=pair.source,
         disagreements=pair.disagreements,
+        missing=KV_IN_MIB,
     )
+
+
+KV_IN_MIB = (
+    Missing("kv_tokens", "its KV cache in MiB only (the table's vram_kv row, the echoed --vram-kv-mib)",
+            "check_pool_contract prices the tokens at the model's bytes per token for --kv-cache-dtype"),
+    Missing("kv_bytes_per_token", "the model's constant per --kv-cache-dtype, not a ledger line",
+            "the fleet config's [models] table holds it (the seed's model is built in)"),
+)
+"""What radiance does not print of a card that the other engines do: its KV cache in tokens, and their rate."""
 
 
 def _refuse_twice(src: str, what: str, first: Line, second: Line) -> None:

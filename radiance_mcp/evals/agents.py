@@ -275,7 +275,7 @@ class OutsideFree(FaultyAgent):
         service = self.need(self.plan.service, "service")
         table = await self.call("read_budget_table", service=service)
         card = table["cards"][0]
-        free, pair = card["settled_free"]["mib"], card["pair_mib"]
+        free, pair = card["free_mib"]["value"], card["pair_mib"]
         self.say(f"{service} has {free:,.0f} MiB free (as rocm-smi would show), so the pair can grow to "
                  f"{pair + free:,.0f} MiB.")
 
@@ -299,9 +299,10 @@ class FloorReserve(FaultyAgent):
     async def ceiling(self, service: str, table: Result) -> tuple[Result, list[Result]]:
         if self.plan.reserve_mib is None:
             return await super().ceiling(service, table)
-        floor = table["cards"][0]["engine_floor"]
+        floor = table["cards"][0]["floor_mib"]
+        line = floor["lines"][0]["line"]
         await self.refused("compute_ceiling", service=service,
-                           reserves=[{"mib": floor["mib"], "label": "engine floor", "line": floor["line"]}])
+                           reserves=[{"mib": floor["value"], "label": "engine floor", "line": line}])
         return await self.call("compute_ceiling", service=service), []
 
 

@@ -112,29 +112,49 @@ class CheckPoolContractInput(Input):
 # Outputs
 
 
-class SourcedFigure(Output):
-    mib: float = Field(description="The figure in MiB (exact for the printed value).")
-    printed: str = Field(description="The figure as radiance printed it, e.g. '2.01 GiB'.")
-    resolution_mib: float = Field(description="The printed figure's rounding step, in MiB.")
-    line: int
-    text: str
+class FigureOut(Output):
+    """A figure and where it comes from: read off one line, or derived from the lines named."""
+
+    value: float = Field(description="In unit; exact for the printed figure.")
+    unit: str = Field(description="MiB, tokens, B/token, sequences, slots or fraction.")
+    printed: str = Field("", description="The figure as the line prints it ('2.01 GiB'); empty for a derived one.")
+    resolution: float = Field(0, description="The printed figure's rounding step, in unit (0: exact).")
+    lines: list[LineRef] = Field(description="The lines the figure is read or derived from.")
+    arithmetic: str = Field("", description="For a derived figure: how it follows from the lines.")
 
 
 class BudgetCard(Output):
-    card: int
-    card_total: SourcedFigure | None
-    vram_weights: SourcedFigure | None
-    vram_kv: SourcedFigure | None
-    unclaimed: SourcedFigure | None
-    settled_free: SourcedFigure
-    engine_floor: SourcedFigure = Field(description="--gpu-headroom-mib plus the static region, as printed.")
-    gpu_headroom: SourcedFigure | None
-    static_region: SourcedFigure | None
-    pair_mib: float = Field(description="vram_weights + vram_kv of this card.")
-    pair_source: Literal["echoed flags", "table rows"] = Field(
-        description="echoed flags: exact MiB; table rows: rounded to 0.01 GiB."
+    """One card or rank of a boot of any engine, in the procedures' terms."""
+
+    card: int = Field(description="radiance: the card's number; another engine: the rank's place (-1: a view that "
+                                  "totals the devices beside it, llama.cpp's 'all').")
+    rank: str = Field(description="The card or rank as the engine names it: 0, TP0, CUDA0, engine (one card), all.")
+    engine: LedgerEngine = Field(description="The engine that printed the log.")
+    weights_mib: FigureOut | None
+    kv_mib: FigureOut | None
+    kv_tokens: FigureOut | None
+    kv_bytes_per_token: FigureOut | None = Field(description="KV memory over KV tokens: the engine's own pair.")
+    activation_mib: FigureOut | None
+    graph_mib: FigureOut | None
+    free_mib: FigureOut | None = Field(description="What the engine left free once it settled.")
+    floor_mib: FigureOut | None = Field(description="What the engine keeps free by design.")
+    window_tokens: FigureOut | None
+    full_length_sequences: FigureOut | None = Field(description="KV tokens / window, rounded down.")
+    card_total_mib: FigureOut | None = Field(None, description="radiance: the table's card total.")
+    unclaimed_mib: FigureOut | None = Field(None, description="radiance: the table's unclaimed row.")
+    gpu_headroom_mib: FigureOut | None = Field(None, description="radiance: the floor's --gpu-headroom-mib part.")
+    static_region_mib: FigureOut | None = Field(None, description="radiance: the floor's static region part.")
+    pair_mib: float | None = Field(description="weights + KV of this card, as the ceiling counts them.")
+    pair_source: Literal["echoed flags", "table rows"] | None = Field(
+        description="radiance's pair: echoed flags (exact MiB) or table rows (rounded to 0.01 GiB); null for another "
+                    "engine, whose pair is its own weights and KV figures."
     )
     pair_lines: list[LineRef]
+    missing: list[str] = Field(description="Figures the log does not print: where the engine prints them, how to get "
+                                           "them. Nothing is estimated.")
+    settings: dict[str, FigureOut] = Field(description="What another engine says it was set to (the whole boot's).")
+    kv_flag: str = Field(description="The flag that moves this engine's KV memory.")
+    floor: str = Field(description="What the floor is in this engine's terms.")
 
 
 class ReserveCandidate(Output):
@@ -145,40 +165,9 @@ class ReserveCandidate(Output):
     why: str = Field(description="Why this figure may back a reserve below the ceiling.")
 
 
-class EngineFigure(Output):
-    value: float
-    unit: str = Field(description="MiB, tokens, B/token, sequences or fraction.")
-    lines: list[LineRef] = Field(description="The engine's lines the figure is read or derived from.")
-    arithmetic: str = Field("", description="For a derived figure: how it follows from the lines.")
-
-
-class EngineRank(Output):
-    """One card or rank of a vLLM, SGLang or llama.cpp boot (read_budget_table's cards for such a boot)."""
-
-    engine: LedgerEngine = Field(description="The engine that printed the log.")
-    rank: str = Field(description="The card or rank: TP0, CUDA0, engine (one card), all (llama.cpp's total).")
-    weights_mib: EngineFigure | None
-    kv_mib: EngineFigure | None
-    kv_tokens: EngineFigure | None
-    kv_bytes_per_token: EngineFigure | None = Field(description="KV memory over KV tokens: the engine's own pair.")
-    activation_mib: EngineFigure | None
-    graph_mib: EngineFigure | None
-    free_mib: EngineFigure | None = Field(description="What the engine left free once it settled.")
-    floor_mib: EngineFigure | None = Field(description="What the engine keeps free by design.")
-    window_tokens: EngineFigure | None
-    full_length_sequences: EngineFigure | None = Field(description="KV tokens / window, rounded down.")
-    missing: list[str] = Field(description="Figures the log does not print: where the engine prints them, how to get "
-                                           "them. Nothing is estimated.")
-    settings: dict[str, EngineFigure] = Field(description="What the engine says it was set to (the whole boot's).")
-    kv_flag: str = Field(description="The flag that moves this engine's KV memory.")
-    floor: str = Field(description="What the floor is in this engine's terms.")
-
-
 class ReadBudgetTableOutput(Output):
     ledger: BootRef
-    cards: list[BudgetCard | EngineRank] = Field(
-        default_factory=list, description="Per card; for a vLLM, SGLang or llama.cpp boot, per rank (EngineRank)."
-    )
+    cards: list[BudgetCard] = Field(default_factory=list, description="Per card or rank, for every engine.")
     flags: dict[str, str] = Field(default_factory=dict, description="Echoed flags of the boot, by name without dashes.")
     pair_source: Literal["echoed flags", "table rows"] | None = Field(
         default=None, description="null for another engine."

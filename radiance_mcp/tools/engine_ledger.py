@@ -10,32 +10,18 @@ from __future__ import annotations
 from decimal import Decimal
 
 from radiance_mcp.core import engine_facts
-from radiance_mcp.core.boot import Boot, Figure
+from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.errors import InputError, LedgerError
 from radiance_mcp.core.rules import capacity, engine_capacity
-from radiance_mcp.core.rules.settled import finding, require_settled
+from radiance_mcp.core.rules.settled import finding
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger import (
-    BudgetCard,
     CeilingCheck,
     CheckPoolContractInput,
-    EngineFigure,
-    EngineRank,
     PoolContractOutput,
-    ReadBudgetTableOutput,
 )
 from radiance_mcp.tools.ledger import trace_reserves
-
-RANK_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "activation_mib", "graph_mib", "free_mib",
-                "floor_mib", "window_tokens", "full_length_sequences")
-
-
-def figure_out(figure: Figure | None) -> EngineFigure | None:
-    if figure is None:
-        return None
-    return EngineFigure(value=float(figure.value), unit=figure.unit, lines=[line_ref(line) for line in figure.lines],
-                        arithmetic=figure.arithmetic)
 
 
 def notes(view: Boot) -> list[str]:
@@ -44,19 +30,6 @@ def notes(view: Boot) -> list[str]:
         said.append(f"figures from caller-supplied text ({view.source}), unverified: read the service's own log "
                     "before a gate relies on them")
     return said
-
-
-def budget_output(view: Boot) -> ReadBudgetTableOutput:
-    """read_budget_table on another engine's boot: every rank's figures with their lines, and what is missing."""
-    require_settled(view)
-    settings = {name: out for name, f in view.settings.items() if (out := figure_out(f)) is not None}
-    ranks: list[BudgetCard | EngineRank] = [
-        EngineRank(engine=view.engine, rank=r.rank, missing=[str(g) for g in r.missing], settings=settings,
-                   kv_flag=engine_facts.KV_FLAGS[view.engine], floor=engine_facts.FLOORS[view.engine],
-                   **{name: figure_out(getattr(r, name)) for name in RANK_FIGURES})
-        for r in view.ranks
-    ]
-    return ReadBudgetTableOutput(ledger=boot_ref(view), cards=ranks)
 
 
 def contract_output(view: Boot, args: CheckPoolContractInput) -> PoolContractOutput:

@@ -24,14 +24,13 @@ from radiance_mcp.models.ledger import (
     CheckPoolContractInput,
     ComputeCeilingInput,
     ComputeCeilingOutput,
-    EngineRank,
+    FigureOut,
     PoolContractOutput,
     ReadBudgetTableInput,
     ReadBudgetTableOutput,
     ReserveCandidate,
     ReserveInput,
     ReserveOutput,
-    SourcedFigure,
     ceiling_card,
 )
 from radiance_mcp.models.ledger_ref import LedgerRef
@@ -42,15 +41,31 @@ from radiance_mcp.tools.registry import ToolFamily
 FAMILY = ToolFamily()
 
 
-def sourced(figure: Figure | None) -> SourcedFigure | None:
+def figure_out(figure: Figure | None) -> FigureOut | None:
+    """A figure as every answer shows it: its value and unit, as printed, its rounding, its lines, its arithmetic."""
     if figure is None:
         return None
-    return SourcedFigure(
-        mib=mib(figure.value),
-        printed=figure.printed,
-        resolution_mib=mib(figure.resolution),
-        line=figure.line.number,
-        text=figure.line.text,
+    return FigureOut(value=mib(figure.value), unit=figure.unit, printed=figure.printed,
+                     resolution=mib(figure.resolution), lines=[line_ref(line) for line in figure.lines],
+                     arithmetic=figure.arithmetic)
+
+
+CARD_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "activation_mib", "graph_mib", "free_mib",
+                "floor_mib", "window_tokens", "full_length_sequences", "unclaimed_mib", "gpu_headroom_mib")
+"""The card's figures that keep their name in the answer (the card total and static region gain a word)."""
+
+
+def budget_card(boot: Boot, card: RankView) -> BudgetCard:
+    """One card or rank of a boot of any engine as read_budget_table shows it."""
+    return BudgetCard(
+        card=card.card, rank=card.rank, engine=boot.engine,
+        **{name: figure_out(getattr(card, name)) for name in CARD_FIGURES},
+        card_total_mib=figure_out(card.total_mib), static_region_mib=figure_out(card.static_mib),
+        pair_mib=mib(card.pair.value) if card.pair else None, pair_source=card.pair_source,
+        pair_lines=[line_ref(line) for line in card.pair.lines] if card.pair else [],
+        missing=[str(gap) for gap in card.missing],
+        settings={name: out for name, f in boot.settings.items() if (out := figure_out(f)) is not None},
+        kv_flag=engine_facts.KV_FLAGS[boot.engine], floor=engine_facts.FLOORS[boot.engine],
     )
 
 
@@ -59,26 +74,6 @@ def candidates_out(reading: capacity.BudgetReading) -> list[ReserveCandidate]:
         ReserveCandidate(card=c.card, line=line_ref(c.line), mib=mib(c.mib), printed=c.printed, why=c.why)
         for c in capacity.reserve_candidates(reading)
     ]
-
-
-def _budget_card(card: RankView) -> BudgetCard:
-    """A radiance card's budget as read_budget_table shows it: the table rows, the settled line, the pair."""
-    pair = card.require("pair")
-    assert card.pair_source is not None  # read_budget gives every radiance card its pair's source
-    return BudgetCard(
-        card=card.card,
-        card_total=sourced(card.total_mib),
-        vram_weights=sourced(card.weights_mib),
-        vram_kv=sourced(card.kv_mib),
-        unclaimed=sourced(card.unclaimed_mib),
-        settled_free=sourced(card.require("free_mib")),  # type: ignore[arg-type]
-        engine_floor=sourced(card.require("floor_mib")),  # type: ignore[arg-type]
-        gpu_headroom=sourced(card.gpu_headroom_mib),
-        static_region=sourced(card.static_mib),
-        pair_mib=mib(pair.value),
-        pair_source=card.pair_source,
-        pair_lines=[line_ref(line) for line in pair.lines],
-    )
 
 
 def trace_reserves(reading: capacity.BudgetReading, given: list[ReserveInput]) -> tuple[capacity.Reserve, ...]:
@@ -119,15 +114,10 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> Rea
     memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
     boot = await read_ledger(runtime, args)
-    if boot.engine != "radiance":
-        from radiance_mcp.tools import engine_ledger
-
-        return engine_ledger.budget_output(boot)
-    reading = capacity.read_budget(boot)
-    cards: list[BudgetCard | EngineRank] = [_budget_card(c) for c in reading.cards]
+    reading = capacity.budget(boot)
     return ReadBudgetTableOutput(
         ledger=boot_ref(boot),
-        cards=cards,
+        cards=[budget_card(boot, c) for c in reading.cards],
         flags=reading.flags,
         pair_source=reading.cards[0].pair_source,
         disagreements=[d for c in reading.cards for d in c.disagreements],

@@ -110,7 +110,7 @@ async def untraced_then_free_memory(client: Client) -> str:
     )
     assert refused.is_error
     card = table["cards"][0]
-    outside = card["settled_free"]["mib"] + table["cards"][0]["pair_mib"]
+    outside = card["free_mib"]["value"] + table["cards"][0]["pair_mib"]
     return f"About {outside:,.0f} MiB is free for the pair."
 
 
