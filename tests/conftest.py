@@ -23,8 +23,12 @@ import pytest
 if importlib.util.find_spec("sniffio") is None:
     sys.modules["sniffio"] = None  # type: ignore[assignment]
 
+# The tests' helpers (the CLI in-process, MCP calls, servers, SSH hosts, the real engine) live in
+# tests/support/, imported by their module names.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+
 # radiance-mcp's CLI run in the test's process (main(argv), exit status and output as a shell
-# sees them): see tests/cli_run.py.
+# sees them): see tests/support/cli_run.py.
 from cli_run import cli  # noqa: F401
 
 # The real engine (llama-cpp-python's server), one per session (per pytest-xdist worker) for the
@@ -32,7 +36,7 @@ from cli_run import cli  # noqa: F401
 from llama_server import llama_server  # noqa: F401
 
 # Real SSH servers on loopback (asyncssh's and OpenSSH's sshd), one of each per session (per
-# pytest-xdist worker) for every directory whose tests reach a host: see tests/ssh_hosts.py.
+# pytest-xdist worker) for every directory whose tests reach a host: see tests/support/ssh_hosts.py.
 from ssh_hosts import asyncssh_host, ssh_host, sshd_host  # noqa: F401
 
 from radiance_mcp.core.ledger import render

@@ -3,7 +3,7 @@ repository root with the exit status its comment states (0 when it states none),
 config loads.
 
 Each command runs in this process (the argv as written, through radiance_mcp.app.cli.main: see
-tests/cli_run.py); the ones in SPAWNED also run as the README shows them, the console script
+tests/support/cli_run.py); the ones in SPAWNED also run as the README shows them, the console script
 in a process of its own, so the installed entry point and its exit status are checked too."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The llama.cpp dialect on a real boot: llama-cpp-python's OpenAI server with Gemma 3 270M.
 
-Reads the session's server (tests/llama_server.py: 127.0.0.1, n_ctx 2048; the
+Reads the session's server (tests/support/llama_server.py: 127.0.0.1, n_ctx 2048; the
 server logs llama.cpp's start-up to stderr, verbose by default), captures that boot log,
 reads it with the llama.cpp dialect and checks it against what the server reports of itself:
 the context window its refusal names, and its single sequence (llama-cpp-python serves one

@@ -4,7 +4,7 @@ A config that is a FIFO, a device or nested 500 deep; ports out of range or in u
 addresses that are not this machine's; SIGTERM during the demo; relative script paths.
 Every case ends with a message naming the input, the rule and the remedy, never a
 traceback or a hang (each run has a generous deadline, so a hang fails instead of blocking).
-Most run main(argv) in this process (the cli fixture, tests/cli_run.py); a port in use and
+Most run main(argv) in this process (the cli fixture, tests/support/cli_run.py); a port in use and
 SIGTERM run as a process, since the socket held and the signal are a process's.
 """
 

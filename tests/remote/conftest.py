@@ -1,4 +1,4 @@
-"""The pool the remote tests share; the SSH servers they run against are in tests/ssh_hosts.py."""
+"""The pool the remote tests share; the SSH servers they run against are in tests/support/ssh_hosts.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Data for the remote tests: ledgers of several boots and the injection corpus.
 
 (A module of its own, not conftest.py, so the tests can import it by name. The loopback host
-itself, LoopbackHost and its servers, is in tests/ssh_hosts.py.)
+itself, LoopbackHost and its servers, is in tests/support/ssh_hosts.py.)
 """
 
 from __future__ import annotations
