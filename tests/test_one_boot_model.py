@@ -1,8 +1,9 @@
-"""One boot model: compute_ceiling answers a boot of every engine through one rule, in one form.
+"""One boot model: compute_ceiling and plan_free_vram answer a boot of every engine through one rule, in one form.
 
 Driven through the SDK's in-memory MCP client over every recorded ledger (the shipped radiance
 examples and the other engines' public logs in tests/fixtures/ledgers): each ceiling that comes
-back holds the same parts, and its derivation is the arithmetic of its own binding card.
+back holds the same parts, and its derivation is the arithmetic of its own binding card; each plan
+stands on those ceilings, spends its binding card's headroom once, and holds the same parts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from radiance_mcp.core.boot import Boot
 from radiance_mcp.core.engines import read_engine_boot
 from radiance_mcp.core.ledger import read_text
 from radiance_mcp.core.rules import capacity
-from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings
+from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings, Service
 from radiance_mcp.sources.runtime import Runtime
 
 LEDGERS = Path(__file__).parent / "fixtures" / "ledgers"
@@ -61,3 +62,75 @@ async def test_compute_ceiling_answers_every_engine_in_one_form(log: Path) -> No
     else:
         assert out["derivation"] == f"{binding.rank}: {binding.card.derivation}"
         assert notes[-1].startswith("cards are numbered in rank order")
+
+
+CARD_FIGURES = {"card_total": "card total", "vram_weights": "vram_weights", "vram_kv": "vram_kv",
+                "activation_arena": "activation arena", "engine_floor": "engine floor",
+                "settled_free": "settled free", "unclaimed": "unclaimed"}
+"""Each card figure of a plan and the one name it carries, for every engine."""
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_plan_free_vram_answers_every_engine_in_one_form(log: Path) -> None:
+    text = log.read_text(errors="replace")
+    async with Client(build_server(Runtime(Fleet(server=ServerSettings())))) as client:
+        ceiling = await client.call_tool("compute_ceiling", {"log_text": text})
+        result = await client.call_tool("plan_free_vram", {"log_text": text})
+        held = await client.call_tool("plan_free_vram", {"log_text": text, "reserves": [
+            {"mib": 1, "label": "one MiB", "personal": True}]})
+    # The plan stands on the same ceiling: the same refusal where there is none.
+    assert result.is_error == ceiling.is_error
+    if result.is_error:
+        assert result.content[0].text == ceiling.content[0].text  # type: ignore[union-attr]
+        return
+    (plan,) = (result.structured_content or {})["services"]
+    (held_plan,) = (held.structured_content or {})["services"]
+    out: dict[str, Any] = ceiling.structured_content or {}
+    # Every card plan is compute_ceiling's card: its ceiling, its derivation, its headroom.
+    assert {c["card"]: (c["ceiling_mib"], c["derivation"], c["headroom_mib"]) for c in plan["cards"]} == {
+        c["card"]: (c["ceiling_mib"], c["derivation"], c["headroom_mib"]) for c in out["cards"]}
+    for card in plan["cards"]:
+        assert card["settled_free"]["value"] == next(c["settled_free_mib"] for c in out["cards"]
+                                                     if c["card"] == card["card"])
+        for field, name in CARD_FIGURES.items():
+            assert card[field] is None or card[field]["name"] == name, (field, card[field])
+    # The binding card has the least headroom, spent once; each option spends what the reserves leave.
+    binding = next(c for c in plan["cards"] if c["card"] == plan["binding_card"])
+    assert binding["headroom_once_mib"] == min(c["headroom_once_mib"] for c in plan["cards"]) == plan["headroom_mib"]
+    assert plan["usable_mib"] == plan["headroom_mib"]
+    assert held_plan["usable_mib"] == plan["usable_mib"] - 1 and held_plan["personal_reserves"] == ["one MiB"]
+    for option in plan["options"]:
+        assert option["adds_mib"] == plan["usable_mib"] <= binding["headroom_once_mib"]
+    notes = plan["notes"]
+    broke = [n for n in notes if n.startswith("no headroom to spend: ")]
+    assert broke == ([] if plan["usable_mib"] > 0 else [broke[0]]) and (plan["options"] == []) == bool(broke)
+    assert (f"card {binding['card']} has the least headroom and binds every card (the pair is per card)" in notes) \
+        == (len(plan["cards"]) > 1)
+    # One decode axis, and the summary's first line is the binding card's, for every engine.
+    assert plan["decode"].startswith("decode is a separate axis: ")
+    assert result.structured_content["summary"][0].startswith(  # type: ignore[index]
+        f"log_text: card {binding['card']} ceiling {binding['derivation']}; headroom {binding['headroom_mib']:,} MiB")
+    # The options follow what the boot prints: a pair it sets in MiB prices KV per dtype and the slab (with its
+    # slope); another engine's KV memory is priced once, at its own bytes per token (no slope, no slab).
+    names = [o["name"] for o in plan["options"]]
+    if plan["slope"] is not None:
+        assert names in ([], ["more slab"], ["more KV, fp8", "more KV, bf16", "more slab"])
+    else:
+        assert names in ([], ["more KV"]) and plan["slab"] is None and plan["model"] == boot_of(log).engine
+
+
+async def test_the_config_card_count_note_holds_for_every_engine() -> None:
+    """A config naming 2 physical cards for a boot of 1 (llama.cpp's CUDA0) says so, and maps none: before,
+    only radiance's boots had the note, and another engine's took the first name silently."""
+    pythia = LEDGERS / "llamacpp" / "heldout_b4641_ci_v100_pythia-2.8b.log"
+    services = {"pythia": Service(log=str(pythia), cards=("box:0", "box:1"))}
+    fleet = Fleet(services=services, server=ServerSettings(log_roots=(str(LEDGERS),)))
+    async with Client(build_server(Runtime(fleet))) as client:
+        result = await client.call_tool("plan_free_vram", {"service": "pythia"})
+    assert not result.is_error, result.content
+    out: dict[str, Any] = result.structured_content or {}
+    assert "pythia: the config names 2 card(s) but its boot has 1; its sharing is unknown until cards lists one " \
+        "physical card per engine card" in out["notes"]
+    (plan,) = out["services"]
+    assert [c["physical"] for c in plan["cards"]] == [None] and out["sharing"] == "unknown"
+    assert out["physical_cards"] == []

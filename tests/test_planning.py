@@ -15,8 +15,10 @@ from shared_server import empty_fleet_server
 
 from radiance_mcp.app.server import build_server
 from radiance_mcp.core import planning
+from radiance_mcp.core.boot import Figure, Line, Missing, RankView
 from radiance_mcp.core.constants import DEFAULT_MODEL, KVDtype, ModelConstants
 from radiance_mcp.core.ledger import read_text
+from radiance_mcp.core.rules.capacity import Reserve
 from radiance_mcp.sim import SimFleet
 from radiance_mcp.sources.config import load
 from radiance_mcp.sources.runtime import Runtime
@@ -236,3 +238,56 @@ async def test_bad_requests_say_what_to_give(arguments: dict[str, Any], message:
     async with Client(empty_fleet_server()) as client:
         result = await client.call_tool("plan_free_vram", arguments)
     assert result.is_error and message in result.content[0].text  # type: ignore[union-attr]
+
+
+LINE = Line(1, "a line")
+PERSONAL = Reserve(Decimal(100), "desktop", None)
+ON_CARD_1 = Reserve(Decimal("250.5"), "traced", LINE, card=1)
+
+
+@pytest.mark.parametrize(
+    ("headrooms", "reserves", "card", "held", "usable"),
+    [
+        ([(0, 1_000), (1, 900)], (), 1, "0", 900),  # the least headroom binds
+        ([(0, 1_000), (1, 1_000)], (), 0, "0", 1_000),  # a tie: the lower card
+        # card 0: 1,000 - 100 = 900; card 1: 1,100 - 100 - 250.5 = 749.5 -> card 1 binds, 749 to spend
+        ([(0, 1_000), (1, 1_100)], (PERSONAL, ON_CARD_1), 1, "350.5", 749),
+        # card 1's reserve moves the binding card: 1,000 - 0 against 1,200 - 250.5 = 949.5
+        ([(0, 1_000), (1, 1_200)], (ON_CARD_1,), 1, "250.5", 949),
+        ([(0, -672)], (), 0, "0", -672),  # below the floor: nothing to spend, the shortfall kept
+    ],
+)
+def test_spend_binds_the_card_with_least_left_after_its_reserves(
+    headrooms: list[tuple[int, int]], reserves: tuple[Reserve, ...], card: int, held: str, usable: int,
+) -> None:
+    spend = planning.spend(headrooms, reserves)
+    assert (spend.card, spend.held_mib, spend.usable_mib) == (card, Decimal(held), usable)
+    assert spend.headroom_mib == dict(headrooms)[card]
+
+
+def _figure(value: str, unit: str) -> Figure:
+    return Figure(Decimal(value), unit, (LINE,))
+
+
+def test_more_kv_at_the_engines_own_rate() -> None:
+    # 2,048 tokens + 12,354 MiB x 2^20 B / 327,680 B = 39,532.8 -> 39,532 more: 41,580 tokens, / 2,048 = 20.30
+    rank = RankView("CUDA0", kv_tokens=_figure("2048", "tokens"), kv_bytes_per_token=_figure("327680", "B/token"),
+                    window_tokens=_figure("2048", "tokens"))
+    price = planning.price_engine_kv(rank, 12_354)
+    assert (price.tokens_now, price.tokens_after, price.sequences_after) == (2_048, 41_580, Decimal("20.30"))
+    assert price.gaps == ()
+    # without a window: tokens only
+    assert planning.price_engine_kv(RankView("engine", kv_tokens=rank.kv_tokens,
+                                             kv_bytes_per_token=rank.kv_bytes_per_token), 1).sequences_after is None
+
+
+def test_more_kv_unpriced_names_what_the_rank_lacks() -> None:
+    gap = Missing("kv_tokens", "the KV cache line", "raise the log level")
+    price = planning.price_engine_kv(RankView("TP0", missing=(gap,)), 500)
+    assert price.tokens_after is None and price.gaps == (str(gap),)
+
+
+def test_a_pair_set_in_mib_prices_the_pool_and_the_slab() -> None:
+    pair = _figure("29120", "MiB")
+    assert planning.sets_pair_in_mib(RankView("0", pair=pair, pair_source="echoed flags"))
+    assert not planning.sets_pair_in_mib(RankView("TP0", weights_mib=pair, kv_mib=pair))

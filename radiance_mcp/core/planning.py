@@ -4,28 +4,37 @@ Two jobs, both numbers in and frozen records out (no I/O):
 - ``compare_arms``: arms of one knob (a value and a measured rate each) against a noise band;
   which differences lie inside the noise, and whether a plateau or threshold claim stands.
   No threshold or plateau is ever read off fewer than MIN_ARMS_FOR_THRESHOLD arms.
-- ``plan_card`` and ``price_options``: a card's budget (ledger figures), its headroom less
-  reserves, and the options it buys (more KV, more slab), each with what it takes from the other.
+- the free VRAM (plan_free_vram, for a boot of any engine): the card figures a plan shows
+  (``card_figures``), the card that binds and what its reserves leave to spend (``spend``), the
+  headroom counted once per physical card (``share``), and the options it buys, priced by what the
+  boot prints (``sets_pair_in_mib`` says which): a pair the boot sets in MiB (radiance's --vram-kv-mib
+  and --vram-weights-mib) prices the pool per KV dtype at the model's constants, with the slab as the
+  other option (``price_pool``); an engine that sizes its KV memory by its own flag prices one more-KV
+  option at its own bytes per token (``price_engine_kv``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 from typing import Literal
 
-from radiance_mcp.core.boot import Boot, Line
+from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
+    MAX_POOL_MIB,
+    MIB,
     MIN_ARMS_FOR_THRESHOLD,
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
     KVDtype,
     ModelConstants,
 )
+from radiance_mcp.core.engine_facts import SEATS
 from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.rules.capacity import pool_contract
+from radiance_mcp.core.rules.capacity import BudgetReading, Reserve, pool_contract
+from radiance_mcp.core.rules.engine_capacity import binding_rank
 from radiance_mcp.core.units import fmt_mib, round_down
 
 # ---------------------------------------------------------------------------------------
@@ -276,6 +285,19 @@ class KVPrice:
     """The new pool less the contract at (seats_at_window, window)."""
     idle_window_mib: Decimal
     """The new pool less the contract at (seats, window_at_seats)."""
+    rate_bytes_per_token: int
+    """The model's KV bytes per token at this dtype."""
+    spare_mib: int
+    """The new pool less the model's fixed MiB: what the sequences share."""
+    sequence_mib: Decimal
+    """One full-length sequence: window x rate + the model's per-sequence MiB."""
+    seats_now: int
+    """What the contract allows of the pool as it is: seats at the window, and the window at the seats."""
+    window_now: int
+    mover_now_slots: int
+    """The idle KV, as slots the mover may lend the experts: now, and with the new seats or window full."""
+    mover_seats_slots: int
+    mover_window_slots: int
 
 
 def price_kv(
@@ -286,20 +308,32 @@ def price_kv(
     so what stays idle once the new seats (or the longer window) fill is what it can still lend."""
     new_pool = Decimal(round_down(pool_mib) + headroom_mib)
     grown = pool_contract(new_pool, seqs, window, dtype, model)
+    now = pool_contract(pool_mib, seqs, window, dtype, model)
     seats, longest = grown.max_seqs_at_window, grown.max_window_at_seqs
+    rate = model.rate_bytes_per_token[dtype]
 
     def idle(pool: Decimal, n: int, tokens: int) -> Decimal:
         return max(Decimal(0), pool_contract(pool, n, tokens, dtype, model).margin_mib) if n and tokens else pool
 
+    idle_now = idle(pool_mib, seqs, window)
+    idle_seats, idle_window = idle(new_pool, seats, window), idle(new_pool, seqs, longest)
     return KVPrice(
         dtype=dtype,
         pool_mib=int(new_pool),
         seats_at_window=seats,
         window_at_seats=longest,
         slab_slots_forgone=slope.slots_for(Decimal(headroom_mib)),
-        idle_now_mib=idle(pool_mib, seqs, window),
-        idle_seats_mib=idle(new_pool, seats, window),
-        idle_window_mib=idle(new_pool, seqs, longest),
+        idle_now_mib=idle_now,
+        idle_seats_mib=idle_seats,
+        idle_window_mib=idle_window,
+        rate_bytes_per_token=rate,
+        spare_mib=int(new_pool) - model.fixed_mib,
+        sequence_mib=Decimal(window * rate) / MIB + model.per_seq_mib,
+        seats_now=now.max_seqs_at_window,
+        window_now=now.max_window_at_seqs,
+        mover_now_slots=slope.slots_for(idle_now),
+        mover_seats_slots=slope.slots_for(idle_seats),
+        mover_window_slots=slope.slots_for(idle_window),
     )
 
 
@@ -308,6 +342,8 @@ class SlabPrice:
     weights_mib: int
     slots_gained: int
     capped_by_host_pool: bool
+    resident_after: int | None = None
+    """The resident slots the `slab slots` line prints, plus those gained; None without the line."""
 
 
 def price_slab(weights_mib: Decimal, headroom_mib: int, slope: Slope, slab: SlabLine | None) -> SlabPrice:
@@ -316,8 +352,9 @@ def price_slab(weights_mib: Decimal, headroom_mib: int, slope: Slope, slab: Slab
     gained = slope.slots_for(Decimal(headroom_mib))
     cap = slab.host_pool_slots if slab is not None else None
     capped = cap is not None and gained > cap
-    return SlabPrice(round_down(weights_mib) + headroom_mib, min(gained, cap) if capped and cap is not None
-                     else gained, capped)
+    slots = min(gained, cap) if capped and cap is not None else gained
+    return SlabPrice(round_down(weights_mib) + headroom_mib, slots, capped,
+                     slab.resident_slots + slots if slab is not None else None)
 
 
 @dataclass(frozen=True)
@@ -369,3 +406,169 @@ def share(views: Sequence[CardHeadroom]) -> dict[str, SharedCard]:
             derivation += f" - {floors} = {net(binding):,} MiB"
         shared[physical] = SharedCard(physical, tuple(group), net(binding), binding, derivation)
     return shared
+
+
+def fleet_headroom(shared: Mapping[str, SharedCard], unmapped_mib: Sequence[int]) -> int:
+    """Every card's headroom counted once: each physical card once (share), each card the config does not map
+    on its own (an upper bound, as two of them may share a card); a card below its floor adds none."""
+    return sum(max(0, s.headroom_mib) for s in shared.values()) + sum(max(0, h) for h in unmapped_mib)
+
+
+# ---------------------------------------------------------------------------------------
+# One plan for a boot of any engine: its cards' figures, the card that binds, the options priced
+
+
+@dataclass(frozen=True)
+class CardFigures:
+    """What a plan shows of a card beside its ceiling: the pair's two parts and the activation memory."""
+
+    weights: Figure
+    kv: Figure
+    activation: Figure | None
+
+
+def _flag_mib(boot: Boot, flag: str) -> Figure | None:
+    hit = boot.flags.get(flag)
+    return None if hit is None else Figure(hit.number("value", boot.where()), "MiB", (hit.line,))
+
+
+def card_figures(boot: Boot, card: RankView) -> CardFigures:
+    """The weights and the KV memory as echoed (--vram-weights-mib, --vram-kv-mib), else as the card prints
+    them; the activation memory of the card (another engine's activation or graph figure), else the boot's
+    activation arena line. A LedgerError names a figure the card lacks (rank_ceilings has named it first)."""
+    src = boot.where()
+    arena = boot.first("activation_arena")
+    return CardFigures(
+        weights=_flag_mib(boot, "vram-weights-mib") or card.require("weights_mib"),
+        kv=_flag_mib(boot, "vram-kv-mib") or card.require("kv_mib"),
+        activation=card.activation_mib or card.graph_mib or (
+            Figure.of_size(arena.size("size", src), arena.line) if arena is not None else None),
+    )
+
+
+def held_on(reserves: Sequence[Reserve], card: int) -> Decimal:
+    """MiB the reserves hold back on one card: every personal one, and the traced ones of that card."""
+    return sum((r.mib for r in reserves if r.card in (None, card)), Decimal(0))
+
+
+@dataclass(frozen=True)
+class Spend:
+    """The card that binds a service's plan, and what it leaves to spend."""
+
+    card: int
+    headroom_mib: int
+    """Its headroom, counted once where the card is shared."""
+    held_mib: Decimal
+    """The reserves it holds back."""
+    usable_mib: int
+    """headroom - held, rounded down: what every option spends."""
+
+
+def spend(headrooms: Sequence[tuple[int, int]], reserves: Sequence[Reserve]) -> Spend:
+    """Of (card, headroom counted once) pairs, the card with the least left after its reserves binds
+    (the lower card on a tie): one pair is set for every card, so the least room sets it."""
+    card, headroom = min(headrooms, key=lambda c: (c[1] - held_on(reserves, c[0]), c[0]))
+    held = held_on(reserves, card)
+    return Spend(card, headroom, held, round_down(headroom - held))
+
+
+def sets_pair_in_mib(card: RankView) -> bool:
+    """Whether the boot sets the card's pair itself, in MiB (radiance's --vram-weights-mib and --vram-kv-mib,
+    or its budget table's rows): its KV pool is then priced per dtype at the model's constants and its
+    weights are the expert slab, the other option. Otherwise the engine sizes its KV memory by its own flag
+    (a share of the card, a token count) and the one option is more KV at the engine's own bytes per token."""
+    return card.pair is not None
+
+
+SHAPE_FLAGS = (("max-num-seqs", "seats"), ("max-model-len", "tokens"), ("tp", "cards"))
+
+
+def plan_shape(reading: BudgetReading) -> tuple[tuple[str, Figure], ...]:
+    """The service's shape as its boot prints it: the echoed --max-num-seqs, --max-model-len and --tp, then
+    the KV rank's window and the sequences the engine says it serves at once (core.engine_facts.SEATS)."""
+    boot, src = reading.boot, reading.boot.where()
+    shape = [(f"--{flag}", Figure(hit.number("value", src), unit, (hit.line,)))
+             for flag, unit in SHAPE_FLAGS if (hit := boot.flags.get(flag)) is not None]
+    window = kv_rank(reading).window_tokens
+    seats = boot.settings.get(SEATS.get(boot.engine, ""))
+    return (*shape, *((("window", window),) if window else ()), *((("sequences served at once", seats),)
+                                                                    if seats else ()))
+
+
+def kv_rank(reading: BudgetReading) -> RankView:
+    """The card whose KV cache binds the window and the tokens: the engine's binding rank (the fewest KV
+    tokens, core.rules.engine_capacity) where its dialect read ranks, else the first card of the budget."""
+    return binding_rank(reading.boot) if reading.boot.ranks else reading.cards[0]
+
+
+@dataclass(frozen=True)
+class PoolPrices:
+    """The options of a pool and a slab set in MiB: more KV per dtype at the model's constants, more slab."""
+
+    pool_mib: Decimal
+    weights_mib: Decimal
+    seqs: int | None
+    window: int | None
+    dtype: str | None
+    """The --kv-cache-dtype the boot echoes; None: not echoed."""
+    unpriced_flags: tuple[str, ...]
+    """The shape flags the boot does not echo (--max-num-seqs, --max-model-len): no KV option without them."""
+    past_any_card: bool
+    """The pool grown by the headroom would be past any card's memory: the settled line is misread."""
+    kv: tuple[KVPrice, ...]
+    slope: Slope
+    slab_line: SlabLine | None
+    slab: SlabPrice
+
+
+KV_PRICED_DTYPES: tuple[KVDtype, ...] = ("fp8", "bf16")
+
+
+def price_pool(boot: Boot, figures: CardFigures, usable_mib: int, model: ModelConstants) -> PoolPrices:
+    """usable MiB into the KV pool (per dtype, at the boot's seats and window) or into the slab."""
+    src = boot.where()
+    flags = boot.flags
+    seqs_hit, window_hit, dtype_hit = (flags.get(f) for f in ("max-num-seqs", "max-model-len", "kv-cache-dtype"))
+    pool, weights = figures.kv.value, figures.weights.value
+    slope, slab = slab_slope(boot), slab_slots(boot)
+    seqs = int(seqs_hit.number("value", src)) if seqs_hit else None
+    window = int(window_hit.number("value", src)) if window_hit else None
+    past = pool + usable_mib > MAX_POOL_MIB
+    kv: tuple[KVPrice, ...] = ()
+    if not past and seqs is not None and window is not None:
+        kv = tuple(price_kv(pool, usable_mib, seqs, window, d, model, slope) for d in KV_PRICED_DTYPES)
+    return PoolPrices(
+        pool_mib=pool, weights_mib=weights, seqs=seqs, window=window,
+        dtype=dtype_hit.raw("value", src) if dtype_hit else None,
+        unpriced_flags=tuple(f for f, h in (("--max-num-seqs", seqs_hit), ("--max-model-len", window_hit))
+                             if h is None),
+        past_any_card=past, kv=kv, slope=slope, slab_line=slab, slab=price_slab(weights, usable_mib, slope, slab),
+    )
+
+
+@dataclass(frozen=True)
+class EngineKVPrice:
+    """usable MiB more KV memory at the engine's own bytes per token (its KV memory over its KV tokens)."""
+
+    rank: str
+    usable_mib: int
+    tokens_now: Decimal | None
+    """The KV tokens now (None: the rank prints no tokens or no rate, and gaps says which)."""
+    rate_bytes_per_token: Decimal | None
+    tokens_after: Decimal | None
+    window_tokens: Decimal | None
+    sequences_after: Decimal | None
+    """tokens_after / window, cut to hundredths: full-length sequences at once."""
+    gaps: tuple[str, ...]
+
+
+def price_engine_kv(rank: RankView, usable_mib: int) -> EngineKVPrice:
+    """usable MiB more KV: KV tokens at the rank's own rate, and full-length sequences at its window."""
+    rate, tokens, window = rank.kv_bytes_per_token, rank.kv_tokens, rank.window_tokens
+    if rate is None or tokens is None:
+        gaps = tuple(str(g) for g in rank.missing if g.figure in ("kv_tokens", "kv_bytes_per_token"))
+        return EngineKVPrice(rank.rank, usable_mib, None, None, None, None, None, gaps)
+    after = tokens.value + int(Decimal(usable_mib) * MIB / rate.value)
+    sequences = None if window is None else (after / window.value).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
+    return EngineKVPrice(rank.rank, usable_mib, tokens.value, rate.value, after,
+                         window.value if window else None, sequences, ())

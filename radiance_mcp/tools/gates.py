@@ -40,7 +40,7 @@ from radiance_mcp.sources.ledgers import read_boot
 from radiance_mcp.sources.offload import to_thread
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import trace_reserves
-from radiance_mcp.tools.plan import boot_flag, held_on
+from radiance_mcp.tools.plan import boot_flag
 from radiance_mcp.tools.registry import ToolFamily
 
 FAMILY = ToolFamily()
@@ -187,7 +187,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     dtype: KVDtype = _boot_figure(boot, "kv-cache-dtype", args.kv_cache_dtype, "kv_cache_dtype")
     pair = weights + args.vram_kv_mib
     if pair > ceiling.max_pair_mib:
-        held = held_on(reserves, ceiling.binding_card)
+        held = planning.held_on(reserves, ceiling.binding_card)
         raise GuardRailError(
             f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
             f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"

@@ -1,39 +1,33 @@
 """The resize-planning tools: compare_arms, and plan_free_vram (what the free VRAM can buy).
 
 Each tool reads its sources, calls the pure core (core/planning.py, core/rules/capacity.py) and shapes the
-output model (models/plan.py); plan_free_vram's options and the picture drawn from them live
-here together; the shipping tools that build on it live in tools/gates.py.
+output model (models/plan.py). plan_free_vram has one path for a boot of any engine: its cards and ceilings
+(capacity.budget, capacity.rank_ceilings), the card that binds, and the options core/planning.py prices by
+what the boot prints; the options and the picture drawn from them live here together; the shipping tools
+that build on it live in tools/gates.py.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from radiance_mcp.core import planning
-from radiance_mcp.core.boot import Boot, Hit, Line, RankView
+from radiance_mcp.core import engine_facts, planning
+from radiance_mcp.core.boot import Boot, Figure, Hit, Line, RankView
 from radiance_mcp.core.constants import (
-    AT_CEILING_WORST_FREE_MIB,
-    MAX_POOL_MIB,
     MIB,
     MIN_ARMS_FOR_THRESHOLD,
     MIN_DECODE_TOKENS,
     PREFERRED_DECODE_TOKENS,
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
-    KVDtype,
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError, RadianceMCPError
 from radiance_mcp.core.rules import capacity
-from radiance_mcp.core.units import fmt_mib, round_down
-from radiance_mcp.models.base import (
-    boot_ref,
-    line_ref,
-    mib,
-)
-from radiance_mcp.models.ledger import ReserveOutput
+from radiance_mcp.core.units import fmt_mib
+from radiance_mcp.models.base import boot_ref, mib
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
     ArmStepOutput,
@@ -53,11 +47,8 @@ from radiance_mcp.models.plan import (
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.offload import gather
 from radiance_mcp.sources.runtime import Runtime
-from radiance_mcp.tools.ledger import trace_reserves
+from radiance_mcp.tools.ledger import reserves_out, trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
-
-if TYPE_CHECKING:  # another engine's boots load its part (tools/engine_plan.py) and the dialects, when read
-    from radiance_mcp.core.boot import Boot
 
 FAMILY = ToolFamily()
 
@@ -126,6 +117,14 @@ def _arith(name: str, value: Decimal | int, unit: str, text: str, source: Source
     return Traced(name=name, value=mib(Decimal(value)), unit=unit, source=source, line=None, text=text)
 
 
+def traced(name: str, figure: Figure) -> Traced:
+    """A figure as the plan shows it: the line it was read off, or its arithmetic over its lines."""
+    if figure.arithmetic:
+        lines = ", ".join(str(line.number) for line in figure.lines)
+        return _arith(name, figure.value, figure.unit, f"{figure.arithmetic} (lines {lines})")
+    return _ledger(name, figure.value, figure.unit, figure.line)
+
+
 DECODE = (
     "decode is a separate axis: it follows the KV dtype, memory bandwidth and draft acceptance, not the slab "
     f"nor the pool size; no option here is priced in decode t/s: measure it (at least {MIN_DECODE_TOKENS} "
@@ -137,35 +136,30 @@ def boot_flag(boot: Boot, name: str) -> Hit | None:
     return boot.flags.get(name)
 
 
-def _card_plan(card: RankView, boot: Boot, physical: str | None) -> CardPlan:
-    src = boot.where()
-    free, floor = card.require("free_mib"), card.require("floor_mib")
-    ceiling = capacity.card_ceiling(card.card, free.value, floor.value, card.require("pair").value)
-    figures = {}
-    for row, flag, name in ((card.weights_mib, "vram-weights-mib", "vram_weights"),
-                            (card.kv_mib, "vram-kv-mib", "vram_kv")):
-        hit = boot_flag(boot, flag)
-        if hit is not None:
-            figures[name] = _ledger(name, hit.number("value", src), "MiB", hit.line)
-        else:
-            assert row is not None  # read_budget refuses a card with neither
-            figures[name] = _ledger(name, row.value, "MiB", row.line)
-    arena, total, unclaimed = boot.first("activation_arena"), card.total_mib, card.unclaimed_mib
+def _named(ceiling: capacity.RankCeiling) -> str:
+    """'TP1: ' where a card is named by its rank (another engine's), as compute_ceiling's derivations are."""
+    return f"{ceiling.rank}: " if ceiling.rank != str(ceiling.card.card) else ""
+
+
+def _card_plan(boot: Boot, card: RankView, ceiling: capacity.RankCeiling, physical: str | None) -> CardPlan:
+    """One card of a boot of any engine: its figures, each traced, and its ceiling (capacity.rank_ceilings)."""
+    figures = planning.card_figures(boot, card)
+    floor, total, unclaimed = card.floor_mib, card.total_mib, card.unclaimed_mib
     return CardPlan(
-        card=card.card,
+        card=ceiling.card.card,
         physical=physical,
-        card_total=_ledger("card total", total.value, "MiB", total.line) if total else None,
-        vram_weights=figures["vram_weights"],
-        vram_kv=figures["vram_kv"],
-        activation_arena=_ledger("activation arena", arena.size("size", src).mib, "MiB", arena.line) if arena else None,
-        engine_floor=_ledger("engine floor", floor.value, "MiB", floor.line),
-        settled_free=_ledger("settled free", free.value, "MiB", free.line),
-        unclaimed=_ledger("unclaimed", unclaimed.value, "MiB", unclaimed.line) if unclaimed else None,
-        ceiling_mib=ceiling.ceiling_mib,
-        derivation=ceiling.derivation,
-        headroom_mib=ceiling.headroom_mib,
+        card_total=traced("card total", total) if total else None,
+        vram_weights=traced("vram_weights", figures.weights),
+        vram_kv=traced("vram_kv", figures.kv),
+        activation_arena=traced("activation arena", figures.activation) if figures.activation else None,
+        engine_floor=traced("engine floor", floor) if floor else _arith("engine floor", 0, "MiB", ceiling.floor_note),
+        settled_free=traced("settled free", card.require("free_mib")),
+        unclaimed=traced("unclaimed", unclaimed) if unclaimed else None,
+        ceiling_mib=ceiling.card.ceiling_mib,
+        derivation=_named(ceiling) + ceiling.card.derivation,
+        headroom_mib=ceiling.card.headroom_mib,
         shared_with=[],
-        headroom_once_mib=ceiling.headroom_mib,
+        headroom_once_mib=ceiling.card.headroom_mib,
     )
 
 
@@ -173,29 +167,27 @@ def _seats(value: int) -> str:
     return f"{value:,} seat{'' if value == 1 else 's'}"
 
 
-def _kv_option(pool: Decimal, usable: int, seqs: int, window: int, dtype: KVDtype, current: str | None,
-               model: ModelConstants, slope: planning.Slope, slope_text: str) -> PlanOption:
+def _kv_option(prices: planning.PoolPrices, price: planning.KVPrice, usable: int, model: ModelConstants,
+               slope_text: str) -> PlanOption:
     """The pool grown by the headroom at one dtype: seats and window the contract allows, and the slots it takes."""
-    price = planning.price_kv(pool, usable, seqs, window, dtype, model, slope)
-    now = capacity.pool_contract(pool, seqs, window, dtype, model)
-    rate = model.rate_bytes_per_token[dtype]
-    per_seq = Decimal(window * rate) / MIB + model.per_seq_mib
+    assert prices.seqs is not None and prices.window is not None  # price_pool prices no dtype without them
+    seqs, window, rate, slope = prices.seqs, prices.window, price.rate_bytes_per_token, prices.slope
     seats_text = (f"({price.pool_mib:,} - {model.fixed_mib}) MiB / ({window:,} x {rate:,} B + {model.per_seq_mib} "
-                  f"MiB) = {price.pool_mib - model.fixed_mib:,} / {fmt_mib(per_seq, 2)} -> {price.seats_at_window}; "
-                  f"now {now.max_seqs_at_window}")
+                  f"MiB) = {price.spare_mib:,} / {fmt_mib(price.sequence_mib, 2)} -> {price.seats_at_window}; "
+                  f"now {price.seats_now}")
     window_text = (f"({price.pool_mib:,} - {model.fixed_mib} - {model.per_seq_mib} x {seqs}) MiB / ({seqs} x "
-                   f"{rate:,} B) -> {price.window_at_seats:,} tokens; now {now.max_window_at_seqs:,}")
+                   f"{rate:,} B) -> {price.window_at_seats:,} tokens; now {price.window_now:,}")
 
-    def mover(name: str, pool_text: str, shape: str, idle_mib: Decimal) -> Traced:
-        return _arith(name, slope.slots_for(idle_mib), "slots", f"pool {pool_text} - contract at {shape} = "
+    def mover(name: str, slots: int, pool_text: str, shape: str, idle_mib: Decimal) -> Traced:
+        return _arith(name, slots, "slots", f"pool {pool_text} - contract at {shape} = "
                       f"{fmt_mib(idle_mib, 2)} MiB idle x {slope_text}")
 
-    flags = [f"--vram-kv-mib {fmt_mib(pool)} -> {price.pool_mib:,}"]
-    if current != dtype:
-        flags.append(f"--kv-cache-dtype {current or '(not echoed)'} -> {dtype}")
+    flags = [f"--vram-kv-mib {fmt_mib(prices.pool_mib)} -> {price.pool_mib:,}"]
+    if prices.dtype != price.dtype:
+        flags.append(f"--kv-cache-dtype {prices.dtype or '(not echoed)'} -> {price.dtype}")
     new_pool = f"{price.pool_mib:,}"
     return PlanOption(
-        name=f"more KV, {dtype}",
+        name=f"more KV, {price.dtype}",
         axis="capacity: seats at the window, or the window at the seats",
         adds_mib=usable,
         flags=flags,
@@ -206,11 +198,12 @@ def _kv_option(pool: Decimal, usable: int, seqs: int, window: int, dtype: KVDtyp
         takes=[
             _arith("slab slots forgone", price.slab_slots_forgone, "slots",
                    f"{usable:,} MiB kept out of the slab x {slope_text}"),
-            mover("mover slots now, seats full", fmt_mib(pool), f"{seqs} x {window:,}", price.idle_now_mib),
-            mover(f"mover slots, {_seats(price.seats_at_window)} full", new_pool,
+            mover("mover slots now, seats full", price.mover_now_slots, fmt_mib(prices.pool_mib),
+                  f"{seqs} x {window:,}", price.idle_now_mib),
+            mover(f"mover slots, {_seats(price.seats_at_window)} full", price.mover_seats_slots, new_pool,
                   f"{price.seats_at_window} x {window:,}", price.idle_seats_mib),
-            mover(f"mover slots, {_seats(seqs)} full at {price.window_at_seats:,}", new_pool,
-                  f"{seqs} x {price.window_at_seats:,}", price.idle_window_mib),
+            mover(f"mover slots, {_seats(seqs)} full at {price.window_at_seats:,}", price.mover_window_slots,
+                  new_pool, f"{seqs} x {price.window_at_seats:,}", price.idle_window_mib),
         ],
         notes=[f"a bigger pool takes residency twice: the {usable:,} MiB never reach the slab, and once the new "
                "seats or window fill, the idle KV the mover lends to the experts is taken back (the mover slots: "
@@ -222,21 +215,20 @@ def _kv_option(pool: Decimal, usable: int, seqs: int, window: int, dtype: KVDtyp
     )
 
 
-def _slab_option(weights: Decimal, usable: int, slope: planning.Slope, slope_text: str,
-                 slab: planning.SlabLine | None) -> PlanOption:
+def _slab_option(prices: planning.PoolPrices, usable: int, slope_text: str) -> PlanOption:
     """The headroom into the weights: resident expert slots gained (prefill), the KV option forgone."""
-    grow = planning.price_slab(weights, usable, slope, slab)
+    grow, slab = prices.slab, prices.slab_line
     cap = (f", capped at the host pool's {slab.host_pool_slots:,} slots (line {slab.line.number})"
            if grow.capped_by_host_pool and slab is not None else "")
     gains = [_arith("resident expert slots gained", grow.slots_gained, "slots", f"{usable:,} MiB x {slope_text}{cap}")]
-    if slab is not None:
-        gains.append(_arith("resident slots after", slab.resident_slots + grow.slots_gained, "slots",
+    if slab is not None and grow.resident_after is not None:
+        gains.append(_arith("resident slots after", grow.resident_after, "slots",
                             f"{slab.resident_slots:,} (line {slab.line.number}) + {grow.slots_gained:,}"))
     return PlanOption(
         name="more slab",
         axis="prefill throughput: resident experts leave the pinned host pool, the slow path",
         adds_mib=usable,
-        flags=[f"--vram-weights-mib {fmt_mib(weights)} -> {grow.weights_mib:,}"],
+        flags=[f"--vram-weights-mib {fmt_mib(prices.weights_mib)} -> {grow.weights_mib:,}"],
         gains=gains,
         takes=[_arith("KV MiB forgone", usable, "MiB",
                       "the same headroom the KV options would spend; the pool, its seats and window stay as they are")],
@@ -244,30 +236,41 @@ def _slab_option(weights: Decimal, usable: int, slope: planning.Slope, slope_tex
     )
 
 
-def _options(boot: Boot, card: CardPlan, usable: int, model: ModelConstants) -> tuple[list[PlanOption], list[str]]:
+def _slope_text(slope: planning.Slope) -> str:
+    return (f"{fmt_mib(slope.slots)} slots / {fmt_mib(slope.mib, 2)} MiB (ledger line {slope.line.number})"
+            if slope.line else f"{SLAB_SLOTS_PER_STEP:,} slots / {SLAB_MIB_PER_STEP:,} MiB (model constant)")
+
+
+def _pool_options(prices: planning.PoolPrices, card: CardPlan, usable: int, model: ModelConstants,
+                  ) -> tuple[list[PlanOption], list[str]]:
     """More KV (per dtype) and more slab, each priced, with what it takes from the other."""
+    slope_text = _slope_text(prices.slope)
     notes: list[str] = []
-    slope = planning.slab_slope(boot)
-    slope_text = (f"{fmt_mib(slope.slots)} slots / {fmt_mib(slope.mib, 2)} MiB (ledger line {slope.line.number})"
-                  if slope.line else f"{SLAB_SLOTS_PER_STEP:,} slots / {SLAB_MIB_PER_STEP:,} MiB (model constant)")
-    src = boot.where()
-    seqs_hit, window_hit, dtype_hit = (boot_flag(boot, f) for f in ("max-num-seqs", "max-model-len", "kv-cache-dtype"))
-    pool = Decimal(str(card.vram_kv.value))
-    options = []
-    if pool + usable > MAX_POOL_MIB:
+    if prices.past_any_card:
         notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
                      f"(line {card.settled_free.line}) again; the KV options are not priced")
-    elif seqs_hit and window_hit:
-        seqs, window = int(seqs_hit.number("value", src)), int(window_hit.number("value", src))
-        current = dtype_hit.raw("value", src) if dtype_hit else None
-        dtypes: tuple[KVDtype, ...] = ("fp8", "bf16")
-        options = [_kv_option(pool, usable, seqs, window, d, current, model, slope, slope_text) for d in dtypes]
+    elif prices.unpriced_flags:
+        notes.append(f"the boot does not echo {' and '.join(prices.unpriced_flags)}: the KV options cannot be priced")
+    options = [_kv_option(prices, p, usable, model, slope_text) for p in prices.kv]
+    return [*options, _slab_option(prices, usable, slope_text)], notes
+
+
+def _engine_kv_option(price: planning.EngineKVPrice, kv_flag: str) -> PlanOption:
+    """usable MiB more KV: KV tokens at the engine's own rate, and full-length sequences at its window."""
+    gains: list[Traced] = []
+    notes: list[str] = []
+    usable = price.usable_mib
+    if price.tokens_now is None or price.tokens_after is None:
+        notes.append(f"not priced in tokens: {'; '.join(price.gaps)}")
     else:
-        missing = [f for f, h in (("--max-num-seqs", seqs_hit), ("--max-model-len", window_hit)) if h is None]
-        notes.append(f"the boot does not echo {' and '.join(missing)}: the KV options cannot be priced")
-    weights = Decimal(str(card.vram_weights.value))
-    options.append(_slab_option(weights, usable, slope, slope_text, planning.slab_slots(boot)))
-    return options, notes
+        gains.append(_arith("KV tokens", price.tokens_after, "tokens",
+                            f"{price.tokens_now:,} + {usable:,} MiB x {MIB:,} B / {price.rate_bytes_per_token:,} B = "
+                            f"{price.tokens_after:,} tokens"))
+        if price.sequences_after is not None:
+            gains.append(_arith("full-length sequences", price.sequences_after, "sequences",
+                                f"{price.tokens_after:,} / {price.window_tokens:,} tokens = {price.sequences_after}"))
+    return PlanOption(name="more KV", axis="capacity (full-length sequences at the window)", adds_mib=usable,
+                      flags=[f"+{usable:,} MiB of KV memory per card: {kv_flag}"], gains=gains, takes=[], notes=notes)
 
 
 def _names(runtime: Runtime, args: PlanFreeVramInput, single: bool) -> list[str]:
@@ -293,9 +296,8 @@ def _ref(args: PlanFreeVramInput, name: str, boot: int) -> LedgerRef:
 
 
 async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str], single: bool,
-                      ) -> tuple[dict[str, Boot], dict[str, Boot], list[Unreadable]]:
-    """The boots to plan, read concurrently, each in its engine's dialect: another engine's views
-    (vLLM, SGLang, llama.cpp), radiance's boots, and the reads that failed.
+                      ) -> tuple[dict[str, Boot], list[Unreadable]]:
+    """The boots to plan, read concurrently, each in its engine's dialect, and the reads that failed.
 
     The asked ledger's failure is the call's; another service's goes to unreadable with its reason.
     """
@@ -303,7 +305,6 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
     wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
     reads: list[Any] = await gather(*(read_ledger(runtime, _ref(args, n, b))
                                       for n, b in zip(names, wanted, strict=True)), return_exceptions=True)
-    views: dict[str, Boot] = {}
     boots: dict[str, Boot] = {}
     unreadable: list[Unreadable] = []
     for name, result in zip(names, reads, strict=True):
@@ -311,11 +312,24 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
             unreadable.append(Unreadable(service=name, error=str(result)))
         elif isinstance(result, BaseException):
             raise result
-        elif result.engine == "radiance":
-            boots[name] = result
         else:
-            views[name] = result
-    return views, boots, unreadable
+            boots[name] = result
+    return boots, unreadable
+
+
+def _card_plans(boot: Boot, physical: tuple[str, ...], name: str,
+                notes: list[str]) -> tuple[capacity.BudgetReading, list[CardPlan]]:
+    """The cards of a settled boot of any engine, each with its ceiling, named by the config's cards in order
+    (none, with a note, when the config names another number of cards than the boot has)."""
+    reading = capacity.budget(boot)
+    ranks = capacity.rank_ceilings(reading)
+    named = len(physical) == len(ranks)
+    views = {c.rank: c for c in reading.cards}
+    cards = [_card_plan(boot, views[r.rank], r, physical[i] if named else None) for i, r in enumerate(ranks)]
+    if physical and not named:
+        notes.append(f"{name}: the config names {len(physical)} card(s) but its boot has {len(ranks)}; "
+                     "its sharing is unknown until cards lists one physical card per engine card")
+    return reading, cards
 
 
 def picture(out: PlanFreeVramOutput) -> str:
@@ -369,36 +383,17 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     """
     single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
     names = _names(runtime, args, single)
-    engines, boots, unreadable = await _read_boots(runtime, args, names, single)
-    plans: dict[str, tuple[Boot, capacity.BudgetReading, list[CardPlan]]] = {}
-    engine_cards: dict[str, tuple[Boot, list[CardPlan]]] = {}
+    boots, unreadable = await _read_boots(runtime, args, names, single)
+    plans: dict[str, tuple[capacity.BudgetReading, list[CardPlan]]] = {}
     notes: list[str] = []
-    if engines:
-        from radiance_mcp.tools import engine_plan
-    for name, view in engines.items():
-        try:
-            engine_cards[name] = (view, engine_plan.cards(view, runtime.fleet.services[name].cards if name else ()))
-        except RadianceMCPError as exc:
-            if single and name == names[0]:
-                raise
-            unreadable.append(Unreadable(service=name, error=str(exc)))
     for name, boot in boots.items():
         try:
-            reading = capacity.read_budget(boot)
+            plans[name] = _card_plans(boot, runtime.fleet.services[name].cards if name else (), name, notes)
         except RadianceMCPError as exc:
             if single and name == names[0]:
                 raise
             unreadable.append(Unreadable(service=name, error=str(exc)))
-            continue
-        cards_of = runtime.fleet.services[name].cards if name else ()
-        if cards_of and len(cards_of) != len(reading.cards):
-            notes.append(f"{name}: the config names {len(cards_of)} card(s) but its boot has {len(reading.cards)}; "
-                         "its sharing is unknown until cards lists one physical card per engine card")
-            cards_of = ()
-        plans[name] = (boot, reading, [
-            _card_plan(c, boot, cards_of[i] if cards_of else None) for i, c in enumerate(reading.cards)
-        ])
-    every = {name: cards for name, (_, _, cards) in plans.items()} | {n: c for n, (_, c) in engine_cards.items()}
+    every = {name: cards for name, (_, cards) in plans.items()}
     views = [planning.CardHeadroom(name, c.card, c.physical, c.headroom_mib, Decimal(str(c.engine_floor.value)))
              for name, cards in every.items() for c in cards]
     shared = planning.share(views)
@@ -411,17 +406,14 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                     "headroom_once_mib": group.headroom_mib,
                 })
     wanted = [n for n in names if n in every and (not single or n == names[0])]
-    services = [_service_plan(runtime, args, name, *plans[name]) if name in plans else
-                engine_plan.service_plan(engine_cards[name][0], name, engine_cards[name][1], args.reserves)
-                for name in wanted]
+    services = [_service_plan(runtime, args, name, *plans[name]) for name in wanted]
     physical = [
         PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),
                      headroom_mib=s.headroom_mib, derivation=s.derivation)
         for p, s in sorted(shared.items())
     ]
     unmapped = [(n, c) for n, cards in every.items() for c in cards if c.physical is None]
-    fleet_headroom = sum(max(0, s.headroom_mib) for s in shared.values()) + sum(max(0, c.headroom_mib)
-                                                                               for _, c in unmapped)
+    fleet_headroom = planning.fleet_headroom(shared, [c.headroom_mib for _, c in unmapped])
     mapped = len(views) - len(unmapped)
     sharing: Literal["known", "unknown", "partial"] = (
         "known" if not unmapped else "unknown" if not mapped else "partial"
@@ -458,54 +450,51 @@ def _summary(plan: ServicePlan) -> list[str]:
     return lines
 
 
-def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Boot,
-                  reading: capacity.BudgetReading, cards: list[CardPlan]) -> ServicePlan:
-    model = runtime.fleet.model_constants(name or None)
+def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading: capacity.BudgetReading,
+                  cards: list[CardPlan]) -> ServicePlan:
+    """One service's plan, for a boot of any engine: the card that binds, what its reserves leave, and the
+    options priced by what the boot prints (planning.sets_pair_in_mib)."""
+    boot = reading.boot
     reserves = trace_reserves(reading, args.reserves)
-    binding = min(cards, key=lambda c: (c.headroom_once_mib - held_on(reserves, c.card), c.card))
-    held = held_on(reserves, binding.card)
-    usable = round_down(binding.headroom_once_mib - held)
+    spend = planning.spend([(c.card, c.headroom_once_mib) for c in cards], reserves)
+    binding = next(c for c in cards if c.card == spend.card)
+    view = next(c for c in reading.cards if c.card == spend.card)
+    model = runtime.fleet.model_constants(name or None) if planning.sets_pair_in_mib(view) else None
     notes = []
     if binding.shared_with:
         notes.append(f"card {binding.card} ({binding.physical}) is shared with {', '.join(binding.shared_with)}: "
                      f"its {binding.headroom_once_mib:,} MiB are spent once, by one service")
     if len(cards) > 1:
         notes.append(f"card {binding.card} has the least headroom and binds every card (the pair is per card)")
-    notes.append(f"a pair at the ceiling settles about {AT_CEILING_WORST_FREE_MIB} MiB free at worst")
+    at_ceiling = engine_facts.AT_CEILING.get(boot.engine)
+    notes += [at_ceiling] if at_ceiling else []
     options: list[PlanOption] = []
-    if usable > 0:
-        options, more = _options(boot, binding, usable, model)
+    if spend.usable_mib <= 0:
+        notes.append(f"no headroom to spend: {binding.headroom_once_mib:,} MiB less {fmt_mib(spend.held_mib, 2)} MiB "
+                     "of reserves; the pair is at or above what the ceiling allows")
+    elif model is not None:
+        prices = planning.price_pool(boot, planning.card_figures(boot, view), spend.usable_mib, model)
+        options, more = _pool_options(prices, binding, spend.usable_mib, model)
         notes += more
     else:
-        notes.append(f"no headroom to spend: {binding.headroom_once_mib:,} MiB less {fmt_mib(held, 2)} MiB of "
-                     "reserves; the pair is at or above what the ceiling allows")
-    slope = planning.slab_slope(boot)
+        price = planning.price_engine_kv(planning.kv_rank(reading), spend.usable_mib)
+        options = [_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine])]
+    slope = planning.slab_slope(boot) if model is not None else None
     slab = planning.slab_slots(boot)
-    shape = []
-    src = boot.where()
-    for flag, unit in (("max-num-seqs", "seats"), ("max-model-len", "tokens"), ("tp", "cards")):
-        hit = boot_flag(boot, flag)
-        if hit is not None:
-            shape.append(_ledger(f"--{flag}", hit.number("value", src), unit, hit.line))
     dtype = boot_flag(boot, "kv-cache-dtype")
     return ServicePlan(
         service=name or None,
         ledger=boot_ref(boot),
-        model=model.name,
-        shape=shape,
-        kv_cache_dtype=dtype.raw("value", src) if dtype else None,
+        model=model.name if model is not None else boot.engine,
+        shape=[traced(shape_name, figure) for shape_name, figure in planning.plan_shape(reading)],
+        kv_cache_dtype=dtype.raw("value", boot.where()) if dtype else None,
         cards=cards,
         binding_card=binding.card,
-        reserves=[ReserveOutput(mib=mib(r.mib), label=r.label, kind="personal" if r.line is None else "traced",
-                                line=line_ref(r.line) if r.line else None, card=r.card) for r in reserves],
+        reserves=reserves_out(reserves),
         personal_reserves=[r.label for r in reserves if r.line is None],
         headroom_mib=binding.headroom_once_mib,
-        usable_mib=usable,
-        slope=(Traced(name="slab slope", value=float(round(slope.per_mib, 4)), unit="slots/MiB", source="ledger",
-                      line=slope.line.number, text=slope.line.text) if slope.line else
-               Traced(name="slab slope", value=float(round(slope.per_mib, 4)), unit="slots/MiB",
-                      source="model constant", line=None,
-                      text=f"{SLAB_SLOTS_PER_STEP:,} slots per {SLAB_MIB_PER_STEP:,} MiB, measured")),
+        usable_mib=spend.usable_mib,
+        slope=None if slope is None else _slope(slope),
         slab=_ledger("slab slots resident", slab.resident_slots, "slots", slab.line) if slab else None,
         options=options,
         decode=DECODE,
@@ -514,9 +503,13 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, boot: Bo
     )
 
 
-def held_on(reserves: tuple[capacity.Reserve, ...], card: int) -> Decimal:
-    """MiB the reserves hold back on one card: every personal one, and the traced ones of that card."""
-    return sum((r.mib for r in reserves if r.card in (None, card)), Decimal(0))
+def _slope(slope: planning.Slope) -> Traced:
+    per_mib = float(round(slope.per_mib, 4))
+    if slope.line:
+        return Traced(name="slab slope", value=per_mib, unit="slots/MiB", source="ledger", line=slope.line.number,
+                      text=slope.line.text)
+    return Traced(name="slab slope", value=per_mib, unit="slots/MiB", source="model constant", line=None,
+                  text=f"{SLAB_SLOTS_PER_STEP:,} slots per {SLAB_MIB_PER_STEP:,} MiB, measured")
 
 
 def _source(figure: Traced | None) -> str:
