@@ -140,15 +140,15 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     ranks = capacity.rank_ceilings(reading)
     result = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
     binding = next(r for r in ranks if r.card.card == result.binding_card)
-    named = {r.card.card: f"{r.rank}: " for r in ranks if r.rank != str(r.card.card)}  # another engine's 'TP1: '
+    derivations = {r.card.card: r.derivation for r in ranks}
     return ComputeCeilingOutput(
         ledger=boot_ref(boot),
         ceiling_mib=result.ceiling_mib,
         binding_card=result.binding_card,
         pair_mib=mib(result.pair_mib),
         headroom_mib=result.headroom_mib,
-        derivation=named.get(binding.card.card, "") + binding.card.derivation,
-        cards=[ceiling_card(c, named.get(c.card, "") + c.derivation) for c in result.cards],
+        derivation=binding.derivation,
+        cards=[ceiling_card(c, derivations[c.card]) for c in result.cards],
         reserves=reserves_out(reserves),
         personal_reserves=[r.label for r in reserves if r.line is None],
         max_pair_mib=result.max_pair_mib,

@@ -136,11 +136,6 @@ def boot_flag(boot: Boot, name: str) -> Hit | None:
     return boot.flags.get(name)
 
 
-def _named(ceiling: capacity.RankCeiling) -> str:
-    """'TP1: ' where a card is named by its rank (another engine's), as compute_ceiling's derivations are."""
-    return f"{ceiling.rank}: " if ceiling.rank != str(ceiling.card.card) else ""
-
-
 def _card_plan(boot: Boot, card: RankView, ceiling: capacity.RankCeiling, physical: str | None) -> CardPlan:
     """One card of a boot of any engine: its figures, each traced, and its ceiling (capacity.rank_ceilings)."""
     figures = planning.card_figures(boot, card)
@@ -156,7 +151,7 @@ def _card_plan(boot: Boot, card: RankView, ceiling: capacity.RankCeiling, physic
         settled_free=traced("settled free", card.require("free_mib")),
         unclaimed=traced("unclaimed", unclaimed) if unclaimed else None,
         ceiling_mib=ceiling.card.ceiling_mib,
-        derivation=_named(ceiling) + ceiling.card.derivation,
+        derivation=ceiling.derivation,
         headroom_mib=ceiling.card.headroom_mib,
         shared_with=[],
         headroom_once_mib=ceiling.card.headroom_mib,

@@ -105,6 +105,13 @@ class RankCeiling:
     pair_from: str
     """Where the pair comes from: radiance's echoed flags or table rows, the other engines' own figures."""
 
+    @property
+    def derivation(self) -> str:
+        """The card's arithmetic, named by its rank where the engine names its cards ('TP1: ...'); radiance's
+        cards are their own numbers."""
+        named = f"{self.rank}: " if self.rank != str(self.card.card) else ""
+        return named + self.card.derivation
+
 
 ZERO_FLOOR_NOTE = "floor 0: llama.cpp ran without --fit, which keeps no margin"
 ENGINE_PAIR = "engine's weights and KV memory"
