@@ -1,8 +1,9 @@
-"""The ledger tools on a vLLM, SGLang or llama.cpp boot: the engines' typed view shaped into the tools' outputs.
+"""check_pool_contract on a vLLM, SGLang or llama.cpp boot: the pool contract in the engine's own terms.
 
-tools/ledger.py hands a boot here when sources/engine_logs.py read it in another engine's dialect;
-the arithmetic is radiance_mcp.core.rules.engine_capacity's (pure), the same ceiling and contract as
-radiance's, with every figure from the engine's own lines.
+The one ledger tool still answered here rather than in tools/ledger.py's one path (read_budget_table,
+compute_ceiling and plan_free_vram answer every engine alike): another engine's contract counts
+seqs x window tokens against the KV tokens it holds at its own bytes per token
+(radiance_mcp.core.rules.engine_capacity), where radiance's prices MiB at the model's constants.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The ledger tools: read_budget_table, compute_ceiling, check_pool_contract.
 
 Each reads one boot ledger in its engine's dialect (sources.engine_logs.read_ledger), calls the pure
-core (radiance_mcp.core.rules.capacity for radiance, radiance_mcp.core.engines for another engine) and shapes its
-output model (models/ledger.py). Another engine's part (tools/engine_ledger.py, and the dialects
-with it) loads with the first boot that is not radiance's.
+core (radiance_mcp.core.rules.capacity: the cards of a boot of any engine, one ceiling rule) and shapes its
+output model (models/ledger.py), one shape for every engine. check_pool_contract on another engine's boot
+is answered by tools/engine_ledger.py (its contract counts tokens at the engine's own rate), which loads
+with the first boot that is not radiance's.
 """
 
 from __future__ import annotations
