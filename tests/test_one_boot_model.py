@@ -135,3 +135,27 @@ async def test_the_config_card_count_note_holds_for_every_engine() -> None:
     (plan,) = out["services"]
     assert [c["physical"] for c in plan["cards"]] == [None] and out["sharing"] == "unknown"
     assert out["physical_cards"] == []
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_check_pool_contract_answers_every_engine_in_one_form(log: Path) -> None:
+    """One path: the boot's state and refusal lines, its ceiling check worded alike, the same provenance."""
+    boot = boot_of(log)
+    async with Client(build_server(Runtime(Fleet(server=ServerSettings())))) as client:
+        result = await client.call_tool("check_pool_contract", {"log_text": log.read_text(errors="replace"), "seqs": 1})
+    if result.is_error:
+        return  # an input the boot neither gives nor prints is named (the snapshots keep each message)
+    out: dict[str, Any] = result.structured_content or {}
+    assert out["boot_status"] == boot.state.status
+    assert [ref["line"] for ref in out["refusal_lines"]] == (
+        [] if boot.state.status == "settled" else [line.number for line in boot.state.lines])
+    assert out["ok"] == (out["contract_ok"] and boot.state.status == "settled"
+                         and (out["ceiling"] is None or out["ceiling"]["ok"]))
+    if out["ceiling"] is not None:
+        card = out["ceiling"]["binding_card"]  # no reserves: the card that binds is the tightest
+        assert f"card {card}'s ceiling {out['ceiling']['ceiling_mib']:,} MiB (" in out["ceiling"]["formula"]
+    elif boot.state.status == "settled":
+        assert any(note.startswith("the ceiling was not checked: ") for note in out["notes"])
+    assert any(note.startswith("figures from caller-supplied text (log_text), unverified: they were not read")
+               for note in out["notes"])
+    assert out["inputs_from"]["seqs"] == "argument"

@@ -23,5 +23,8 @@ FLOORS: dict[LedgerEngine, str] = {
     "sglang": "the (1 - --mem-fraction-static) share SGLang keeps for activations and CUDA graphs",
     "llama.cpp": "the margin --fit keeps free (none without --fit: llama.cpp allocates what it is asked for)",
 }
+RATE_FROM: dict[LedgerEngine, str] = {"radiance": "model", "vllm": "ledger", "sglang": "ledger", "llama.cpp": "ledger"}
+"""Where each engine's KV rate comes from: the model's constant per --kv-cache-dtype (radiance), or the engine's own
+KV pair in its log (KV memory over KV tokens): which contract rule prices its pool (core.rules.contract)."""
 SEATS = {"sglang": "max_running_requests", "llama.cpp": "slots"}
 """The setting each engine prints for the sequences it serves at once (vLLM prints none at INFO)."""

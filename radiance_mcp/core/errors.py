@@ -68,6 +68,11 @@ class LedgerError(RadianceMCPError):
         super().__init__(message)
 
 
+class FigureMissing(LedgerError):
+    """The boot's log lacks a figure a rule needs (its message names each, where the engine prints it and how
+    to get it): nothing is estimated. A tool may answer without that rule's verdict, saying why."""
+
+
 class PhraseNotFound(LedgerError):
     """A phrase of the phrase table is missing from the boot being read."""
 

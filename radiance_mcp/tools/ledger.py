@@ -1,10 +1,9 @@
 """The ledger tools: read_budget_table, compute_ceiling, check_pool_contract.
 
-Each reads one boot ledger in its engine's dialect (sources.engine_logs.read_ledger), calls the pure
-core (radiance_mcp.core.rules.capacity: the cards of a boot of any engine, one ceiling rule) and shapes its
-output model (models/ledger.py), one shape for every engine. check_pool_contract on another engine's boot
-is answered by tools/engine_ledger.py (its contract counts tokens at the engine's own rate), which loads
-with the first boot that is not radiance's.
+Each reads one boot ledger in its engine's dialect (sources.engine_logs.read_ledger), asks the pure core
+(radiance_mcp.core.rules.capacity: the cards of a boot of any engine, one ceiling rule;
+radiance_mcp.core.rules.contract: the pool contract by the rule of the engine's rate) and shapes its
+output model (models/ledger.py): one path and one shape for every engine.
 """
 
 from __future__ import annotations
@@ -13,10 +12,11 @@ from decimal import Decimal
 from typing import Any
 
 from radiance_mcp.core import engine_facts
-from radiance_mcp.core.boot import Boot, BootState, Figure, Line, RankView
-from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
-from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.boot import Boot, Figure, RankView
+from radiance_mcp.core.errors import FigureMissing, InputError
 from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.rules.contract import CONTRACT_INPUTS, boot_contract
+from radiance_mcp.core.rules.settled import finding
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger import (
@@ -183,47 +183,28 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     pair within the ceiling. Next: render_gates, or plan_free_vram.
     """
     read = await read_ledger(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
-    if read is not None and read.engine != "radiance":
-        from radiance_mcp.tools import engine_ledger
-
-        return engine_ledger.contract_output(read, args)
-    model = runtime.fleet.model_constants(args.service)
-    given: dict[str, Any] = {
-        "pool_mib": args.pool_mib,
-        "seqs": args.seqs,
-        "max_model_len": args.max_model_len,
-        "kv_cache_dtype": args.kv_cache_dtype,
-    }
-    inputs_from: dict[str, LineRef | str] = {k: "argument" for k, v in given.items() if v is not None}
-    missing = [k for k, v in given.items() if v is None]
-    notes: list[str] = []
-    boot = _contract_ledger(read, args, missing)
-    state = boot.state if boot is not None else None
-    for name in missing:
-        assert boot is not None and state is not None  # _contract_ledger refuses missing values without one
-        value, line, note = _from_ledger(boot, name, state)
-        given[name] = value
-        inputs_from[name] = line_ref(line)
-        notes += [note] if note else []
-    contract = capacity.pool_contract(
-        Decimal(str(given["pool_mib"])), int(given["seqs"]), int(given["max_model_len"]),
-        given["kv_cache_dtype"], model,
-    )
+    given: dict[str, Any] = {name: getattr(args, name) for name in CONTRACT_INPUTS}
+    boot = _contract_ledger(read, args, [k for k, v in given.items() if v is None])
+    reading = boot_contract(boot, given, runtime.fleet.model_constants(args.service))
+    contract, notes = reading.contract, list(reading.notes)
     check: CeilingCheck | None = None
     refusal_lines: list[LineRef] = []
     if boot is None:
         why = f"service {args.service!r} names no ledger in the fleet config" if args.service else "no ledger named"
         notes.append(f"the ceiling was not checked ({why}): name the service's ledger to check the pool against it")
-    elif state is not None and state.status != "settled":
-        refusal_lines = [line_ref(line) for line in state.lines]
-        notes.append(capacity.boot_finding(boot, state))
+    elif boot.state.status != "settled":
+        refusal_lines = [line_ref(line) for line in boot.state.lines]
+        notes.append(finding(boot))
     else:
-        check = _ceiling_check(boot, contract.pool_mib, args, notes)
+        try:
+            check = _ceiling_check(boot, contract.pool_mib, args, notes)
+        except FigureMissing as exc:  # another engine's log may lack what the ceiling needs: said, not guessed
+            notes.append(f"the ceiling was not checked: {exc}")
     if boot is not None:
         notes += provenance_notes(boot)
-    ok = contract.ok and (boot is None or (check is not None and check.ok))
+    settled = boot is None or boot.state.status == "settled"
     return PoolContractOutput(
-        model=model.name,
+        model=reading.model,
         pool_mib=mib(contract.pool_mib),
         seqs=contract.seqs,
         max_model_len=contract.max_model_len,
@@ -234,28 +215,18 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         fixed_mib=contract.fixed_mib,
         required_mib=mib(contract.required_mib),
         margin_mib=mib(contract.margin_mib),
-        ok=ok,
+        ok=contract.ok and settled and (check is None or check.ok),
         max_seqs_at_window=contract.max_seqs_at_window,
         max_window_at_seqs=contract.max_window_at_seqs,
-        formula=_contract_formula(contract, model),
+        formula=reading.formula,
         refusal=contract.refusal,
-        inputs_from=inputs_from,
+        inputs_from={name: line_ref(line) if line else "argument" for name, line in reading.inputs_from.items()},
         contract_ok=contract.ok,
         ceiling=check,
         ledger=boot_ref(boot) if boot is not None else None,
-        boot_status=state.status if state is not None else None,
+        boot_status=boot.state.status if boot is not None else None,
         refusal_lines=refusal_lines,
         notes=notes,
-    )
-
-
-def _contract_formula(contract: capacity.PoolContract, model: ModelConstants) -> str:
-    """The contract's arithmetic, written out: kv + per-sequence state + fixed against the pool."""
-    return (
-        f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B = "
-        f"{fmt_mib(contract.kv_mib, 2)} MiB + {model.per_seq_mib} x {contract.seqs} + {model.fixed_mib} = "
-        f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} "
-        f"pool {fmt_mib(contract.pool_mib, 2)} MiB"
     )
 
 
@@ -294,18 +265,21 @@ def _contract_ledger(boot: Boot | None, args: CheckPoolContractInput, missing: l
 
 
 def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, notes: list[str]) -> CeilingCheck:
-    """weights + pool + reserves against the ceiling of a boot that settled."""
-    reading = capacity.read_budget(boot)
+    """weights + pool + reserves against the ceiling of a boot that settled (FigureMissing: the log lacks what
+    the ceiling needs)."""
+    reading = capacity.budget(boot)
     reserves = trace_reserves(reading, args.reserves)
-    result = capacity.compute_ceiling(reading, reserves)
+    ranks = capacity.rank_ceilings(reading)
+    result = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
+    tightest = min(result.cards, key=lambda c: (c.max_pair_mib or 0, c.card))
+    rank = next(r for r in ranks if r.card.card == tightest.card)
     weights_from: LineRef | str
     if args.weights_mib is not None:
         weights, weights_from = Decimal(str(args.weights_mib)), "argument"
     else:
-        weights, line = _weights_from_ledger(reading)
-        weights_from = line_ref(line)
+        figure = _weights_from_ledger(reading, rank.rank)
+        weights, weights_from = figure.value, line_ref(figure.line)
     pair = weights + pool_mib
-    tightest = min(result.cards, key=lambda c: (c.max_pair_mib or 0, c.card))
     held = tightest.ceiling_mib - (tightest.max_pair_mib or 0)
     margin = (tightest.max_pair_mib or 0) - pair
     ok = margin >= 0
@@ -313,7 +287,7 @@ def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, 
     formula = (
         f"weights {fmt_mib(weights, 2)} + pool {fmt_mib(pool_mib, 2)}{reserve_text} = "
         f"{fmt_mib(pair + held, 2)} MiB {'<=' if ok else '>'} card {tightest.card}'s ceiling "
-        f"{fmt_mib(tightest.ceiling_mib)} MiB ({tightest.derivation})"
+        f"{fmt_mib(tightest.ceiling_mib)} MiB ({rank.derivation})"
     )
     if not ok:
         notes.append(
@@ -338,64 +312,9 @@ def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, 
     )
 
 
-def _weights_from_ledger(reading: capacity.BudgetReading) -> tuple[Decimal, Line]:
+def _weights_from_ledger(reading: capacity.BudgetReading, rank: str) -> Figure:
+    """The weights the pair counts: the echoed --vram-weights-mib (radiance), else the binding card's figure."""
     hit = reading.boot.flags.get("vram-weights-mib")
     if hit is not None:
-        return hit.number("value", reading.boot.where()), hit.line
-    card = reading.cards[0]
-    if card.weights_mib is None:  # pragma: no cover - read_budget needs the flags or both rows
-        raise InputError(f"{reading.boot.where()} prints no vram_weights; pass weights_mib")
-    return card.weights_mib.value, card.weights_mib.line
-
-
-_LEDGER_FLAGS = {
-    "seqs": "max-num-seqs",
-    "max_model_len": "max-model-len",
-    "kv_cache_dtype": "kv-cache-dtype",
-    "pool_mib": "vram-kv-mib",
-}
-
-
-def _from_ledger(boot: Boot, name: str, state: BootState) -> tuple[Any, Line, str | None]:
-    """An omitted contract input, read from the boot: the echoed flags, the pool as the engine funded it."""
-    if name == "pool_mib":
-        return _pool_from_ledger(boot, state)
-    hit = boot.flags.get(_LEDGER_FLAGS[name])
-    if hit is None:
-        raise InputError(
-            f"{name} was not given and {boot.where()} does not echo --{_LEDGER_FLAGS[name]}; pass {name}"
-        )
-    raw = hit.raw("value", boot.where())
-    if name == "kv_cache_dtype":
-        if raw not in KV_DTYPES:
-            raise InputError(f"{boot.where()}:{hit.line.number}: --kv-cache-dtype {raw!r} is not bf16 or fp8")
-        return raw, hit.line, None
-    return hit.number("value", boot.where()), hit.line, None
-
-
-def _pool_from_ledger(boot: Boot, state: BootState) -> tuple[Decimal, Line, str | None]:
-    """The KV pool the engine funded ('kv cache X ... full-length sessions'), else the stated one.
-
-    A refused boot is read by what it funded, never by the --vram-kv-mib it asked for; a boot that
-    settled with the flag's pool (within the printed rounding) keeps the flag's exact figure.
-    """
-    src = boot.where()
-    funded = boot.first("kv_backing")
-    flag = boot.flags.get("vram-kv-mib")
-    if funded is not None:
-        size = funded.size("size", src)
-        stated = flag.number("value", src) if flag is not None else None
-        if state.status == "refused":
-            asked = f" of the {fmt_mib(stated)} MiB --vram-kv-mib asked for" if stated is not None else ""
-            refused = f"the refused boot funded a {size.text} KV cache{asked} (line {funded.line.number})"
-            return size.mib, funded.line, refused
-        if stated is None or not size.agrees_with(stated):
-            note = (f"the engine funded a {size.text} KV cache (line {funded.line.number}), not the "
-                    f"{fmt_mib(stated)} MiB --vram-kv-mib stated: the pool is what it funded") if stated else None
-            return size.mib, funded.line, note
-    if flag is not None:
-        return flag.number("value", src), flag.line, None
-    row = boot.first("vram_kv")
-    if row is not None:
-        return row.size("size", src).mib, row.line, None
-    raise InputError(f"pool_mib was not given and {src} prints no kv cache line and no --vram-kv-mib; pass pool_mib")
+        return Figure(hit.number("value", reading.boot.where()), "MiB", (hit.line,))
+    return next(c for c in reading.cards if c.rank == rank).require("weights_mib")

@@ -18,7 +18,7 @@ from radiance_mcp.core.boot import Boot, Figure, Line
 from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, read_budget
 from radiance_mcp.core.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.core.engine_facts import FLOORS
-from radiance_mcp.core.errors import GuardRailError, InputError, LedgerError
+from radiance_mcp.core.errors import FigureMissing, GuardRailError, InputError, LedgerError
 from radiance_mcp.core.rules.reserves import (
     REFUSALS,
     Candidate,
@@ -155,7 +155,7 @@ def rank_ceilings(reading: BudgetReading) -> tuple[RankCeiling, ...]:
         lines = tuple(dict.fromkeys(line for f in figures.values() for line in f.lines))
         out.append(RankCeiling(view.rank, card, lines, note, view.pair_source or ENGINE_PAIR))
     if gaps:
-        raise LedgerError(
+        raise FigureMissing(
             f"{boot.where()}: no ceiling, since the log lacks a figure it needs (nothing is estimated): "
             + "; ".join(gaps)
         )
@@ -230,7 +230,8 @@ class PoolContract:
     pool_mib: Decimal
     seqs: int
     max_model_len: int
-    dtype: KVDtype
+    dtype: KVDtype | None
+    """None: the rate is the engine's own KV pair's, not a dtype's constant."""
     rate_bytes_per_token: int
     kv_mib: Decimal
     per_seq_total_mib: int
