@@ -252,6 +252,10 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
         raise
     except asyncio.CancelledError:
         kill()  # the client gave up on the call: the run dies with it, not at its timeout or never
+        # ... and is reaped: an unreaped child stays a zombie, and its transport is collected later with a
+        # "subprocess is still running" warning in whatever runs then. SIGKILL makes the wait short; shielded,
+        # a second cancel cannot leave it half done.
+        await asyncio.shield(proc.wait())
         raise
     if status != 0:
         raise _exited(shown, status, err.decode("utf-8", "replace"))

@@ -6,8 +6,7 @@ numbers from radiance_mcp.core.constants (tests/probes/test_docstrings.py checks
 
 from __future__ import annotations
 
-from radiance_mcp.core.boot import Boot
-from radiance_mcp.core.rules.probe_shape import ProbeShape, probe_shape
+from radiance_mcp.core.rules.probe_shape import ProbeShape, api_of, probe_shape
 from radiance_mcp.core.wording.refusals import ApiChoice
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.probes import (
@@ -25,7 +24,6 @@ from radiance_mcp.tools.registry import Progress, ToolFamily
 FAMILY = ToolFamily()
 
 NO_LEDGER = "the service has no ledger (log or container) in the fleet config"
-SAME_NAME: dict[str, ApiChoice] = {"radiance": "radiance", "vllm": "vllm", "sglang": "sglang"}
 
 
 async def service_ledger(runtime: Runtime, service: str) -> tuple[ProbeShape | None, ApiChoice | None, str]:
@@ -33,21 +31,9 @@ async def service_ledger(runtime: Runtime, service: str) -> tuple[ProbeShape | N
     its configured engine speaks (None: detect it from the first refusal)."""
     entry = runtime.fleet.service(service)
     if entry.log is None and entry.container is None:
-        return None, _dialect(entry.engine, None), NO_LEDGER
+        return None, api_of(entry.engine, None), NO_LEDGER
     boot = await read_ledger(runtime, LedgerRef(service=service))  # on this machine or a host, in its dialect
-    return probe_shape(boot, runtime.fleet.model_constants(service)), _dialect(entry.engine, boot), NO_LEDGER
-
-
-def _dialect(engine: str | None, boot: Boot | None) -> ApiChoice | None:
-    """The configured engine's refusal dialect. llama.cpp's is llama-server's where its boot shows it
-    (slots, or more than one sequence: llama-cpp-python serves one); else the first refusal tells
-    llama-server from llama-cpp-python, as it does for a service with no engine set."""
-    if engine in SAME_NAME:
-        return SAME_NAME[engine]
-    if engine == "llama.cpp" and boot is not None:
-        seqs = boot.settings.get("n_seq_max")
-        return "llama.cpp" if "slots" in boot.settings or (seqs is not None and seqs.value > 1) else None
-    return None
+    return probe_shape(boot, runtime.fleet.model_constants(service)), api_of(entry.engine, boot), NO_LEDGER
 
 
 # Sends only prompts above the window (refused before prefill) or tokenize calls.
@@ -62,7 +48,7 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
     from radiance_mcp.probes.token_count import token_count_probe  # httpx loads on first use, not at start-up
 
     if args.dialect == "auto":
-        dialect = _dialect(runtime.fleet.service(args.service).engine, None)
+        dialect = api_of(runtime.fleet.service(args.service).engine, None)
         args = args.model_copy(update={"dialect": dialect}) if dialect else args
     return await token_count_probe(runtime.fleet, args)
 

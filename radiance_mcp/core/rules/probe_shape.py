@@ -18,6 +18,7 @@ from radiance_mcp.core.errors import GuardRailError, InputError
 from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
 from radiance_mcp.core.rules.engine_capacity import binding_rank
 from radiance_mcp.core.units import fmt_mib
+from radiance_mcp.core.wording.refusals import ApiChoice
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,22 @@ class ProbeShape:
 def _count(hit: Hit, name: str, source: str, unit: str) -> Figure:
     """A whole number read off the hit's line (a count: exact, so no resolution)."""
     return Figure(Decimal(int(hit.number(name, source))), unit, (hit.line,))
+
+
+SAME_NAME: dict[str, ApiChoice] = {"radiance": "radiance", "vllm": "vllm", "sglang": "sglang"}
+"""The engines whose API speaks the refusal dialect of the same name."""
+
+
+def api_of(engine: str | None, boot: Boot | None) -> ApiChoice | None:
+    """The configured engine's refusal dialect. llama.cpp's is llama-server's where its boot shows it
+    (slots, or more than one sequence: llama-cpp-python serves one); else the first refusal tells
+    llama-server from llama-cpp-python, as it does for a service with no engine set."""
+    if engine in SAME_NAME:
+        return SAME_NAME[engine]
+    if engine == "llama.cpp" and boot is not None:
+        seqs = boot.settings.get("n_seq_max")
+        return "llama.cpp" if "slots" in boot.settings or (seqs is not None and seqs.value > 1) else None
+    return None
 
 
 def probe_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
