@@ -240,22 +240,28 @@ async def run_dry_run(command: list[str], *, cwd: Path, timeout_s: float, cap_by
         except ProcessLookupError:
             pass
 
+    async def drain(stream: asyncio.StreamReader) -> None:
+        while await stream.read(64 * 1024):
+            pass
+
+    async def reap(*streams: asyncio.StreamReader) -> None:
+        """Kill the run and wait for its end. The pipes no one reads any more are read to their end, discarded:
+        a pipe whose reader stopped is paused once its buffer fills, never sees its end of file, and
+        proc.wait() (which waits for the pipes too) would never return. Shielded: a second cancel cannot
+        leave the run unreaped (its transport would warn 'subprocess is still running' when collected)."""
+        kill()
+        await asyncio.shield(asyncio.gather(*(drain(s) for s in streams), proc.wait()))
+
     try:
         out, err, status = await asyncio.wait_for(asyncio.gather(read_capped(), read_tail(), proc.wait()), timeout_s)
     except TimeoutError:
-        kill()
-        await proc.wait()
+        await reap(stdout, stderr)  # wait_for cancelled the readers
         raise _timed_out(shown, timeout_s) from None
     except SourceError:
-        kill()
-        await proc.wait()
+        await reap(stdout)  # the output went over the cap: its reader stopped; the stderr reader reads on to the end
         raise
     except asyncio.CancelledError:
-        kill()  # the client gave up on the call: the run dies with it, not at its timeout or never
-        # ... and is reaped: an unreaped child stays a zombie, and its transport is collected later with a
-        # "subprocess is still running" warning in whatever runs then. SIGKILL makes the wait short; shielded,
-        # a second cancel cannot leave it half done.
-        await asyncio.shield(proc.wait())
+        await reap(stdout, stderr)  # the client gave up on the call: the run dies with it, not at its timeout
         raise
     if status != 0:
         raise _exited(shown, status, err.decode("utf-8", "replace"))

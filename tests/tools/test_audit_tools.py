@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bounds import until_hung
+from bounds import HANG_S, until_hung
 from pydantic import ValidationError
 
 from radiance_mcp.app.server import build_server
@@ -38,7 +38,8 @@ FRANK_ARCHON_GPU_HEADROOM_MIB=96
 """
 
 # A fake serve script: modes print their argv one per line on --dry-run; 'bf16' carries a private
-# step, 'bf16-fixed' inherits the proven numbers, 'slow' hangs, 'loud' floods, 'short' drops a flag.
+# step, 'bf16-fixed' inherits the proven numbers, 'slow' hangs, 'loud' floods, 'flood' floods and
+# blocks on a full pipe, 'short' drops a flag.
 SCRIPT = """\
 #!/usr/bin/env bash
 set -euo pipefail
@@ -59,6 +60,7 @@ case "$mode" in
   short) args+=(--max-num-batched-tokens "$FRANK_ARCHON_MAX_BATCHED_TOKENS") ;;
   slow) sleep 30 ;;
   loud) yes radiance | head -c 400000 ;;
+  flood) yes radiance | head -c 40000000 ;;
   *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
 if [[ "$dry" == "--dry-run" ]]; then printf '%s\\n' "${args[@]}"; exit 0; fi
@@ -140,6 +142,16 @@ async def test_audit_refuses_a_log_outside_the_roots(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="outside the allowed log roots"):
         await audit_step_shape(runtime_for(tmp_path / "roots"),
                                AuditStepShapeInput(log="/etc/passwd"))
+
+
+@pytest.mark.slow
+async def test_a_run_over_the_cap_ends_though_it_still_writes(scripts: Path) -> None:
+    # Past the cap the reader stops; the run still writes, its pipe fills and pauses. Killed, its end of
+    # file must still be read, or waiting for the run never returns (CI under load hung here, 2026-12-02).
+    call = compare_dry_run(dry_runtime(scripts), CompareDryRunInput(
+        script=str(scripts / "frank-archon.sh"), proven_mode="fp8", candidate_mode="flood"))
+    with pytest.raises(SourceError, match=f"more than {DRY_RUN_OUTPUT_CAP_BYTES // 1024:,} KiB"):
+        await asyncio.wait_for(call, HANG_S)
 
 
 @pytest.mark.parametrize(
