@@ -5,11 +5,13 @@ The layers, one folder each; imports point down this list and never back up
 
     core/     pure: text and numbers in, frozen records out; no file, network, MCP, CLI or pydantic
         constants, errors, units   the seed's figures and limits, the one error tree, MiB and GiB
-        ledger, budget             radiance's phrase table, its boot reader and budget card
+        boot                       the one model of a boot for every engine: Boot, its cards, Figure, Refusal
+        ledger, budget             radiance's phrase table, its boot reader and budget reading
+        engine_facts               each engine's knobs: the KV flag, the floor, the seats, the rate's source
         engines/                   the boot ledgers of vLLM, SGLang and llama.cpp
-        rules/                     capacity (ceiling, floor, pool contract), reserves, the other engines'
-                                   capacity, what a probe may ask of a boot, the probes' verdicts, the
-                                   rules on every word sent to a host
+        rules/                     the ceiling of every engine, the pool contract by the rule of the
+                                   engine's rate, whether a boot settled, reserves, what a probe may ask
+                                   of a boot, the probes' verdicts, the rules on every word sent to a host
         planning                   what the free VRAM can buy; arms against their noise
         audit/                     the step-shape audit, the dry-run argv proof, serve-script reading
         gates, svg                 env and bats text from a plan; its picture

@@ -34,7 +34,7 @@ from radiance_mcp.core.constants import (
 from radiance_mcp.core.engine_facts import SEATS
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.rules.capacity import BudgetReading, Reserve, pool_contract
-from radiance_mcp.core.rules.engine_capacity import binding_rank
+from radiance_mcp.core.rules.contract import binding_rank
 from radiance_mcp.core.units import fmt_mib, round_down
 
 # ---------------------------------------------------------------------------------------
@@ -497,7 +497,7 @@ def plan_shape(reading: BudgetReading) -> tuple[tuple[str, Figure], ...]:
 
 def kv_rank(reading: BudgetReading) -> RankView:
     """The card whose KV cache binds the window and the tokens: the engine's binding rank (the fewest KV
-    tokens, core.rules.engine_capacity) where its dialect read ranks, else the first card of the budget."""
+    tokens, core.rules.contract) where its dialect read ranks, else the first card of the budget."""
     return binding_rank(reading.boot) if reading.boot.ranks else reading.cards[0]
 
 

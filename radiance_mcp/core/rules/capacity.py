@@ -5,8 +5,8 @@ Numbers in, frozen records out; no I/O. The ceiling is one rule for every engine
 radiance's cards come from radiance_mcp.core.budget's reading, the other engines' from their dialects; the
 reserves held below a ceiling are radiance_mcp.core.rules.reserves' (what may back one is decided there,
 once); both are re-exported here, so `capacity` stays the one name callers use for the procedure's
-arithmetic. The other engines' pool contract, in tokens at their own rate, is
-radiance_mcp.core.rules.engine_capacity's.
+arithmetic. The pool contract of a boot of any engine, its inputs read from the boot, is
+radiance_mcp.core.rules.contract's (radiance's rule, pool_contract, is here).
 """
 
 from __future__ import annotations

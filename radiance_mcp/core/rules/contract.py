@@ -3,8 +3,8 @@
 Two arithmetic rules, chosen by how the engine states its KV rate (core.engine_facts.RATE_FROM): radiance's
 rate is the model's constant per --kv-cache-dtype, priced in MiB with per-sequence and fixed overheads
 (capacity.pool_contract), the inputs from its echoed flags and the pool it funded; another engine's rate is
-its own KV pair's, counted in tokens against the KV tokens it holds (engine_capacity.contract), the inputs
-from its binding rank. Both come back as one ContractReading.
+its own KV pair's, counted in tokens against the KV tokens it holds (the rank whose cache holds the fewest
+tokens binds), the inputs from that rank. Both come back as one ContractReading.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from radiance_mcp.core.boot import Boot, BootState, Line
-from radiance_mcp.core.constants import KV_DTYPES, KVDtype, ModelConstants
-from radiance_mcp.core.engine_facts import RATE_FROM
-from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.rules import engine_capacity
+from radiance_mcp.core.boot import Boot, Figure, Line, RankView
+from radiance_mcp.core.constants import KV_DTYPES, MIB, KVDtype, ModelConstants
+from radiance_mcp.core.engine_facts import RATE_FROM, SEATS
+from radiance_mcp.core.errors import InputError, LedgerError
 from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
 from radiance_mcp.core.units import fmt_mib
 
@@ -46,7 +45,7 @@ def boot_contract(boot: Boot | None, given: dict[str, Any], model: ModelConstant
     for name in (k for k, v in given.items() if v is None):
         if boot is None:  # the tool refuses missing values without a ledger before it asks
             raise InputError(f"{name} was not given and no ledger to read it from: pass it")
-        value, line, note = _from_ledger(boot, name, boot.state)
+        value, line, note = _from_ledger(boot, name)
         values[name], inputs_from[name] = value, line
         notes += [note] if note else []
     contract = pool_contract(Decimal(str(values["pool_mib"])), int(values["seqs"]), int(values["max_model_len"]),
@@ -55,25 +54,80 @@ def boot_contract(boot: Boot | None, given: dict[str, Any], model: ModelConstant
 
 
 def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
+    """seqs x window tokens against the KV tokens the engine holds (or a pool of pool_mib at its rate), at the
+    binding rank's own bytes per token; seqs and the window from the boot where the caller left them out."""
     dtype: KVDtype | None = given["kv_cache_dtype"]
     if dtype is not None:
         raise InputError(
             f"kv_cache_dtype={dtype!r}: {boot.engine}'s rate is its own KV pair's (KV memory over KV "
             "tokens); change its cache type on the engine and read its new boot, or leave kv_cache_dtype out"
         )
-    pool = Decimal(str(given["pool_mib"])) if given["pool_mib"] is not None else None
-    r = engine_capacity.contract(boot, given["seqs"], given["max_model_len"], pool)
+    rank = binding_rank(boot)
+    try:
+        rate = rank.require("kv_bytes_per_token")
+    except LedgerError as exc:
+        raise InputError(f"{boot.where()}: {exc}") from exc
+    memory = rank.kv_mib
+    if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
+        held = int(memory.value * MIB / rate.value)
+        tokens_figure = Figure(Decimal(held), "tokens", memory.lines,
+                               arithmetic=f"{memory.value:,.2f} MiB / {rate.value:,} B = {held:,} tokens")
+    else:
+        tokens_figure = rank.require("kv_tokens")
+    window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "the log prints no window")
+    window, window_line = _given_or_read(given["max_model_len"], rank.window_tokens, "max_model_len",
+                                         f"{boot.where()}: {window_gap}")
+    seats_remedy = (f"{boot.where()} prints no {SEATS[boot.engine]}" if boot.engine in SEATS else
+                    "vLLM prints no --max-num-seqs at INFO (it is the server's --max-num-seqs, 256 unless set)")
+    seqs, seqs_line = _given_or_read(given["seqs"], boot.settings.get(SEATS.get(boot.engine, "")), "seqs",
+                                     seats_remedy)
+    if seqs < 1 or window < 1:
+        raise InputError(f"seqs={seqs}, max_model_len={window}: both must be at least 1")
+    if given["pool_mib"] is None:
+        pool, tokens = rate.value * tokens_figure.value / MIB, int(tokens_figure.value)
+    else:
+        pool = Decimal(str(given["pool_mib"]))
+        tokens = int(pool * MIB / rate.value)
+    required_tokens = seqs * window
+    required = rate.value * required_tokens / MIB
+    ok = tokens >= required_tokens
+    formula = (f"{seqs} x {window:,} tokens = {required_tokens:,} tokens x {rate.value:,} B = {fmt_mib(required, 2)} "
+               f"MiB {'<=' if ok else '>'} the {tokens:,} KV tokens ({fmt_mib(pool, 2)} MiB) of {rank.rank}")
+    refusal = None if ok else (
+        f"the KV cache holds {tokens:,} tokens, fewer than {seqs} full-length sequences of {window:,}: "
+        + ("not one full-length sequence fits" if tokens < window else
+           f"at most {tokens // window} run at once at the window, the rest wait or are preempted"))
     contract = PoolContract(
-        pool_mib=r.pool_mib, seqs=r.seqs, max_model_len=r.window, dtype=None,
-        rate_bytes_per_token=int(r.rate.value.to_integral_value()), kv_mib=r.required_mib, per_seq_total_mib=0,
-        fixed_mib=0, required_mib=r.required_mib, margin_mib=r.margin_mib, ok=r.ok,
-        max_seqs_at_window=r.max_seqs_at_window, max_window_at_seqs=r.max_window_at_seqs, refusal=r.refusal,
+        pool_mib=pool, seqs=seqs, max_model_len=window, dtype=None,
+        rate_bytes_per_token=int(rate.value.to_integral_value()), kv_mib=required, per_seq_total_mib=0,
+        fixed_mib=0, required_mib=required, margin_mib=pool - required, ok=ok,
+        max_seqs_at_window=tokens // window, max_window_at_seqs=tokens // seqs, refusal=refusal,
     )
     inputs_from: dict[str, Line | None] = {
-        "pool_mib": None if pool is not None else r.lines["kv_tokens"], "rate_bytes_per_token": r.lines["rate"],
-        "max_model_len": r.lines.get("window"), "seqs": r.lines.get("seqs"),
+        "pool_mib": None if given["pool_mib"] is not None else tokens_figure.lines[0],
+        "rate_bytes_per_token": rate.lines[0], "max_model_len": window_line, "seqs": seqs_line,
     }
-    return ContractReading(contract, f"{boot.engine} ({r.rank})", r.formula, inputs_from, ())
+    return ContractReading(contract, f"{boot.engine} ({rank.rank})", formula, inputs_from, ())
+
+
+def binding_rank(view: Boot) -> RankView:
+    """The rank whose KV cache holds the fewest tokens (or, where no rank prints tokens, the least memory;
+    where none prints either, the first)."""
+    with_tokens = [r for r in view.ranks if r.kv_tokens is not None]
+    if with_tokens:
+        return min(with_tokens, key=lambda r: r.kv_tokens.value if r.kv_tokens else 0)
+    with_memory = [r for r in view.ranks if r.kv_mib is not None and r.kv_bytes_per_token is not None]
+    if not with_memory:
+        return view.ranks[0]  # no rank prints its cache: the figures it lacks are in its missing
+    return min(with_memory, key=lambda r: r.kv_mib.value if r.kv_mib else 0)
+
+
+def _given_or_read(given: int | None, figure: Figure | None, name: str, remedy: str) -> tuple[int, Line | None]:
+    if given is not None:
+        return given, None
+    if figure is None:
+        raise InputError(f"{name} was not given and {remedy}; pass {name}")
+    return int(figure.value), figure.lines[0]
 
 
 def _contract_formula(contract: PoolContract, model: ModelConstants) -> str:
@@ -94,10 +148,10 @@ _LEDGER_FLAGS = {
 }
 
 
-def _from_ledger(boot: Boot, name: str, state: BootState) -> tuple[Any, Line, str | None]:
+def _from_ledger(boot: Boot, name: str) -> tuple[Any, Line, str | None]:
     """An omitted contract input, read from the boot: the echoed flags, the pool as the engine funded it."""
     if name == "pool_mib":
-        return _pool_from_ledger(boot, state)
+        return _pool_from_ledger(boot)
     hit = boot.flags.get(_LEDGER_FLAGS[name])
     if hit is None:
         raise InputError(
@@ -111,7 +165,7 @@ def _from_ledger(boot: Boot, name: str, state: BootState) -> tuple[Any, Line, st
     return hit.number("value", boot.where()), hit.line, None
 
 
-def _pool_from_ledger(boot: Boot, state: BootState) -> tuple[Decimal, Line, str | None]:
+def _pool_from_ledger(boot: Boot) -> tuple[Decimal, Line, str | None]:
     """The KV pool the engine funded ('kv cache X ... full-length sessions'), else the stated one.
 
     A refused boot is read by what it funded, never by the --vram-kv-mib it asked for; a boot that
@@ -123,7 +177,7 @@ def _pool_from_ledger(boot: Boot, state: BootState) -> tuple[Decimal, Line, str 
     if funded is not None:
         size = funded.size("size", src)
         stated = flag.number("value", src) if flag is not None else None
-        if state.status == "refused":
+        if boot.refused:
             asked = f" of the {fmt_mib(stated)} MiB --vram-kv-mib asked for" if stated is not None else ""
             refused = f"the refused boot funded a {size.text} KV cache{asked} (line {funded.line.number})"
             return size.mib, funded.line, refused

@@ -16,7 +16,7 @@ from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
 from radiance_mcp.core.engine_facts import SEATS
 from radiance_mcp.core.errors import GuardRailError, InputError
 from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
-from radiance_mcp.core.rules.engine_capacity import binding_rank
+from radiance_mcp.core.rules.contract import binding_rank
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.core.wording.refusals import ApiChoice
 
