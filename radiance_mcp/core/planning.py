@@ -427,9 +427,11 @@ class CardFigures:
     activation: Figure | None
 
 
-def _flag_mib(boot: Boot, flag: str) -> Figure | None:
+def echoed_or_printed(boot: Boot, card: RankView, flag: str, name: str) -> Figure:
+    """A part of the pair as the boot echoes its flag (--vram-weights-mib, exact), else as the card prints it
+    (LedgerError: the card lacks it)."""
     hit = boot.flags.get(flag)
-    return None if hit is None else Figure(hit.number("value", boot.where()), "MiB", (hit.line,))
+    return card.require(name) if hit is None else Figure(hit.number("value", boot.where()), "MiB", (hit.line,))
 
 
 def card_figures(boot: Boot, card: RankView) -> CardFigures:
@@ -439,8 +441,8 @@ def card_figures(boot: Boot, card: RankView) -> CardFigures:
     src = boot.where()
     arena = boot.first("activation_arena")
     return CardFigures(
-        weights=_flag_mib(boot, "vram-weights-mib") or card.require("weights_mib"),
-        kv=_flag_mib(boot, "vram-kv-mib") or card.require("kv_mib"),
+        weights=echoed_or_printed(boot, card, "vram-weights-mib", "weights_mib"),
+        kv=echoed_or_printed(boot, card, "vram-kv-mib", "kv_mib"),
         activation=card.activation_mib or card.graph_mib or (
             Figure.of_size(arena.size("size", src), arena.line) if arena is not None else None),
     )

@@ -40,7 +40,6 @@ from radiance_mcp.sources.ledgers import read_boot
 from radiance_mcp.sources.offload import to_thread
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import trace_reserves
-from radiance_mcp.tools.plan import boot_flag
 from radiance_mcp.tools.registry import ToolFamily
 
 FAMILY = ToolFamily()
@@ -55,7 +54,7 @@ SLAB_TOLERANCE_PCT = 1.0
 def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
     if given is not None:
         return given
-    hit = boot_flag(boot, flag)
+    hit = boot.flags.get(flag)
     if hit is None:
         raise InputError(f"{name} was not given and {boot.where()} does not echo --{flag}; pass {name}")
     raw = hit.raw("value", boot.where())
@@ -87,7 +86,7 @@ def _sampler_rows(boot: Boot, seqs: int, spec: int | None) -> tuple[int | None, 
 def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
     """Resident slots after the weights change, by the slope (the boot's mover ratio, else the constant)."""
     slab = planning.slab_slots(boot)
-    current = boot_flag(boot, "vram-weights-mib")
+    current = boot.flags.get("vram-weights-mib")
     if slab is None or current is None:
         return None
     delta = Decimal(weights) - current.number("value", boot.where())

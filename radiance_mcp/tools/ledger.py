@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from radiance_mcp.core import engine_facts
+from radiance_mcp.core import engine_facts, planning
 from radiance_mcp.core.boot import Boot, Figure, RankView
 from radiance_mcp.core.errors import FigureMissing, InputError
 from radiance_mcp.core.rules import capacity
@@ -277,7 +277,8 @@ def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, 
     if args.weights_mib is not None:
         weights, weights_from = Decimal(str(args.weights_mib)), "argument"
     else:
-        figure = _weights_from_ledger(reading, rank.rank)
+        card = next(c for c in reading.cards if c.rank == rank.rank)
+        figure = planning.echoed_or_printed(boot, card, "vram-weights-mib", "weights_mib")
         weights, weights_from = figure.value, line_ref(figure.line)
     pair = weights + pool_mib
     held = tightest.ceiling_mib - (tightest.max_pair_mib or 0)
@@ -310,11 +311,3 @@ def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, 
         margin_mib=mib(margin),
         formula=formula,
     )
-
-
-def _weights_from_ledger(reading: capacity.BudgetReading, rank: str) -> Figure:
-    """The weights the pair counts: the echoed --vram-weights-mib (radiance), else the binding card's figure."""
-    hit = reading.boot.flags.get("vram-weights-mib")
-    if hit is not None:
-        return Figure(hit.number("value", reading.boot.where()), "MiB", (hit.line,))
-    return next(c for c in reading.cards if c.rank == rank).require("weights_mib")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from radiance_mcp.core import engine_facts, planning
-from radiance_mcp.core.boot import Boot, Figure, Hit, Line, RankView
+from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
     MIB,
     MIN_ARMS_FOR_THRESHOLD,
@@ -130,10 +130,6 @@ DECODE = (
     f"nor the pool size; no option here is priced in decode t/s: measure it (at least {MIN_DECODE_TOKENS} "
     f"generated tokens, {PREFERRED_DECODE_TOKENS} preferred)"
 )
-
-
-def boot_flag(boot: Boot, name: str) -> Hit | None:
-    return boot.flags.get(name)
 
 
 def _card_plan(boot: Boot, card: RankView, ceiling: capacity.RankCeiling, physical: str | None) -> CardPlan:
@@ -476,7 +472,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
         options = [_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine])]
     slope = planning.slab_slope(boot) if model is not None else None
     slab = planning.slab_slots(boot)
-    dtype = boot_flag(boot, "kv-cache-dtype")
+    dtype = boot.flags.get("kv-cache-dtype")
     return ServicePlan(
         service=name or None,
         ledger=boot_ref(boot),

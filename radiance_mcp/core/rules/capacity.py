@@ -132,7 +132,7 @@ def rank_ceilings(reading: BudgetReading) -> tuple[RankCeiling, ...]:
     the table rows), else weights + KV memory; a card with no floor figure keeps none only where its engine keeps
     none by design (llama.cpp without --fit). A view that totals other cards (card -1) has no ceiling of its own.
 
-    A LedgerError names every figure the log lacks and how to get it (nothing is estimated)."""
+    FigureMissing names every figure the log lacks and how to get it (nothing is estimated)."""
     boot = reading.boot
     out: list[RankCeiling] = []
     gaps: list[str] = []
