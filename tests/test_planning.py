@@ -18,6 +18,7 @@ from radiance_mcp.core import planning
 from radiance_mcp.core.boot import Figure, Line, Missing, RankView
 from radiance_mcp.core.constants import DEFAULT_MODEL, KVDtype, ModelConstants
 from radiance_mcp.core.ledger import read_text
+from radiance_mcp.core.rules import shared
 from radiance_mcp.core.rules.capacity import Reserve
 from radiance_mcp.sim import SimFleet
 from radiance_mcp.sources.config import load
@@ -83,15 +84,20 @@ def test_more_slab_moves_slots_from_the_host_pool(host_pool: int, gained: int, c
 
 def test_a_shared_card_offers_its_headroom_once_less_the_other_floors() -> None:
     views = [
-        planning.CardHeadroom("a", 1, "box:1", 1_787, Decimal("209.19")),
-        planning.CardHeadroom("b", 0, "box:1", 3_968, Decimal("150.5")),
-        planning.CardHeadroom("a", 0, "box:0", 1_849, Decimal("209.19")),
+        shared.CardHeadroom("a", 1, "box:1", 1_787, Decimal("209.19")),
+        shared.CardHeadroom("b", 0, "box:1", 3_968, Decimal("150.5")),
+        shared.CardHeadroom("a", 0, "box:0", 1_849, Decimal("209.19")),
     ]
-    shared = planning.share(views)
+    cards = shared.share(views)
     # a reads 1,787 - b's floor 150.5 (whole MiB up: 151) = 1,636; b reads 3,968 - 210 = 3,758: a binds
-    assert shared["box:1"].headroom_mib == 1_636 and shared["box:1"].binding.service == "a"
-    assert "150.50 (b's floor)" in shared["box:1"].derivation
-    assert shared["box:0"].headroom_mib == 1_849  # alone on its card
+    assert cards["box:1"].headroom_mib == 1_636 and cards["box:1"].binding.service == "a"
+    assert "150.50 (b's floor)" in cards["box:1"].derivation
+    assert cards["box:0"].headroom_mib == 1_849  # alone on its card
+    # Both services' pairs growing on box:1 spend it once: 1,000 + 700 > 1,636; 1,000 + 600 fits.
+    over = shared.shared_card(cards["box:1"], {"a": 1_000, "b": 700})
+    assert over.verdict == "fail" and "1,000 (a) + 700 (b) = 1,700 MiB > its headroom counted once 1,636" \
+        in over.arithmetic
+    assert shared.shared_card(cards["box:1"], {"a": 1_000, "b": 600}).passed
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ imported on its first call, so a start builds none of them.
 Each tool's flat arguments are its input model's fields (so clients see a flat
 inputSchema, with no other names allowed), its output model is the structured output
 (outputSchema), the raw arguments of a call go to arguments.parse_arguments (unknown names
-refused), and any RadianceMCPError becomes the SDK's ToolError with the same message, for the
-agent to read.
+refused), and any RadianceMCPError becomes an error result with the same message, for the
+agent to read, and a refusal's rule as data in its _meta (core.errors.REFUSAL_META).
 
 The transports: ``run_stdio`` answers a line that is not a JSON-RPC message with a JSON-RPC
 error (the SDK's stdio transport drops it, and the client waits for ever), and ``http_app``
@@ -53,10 +53,12 @@ from starlette.types import ASGIApp
 from radiance_mcp import __version__
 from radiance_mcp.app import published, schemas, skills
 from radiance_mcp.app.arguments import parse_arguments, unknown_tool
-from radiance_mcp.core.errors import RadianceMCPError
+from radiance_mcp.core.errors import REFUSAL_META, RadianceMCPError
 from radiance_mcp.sources.config import split_allowed_host
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import tool_names, tool_spec
+
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = """\
 Tools for the radiance inference engine's KV-cache / VRAM resize and step-shape audit.
@@ -84,7 +86,11 @@ class RadianceTool(Tool):
             result = await self.fn(arguments, context)
             return self.fn_metadata.convert_result(result) if convert_result else result
         except RadianceMCPError as exc:
-            raise ToolError(str(exc)) from exc
+            # The message for the agent; a refusal's rule, arithmetic and remedy as data beside it.
+            logger.info("Tool %r failed: %r", self.name, str(exc))
+            data = exc.refusal_data()
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True,
+                                  _meta={REFUSAL_META: data} if data else None)
         except MCPError:
             raise  # a protocol error, answered as one (as the SDK's own run does)
         except Exception as exc:

@@ -22,21 +22,34 @@ CLI prints the message and exits non-zero; neither ever shows a traceback for th
 
 from __future__ import annotations
 
-RULE_TAG = "[rule: {}]"
-"""How a refusal names the procedures' rule it keeps, at the end of its message."""
+REFUSAL_META = "radiance-mcp/refusal"
+"""The key of an MCP error result's _meta that holds a refusal's data (RadianceMCPError.refusal_data), e.g.
+{"rule": "pool_contract", "arithmetic": "...", "remedy": "..."}: app/server.py writes it, the record reads it."""
 
 
 class RadianceMCPError(Exception):
     """Base of every error radiance-mcp raises on purpose.
 
-    ``rule``: the procedures' rule a refusal keeps, by its name in radiance_mcp.evals.rules
-    (e.g. ``reserve_traced``); the message then ends with ``[rule: NAME]``, so a record of the
-    session (``serve --record``) says which rule each refusal kept, and an eval scores it.
+    ``rule``: the procedures' rule a refusal keeps, by its name in the rule book
+    (radiance_mcp.core.rules.book, e.g. ``reserve_traced``); ``arithmetic`` and ``remedy``, where the
+    rule's check gave them. They are data beside the message, never part of it: the MCP layer sends
+    them as the error result's structured data (``refusal_data``), so a record of the session
+    (``serve --record``) says which rule each refusal kept, and an eval scores it.
     """
 
-    def __init__(self, message: str = "", *, rule: str | None = None) -> None:
+    def __init__(self, message: str = "", *, rule: str | None = None, arithmetic: str = "",
+                 remedy: str = "") -> None:
         self.rule = rule
-        super().__init__(f"{message} {RULE_TAG.format(rule)}" if rule else message)
+        self.arithmetic = arithmetic
+        self.remedy = remedy
+        super().__init__(message)
+
+    def refusal_data(self) -> dict[str, str] | None:
+        """The refusal's rule with its arithmetic and remedy where given, or None for an error no rule names."""
+        if self.rule is None:
+            return None
+        return {"rule": self.rule, **{k: v for k, v in (("arithmetic", self.arithmetic),
+                                                          ("remedy", self.remedy)) if v}}
 
 
 class ConfigError(RadianceMCPError):

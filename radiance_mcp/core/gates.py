@@ -25,6 +25,7 @@ VARIABLES = ("VRAM_WEIGHTS_MIB", "VRAM_KV_MIB", "MAX_SEQS", "MAX_MODEL_LEN", "KV
 """The env file's variables, each after the service's prefix (FOO_VRAM_KV_MIB)."""
 
 PREDICTION = re.compile(r"^#\s*prediction\s+(?P<key>[a-z_]+)\s*=\s*(?P<value>\S+?):\s*(?P<text>.*?)\s*$")
+PLANNED_FROM = re.compile(r"^# Planned from: boot (?P<boot>[0-9]{1,9}) of (?P<source>.+)\.$")
 VERDICT = re.compile(r"^#\s*verdict\s+(?P<key>[a-z_]+):(?P<text>.*)$")
 
 
@@ -62,6 +63,8 @@ class GatePlan:
     contract_text: str
     reserves: tuple[GateReserve, ...]
     predictions: tuple[Prediction, ...]
+    planned_from: tuple[str, int] | None = None
+    """The ledger (its source) and the boot the plan was rendered from: verify_deploy reads only a later boot."""
 
     @property
     def pair_mib(self) -> int:
@@ -125,6 +128,8 @@ def render_env(plan: GatePlan) -> str:
         f"{plan.pair_mib:,} MiB.",
         f"# Pool contract: {one_line(plan.contract_text)}.",
     ]
+    if plan.planned_from is not None:
+        lines.append(f"# Planned from: boot {plan.planned_from[1]} of {one_line(plan.planned_from[0])}.")
     for r in plan.reserves:
         where = f"ledger line {r.line}" if r.line is not None else "PERSONAL reserve: no ledger line backs it"
         lines.append(f"# Reserve: {one_line(r.label)}, {_mib(r.mib)} MiB ({where}).")
@@ -232,6 +237,14 @@ def read_env(text: str) -> tuple[str, dict[str, str]]:
         )
     [(prefix, values)] = complete.items()
     return prefix, values
+
+
+def read_planned_from(text: str) -> tuple[str, int] | None:
+    """The (source, boot) the env file says it was planned from, or None (an env file of another make)."""
+    for line in text.splitlines():
+        if (match := PLANNED_FROM.match(line)) is not None:
+            return match["source"], int(match["boot"])
+    return None
 
 
 def read_predictions(text: str) -> list[Prediction]:

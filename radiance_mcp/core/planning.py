@@ -15,8 +15,7 @@ Two jobs, both numbers in and frozen records out (no I/O):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 from typing import Literal
@@ -35,7 +34,7 @@ from radiance_mcp.core.engine_facts import SEATS
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.rules.capacity import BudgetReading, Reserve, pool_contract
 from radiance_mcp.core.rules.contract import binding_rank
-from radiance_mcp.core.units import fmt_mib, round_down
+from radiance_mcp.core.units import round_down
 
 # ---------------------------------------------------------------------------------------
 # Arms
@@ -355,63 +354,6 @@ def price_slab(weights_mib: Decimal, headroom_mib: int, slope: Slope, slab: Slab
     slots = min(gained, cap) if capped and cap is not None else gained
     return SlabPrice(round_down(weights_mib) + headroom_mib, slots, capped,
                      slab.resident_slots + slots if slab is not None else None)
-
-
-@dataclass(frozen=True)
-class CardHeadroom:
-    """One service's reading of one of its cards."""
-
-    service: str
-    card: int
-    physical: str | None
-    """The physical card it names in the config (cards = [...]); None: not said."""
-    headroom_mib: int
-    """ceiling - pair, whole MiB: (settled free - engine floor) rounded down."""
-    floor_mib: Decimal
-    """The engine floor this service keeps free on the card."""
-
-
-@dataclass(frozen=True)
-class SharedCard:
-    physical: str
-    views: tuple[CardHeadroom, ...]
-    headroom_mib: int
-    """The card's headroom counted once: the least any service on it reads, less the other services'
-    floors (free memory one engine reads is memory another engine keeps free)."""
-    binding: CardHeadroom
-    derivation: str
-
-
-def share(views: Sequence[CardHeadroom]) -> dict[str, SharedCard]:
-    """Group the views by physical card; a card's headroom is offered once, never once per service.
-
-    Every service on a card reads the same free memory (the one booted last sees the others'
-    budgets already taken), and each engine keeps its own floor free in it.
-    """
-    groups: dict[str, list[CardHeadroom]] = {}
-    for view in views:
-        if view.physical is not None:
-            groups.setdefault(view.physical, []).append(view)
-    shared = {}
-    for physical, group in groups.items():
-        def net(view: CardHeadroom, group: list[CardHeadroom] = group) -> int:
-            others = sum((w.floor_mib for w in group if w is not view), Decimal(0))
-            return view.headroom_mib - math.ceil(others)
-
-        binding = min(group, key=lambda v: (net(v), v.service, v.card))
-        others = [w for w in group if w is not binding]
-        derivation = f"{binding.service} card {binding.card} reads {binding.headroom_mib:,} MiB"
-        if others:
-            floors = " - ".join(f"{fmt_mib(w.floor_mib, 2)} ({w.service}'s floor)" for w in others)
-            derivation += f" - {floors} = {net(binding):,} MiB"
-        shared[physical] = SharedCard(physical, tuple(group), net(binding), binding, derivation)
-    return shared
-
-
-def fleet_headroom(shared: Mapping[str, SharedCard], unmapped_mib: Sequence[int]) -> int:
-    """Every card's headroom counted once: each physical card once (share), each card the config does not map
-    on its own (an upper bound, as two of them may share a card); a card below its floor adds none."""
-    return sum(max(0, s.headroom_mib) for s in shared.values()) + sum(max(0, h) for h in unmapped_mib)
 
 
 # ---------------------------------------------------------------------------------------

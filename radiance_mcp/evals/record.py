@@ -11,7 +11,7 @@ one JSON object per line, appended (several sessions may share a file)::
      "result": {...structured output...}, "duration_s": 0.012}
     {"version": 2, "session": "3f2a...", "seq": 2, "time": "...", "kind": "tool_call",
      "tool": "compute_ceiling", "arguments": {...}, "ok": false,
-     "error": "reserve 'safety' of 256.00 MiB is neither ... [rule: reserve_traced]",
+     "error": "reserve 'safety' of 256.00 MiB is neither ...",
      "rule": "reserve_traced", "duration_s": 0.004}
     {"version": 2, "session": "3f2a...", "seq": 3, "time": "...", "kind": "prompt_get",
      "name": "radiance-kv-cache-resize", "arguments": {"service": "frank-archon"}, "ok": true, "duration_s": 0.001}
@@ -21,7 +21,7 @@ one JSON object per line, appended (several sessions may share a file)::
 ``session`` names the server session that wrote the line (a random id drawn at its start), so
 the lines of two sessions sharing a file stay apart; ``seq`` counts the session's requests in
 the order they arrived (a call answered later keeps its place); ``rule`` is the procedures'
-rule a refusal names (radiance_mcp.evals.rules). ``lost`` counts the session's events that
+rule a refusal names (its result's _meta, core.errors.REFUSAL_META). ``lost`` counts the session's events that
 could not be written (a full disk, ``ulimit -f``) since its previous line. A result past
 ``MAX_RESULT_BYTES`` is left out (``result_bytes`` says how large it was), and so are arguments
 that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``). Version 1 is
@@ -59,8 +59,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from radiance_mcp.core.errors import EvalError
-from radiance_mcp.evals.rules import rule_of_refusal
+from radiance_mcp.core.errors import REFUSAL_META, EvalError
 
 RECORD_VERSION = 2
 READ_VERSIONS = (1, 2)
@@ -358,8 +357,8 @@ class Recorder:
             failed = bool(data.get("isError") or data.get("is_error"))
             fields["ok"] = not failed
             if failed:
-                error = _text(data.get("content"))
-                fields |= {"error": error, "rule": rule_of_refusal(error)}
+                refusal = (data.get("_meta") or data.get("meta") or {}).get(REFUSAL_META) or {}
+                fields |= {"error": _text(data.get("content")), "rule": refusal.get("rule")}
             else:
                 structured = data.get("structuredContent") or data.get("structured_content")
                 if structured is not None:

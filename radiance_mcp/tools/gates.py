@@ -8,6 +8,7 @@ writes to a host. Their models live in models/gates.py.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -22,8 +23,8 @@ from radiance_mcp.core.constants import (
     KVDtype,
     ModelConstants,
 )
-from radiance_mcp.core.errors import GuardRailError, InputError
-from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.rules import book, capacity, deploy, sampler, shared
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib
 from radiance_mcp.models.gates import (
@@ -39,6 +40,7 @@ from radiance_mcp.models.gates import (
 from radiance_mcp.sources.ledgers import read_boot
 from radiance_mcp.sources.offload import to_thread
 from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.tools import plan as plan_tools
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 
@@ -66,23 +68,6 @@ def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
     return int(hit.number("value", boot.where()))
 
 
-def _sampler_rows(boot: Boot, seqs: int, spec: int | None) -> tuple[int | None, int | None]:
-    """Draft tokens (given, else the boot's sampler line) and the rows seqs x (1 + spec), refused past the bound."""
-    sampler = boot.first("sampler")
-    if spec is None and sampler is not None and sampler.fields.get("spec"):
-        spec = int(sampler.number("spec", boot.where()))
-    if spec is None:
-        return None, None
-    rows = seqs * (1 + spec)
-    if rows > SAMPLER_ROW_BOUND:
-        raise GuardRailError(
-            f"sampler rows {seqs} x (1 + {spec}) = {rows} exceed the {SAMPLER_ROW_BOUND}-row wht6 exactness bound: "
-            f"at spec {spec} at most {SAMPLER_ROW_BOUND // (1 + spec)} seats; lower seqs or spec",
-            rule="sampler_rows",
-        )
-    return spec, rows
-
-
 def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
     """Resident slots after the weights change, by the slope (the boot's mover ratio, else the constant)."""
     slab = planning.slab_slots(boot)
@@ -98,26 +83,6 @@ def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
         f"slab slots about {slab.resident_slots + moved:,} resident ({slab.resident_slots:,} now, line "
         f"{slab.line.number}, {'+' if moved >= 0 else ''}{moved:,} for {fmt_mib(delta)} MiB of weights), "
         f"within {SLAB_TOLERANCE_PCT:g} %")
-
-
-def _checked_contract(
-    pool_mib: int, seqs: int, window: int, dtype: KVDtype, model: ModelConstants
-) -> tuple[capacity.PoolContract, str]:
-    """The pool's contract and its arithmetic as text; a pool under its contract is refused."""
-    contract = capacity.pool_contract(Decimal(pool_mib), seqs, window, dtype, model)
-    contract_text = (
-        f"{seqs} x {window:,} x {contract.rate_bytes_per_token:,} B = {fmt_mib(contract.kv_mib, 2)} MiB + "
-        f"{model.per_seq_mib} x {seqs} + {model.fixed_mib} = {fmt_mib(contract.required_mib, 2)} MiB "
-        f"{'<=' if contract.ok else '>'} pool {pool_mib:,} MiB ({dtype})"
-    )
-    if not contract.ok:
-        raise GuardRailError(
-            f"the pool fails its contract: {contract_text}; radiance would boot, then refuse every long request "
-            f"('{contract.refusal}'). At {pool_mib:,} MiB the contract allows {contract.max_seqs_at_window} "
-            f"seats at {window:,} tokens or {contract.max_window_at_seqs:,} tokens at {seqs} seats",
-            rule="pool_contract",
-        )
-    return contract, contract_text
 
 
 def _predictions(
@@ -153,6 +118,38 @@ def _predictions(
     return predictions
 
 
+async def _shared_card_checks(runtime: Runtime, service: str | None, boot: Boot, growth_mib: Decimal,
+                              held_mib: Decimal) -> list[book.Check]:
+    """The shared-card rule on each physical card the service shares (config cards): its pair's growth with
+    every co-tenant's, each read from the co-tenant's env file (its boot's pair where it has none). A failed
+    check is refused; the checks come back for the answer's notes."""
+    if service is None:
+        return []
+    cards, pairs = await plan_tools.shared_cards(runtime, service, boot)
+    growth = {service: math.ceil(growth_mib)}
+    for other, pair_mib in pairs.items():
+        planned = await _planned_pair(runtime, other)
+        growth[other] = 0 if planned is None else math.ceil(planned - pair_mib)
+    checks = [shared.shared_card(card, {n: g for n, g in growth.items() if n in {v.service for v in card.views}},
+                                 held_mib) for card in cards]
+    for check in checks:
+        check.enforce(f"{check.arithmetic}: {check.remedy}")
+    return checks
+
+
+async def _planned_pair(runtime: Runtime, service: str) -> int | None:
+    """The pair a service's env file plans (weights + pool), or None where it has no env file readable here."""
+    entry = runtime.fleet.services[service]
+    if entry.env_file is None or entry.host is not None:
+        return None
+    try:
+        text = await _read_env_file(Path(entry.env_file).expanduser())
+        planned = _planned(text)
+    except (InputError, OSError):
+        return None
+    return planned.weights_mib + planned.pool_mib
+
+
 def _gate_files(runtime: Runtime, args: RenderGatesInput, name: str) -> tuple[str, str]:
     """The env file (given, else the service's, else NAME.env) and the bats file beside it."""
     entry = runtime.fleet.services.get(args.service) if args.service else None
@@ -185,20 +182,26 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     window = _boot_figure(boot, "max-model-len", args.max_model_len, "max_model_len")
     dtype: KVDtype = _boot_figure(boot, "kv-cache-dtype", args.kv_cache_dtype, "kv_cache_dtype")
     pair = weights + args.vram_kv_mib
-    if pair > ceiling.max_pair_mib:
-        held = planning.held_on(reserves, ceiling.binding_card)
-        raise GuardRailError(
-            f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
-            f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
-            f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''}: its gate would fail; plan a pair of "
-            f"at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)",
-            rule="pair_within_ceiling",
-        )
-    contract, contract_text = _checked_contract(args.vram_kv_mib, seqs, window, dtype, model)
-    spec, rows = _sampler_rows(boot, seqs, args.spec)
+    held = planning.held_on(reserves, binding.card)
+    capacity.pair_within_ceiling(weights, args.vram_kv_mib, ceiling).enforce(
+        f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
+        f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
+        f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''}"
+        f": its gate would fail; plan a pair of at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)")
+    contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
+    check = capacity.contract_check(contract)
+    check.enforce(f"the pool fails its contract: {check.arithmetic}; radiance would boot, then refuse every long "
+                  f"request ('{contract.refusal}'): {check.remedy}")
+    spec, spec_line = (args.spec, None) if args.spec is not None else sampler.boot_spec(boot)
+    rows = sampler.sampler_rows(seqs, spec, spec_line)
+    rows.enforce(f"sampler rows {seqs} x (1 + {spec}) = {seqs * (1 + (spec or 0))} exceed the {SAMPLER_ROW_BOUND}-row "
+                 f"wht6 exactness bound: {rows.remedy}")
+    notes = [c.arithmetic for c in await _shared_card_checks(runtime, args.service, boot, pair - settled_pair.value,
+                                                             held)]
     predictions = _predictions(
         boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.require("floor_mib").value, weights_mib=weights,
-        pool_mib=args.vram_kv_mib, seqs=seqs, window=window, contract=contract, spec=spec, rows=rows,
+        pool_mib=args.vram_kv_mib, seqs=seqs, window=window, contract=contract, spec=spec,
+        rows=None if spec is None else seqs * (1 + spec),
     )
     env_file, bats_file = _gate_files(runtime, args, name)
     plan = gates.GatePlan(
@@ -207,9 +210,10 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         kv_mib=args.vram_kv_mib, seqs=seqs, max_model_len=window, dtype=dtype, model=model,
         ceiling_mib=binding.ceiling_mib,
         ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled_free.line.number})",
-        contract_text=contract_text,
+        contract_text=check.arithmetic,
         reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
         predictions=tuple(predictions),
+        planned_from=(boot.source, boot.index),
     )
     return RenderGatesOutput(
         ledger=boot_ref(boot),
@@ -218,9 +222,9 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         ceiling_mib=binding.ceiling_mib,
         ceiling_derivation=binding.derivation,
         max_pair_mib=ceiling.max_pair_mib,
-        contract=contract_text,
+        contract=check.arithmetic,
         contract_margin_mib=mib(contract.margin_mib),
-        sampler_rows=rows,
+        sampler_rows=None if spec is None else seqs * (1 + spec),
         personal_reserves=[r.label for r in reserves if r.line is None],
         env_file=env_file,
         env_text=gates.render_env(plan),
@@ -229,7 +233,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         predictions=[PredictionOutput(key=p.key, value=p.value, text=p.text) for p in predictions],
         sources=[line_ref(line) for line in dict.fromkeys([settled_free.line, *settled_pair.lines])],
         notes=[f"write {env_file} and {bats_file}, then run: bats {bats_file}; the server writes nothing to a host",
-               "decode is not predicted here: it is a separate axis, measured by the decode probe"],
+               "decode is not predicted here: it is a separate axis, measured by the decode probe", *notes],
     )
 
 
@@ -245,6 +249,14 @@ async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
         raise InputError("env_text is needed: pass the env file's text as render_gates wrote it"
                          + (" (the service's env_file is on another host)" if entry and entry.host else ""))
     path = Path(entry.env_file).expanduser()
+    try:
+        return await _read_env_file(path)
+    except OSError as exc:
+        raise InputError(f"env_file {path} cannot be read ({exc.strerror}); pass env_text") from exc
+
+
+async def _read_env_file(path: Path) -> str:
+    """An env file's text (InputError past MAX_ENV_BYTES: not an env file; OSError: unreadable)."""
 
     def read() -> str:
         with path.open("rb") as handle:
@@ -253,10 +265,7 @@ async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
             raise InputError(f"env_file {path}: over {MAX_ENV_BYTES:,} bytes, not an env file")
         return data.decode("utf-8", errors="replace")
 
-    try:
-        return await to_thread(read)
-    except OSError as exc:
-        raise InputError(f"env_file {path} cannot be read ({exc.strerror}); pass env_text") from exc
+    return await to_thread(read)
 
 
 def _check(name: str, ok: bool | None, expected: str, found: str, line: Line | None) -> DeployCheck:
@@ -343,10 +352,9 @@ def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Fou
     found["settled"] = (fmt_mib(worst_free.value, 2), worst_free.value >= worst_floor.value, worst_free.line)
     first = reading.cards[0]
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
-    # Table rows print 0.01 GiB: the pair they give is the env file's within the two rows' rounding.
+    # That the boot's pair is the env file's (within the table rows' rounding) is plan_boot's, checked first.
     first_pair, first_free = first.require("pair"), first.require("free_mib")
-    rounding = first_pair.resolution / 2
-    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib and abs(first_pair.value - pair) <= rounding,
+    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib,
                          f"pair {plan.weights_mib:,} + {plan.pool_mib:,} = {pair:,} MiB (the env file) <= the ceiling",
                          f"boot pair {fmt_mib(first_pair.value, 2)} MiB ({first.pair_source}); ceiling "
                          f"{binding.derivation}", first_free.line))
@@ -390,8 +398,13 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
         raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
                          "render_gates returned, with its predictions")
     boot = await read_boot(runtime, args)
+    planned_from = gates.read_planned_from(text)
+    mine = deploy.plan_boot(boot, capacity.read_budget(boot).cards[0], plan.weights_mib, plan.pool_mib, planned_from)
+    if not mine.passed:
+        return _not_the_plans_boot(boot, plan, planned_from, mine, predictions, text)
     found: Found = {}
-    checks = _shape_checks(boot, plan, found)
+    checks = [_check("plan's boot", True, _plans_boot_expected(plan, planned_from), mine.arithmetic, mine.lines[0]),
+              *_shape_checks(boot, plan, found)]
     budget, differs = _budget_checks(boot, plan, runtime.fleet.model_constants(args.service), found)
     checks += budget
     slab = planning.slab_slots(boot)
@@ -419,6 +432,26 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
         verdicts=verdicts,
         env_text=gates.fill_verdicts(text, {v.key: f"{v.verdict}: {v.text}" for v in verdicts}),
         notes=notes,
+    )
+
+
+def _plans_boot_expected(plan: _Planned, planned_from: tuple[str, int] | None) -> str:
+    after = f", booted after boot {planned_from[1]} (the plan's)" if planned_from else ""
+    return f"the env file's pair {plan.weights_mib:,} + {plan.pool_mib:,} MiB{after}"
+
+
+def _not_the_plans_boot(boot: Boot, plan: _Planned, planned_from: tuple[str, int] | None, check: book.Check,
+                        predictions: list[gates.Prediction], text: str) -> VerifyDeployOutput:
+    """A boot the env file did not start: no prediction judged, the env file as it was (plan_boot)."""
+    return VerifyDeployOutput(
+        ledger=boot_ref(boot),
+        ok=False,
+        checks=[_check("plan's boot", False, _plans_boot_expected(plan, planned_from), check.arithmetic,
+                       check.lines[0] if check.lines else None)],
+        verdicts=[Verdict(key=p.key, predicted=p.value, verdict="pending",
+                          text=f"not judged: boot {boot.index} is not the plan's boot") for p in predictions],
+        env_text=text,
+        notes=[f"{check.arithmetic}; {check.remedy}", "the env file is returned as it was: no verdict is written"],
     )
 
 

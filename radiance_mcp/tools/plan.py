@@ -9,6 +9,7 @@ that build on it live in tools/gates.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -24,8 +25,9 @@ from radiance_mcp.core.constants import (
     SLAB_SLOTS_PER_STEP,
     ModelConstants,
 )
-from radiance_mcp.core.errors import InputError, RadianceMCPError
+from radiance_mcp.core.errors import GuardRailError, InputError, RadianceMCPError
 from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.rules import shared as shared_rule
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, mib
 from radiance_mcp.models.ledger_ref import LedgerRef
@@ -323,6 +325,48 @@ def _card_plans(boot: Boot, physical: tuple[str, ...], name: str,
     return reading, cards
 
 
+def headroom_views(name: str, ranks: Sequence[capacity.RankCeiling], physical: Sequence[str],
+                   ) -> list[shared_rule.CardHeadroom]:
+    """A service's cards as the shared-card rule reads them, named by the config's cards in order; none where the
+    config names another number of cards than the boot has (its sharing is then unknown)."""
+    if len(physical) != len(ranks):
+        return []
+    return [shared_rule.CardHeadroom(name, r.card.card, physical[i], r.card.headroom_mib, r.card.floor_mib)
+            for i, r in enumerate(ranks)]
+
+
+async def shared_cards(runtime: Runtime, service: str, boot: Boot,
+                       ) -> tuple[list[shared_rule.SharedCard], dict[str, Decimal]]:
+    """The physical cards service (its boot given) shares with other services of the config, each with its
+    headroom counted once (their newest boots), and each co-tenant's pair now. A co-tenant whose boot gives no
+    ceiling leaves the card unknown: refused (shared_card), as its headroom cannot be counted once."""
+    fleet = runtime.fleet
+    mine = fleet.services[service].cards
+    others = sorted(n for n, s in fleet.services.items() if n != service and set(mine) & set(s.cards))
+    if not others:
+        return [], {}
+    reads: list[Any] = await gather(*(read_ledger(runtime, LedgerRef(service=n, boot=-1)) for n in others),
+                                    return_exceptions=True)
+    views = headroom_views(service, capacity.ceilings(boot), mine)
+    pairs: dict[str, Decimal] = {}
+    for name, result in zip(others, reads, strict=True):
+        try:
+            if isinstance(result, BaseException):
+                raise result
+            ranks = capacity.ceilings(result)
+        except RadianceMCPError as exc:
+            raise GuardRailError(
+                f"{service} shares {', '.join(sorted(set(mine) & set(fleet.services[name].cards)))} with {name}, "
+                f"whose boot gives no ceiling ({exc}): the card's headroom cannot be counted once; read {name}'s "
+                "ledger (read_budget_table) and fix its source, or correct the config's cards",
+                rule="shared_card") from exc
+        views += headroom_views(name, ranks, fleet.services[name].cards)
+        pairs[name] = ranks[0].card.pair_mib
+    cards = shared_rule.share(views)
+    return [cards[p] for p in dict.fromkeys(mine) if p in cards and len({v.service for v in cards[p].views}) > 1], \
+        pairs
+
+
 def picture(out: PlanFreeVramOutput) -> str:
     """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
     from radiance_mcp.core import svg  # on first picture: tools/list does not draw
@@ -385,9 +429,10 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                 raise
             unreadable.append(Unreadable(service=name, error=str(exc)))
     every = {name: cards for name, (_, cards) in plans.items()}
-    views = [planning.CardHeadroom(name, c.card, c.physical, c.headroom_mib, Decimal(str(c.engine_floor.value)))
-             for name, cards in every.items() for c in cards]
-    shared = planning.share(views)
+    views = [v for name, (reading, _) in plans.items()
+             for v in headroom_views(name, capacity.rank_ceilings(reading), runtime.fleet.services[name].cards
+                                     if name else ())]
+    shared = shared_rule.share(views)
     for name, cards in every.items():
         for i, c in enumerate(cards):
             if c.physical is not None:
@@ -404,8 +449,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
         for p, s in sorted(shared.items())
     ]
     unmapped = [(n, c) for n, cards in every.items() for c in cards if c.physical is None]
-    fleet_headroom = planning.fleet_headroom(shared, [c.headroom_mib for _, c in unmapped])
-    mapped = len(views) - len(unmapped)
+    fleet_headroom = shared_rule.fleet_headroom(shared, [c.headroom_mib for _, c in unmapped])
+    mapped = len(views)
     sharing: Literal["known", "unknown", "partial"] = (
         "known" if not unmapped else "unknown" if not mapped else "partial"
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from radiance_mcp.core.errors import EvalError
+from radiance_mcp.core.errors import REFUSAL_META, EvalError
 from radiance_mcp.evals.record import MAX_LINE_BYTES, RECORD_VERSION, Recorder, read_record
 
 CALL = {"version": RECORD_VERSION, "session": "5e55" * 8, "seq": 1, "time": "2026-12-01T10:00:00+00:00",
@@ -81,7 +81,8 @@ async def test_the_recorder_keeps_a_huge_call_readable(tmp_path: Path) -> None:
         params = {"name": "audit_step_shape", "arguments": {"proven_log_text": "\ud800" + "l" * (5 * 1024 * 1024)}}
 
     async def refused(_: object) -> dict[str, object]:
-        return {"isError": True, "content": [{"type": "text", "text": "too long [rule: argument_names]"}]}
+        return {"isError": True, "content": [{"type": "text", "text": "too long"}],
+                "_meta": {REFUSAL_META: {"rule": "argument_names"}}}
 
     recorder = Recorder(path)
     await recorder(Ctx(), refused)

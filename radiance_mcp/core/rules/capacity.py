@@ -19,6 +19,7 @@ from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, read_budget
 from radiance_mcp.core.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.core.engine_facts import FLOORS
 from radiance_mcp.core.errors import FigureMissing, GuardRailError, InputError, LedgerError
+from radiance_mcp.core.rules.book import Check
 from radiance_mcp.core.rules.reserves import (
     REFUSALS,
     Candidate,
@@ -34,7 +35,7 @@ from radiance_mcp.core.units import fmt_mib, round_down
 __all__ = [
     "PAIR_FLAGS", "REFUSAL", "REFUSALS", "BudgetReading", "CardCeiling", "Candidate", "Ceiling",
     "PoolContract", "RankCeiling", "Reserve", "_figures_on", "boot_finding", "budget", "card_ceiling", "ceilings",
-    "compute_ceiling", "rank_ceilings",
+    "compute_ceiling", "contract_check", "pair_within_ceiling", "rank_ceilings",
     "hold_reserves", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
 ]
 
@@ -221,6 +222,19 @@ def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...])
     )
 
 
+def pair_within_ceiling(weights_mib: int, pool_mib: int, ceiling: Ceiling) -> Check:
+    """weights + pool <= the ceiling less the reserves (max_pair_mib), on the card that binds."""
+    pair, binding = weights_mib + pool_mib, next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+    held = sum((r.mib for r in ceiling.reserves if r.card in (None, binding.card)), Decimal(0))
+    ok = pair <= ceiling.max_pair_mib
+    return Check(
+        "pair_within_ceiling", "pass" if ok else "fail",
+        f"pair {weights_mib:,} + {pool_mib:,} = {pair:,} MiB {'<=' if ok else '>'} {ceiling.max_pair_mib:,} MiB "
+        f"(ceiling {binding.derivation}{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''})",
+        remedy="" if ok else f"plan a pair of at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)",
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # The pool contract
 
@@ -290,3 +304,18 @@ def pool_contract(
         refusal=None if ok else REFUSAL.format(window=max_model_len),
     )
 
+
+
+def contract_check(contract: PoolContract, line: Line | None = None) -> Check:
+    """The pool against its contract, with the arithmetic as the gates write it and, failed, what the pool allows."""
+    rate_text = f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B"
+    fixed = (f" + {contract.per_seq_total_mib // contract.seqs} x {contract.seqs} + {contract.fixed_mib}"
+             if contract.per_seq_total_mib or contract.fixed_mib else "")
+    arithmetic = (f"{rate_text} = {fmt_mib(contract.kv_mib, 2)} MiB{fixed} = {fmt_mib(contract.required_mib, 2)} MiB "
+                  f"{'<=' if contract.ok else '>'} pool {fmt_mib(contract.pool_mib)} MiB"
+                  + (f" ({contract.dtype})" if contract.dtype else ""))
+    remedy = "" if contract.ok else (
+        f"at {fmt_mib(contract.pool_mib)} MiB the contract allows {contract.max_seqs_at_window} seats at "
+        f"{contract.max_model_len:,} tokens or {contract.max_window_at_seqs:,} tokens at {contract.seqs} seats"
+    )
+    return Check("pool_contract", "pass" if contract.ok else "fail", arithmetic, (line,) if line else (), remedy)
