@@ -32,6 +32,8 @@ from radiance_mcp.core.constants import (
 )
 from radiance_mcp.core.engine_facts import SEATS
 from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.rules import sampler
+from radiance_mcp.core.rules.book import Check
 from radiance_mcp.core.rules.capacity import BudgetReading, Reserve, pool_contract
 from radiance_mcp.core.rules.contract import binding_rank
 from radiance_mcp.core.units import round_down
@@ -275,6 +277,9 @@ class KVPrice:
     dtype: KVDtype
     pool_mib: int
     seats_at_window: int
+    """The seats at the window the pool holds, at most what the sampler bound allows."""
+    pool_seats_at_window: int
+    """The seats at the window the pool alone would hold."""
     window_at_seats: int
     slab_slots_forgone: int
     """The headroom given to the pool is not given to the slab: headroom x slope."""
@@ -291,7 +296,8 @@ class KVPrice:
     sequence_mib: Decimal
     """One full-length sequence: window x rate + the model's per-sequence MiB."""
     seats_now: int
-    """What the contract allows of the pool as it is: seats at the window, and the window at the seats."""
+    """What the contract allows of the pool as it is: seats at the window (at most the sampler bound's), and the
+    window at the seats."""
     window_now: int
     mover_now_slots: int
     """The idle KV, as slots the mover may lend the experts: now, and with the new seats or window full."""
@@ -301,14 +307,18 @@ class KVPrice:
 
 def price_kv(
     pool_mib: Decimal, headroom_mib: int, seqs: int, window: int, dtype: KVDtype, model: ModelConstants,
-    slope: Slope,
+    slope: Slope, seat_cap: int | None = None,
 ) -> KVPrice:
-    """The pool grown by the headroom, at one dtype. The mover lends only idle KV to the expert cache,
-    so what stays idle once the new seats (or the longer window) fill is what it can still lend."""
+    """The pool grown by the headroom, at one dtype, its seats at most seat_cap (the sampler bound's). The mover
+    lends only idle KV to the expert cache, so what stays idle once the new seats (or the longer window) fill
+    is what it can still lend."""
     new_pool = Decimal(round_down(pool_mib) + headroom_mib)
     grown = pool_contract(new_pool, seqs, window, dtype, model)
     now = pool_contract(pool_mib, seqs, window, dtype, model)
     seats, longest = grown.max_seqs_at_window, grown.max_window_at_seqs
+    pool_seats = seats
+    if seat_cap is not None:
+        seats = min(seats, seat_cap)
     rate = model.rate_bytes_per_token[dtype]
 
     def idle(pool: Decimal, n: int, tokens: int) -> Decimal:
@@ -320,6 +330,7 @@ def price_kv(
         dtype=dtype,
         pool_mib=int(new_pool),
         seats_at_window=seats,
+        pool_seats_at_window=pool_seats,
         window_at_seats=longest,
         slab_slots_forgone=slope.slots_for(Decimal(headroom_mib)),
         idle_now_mib=idle_now,
@@ -328,7 +339,7 @@ def price_kv(
         rate_bytes_per_token=rate,
         spare_mib=int(new_pool) - model.fixed_mib,
         sequence_mib=Decimal(window * rate) / MIB + model.per_seq_mib,
-        seats_now=now.max_seqs_at_window,
+        seats_now=now.max_seqs_at_window if seat_cap is None else min(now.max_seqs_at_window, seat_cap),
         window_now=now.max_window_at_seqs,
         mover_now_slots=slope.slots_for(idle_now),
         mover_seats_slots=slope.slots_for(idle_seats),
@@ -463,6 +474,9 @@ class PoolPrices:
     slope: Slope
     slab_line: SlabLine | None
     slab: SlabPrice
+    sampler: Check | None = None
+    """The sampler-row bound at the boot's seats, where its sampler line prints a spec: it caps every option's
+    seats (sampler.max_seats)."""
 
 
 KV_PRICED_DTYPES: tuple[KVDtype, ...] = ("fp8", "bf16")
@@ -479,14 +493,17 @@ def price_pool(boot: Boot, figures: CardFigures, usable_mib: int, model: ModelCo
     window = int(window_hit.number("value", src)) if window_hit else None
     past = pool + usable_mib > MAX_POOL_MIB
     kv: tuple[KVPrice, ...] = ()
+    spec, spec_line = sampler.boot_spec(boot)
+    seat_cap = None if spec is None else sampler.max_seats(spec)
     if not past and seqs is not None and window is not None:
-        kv = tuple(price_kv(pool, usable_mib, seqs, window, d, model, slope) for d in KV_PRICED_DTYPES)
+        kv = tuple(price_kv(pool, usable_mib, seqs, window, d, model, slope, seat_cap) for d in KV_PRICED_DTYPES)
     return PoolPrices(
         pool_mib=pool, weights_mib=weights, seqs=seqs, window=window,
         dtype=dtype_hit.raw("value", src) if dtype_hit else None,
         unpriced_flags=tuple(f for f, h in (("--max-num-seqs", seqs_hit), ("--max-model-len", window_hit))
                              if h is None),
         past_any_card=past, kv=kv, slope=slope, slab_line=slab, slab=price_slab(weights, usable_mib, slope, slab),
+        sampler=None if spec is None or seat_cap is None else sampler.sampler_rows(seat_cap, spec, spec_line),
     )
 
 

@@ -33,6 +33,7 @@ from radiance_mcp.core.constants import (
     MAX_SEQS,
     MAX_WINDOW_TOKENS,
 )
+from radiance_mcp.core.rules.book import Check
 
 # ---------------------------------------------------------------------------------------
 # Argument types: the upper bound of every argument, each from radiance_mcp.core.constants (where
@@ -141,6 +142,21 @@ class BootRef(Output):
                     "(a large file read from its end): line numbers count from 1 at the line that starts "
                     "at this byte offset; line n is `tail -c +<offset+1> FILE | sed -n <n>p`.",
     )
+
+
+class RuleCheck(Output):
+    """One rule of the rule book (core/rules/book.py) on this plan: its verdict, arithmetic, lines and remedy."""
+
+    rule: str
+    verdict: Literal["pass", "fail", "unchecked"]
+    arithmetic: str
+    lines: list[LineRef]
+    remedy: str = Field(description="Failed: what to do instead; unchecked: what would let it be checked.")
+
+
+def rule_check(check: Check) -> RuleCheck:
+    return RuleCheck(rule=check.rule, verdict=check.verdict, arithmetic=check.arithmetic,
+                     lines=[line_ref(line) for line in check.lines], remedy=check.remedy)
 
 
 def mib(value: Decimal) -> float:

@@ -19,6 +19,7 @@ from radiance_mcp.models.base import (
     Number,
     Output,
     PathArg,
+    RuleCheck,
 )
 from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
 from radiance_mcp.models.ledger_ref import given_sources, ledger_field, source_problem
@@ -189,6 +190,8 @@ class ServicePlan(Output):
     options: list[PlanOption]
     decode: str
     sharing: Literal["known", "unknown"]
+    checks: list[RuleCheck] = Field(description="The rule book's rules on the service as it runs (the pool "
+                                    "contract, the sampler bound): a failed one is worth fixing before spending.")
     notes: list[str]
 
 

@@ -26,10 +26,10 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import GuardRailError, InputError, RadianceMCPError
-from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.rules import book, capacity, contract, sampler
 from radiance_mcp.core.rules import shared as shared_rule
 from radiance_mcp.core.units import fmt_mib
-from radiance_mcp.models.base import boot_ref, mib
+from radiance_mcp.models.base import boot_ref, mib, rule_check
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
     ArmStepOutput,
@@ -166,8 +166,11 @@ def _kv_option(prices: planning.PoolPrices, price: planning.KVPrice, usable: int
     assert prices.seqs is not None and prices.window is not None  # price_pool prices no dtype without them
     seqs, window, rate, slope = prices.seqs, prices.window, price.rate_bytes_per_token, prices.slope
     seats_text = (f"({price.pool_mib:,} - {model.fixed_mib}) MiB / ({window:,} x {rate:,} B + {model.per_seq_mib} "
-                  f"MiB) = {price.spare_mib:,} / {fmt_mib(price.sequence_mib, 2)} -> {price.seats_at_window}; "
-                  f"now {price.seats_now}")
+                  f"MiB) = {price.spare_mib:,} / {fmt_mib(price.sequence_mib, 2)} -> {price.pool_seats_at_window}")
+    if prices.sampler is not None and price.seats_at_window < price.pool_seats_at_window:
+        line = f", line {prices.sampler.lines[0].number}" if prices.sampler.lines else ""
+        seats_text += f"; the sampler bound allows {price.seats_at_window}: {prices.sampler.arithmetic}{line}"
+    seats_text += f"; now {price.seats_now}"
     window_text = (f"({price.pool_mib:,} - {model.fixed_mib} - {model.per_seq_mib} x {seqs}) MiB / ({seqs} x "
                    f"{rate:,} B) -> {price.window_at_seats:,} tokens; now {price.window_now:,}")
 
@@ -515,6 +518,10 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     else:
         price = planning.price_engine_kv(planning.kv_rank(reading), spend.usable_mib)
         options = [_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine])]
+    checks = _standing_checks(boot, runtime.fleet.model_constants(name or None))
+    for check in book.failed(checks):
+        notes.append(f"{name or 'the service'} fails {check.rule} as it runs: {check.arithmetic}; {check.remedy}; "
+                     "a plan starts from that fix")
     slope = planning.slab_slope(boot) if model is not None else None
     slab = planning.slab_slots(boot)
     dtype = boot.flags.get("kv-cache-dtype")
@@ -535,8 +542,27 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
         options=options,
         decode=DECODE,
         sharing="known" if all(c.physical for c in cards) else "unknown",
+        checks=[rule_check(c) for c in checks],
         notes=notes,
     )
+
+
+def _standing_checks(boot: Boot, model: ModelConstants) -> list[book.Check]:
+    """The rule book's rules on the boot as it runs: its pool against its contract (every input read off the
+    boot, by its engine's rule), and its sampler rows where it prints a spec."""
+    try:
+        reading = contract.boot_contract(boot, dict.fromkeys(contract.CONTRACT_INPUTS), model)
+    except RadianceMCPError as exc:
+        checks = [book.Check("pool_contract", "unchecked", "the boot does not give every input of the contract",
+                             remedy=str(exc))]
+    else:
+        pool_line = reading.inputs_from.get("pool_mib")
+        checks = [capacity.contract_check(reading.contract, pool_line)]
+    spec, line = sampler.boot_spec(boot)
+    seqs = boot.flags.get("max-num-seqs")
+    if spec is not None and seqs is not None:
+        checks.append(sampler.sampler_rows(int(seqs.number("value", boot.where())), spec, line))
+    return checks
 
 
 def _slope(slope: planning.Slope) -> Traced:

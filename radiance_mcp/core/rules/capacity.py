@@ -315,7 +315,8 @@ def contract_check(contract: PoolContract, line: Line | None = None) -> Check:
                   f"{'<=' if contract.ok else '>'} pool {fmt_mib(contract.pool_mib)} MiB"
                   + (f" ({contract.dtype})" if contract.dtype else ""))
     remedy = "" if contract.ok else (
-        f"at {fmt_mib(contract.pool_mib)} MiB the contract allows {contract.max_seqs_at_window} seats at "
+        f"at {fmt_mib(contract.pool_mib)} MiB the contract allows {contract.max_seqs_at_window} "
+        f"seat{'' if contract.max_seqs_at_window == 1 else 's'} at "
         f"{contract.max_model_len:,} tokens or {contract.max_window_at_seqs:,} tokens at {contract.seqs} seats"
     )
     return Check("pool_contract", "pass" if contract.ok else "fail", arithmetic, (line,) if line else (), remedy)
