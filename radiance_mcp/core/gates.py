@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from radiance_mcp.core.constants import KVDtype, ModelConstants
+from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype, ModelConstants
 from radiance_mcp.core.errors import InputError
 
 VARIABLES = ("VRAM_WEIGHTS_MIB", "VRAM_KV_MIB", "MAX_SEQS", "MAX_MODEL_LEN", "KV_CACHE_DTYPE")
@@ -237,6 +237,36 @@ def read_env(text: str) -> tuple[str, dict[str, str]]:
         )
     [(prefix, values)] = complete.items()
     return prefix, values
+
+
+@dataclass(frozen=True)
+class EnvPlan:
+    """The shape the env file asks for."""
+
+    prefix: str
+    seqs: int
+    window: int
+    weights_mib: int
+    pool_mib: int
+    dtype: KVDtype
+
+
+def read_env_plan(text: str) -> EnvPlan:
+    """The pair and shape an env file sets (InputError: a value that is not one radiance takes)."""
+    prefix, values = read_env(text)
+    numbers: dict[str, int] = {}
+    for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
+        raw = values[key]
+        if not raw.isdigit() or not low <= int(raw) <= MAX_POOL_MIB:
+            raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
+                             f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
+        numbers[key] = int(raw)
+    dtype = values["KV_CACHE_DTYPE"]
+    if dtype not in ("fp8", "bf16"):
+        raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")
+    return EnvPlan(prefix, numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"], numbers["VRAM_WEIGHTS_MIB"],
+                   numbers["VRAM_KV_MIB"], dtype)  # type: ignore[arg-type]
+
 
 
 def read_planned_from(text: str) -> tuple[str, int] | None:

@@ -477,6 +477,8 @@ class PoolPrices:
     sampler: Check | None = None
     """The sampler-row bound at the boot's seats, where its sampler line prints a spec: it caps every option's
     seats (sampler.max_seats)."""
+    sampler_spec: int | None = None
+    """The spec the sampler line prints (None: none)."""
 
 
 KV_PRICED_DTYPES: tuple[KVDtype, ...] = ("fp8", "bf16")
@@ -504,6 +506,7 @@ def price_pool(boot: Boot, figures: CardFigures, usable_mib: int, model: ModelCo
                              if h is None),
         past_any_card=past, kv=kv, slope=slope, slab_line=slab, slab=price_slab(weights, usable_mib, slope, slab),
         sampler=None if spec is None or seat_cap is None else sampler.sampler_rows(seat_cap, spec, spec_line),
+        sampler_spec=spec,
     )
 
 

@@ -163,6 +163,19 @@ class CardPlan(Output):
     headroom_once_mib: int = Field(description="The headroom counted once on a shared card; else headroom_mib.")
 
 
+class ResizePlanOutput(Output):
+    """One plan of an option, named as render_gates takes its arguments: pass them with the service (and the
+    reserves this plan was priced with) and it renders; checks are the rule book's verdicts on it."""
+
+    vram_weights_mib: int
+    vram_kv_mib: int
+    seqs: int
+    max_model_len: int
+    kv_cache_dtype: str
+    spec: int | None
+    checks: list[RuleCheck]
+
+
 class PlanOption(Output):
     name: str
     axis: str = Field(description="What it moves: capacity (seats, window) or prefill throughput.")
@@ -170,6 +183,9 @@ class PlanOption(Output):
     flags: list[str] = Field(description="The flag changes, per card.")
     gains: list[Traced]
     takes: list[Traced] = Field(description="What it takes from the other option (slab or KV).")
+    plans: list[ResizePlanOutput] = Field(default_factory=list, description=(
+        "The option as plans render_gates accepts (more KV: the seats at the window, then the window at the "
+        "seats); none where the boot does not set its pair in MiB."))
     notes: list[str]
 
 

@@ -8,8 +8,6 @@ writes to a host. Their models live in models/gates.py.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,17 +16,16 @@ from radiance_mcp.core import gates, planning
 from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
-    MAX_POOL_MIB,
     SAMPLER_ROW_BOUND,
     KVDtype,
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.rules import book, capacity, deploy, sampler, shared
+from radiance_mcp.core.rules import book, capacity, deploy, sampler
+from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib
 from radiance_mcp.models.gates import (
-    MAX_ENV_BYTES,
     DeployCheck,
     PredictionOutput,
     RenderGatesInput,
@@ -37,10 +34,10 @@ from radiance_mcp.models.gates import (
     VerifyDeployInput,
     VerifyDeployOutput,
 )
+from radiance_mcp.sources.env_files import read_env_file
 from radiance_mcp.sources.ledgers import read_boot
-from radiance_mcp.sources.offload import to_thread
 from radiance_mcp.sources.runtime import Runtime
-from radiance_mcp.tools import plan as plan_tools
+from radiance_mcp.tools import standing
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 
@@ -118,36 +115,22 @@ def _predictions(
     return predictions
 
 
-async def _shared_card_checks(runtime: Runtime, service: str | None, boot: Boot, growth_mib: Decimal,
-                              held_mib: Decimal) -> list[book.Check]:
-    """The shared-card rule on each physical card the service shares (config cards): its pair's growth with
-    every co-tenant's, each read from the co-tenant's env file (its boot's pair where it has none). A failed
-    check is refused; the checks come back for the answer's notes."""
-    if service is None:
-        return []
-    cards, pairs = await plan_tools.shared_cards(runtime, service, boot)
-    growth = {service: math.ceil(growth_mib)}
-    for other, pair_mib in pairs.items():
-        planned = await _planned_pair(runtime, other)
-        growth[other] = 0 if planned is None else math.ceil(planned - pair_mib)
-    checks = [shared.shared_card(card, {n: g for n, g in growth.items() if n in {v.service for v in card.views}},
-                                 held_mib) for card in cards]
-    for check in checks:
-        check.enforce(f"{check.arithmetic}: {check.remedy}")
-    return checks
-
-
-async def _planned_pair(runtime: Runtime, service: str) -> int | None:
-    """The pair a service's env file plans (weights + pool), or None where it has no env file readable here."""
-    entry = runtime.fleet.services[service]
-    if entry.env_file is None or entry.host is not None:
-        return None
-    try:
-        text = await _read_env_file(Path(entry.env_file).expanduser())
-        planned = _planned(text)
-    except (InputError, OSError):
-        return None
-    return planned.weights_mib + planned.pool_mib
+def _refusal_text(check: book.Check, plan: rules_plan.ResizePlan, ceiling: capacity.Ceiling,
+                  reserves: tuple[capacity.Reserve, ...]) -> str:
+    """What render_gates says of a failed check: the rule's arithmetic and remedy, as the gates would fail."""
+    if check.rule == "pair_within_ceiling":
+        binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+        held = planning.held_on(reserves, binding.card)
+        return (f"the planned pair {plan.weights_mib:,} + {plan.pool_mib:,} = {plan.pair_mib:,} MiB is over the "
+                f"ceiling {ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
+                f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''}: its gate would fail; {check.remedy}")
+    if check.rule == "pool_contract":
+        return (f"the pool fails its contract: {check.arithmetic}; radiance would boot, then refuse every long "
+                f"request ('{capacity.REFUSAL.format(window=plan.window)}'): {check.remedy}")
+    if check.rule == "sampler_rows":
+        return (f"sampler rows {plan.seqs} x (1 + {plan.spec}) = {plan.seqs * (1 + (plan.spec or 0))} exceed the "
+                f"{SAMPLER_ROW_BOUND}-row wht6 exactness bound: {check.remedy}")
+    return f"{check.arithmetic}: {check.remedy}"
 
 
 def _gate_files(runtime: Runtime, args: RenderGatesInput, name: str) -> tuple[str, str]:
@@ -181,23 +164,14 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     seqs = _boot_figure(boot, "max-num-seqs", args.seqs, "seqs")
     window = _boot_figure(boot, "max-model-len", args.max_model_len, "max_model_len")
     dtype: KVDtype = _boot_figure(boot, "kv-cache-dtype", args.kv_cache_dtype, "kv_cache_dtype")
-    pair = weights + args.vram_kv_mib
-    held = planning.held_on(reserves, binding.card)
-    capacity.pair_within_ceiling(weights, args.vram_kv_mib, ceiling).enforce(
-        f"the planned pair {weights:,} + {args.vram_kv_mib:,} = {pair:,} MiB is over the ceiling "
-        f"{ceiling.ceiling_mib:,} MiB/card ({binding.derivation})"
-        f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''}"
-        f": its gate would fail; plan a pair of at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)")
-    contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
-    check = capacity.contract_check(contract)
-    check.enforce(f"the pool fails its contract: {check.arithmetic}; radiance would boot, then refuse every long "
-                  f"request ('{contract.refusal}'): {check.remedy}")
     spec, spec_line = (args.spec, None) if args.spec is not None else sampler.boot_spec(boot)
-    rows = sampler.sampler_rows(seqs, spec, spec_line)
-    rows.enforce(f"sampler rows {seqs} x (1 + {spec}) = {seqs * (1 + (spec or 0))} exceed the {SAMPLER_ROW_BOUND}-row "
-                 f"wht6 exactness bound: {rows.remedy}")
-    notes = [c.arithmetic for c in await _shared_card_checks(runtime, args.service, boot, pair - settled_pair.value,
-                                                             held)]
+    resize = rules_plan.ResizePlan(weights, args.vram_kv_mib, seqs, window, dtype, spec)
+    against = await standing.standing(runtime, args.service, boot, ceiling, model, spec_line)
+    checks = rules_plan.judge(resize, against)
+    for check in checks:
+        check.enforce(_refusal_text(check, resize, ceiling, reserves))
+    contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
+    pair = resize.pair_mib
     predictions = _predictions(
         boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.require("floor_mib").value, weights_mib=weights,
         pool_mib=args.vram_kv_mib, seqs=seqs, window=window, contract=contract, spec=spec,
@@ -210,7 +184,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         kv_mib=args.vram_kv_mib, seqs=seqs, max_model_len=window, dtype=dtype, model=model,
         ceiling_mib=binding.ceiling_mib,
         ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled_free.line.number})",
-        contract_text=check.arithmetic,
+        contract_text=checks[1].arithmetic,
         reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
         predictions=tuple(predictions),
         planned_from=(boot.source, boot.index),
@@ -222,7 +196,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         ceiling_mib=binding.ceiling_mib,
         ceiling_derivation=binding.derivation,
         max_pair_mib=ceiling.max_pair_mib,
-        contract=check.arithmetic,
+        contract=checks[1].arithmetic,
         contract_margin_mib=mib(contract.margin_mib),
         sampler_rows=None if spec is None else seqs * (1 + spec),
         personal_reserves=[r.label for r in reserves if r.line is None],
@@ -233,7 +207,8 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         predictions=[PredictionOutput(key=p.key, value=p.value, text=p.text) for p in predictions],
         sources=[line_ref(line) for line in dict.fromkeys([settled_free.line, *settled_pair.lines])],
         notes=[f"write {env_file} and {bats_file}, then run: bats {bats_file}; the server writes nothing to a host",
-               "decode is not predicted here: it is a separate axis, measured by the decode probe", *notes],
+               "decode is not predicted here: it is a separate axis, measured by the decode probe",
+               *(c.arithmetic for c in checks if c.rule == "shared_card")],
     )
 
 
@@ -250,61 +225,20 @@ async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
                          + (" (the service's env_file is on another host)" if entry and entry.host else ""))
     path = Path(entry.env_file).expanduser()
     try:
-        return await _read_env_file(path)
+        return await read_env_file(path)
     except OSError as exc:
         raise InputError(f"env_file {path} cannot be read ({exc.strerror}); pass env_text") from exc
-
-
-async def _read_env_file(path: Path) -> str:
-    """An env file's text (InputError past MAX_ENV_BYTES: not an env file; OSError: unreadable)."""
-
-    def read() -> str:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_ENV_BYTES + 1)
-        if len(data) > MAX_ENV_BYTES:
-            raise InputError(f"env_file {path}: over {MAX_ENV_BYTES:,} bytes, not an env file")
-        return data.decode("utf-8", errors="replace")
-
-    return await to_thread(read)
 
 
 def _check(name: str, ok: bool | None, expected: str, found: str, line: Line | None) -> DeployCheck:
     return DeployCheck(check=name, ok=ok, expected=expected, found=found, line=line_ref(line) if line else None)
 
 
-@dataclass(frozen=True)
-class _Planned:
-    """The shape the env file asks for."""
-
-    prefix: str
-    seqs: int
-    window: int
-    weights_mib: int
-    pool_mib: int
-    dtype: KVDtype
-
-
-def _planned(text: str) -> _Planned:
-    prefix, values = gates.read_env(text)
-    numbers: dict[str, int] = {}
-    for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
-        raw = values[key]
-        if not raw.isdigit() or not low <= int(raw) <= MAX_POOL_MIB:
-            raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
-                             f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
-        numbers[key] = int(raw)
-    dtype = values["KV_CACHE_DTYPE"]
-    if dtype not in ("fp8", "bf16"):
-        raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")
-    return _Planned(prefix, numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"], numbers["VRAM_WEIGHTS_MIB"],
-                    numbers["VRAM_KV_MIB"], dtype)  # type: ignore[arg-type]
-
-
 Found = dict[str, tuple[str, bool | None, Line | None]]
 """Per prediction key: the figure the boot shows, its verdict where the check decides it, and its line."""
 
 
-def _shape_checks(boot: Boot, plan: _Planned, found: Found) -> list[DeployCheck]:
+def _shape_checks(boot: Boot, plan: gates.EnvPlan, found: Found) -> list[DeployCheck]:
     """The referee line and the sampler rows against the shape asked."""
     src, seqs, window = boot.where(), plan.seqs, plan.window
     checks = []
@@ -332,7 +266,8 @@ def _shape_checks(boot: Boot, plan: _Planned, found: Found) -> list[DeployCheck]
     return checks
 
 
-def _budget_checks(boot: Boot, plan: _Planned, model: ModelConstants, found: Found) -> tuple[list[DeployCheck], bool]:
+def _budget_checks(boot: Boot, plan: gates.EnvPlan, model: ModelConstants,
+                   found: Found) -> tuple[list[DeployCheck], bool]:
     """Settled free per card, the pair under the ceiling, the pool against its contract, unclaimed printed;
     and whether the boot's echoed flags differ from the env file."""
     src, pair = boot.where(), plan.weights_mib + plan.pool_mib
@@ -392,7 +327,7 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
     is recorded too. The env file with verdicts is returned, never written.
     """
     text = await _env_text(runtime, args)
-    plan = _planned(text)
+    plan = gates.read_env_plan(text)
     predictions = gates.read_predictions(text)
     if not predictions:
         raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
@@ -435,12 +370,12 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
     )
 
 
-def _plans_boot_expected(plan: _Planned, planned_from: tuple[str, int] | None) -> str:
+def _plans_boot_expected(plan: gates.EnvPlan, planned_from: tuple[str, int] | None) -> str:
     after = f", booted after boot {planned_from[1]} (the plan's)" if planned_from else ""
     return f"the env file's pair {plan.weights_mib:,} + {plan.pool_mib:,} MiB{after}"
 
 
-def _not_the_plans_boot(boot: Boot, plan: _Planned, planned_from: tuple[str, int] | None, check: book.Check,
+def _not_the_plans_boot(boot: Boot, plan: gates.EnvPlan, planned_from: tuple[str, int] | None, check: book.Check,
                         predictions: list[gates.Prediction], text: str) -> VerifyDeployOutput:
     """A boot the env file did not start: no prediction judged, the env file as it was (plan_boot)."""
     return VerifyDeployOutput(

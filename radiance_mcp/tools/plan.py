@@ -9,7 +9,6 @@ that build on it live in tools/gates.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from typing import Any, Literal
 from radiance_mcp.core import engine_facts, planning
 from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
+    KV_DTYPES,
     MIB,
     MIN_ARMS_FOR_THRESHOLD,
     MIN_DECODE_TOKENS,
@@ -25,10 +25,11 @@ from radiance_mcp.core.constants import (
     SLAB_SLOTS_PER_STEP,
     ModelConstants,
 )
-from radiance_mcp.core.errors import GuardRailError, InputError, RadianceMCPError
-from radiance_mcp.core.rules import book, capacity, contract, sampler
+from radiance_mcp.core.errors import InputError, RadianceMCPError
+from radiance_mcp.core.rules import book, capacity, sampler
+from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.rules import shared as shared_rule
-from radiance_mcp.core.units import fmt_mib
+from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import boot_ref, mib, rule_check
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
@@ -41,6 +42,7 @@ from radiance_mcp.models.plan import (
     PlanFreeVramInput,
     PlanFreeVramOutput,
     PlanOption,
+    ResizePlanOutput,
     ServicePlan,
     Source,
     Traced,
@@ -49,6 +51,7 @@ from radiance_mcp.models.plan import (
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.offload import gather
 from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.tools import standing
 from radiance_mcp.tools.ledger import reserves_out, trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 
@@ -328,48 +331,6 @@ def _card_plans(boot: Boot, physical: tuple[str, ...], name: str,
     return reading, cards
 
 
-def headroom_views(name: str, ranks: Sequence[capacity.RankCeiling], physical: Sequence[str],
-                   ) -> list[shared_rule.CardHeadroom]:
-    """A service's cards as the shared-card rule reads them, named by the config's cards in order; none where the
-    config names another number of cards than the boot has (its sharing is then unknown)."""
-    if len(physical) != len(ranks):
-        return []
-    return [shared_rule.CardHeadroom(name, r.card.card, physical[i], r.card.headroom_mib, r.card.floor_mib)
-            for i, r in enumerate(ranks)]
-
-
-async def shared_cards(runtime: Runtime, service: str, boot: Boot,
-                       ) -> tuple[list[shared_rule.SharedCard], dict[str, Decimal]]:
-    """The physical cards service (its boot given) shares with other services of the config, each with its
-    headroom counted once (their newest boots), and each co-tenant's pair now. A co-tenant whose boot gives no
-    ceiling leaves the card unknown: refused (shared_card), as its headroom cannot be counted once."""
-    fleet = runtime.fleet
-    mine = fleet.services[service].cards
-    others = sorted(n for n, s in fleet.services.items() if n != service and set(mine) & set(s.cards))
-    if not others:
-        return [], {}
-    reads: list[Any] = await gather(*(read_ledger(runtime, LedgerRef(service=n, boot=-1)) for n in others),
-                                    return_exceptions=True)
-    views = headroom_views(service, capacity.ceilings(boot), mine)
-    pairs: dict[str, Decimal] = {}
-    for name, result in zip(others, reads, strict=True):
-        try:
-            if isinstance(result, BaseException):
-                raise result
-            ranks = capacity.ceilings(result)
-        except RadianceMCPError as exc:
-            raise GuardRailError(
-                f"{service} shares {', '.join(sorted(set(mine) & set(fleet.services[name].cards)))} with {name}, "
-                f"whose boot gives no ceiling ({exc}): the card's headroom cannot be counted once; read {name}'s "
-                "ledger (read_budget_table) and fix its source, or correct the config's cards",
-                rule="shared_card") from exc
-        views += headroom_views(name, ranks, fleet.services[name].cards)
-        pairs[name] = ranks[0].card.pair_mib
-    cards = shared_rule.share(views)
-    return [cards[p] for p in dict.fromkeys(mine) if p in cards and len({v.service for v in cards[p].views}) > 1], \
-        pairs
-
-
 def picture(out: PlanFreeVramOutput) -> str:
     """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
     from radiance_mcp.core import svg  # on first picture: tools/list does not draw
@@ -433,7 +394,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
             unreadable.append(Unreadable(service=name, error=str(exc)))
     every = {name: cards for name, (_, cards) in plans.items()}
     views = [v for name, (reading, _) in plans.items()
-             for v in headroom_views(name, capacity.rank_ceilings(reading), runtime.fleet.services[name].cards
+             for v in standing.headroom_views(name, capacity.rank_ceilings(reading), runtime.fleet.services[name].cards
                                      if name else ())]
     shared = shared_rule.share(views)
     for name, cards in every.items():
@@ -445,7 +406,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                     "headroom_once_mib": group.headroom_mib,
                 })
     wanted = [n for n in names if n in every and (not single or n == names[0])]
-    services = [_service_plan(runtime, args, name, *plans[name]) for name in wanted]
+    growth = await standing.planned_growth(runtime, {n: reading for n, (reading, _) in plans.items() if n})
+    services = [_service_plan(runtime, args, name, *plans[name], shared, growth) for name in wanted]
     physical = [
         PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),
                      headroom_mib=s.headroom_mib, derivation=s.derivation)
@@ -490,12 +452,15 @@ def _summary(plan: ServicePlan) -> list[str]:
 
 
 def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading: capacity.BudgetReading,
-                  cards: list[CardPlan]) -> ServicePlan:
-    """One service's plan, for a boot of any engine: the card that binds, what its reserves leave, and the
-    options priced by what the boot prints (planning.sets_pair_in_mib)."""
+                  cards: list[CardPlan], shared: dict[str, shared_rule.SharedCard],
+                  growth: dict[str, int]) -> ServicePlan:
+    """One service's plan, for a boot of any engine: the card that binds, what its reserves and its
+    co-tenants' planned growth leave, and the options priced by what the boot prints
+    (planning.sets_pair_in_mib), each as plans the rule book judges as render_gates does."""
     boot = reading.boot
     reserves = trace_reserves(reading, args.reserves)
-    spend = planning.spend([(c.card, c.headroom_once_mib) for c in cards], reserves)
+    taken = {c.card: sum(growth.get(o, 0) for o in c.shared_with) for c in cards}
+    spend = planning.spend([(c.card, c.headroom_once_mib - taken[c.card]) for c in cards], reserves)
     binding = next(c for c in cards if c.card == spend.card)
     view = next(c for c in reading.cards if c.card == spend.card)
     model = runtime.fleet.model_constants(name or None) if planning.sets_pair_in_mib(view) else None
@@ -503,6 +468,9 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     if binding.shared_with:
         notes.append(f"card {binding.card} ({binding.physical}) is shared with {', '.join(binding.shared_with)}: "
                      f"its {binding.headroom_once_mib:,} MiB are spent once, by one service")
+    if taken[binding.card]:
+        notes.append(f"the env files of {', '.join(binding.shared_with)} plan {taken[binding.card]:,} MiB more on "
+                     f"{binding.physical}: spent before this plan")
     if len(cards) > 1:
         notes.append(f"card {binding.card} has the least headroom and binds every card (the pair is per card)")
     at_ceiling = engine_facts.AT_CEILING.get(boot.engine)
@@ -514,11 +482,17 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     elif model is not None:
         prices = planning.price_pool(boot, planning.card_figures(boot, view), spend.usable_mib, model)
         options, more = _pool_options(prices, binding, spend.usable_mib, model)
+        ceiling = capacity.compute_ceiling(reading, reserves)
+        against = rules_plan.Standing(
+            ceiling, ceiling.pair_mib, model, sampler.boot_spec(boot)[1],
+            [shared[c.physical] for c in cards if c.shared_with and c.physical], growth, name)
+        judged = [_with_plans(o, _option_plans(o, prices), against, more) for o in options]
+        options = [o for o in judged if o is not None]
         notes += more
     else:
         price = planning.price_engine_kv(planning.kv_rank(reading), spend.usable_mib)
         options = [_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine])]
-    checks = _standing_checks(boot, runtime.fleet.model_constants(name or None))
+    checks = standing.standing_checks(boot, runtime.fleet.model_constants(name or None))
     for check in book.failed(checks):
         notes.append(f"{name or 'the service'} fails {check.rule} as it runs: {check.arithmetic}; {check.remedy}; "
                      "a plan starts from that fix")
@@ -547,22 +521,39 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     )
 
 
-def _standing_checks(boot: Boot, model: ModelConstants) -> list[book.Check]:
-    """The rule book's rules on the boot as it runs: its pool against its contract (every input read off the
-    boot, by its engine's rule), and its sampler rows where it prints a spec."""
-    try:
-        reading = contract.boot_contract(boot, dict.fromkeys(contract.CONTRACT_INPUTS), model)
-    except RadianceMCPError as exc:
-        checks = [book.Check("pool_contract", "unchecked", "the boot does not give every input of the contract",
-                             remedy=str(exc))]
-    else:
-        pool_line = reading.inputs_from.get("pool_mib")
-        checks = [capacity.contract_check(reading.contract, pool_line)]
-    spec, line = sampler.boot_spec(boot)
-    seqs = boot.flags.get("max-num-seqs")
-    if spec is not None and seqs is not None:
-        checks.append(sampler.sampler_rows(int(seqs.number("value", boot.where())), spec, line))
-    return checks
+def _option_plans(option: PlanOption, prices: planning.PoolPrices) -> list[rules_plan.ResizePlan]:
+    """An option as the plans render_gates would render: more KV at the seats its window holds, then at the
+    window its seats hold; more slab at the shape as it is. None without the shape or an echoed dtype."""
+    weights, pool = round_down(prices.weights_mib), round_down(prices.pool_mib)
+    if prices.seqs is None or prices.window is None:
+        return []
+    spec = prices.sampler_spec
+    price = next((p for p in prices.kv if option.name == f"more KV, {p.dtype}"), None)
+    if price is not None:
+        return [rules_plan.ResizePlan(weights, price.pool_mib, price.seats_at_window, prices.window, price.dtype, spec),
+                rules_plan.ResizePlan(weights, price.pool_mib, prices.seqs, price.window_at_seats, price.dtype, spec)]
+    if prices.dtype not in KV_DTYPES:
+        return []
+    return [rules_plan.ResizePlan(prices.slab.weights_mib, pool, prices.seqs, prices.window,
+                                  prices.dtype, spec)]
+
+
+def _with_plans(option: PlanOption, plans: list[rules_plan.ResizePlan], standing: rules_plan.Standing,
+                notes: list[str]) -> PlanOption | None:
+    """The option with each plan the rule book passes; a plan it fails is not offered, and said so in notes,
+    nor an option none of whose plans passes."""
+    kept = []
+    for plan in plans:
+        checks = rules_plan.judge(plan, standing)
+        failed = book.failed(checks)
+        if failed:
+            notes.append(f"{option.name}: the plan {plan.weights_mib:,} + {plan.pool_mib:,} MiB at {plan.seqs} x "
+                         f"{plan.window:,} is not offered: " + "; ".join(f"{c.rule}: {c.arithmetic}" for c in failed))
+            continue
+        kept.append(ResizePlanOutput(vram_weights_mib=plan.weights_mib, vram_kv_mib=plan.pool_mib, seqs=plan.seqs,
+                                     max_model_len=plan.window, kv_cache_dtype=plan.dtype, spec=plan.spec,
+                                     checks=[rule_check(c) for c in checks]))
+    return option.model_copy(update={"plans": kept}) if kept or not plans else None
 
 
 def _slope(slope: planning.Slope) -> Traced:
