@@ -45,6 +45,21 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class SharedGate:
+    """A physical card the service shares: the pairs' growth over the services on it stays within room_mib
+    (its headroom counted once, less the reserves), each co-tenant's read from its env file when the gate runs."""
+
+    physical: str
+    room_mib: int
+    pair_now_mib: int
+    """This service's pair now, whole MiB down (its growth is then never undercounted)."""
+    cotenants: tuple[tuple[str, str, str, int], ...]
+    """(service, env prefix, env file, pair now in whole MiB down) of each co-tenant with an env file."""
+    without_env: tuple[str, ...]
+    """Co-tenants with no env file here: their pairs count as their boots'."""
+
+
+@dataclass(frozen=True)
 class GatePlan:
     service: str
     prefix: str
@@ -65,6 +80,7 @@ class GatePlan:
     predictions: tuple[Prediction, ...]
     planned_from: tuple[str, int] | None = None
     """The ledger (its source) and the boot the plan was rendered from: verify_deploy reads only a later boot."""
+    shared: tuple[SharedGate, ...] = ()
 
     @property
     def pair_mib(self) -> int:
@@ -111,6 +127,12 @@ def _check_shell_words(plan: GatePlan) -> None:
     if not SAFE_PATH.match(plan.env_file):
         raise InputError(f"env_file {plan.env_file[:200]!r}: a path of letters, digits and . _ / + @ - only "
                          "(it is written into the bats file's shell code)")
+    for gate in plan.shared:
+        for name, prefix, env_file, _ in gate.cotenants:
+            if not SAFE_PATH.match(env_file) or not PREFIX.fullmatch(prefix):
+                raise InputError(f"service {name!r} shares {gate.physical}: its env_file {env_file[:200]!r} or prefix "
+                                 f"{prefix[:40]!r} cannot be written into the bats file's shell code (a path of "
+                                 "letters, digits and . _ / + @ - only; an upper-case prefix)")
     if not PREFIX.fullmatch(plan.prefix):
         raise InputError(f"env_prefix {plan.prefix[:200]!r}: upper-case letters, digits and _, starting with a "
                          "letter (it starts every variable's name in the env file); pass env_prefix, e.g. SVC")
@@ -200,6 +222,15 @@ def render_bats(plan: GatePlan) -> str:
         total = int(plan.ceiling_mib - held)
         lines += ["", f"@test {_quote(f'pair <= ceiling less every reserve ({total:,} MiB)')} {{",
                   f"  [ \"$pair\" -le {total} ]", "}"]
+    for gate in plan.shared:
+        names = ", ".join([plan.service, *(c[0] for c in gate.cotenants), *gate.without_env])
+        title = f"shared card {gate.physical} ({names}): the pairs grow by at most {gate.room_mib:,} MiB in all"
+        lines += ["", f"@test {_quote(title)} {{", f"  growth=$(( pair - {gate.pair_now_mib} ))"]
+        for name, prefix, env_file, pair_now in gate.cotenants:
+            lines += [f"  # {one_line(name)}'s env file: its planned pair, less its pair now",
+                      f"  growth=$(( growth + $( source \"{env_file}\" && echo $(( {prefix}_VRAM_WEIGHTS_MIB + "
+                      f"{prefix}_VRAM_KV_MIB - {pair_now} )) ) ))"]
+        lines += ["  echo \"the pairs grow by $growth MiB\"", f"  [ \"$growth\" -le {gate.room_mib} ]", "}"]
     lines += [
         "",
         f"@test {_quote('pool >= contract (the engine enforces it at request time, not at boot)')} {{",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from radiance_mcp.core.errors import InputError
-from radiance_mcp.core.gates import read_env_plan
+from radiance_mcp.core.gates import EnvPlan, read_env_plan
 from radiance_mcp.models.gates import MAX_ENV_BYTES
 from radiance_mcp.sources.offload import to_thread
 from radiance_mcp.sources.runtime import Runtime
@@ -25,14 +25,13 @@ async def read_env_file(path: Path) -> str:
     return await to_thread(read)
 
 
-async def planned_pair(runtime: Runtime, service: str) -> int | None:
-    """The pair a service's env file plans (weights + pool), or None where it has no env file readable here."""
+async def service_env(runtime: Runtime, service: str) -> tuple[str, EnvPlan] | None:
+    """A service's env file (its path as the config names it) and the pair and shape it plans, or None where it
+    has no env file readable here (none in the config, on another host, missing, or not one render_gates reads)."""
     entry = runtime.fleet.services[service]
     if entry.env_file is None or entry.host is not None:
         return None
     try:
-        text = await read_env_file(Path(entry.env_file).expanduser())
-        planned = read_env_plan(text)
+        return entry.env_file, read_env_plan(await read_env_file(Path(entry.env_file).expanduser()))
     except (InputError, OSError):
         return None
-    return planned.weights_mib + planned.pool_mib

@@ -8,6 +8,7 @@ writes to a host. Their models live in models/gates.py.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,20 @@ def _predictions(
     return predictions
 
 
+def _shared_gates(against: rules_plan.Standing, held: Decimal) -> tuple[gates.SharedGate, ...]:
+    """A gate per shared physical card, its co-tenants' growth read from their env files when the gate runs."""
+    out = []
+    for card in against.shared_cards:
+        names = sorted({v.service for v in card.views} - {against.service})
+        mates = [(n, (against.cotenants or {})[n]) for n in names]
+        out.append(gates.SharedGate(
+            card.physical, math.floor(card.headroom_mib - held), math.floor(against.pair_now_mib),
+            tuple((n, c.prefix, c.env_file, math.floor(c.pair_now_mib))
+                  for n, c in mates if c.env_file and c.prefix),
+            tuple(n for n, c in mates if not (c.env_file and c.prefix))))
+    return tuple(out)
+
+
 def _refusal_text(check: book.Check, plan: rules_plan.ResizePlan, ceiling: capacity.Ceiling,
                   reserves: tuple[capacity.Reserve, ...]) -> str:
     """What render_gates says of a failed check: the rule's arithmetic and remedy, as the gates would fail."""
@@ -188,6 +203,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
         predictions=tuple(predictions),
         planned_from=(boot.source, boot.index),
+        shared=_shared_gates(against, planning.held_on(reserves, binding.card)),
     )
     return RenderGatesOutput(
         ledger=boot_ref(boot),

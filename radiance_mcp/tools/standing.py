@@ -20,7 +20,7 @@ from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.rules import shared as shared_rule
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.engine_logs import read_ledger
-from radiance_mcp.sources.env_files import planned_pair
+from radiance_mcp.sources.env_files import service_env
 from radiance_mcp.sources.offload import gather
 from radiance_mcp.sources.runtime import Runtime
 
@@ -74,20 +74,21 @@ async def standing(runtime: Runtime, service: str | None, boot: Boot, ceiling: c
     if service is None:
         return rules_plan.Standing(ceiling, ceiling.pair_mib, model, spec_line)
     cards, pairs = await shared_cards(runtime, service, boot)
-    growth = {}
-    for other, pair_mib in pairs.items():
-        planned = await planned_pair(runtime, other)
-        growth[other] = 0 if planned is None else math.ceil(planned - pair_mib)
-    return rules_plan.Standing(ceiling, ceiling.pair_mib, model, spec_line, cards, growth, service)
-
+    envs = dict(zip(pairs, await gather(*(service_env(runtime, other) for other in pairs)), strict=True))
+    growth = {other: 0 if env is None else math.ceil(env[1].weights_mib + env[1].pool_mib - pairs[other])
+              for other, env in envs.items()}
+    return rules_plan.Standing(ceiling, ceiling.pair_mib, model, spec_line, cards, growth, service,
+                               {other: rules_plan.Cotenant(pairs[other], env[0] if env else None,
+                                                           env[1].prefix if env else None)
+                                for other, env in envs.items()})
 
 
 async def planned_growth(runtime: Runtime, readings: dict[str, capacity.BudgetReading]) -> dict[str, int]:
     """How much each service's env file grows its pair over its boot's (0: no env file readable here)."""
-    planned = await gather(*(planned_pair(runtime, name) for name in readings))
-    return {name: 0 if pair is None else math.ceil(pair - capacity.ceilings(reading.boot)[0].card.pair_mib)
-            for (name, reading), pair in zip(readings.items(), planned, strict=True)}
-
+    envs = await gather(*(service_env(runtime, name) for name in readings))
+    return {name: 0 if env is None else math.ceil(env[1].weights_mib + env[1].pool_mib
+                                                  - capacity.ceilings(reading.boot)[0].card.pair_mib)
+            for (name, reading), env in zip(readings.items(), envs, strict=True)}
 
 
 def standing_checks(boot: Boot, model: ModelConstants) -> list[book.Check]:

@@ -37,6 +37,15 @@ class ResizePlan:
 
 
 @dataclass(frozen=True)
+class Cotenant:
+    """Another service on a shared card, as the gates read it: its pair now, and its env file where there is one."""
+
+    pair_now_mib: Decimal
+    env_file: str | None
+    prefix: str | None
+
+
+@dataclass(frozen=True)
 class Standing:
     """What a plan is judged against: its boot's ceiling (with the reserves), the pair now, the model's
     constants, the sampler line, and the physical cards it shares with the co-tenants' planned growth."""
@@ -48,6 +57,7 @@ class Standing:
     shared_cards: Sequence[shared.SharedCard] = ()
     cotenant_growth_mib: Mapping[str, int] | None = None
     service: str = ""
+    cotenants: Mapping[str, Cotenant] | None = None
 
 
 def judge(plan: ResizePlan, standing: Standing) -> tuple[Check, ...]:
