@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype, ModelConstants
 from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.rules.capacity import kv_dtype
 
 VARIABLES = ("VRAM_WEIGHTS_MIB", "VRAM_KV_MIB", "MAX_SEQS", "MAX_MODEL_LEN", "KV_CACHE_DTYPE")
 """The env file's variables, each after the service's prefix (FOO_VRAM_KV_MIB)."""
@@ -292,11 +293,10 @@ def read_env_plan(text: str) -> EnvPlan:
             raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
                              f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
         numbers[key] = int(raw)
-    dtype = values["KV_CACHE_DTYPE"]
-    if dtype not in ("fp8", "bf16"):
-        raise InputError(f"env file: {prefix}_KV_CACHE_DTYPE={dtype!r}: radiance takes only bf16 or fp8")
+    dtype = kv_dtype(values["KV_CACHE_DTYPE"], f"env file: {prefix}_KV_CACHE_DTYPE",
+                     "pass the env file render_gates wrote")
     return EnvPlan(prefix, numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"], numbers["VRAM_WEIGHTS_MIB"],
-                   numbers["VRAM_KV_MIB"], dtype)  # type: ignore[arg-type]
+                   numbers["VRAM_KV_MIB"], dtype)
 
 
 

@@ -17,6 +17,7 @@ from radiance_mcp.core import gates, planning
 from radiance_mcp.core.boot import Boot, Line
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
+    KV_DTYPES,
     SAMPLER_ROW_BOUND,
     KVDtype,
     ModelConstants,
@@ -59,10 +60,7 @@ def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
         raise InputError(f"{name} was not given and {boot.where()} does not echo --{flag}; pass {name}")
     raw = hit.raw("value", boot.where())
     if flag == "kv-cache-dtype":
-        if raw not in ("fp8", "bf16"):
-            raise InputError(f"{boot.where()}:{hit.line.number}: --kv-cache-dtype {raw!r} is not bf16 or fp8; pass "
-                             "kv_cache_dtype")
-        return raw
+        return capacity.kv_dtype(raw, f"{boot.where()}:{hit.line.number}: --kv-cache-dtype")
     return int(hit.number("value", boot.where()))
 
 
@@ -267,18 +265,19 @@ def _shape_checks(boot: Boot, plan: gates.EnvPlan, found: Found) -> list[DeployC
         checks.append(_check("referee", (n, m) == (seqs, window), f"{seqs} sequences at {window:,} tokens",
                              f"{n} sequences at {m:,} tokens", backs.line))
         found["referee"] = (f"{n}x{m}", None, backs.line)
-    sampler = boot.first("sampler")
-    if sampler is None:
+    line = boot.first("sampler")
+    if line is None:
         checks.append(_check("sampler", None, f"rows = {seqs} x (1 + spec) <= {SAMPLER_ROW_BOUND}",
                              "no 'sampler:' line", None))
     else:
-        rows = int(sampler.number("rows", src))
-        spec = int(sampler.number("spec", src)) if sampler.fields.get("spec") else None
+        rows = int(line.number("rows", src))
+        spec, _ = sampler.boot_spec(boot)
         want = seqs * (1 + spec) if spec is not None else None
         expected = f"{seqs} x (1 + {spec}) = {want} rows" if want is not None else f"{seqs} x (1 + spec) rows"
-        checks.append(_check("sampler", rows <= SAMPLER_ROW_BOUND and want in (None, rows),
-                             f"{expected}, <= {SAMPLER_ROW_BOUND}", f"{rows} rows", sampler.line))
-        found["sampler"] = (str(rows), None, sampler.line)
+        bound = sampler.sampler_rows(seqs, spec).verdict != "fail" and rows <= SAMPLER_ROW_BOUND
+        checks.append(_check("sampler", bound and want in (None, rows),
+                             f"{expected}, <= {SAMPLER_ROW_BOUND}", f"{rows} rows", line.line))
+        found["sampler"] = (str(rows), None, line.line)
     return checks
 
 
@@ -315,7 +314,7 @@ def _budget_checks(boot: Boot, plan: gates.EnvPlan, model: ModelConstants,
     asked = {"max-num-seqs": plan.seqs, "max-model-len": plan.window, "vram-kv-mib": plan.pool_mib}
     echoed = {f: int(flags[f].number("value", src)) for f in asked if f in flags}
     boot_dtype = flags["kv-cache-dtype"].raw("value", src) if "kv-cache-dtype" in flags else plan.dtype
-    dtype: KVDtype = boot_dtype if boot_dtype in ("fp8", "bf16") else plan.dtype  # type: ignore[assignment]
+    dtype = boot_dtype if boot_dtype in KV_DTYPES else plan.dtype  # an unreadable echo: the env file's
     contract = capacity.pool_contract(Decimal(echoed.get("vram-kv-mib", plan.pool_mib)),
                                       echoed.get("max-num-seqs", plan.seqs), echoed.get("max-model-len", plan.window),
                                       dtype, model)

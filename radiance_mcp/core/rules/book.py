@@ -49,6 +49,10 @@ RULES: tuple[Rule, ...] = (
          "stays within it.", "core.rules.shared:shared_card"),
     Rule("pool_contract", "A planned pool holds seqs x max_model_len x rate + per-sequence state + the fixed "
          "checkpoints.", "core.rules.capacity:contract_check"),
+    Rule("kv_dtype", "radiance's KV cache is bf16 or fp8, one dtype for the whole cache.",
+         "core.rules.capacity:kv_dtype"),
+    Rule("slab_slope", "Slab MiB buys resident expert slots at the boot's own mover ratio, else the measured "
+         "constant (1,300 slots per 1,792 MiB).", "core.planning:slab_slope"),
     Rule("sampler_rows", "seqs x (1 + spec) stays inside the sampler's exactness bound.",
          "core.rules.sampler:sampler_rows"),
     Rule("count_above_window", "Tokens are counted from a refusal above the window (or a tokenize endpoint), "

@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from radiance_mcp.core.boot import Boot, Figure, Line
 from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, read_budget
-from radiance_mcp.core.constants import MAX_POOL_MIB, MIB, KVDtype, ModelConstants
+from radiance_mcp.core.constants import KV_DTYPES, MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.core.engine_facts import FLOORS
 from radiance_mcp.core.errors import FigureMissing, GuardRailError, InputError, LedgerError
 from radiance_mcp.core.rules.book import Check
@@ -36,7 +36,7 @@ __all__ = [
     "PAIR_FLAGS", "REFUSAL", "REFUSALS", "BudgetReading", "CardCeiling", "Candidate", "Ceiling",
     "PoolContract", "RankCeiling", "Reserve", "_figures_on", "boot_finding", "budget", "card_ceiling", "ceilings",
     "compute_ceiling", "contract_check", "pair_within_ceiling", "rank_ceilings",
-    "hold_reserves", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
+    "hold_reserves", "kv_dtype", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
 ]
 
 
@@ -261,14 +261,20 @@ class PoolContract:
 REFUSAL = "does not fit the {window} token context, which leaves nothing to generate into"
 
 
+def kv_dtype(raw: str, what: str, remedy: str = "pass kv_cache_dtype") -> KVDtype:
+    """The dtype rule: radiance's KV cache is bf16 or fp8, one dtype for the whole cache. what names where the
+    value came from (an argument, a boot line, an env variable); InputError otherwise."""
+    if raw not in KV_DTYPES:
+        raise InputError(f"{what}={raw[:40]!r}: radiance takes only bf16 or fp8, one dtype for the whole cache; "
+                         f"{remedy}")
+    return raw
+
+
 def pool_contract(
     pool_mib: Decimal, seqs: int, max_model_len: int, dtype: KVDtype, model: ModelConstants
 ) -> PoolContract:
     """pool_mib >= seqs * max_model_len * rate + per_seq * seqs + fixed (rate in B, the rest MiB)."""
-    if dtype not in model.rate_bytes_per_token:
-        raise InputError(
-            f"kv_cache_dtype={dtype!r}: radiance takes only bf16 or fp8, one dtype for the whole cache"
-        )
+    kv_dtype(dtype, "kv_cache_dtype")
     if seqs < 1 or max_model_len < 1:
         raise InputError(f"seqs={seqs}, max_model_len={max_model_len}: both must be at least 1")
     if not pool_mib.is_finite() or not 0 <= pool_mib <= MAX_POOL_MIB:
