@@ -17,6 +17,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from radiance_mcp.core.boot import Line
+from radiance_mcp.core.constants import (
+    MIN_DECODE_TOKENS,
+    PREFERRED_DECODE_TOKENS,
+    SAMPLER_ROW_BOUND,
+    SLAB_MIB_PER_STEP,
+    SLAB_SLOTS_PER_STEP,
+)
 from radiance_mcp.core.errors import GuardRailError
 
 
@@ -52,12 +59,13 @@ RULES: tuple[Rule, ...] = (
     Rule("kv_dtype", "radiance's KV cache is bf16 or fp8, one dtype for the whole cache.",
          "core.rules.capacity:kv_dtype"),
     Rule("slab_slope", "Slab MiB buys resident expert slots at the boot's own mover ratio, else the measured "
-         "constant (1,300 slots per 1,792 MiB).", "core.planning:slab_slope"),
-    Rule("sampler_rows", "seqs x (1 + spec) stays inside the sampler's exactness bound.",
+         f"constant ({SLAB_SLOTS_PER_STEP:,} slots per {SLAB_MIB_PER_STEP:,} MiB).", "core.planning:slab_slope"),
+    Rule("sampler_rows", f"seqs x (1 + spec) stays inside the sampler's {SAMPLER_ROW_BOUND}-row exactness bound.",
          "core.rules.sampler:sampler_rows"),
     Rule("count_above_window", "Tokens are counted from a refusal above the window (or a tokenize endpoint), "
          "never by a prompt that pays prefill.", "probes.engine:Engine._guard"),
-    Rule("decode_tokens", "A decode rate comes from at least 128 generated tokens (512 preferred).",
+    Rule("decode_tokens", f"A decode rate comes from at least {MIN_DECODE_TOKENS} generated tokens "
+         f"({PREFERRED_DECODE_TOKENS} preferred).",
          "core.rules.probe_verdicts:check_decode_tokens"),
     Rule("probe_within_shape", "A boundary probe sends no more prompts than the ledger backs at once.",
          "core.rules.probe_shape:probe_shape"),
