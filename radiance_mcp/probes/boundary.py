@@ -12,7 +12,13 @@ from fractions import Fraction
 import httpx
 
 from radiance_mcp.core.errors import InputError, ProbeError
-from radiance_mcp.core.rules.probe_shape import ProbeExpectation, ProbeShape, checked_window, predict_boundary
+from radiance_mcp.core.rules.probe_shape import (
+    NO_LEDGER,
+    ProbeExpectation,
+    ProbeShape,
+    checked_window,
+    predict_boundary,
+)
 from radiance_mcp.core.rules.probe_verdicts import Verdict, alike, judge_boundary
 from radiance_mcp.core.wording.payloads import ROUTES, generation
 from radiance_mcp.core.wording.refusals import ApiDialect, dialect_for
@@ -91,7 +97,7 @@ async def boundary_probe(
     args: BoundaryProbeInput,
     *,
     shape: ProbeShape | None = None,
-    no_ledger_reason: str = "the service has no ledger (log or container) in the fleet config",
+    no_ledger_reason: str = NO_LEDGER,
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
 ) -> BoundaryProbeOutput:
