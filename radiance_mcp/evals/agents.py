@@ -418,6 +418,15 @@ class OverShape(FaultyAgent):
         return await self.call("boundary_probe", service=service, n=backed + 1, execute=True, over_shape=True)
 
 
+class OneTokenBoundary(FaultyAgent):
+    name, breaks = "one-token-boundary", "boundary_tokens"
+    fault = "asks each boundary request for one generated token, too few for its marker, then for the default"
+
+    async def boundary(self, service: str, backed: int) -> Result:
+        await self.refused("boundary_probe", service=service, n=backed, gen_tokens=1, execute=True)
+        return await super().boundary(service, backed)
+
+
 class WarmRate(FaultyAgent):
     name, breaks = "warm-rate", "cold_rate"
     fault = "repeats the rate the question quotes (a warm or thinking probe) instead of measuring a cold one"
@@ -458,7 +467,7 @@ class SkipAudit(FaultyAgent):
 FAULTY: tuple[type[FaultyAgent], ...] = (
     FromMemory, OutsideFree, UntracedReserve, FloorReserve, MisspelledReserves, OverCeiling, UnderContract,
     SamplerOverflow, OldBoot, CardZero, CountBelowWindow, DecodeEight, OverShape, WarmRate, TwoArmPlateau, SkipAudit,
-    WindowGuessed,
+    WindowGuessed, OneTokenBoundary,
 )
 
 

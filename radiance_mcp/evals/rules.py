@@ -78,6 +78,7 @@ RULES: tuple[Rule, ...] = (
     Rule("audit_before_image", ("required",), "no successful audit_step_shape call in the record",
          frozenset({"audit_step_shape"})),
     _refused("window_from_ledger"),
+    _refused("boundary_tokens"),
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 RuleName = str

@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field
 
 from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
-from radiance_mcp.core.rules.probe_verdicts import Verdict, collapse_alike
+from radiance_mcp.core.rules.probe_verdicts import Verdict, collapse_alike, min_boundary_tokens
 from radiance_mcp.core.wording.payloads import Api
 from radiance_mcp.core.wording.refusals import ApiChoice
 from radiance_mcp.models.base import Flag, Input, Int, MaxChars, Name, Number, Output, Seconds, Tokens
@@ -37,6 +37,8 @@ _MAX_WINDOW = Field(
 )
 _WINDOW = "The window; must equal the ledger's. Omitted: the ledger's."
 """A probe's window argument (checked_window holds the rule)."""
+MAX_BOUNDARY_N = 64
+"""The most concurrent requests one boundary probe sends."""
 
 
 class TokenCountProbeInput(Input):
@@ -81,9 +83,11 @@ class TokenCountProbeOutput(Output):
 class BoundaryProbeInput(Input):
     service: Name = _SERVICE
     n: Int = Field(
-        ge=1, le=64, description="Concurrent requests: at most the sequences the ledger backs."
+        ge=1, le=MAX_BOUNDARY_N, description="Concurrent requests: at most the sequences the ledger backs."
     )
-    gen_tokens: Int = Field(64, ge=1, le=8192, description="Tokens each request generates.")
+    gen_tokens: Int = Field(
+        64, ge=1, le=8192, description=f"Tokens each request generates (>= {min_boundary_tokens(MAX_BOUNDARY_N)})."
+    )
     max_model_len: Tokens | None = Field(None, ge=64, description=_WINDOW)
     execute: Flag = Field(False, description="true: send the requests; false: plan only.")
     over_shape: Flag = Field(

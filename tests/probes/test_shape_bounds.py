@@ -3,7 +3,8 @@
 Over MCP with the SDK client, against the simulator as the real HTTP server, which writes its
 boot ledger to the file the fleet config names: boundary_probe refuses n above the backed
 sequences (unless over_shape), a window that disagrees with the ledger's (every probe, by one
-check), and decode_probe a context above the window, all before any request goes out.
+check), too few generated tokens for a marker, and decode_probe a context above the window, all
+before any request goes out.
 """
 
 from __future__ import annotations
@@ -150,6 +151,18 @@ async def test_a_token_count_runs_at_the_ledgers_window_and_without_a_ledger_say
     assert not error and out is not None and out["window_source"] == "input"
     assert "window_tokens=200,000 is used as given, unchecked: the service has no ledger" in " ".join(out["notes"])
     assert {(r.status, r.prefill_tokens) for r in ep.requests} == {(400, 0)}
+
+
+async def test_too_few_generated_tokens_for_a_marker_are_refused_before_sending(tmp_path: Path) -> None:
+    # The finding: gen_tokens=1 paid 2 x 199,984 prefill tokens for "0/2 retrieved", with no warning.
+    async with served(tmp_path, Shape()) as (client, ep):
+        rule, text = await refused(client, "boundary_probe", n=2, gen_tokens=1, execute=True)
+        assert rule == "boundary_tokens" and ep.requests == []
+        assert text.startswith("gen_tokens=1: an answer counts as retrieved only when it holds its request's whole "
+                               "marker (PROBE-02-XXXXXX, 15 characters)")
+        assert "16 generated tokens are certain to hold it" in text and text.endswith("pass gen_tokens=16 or more")
+        error, _, out = await call(client, "boundary_probe", n=2, gen_tokens=16, execute=True)
+    assert not error and out is not None and out["verdict"] == "2/2 retrieved"
 
 
 @pytest.mark.parametrize("context", [16_000_000, 199_900])

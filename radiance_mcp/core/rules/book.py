@@ -66,6 +66,8 @@ RULES: tuple[Rule, ...] = (
          "core.audit.step_shape:audit"),
     Rule("window_from_ledger", "A probe runs at the window the ledger states; a window it contradicts is refused "
          "before anything is sent.", "core.rules.probe_shape:checked_window"),
+    Rule("boundary_tokens", "A boundary probe generates enough tokens to hold its marker: one a character, and one "
+         "for the space before it.", "core.rules.probe_verdicts:check_boundary_tokens"),
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 
