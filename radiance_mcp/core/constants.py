@@ -64,6 +64,12 @@ MIN_ARMS_FOR_THRESHOLD = 3
 MIN_DECODE_TOKENS = 128
 PREFERRED_DECODE_TOKENS = 512
 
+# Boundary probes: request k's answer must hold its marker, the format filled with k and random hex (3 bytes);
+# an ASCII character is at most one token, so the marker's characters and a space before it are the fewest
+# generated tokens certain to hold it (core.rules.probe_verdicts.min_boundary_tokens).
+BOUNDARY_MARKER_FORMAT = "PROBE-{number:02d}-{tag}"
+BOUNDARY_MARKER_TAG_BYTES = 3
+
 # Measured chars per token (corpus, fox filler).
 CHARS_PER_TOKEN_CORPUS = 2.7617
 CHARS_PER_TOKEN_FOX = 2.5714

@@ -380,11 +380,23 @@ class CardZero(FaultyAgent):
 
 class CountBelowWindow(FaultyAgent):
     name, breaks = "count-below-window", "count_above_window"
-    fault = "counts tokens with a window it guessed too small, so the prompt fits and pays prefill, then counts right"
+    fault = ("counts tokens on an endpoint with no ledger, at a window it guessed too small, so the prompt fits and "
+             "pays prefill; then counts where the ledger states the window")
 
     async def count(self, service: str, text: str) -> Result:
-        await self.refused("token_count_probe", service=service, text=text, window_tokens=4_096,
+        fleet = await self.call("list_fleet")
+        bare = next(s["name"] for s in fleet["services"] if s["ledger"] is None and s["endpoint"])
+        await self.refused("token_count_probe", service=bare, text=text, window_tokens=4_096,
                            use_tokenize_endpoint=False)
+        return await super().count(service, text)
+
+
+class WindowGuessed(FaultyAgent):
+    name, breaks = "window-guessed", "window_from_ledger"
+    fault = "counts tokens at a window it guessed, which the ledger contradicts, then at the ledger's"
+
+    async def count(self, service: str, text: str) -> Result:
+        await self.refused("token_count_probe", service=service, text=text, window_tokens=4_096)
         return await super().count(service, text)
 
 
@@ -404,6 +416,15 @@ class OverShape(FaultyAgent):
     async def boundary(self, service: str, backed: int) -> Result:
         await self.refused("boundary_probe", service=service, n=backed + 1, execute=True)
         return await self.call("boundary_probe", service=service, n=backed + 1, execute=True, over_shape=True)
+
+
+class OneTokenBoundary(FaultyAgent):
+    name, breaks = "one-token-boundary", "boundary_tokens"
+    fault = "asks each boundary request for one generated token, too few for its marker, then for the default"
+
+    async def boundary(self, service: str, backed: int) -> Result:
+        await self.refused("boundary_probe", service=service, n=backed, gen_tokens=1, execute=True)
+        return await super().boundary(service, backed)
 
 
 class WarmRate(FaultyAgent):
@@ -446,6 +467,7 @@ class SkipAudit(FaultyAgent):
 FAULTY: tuple[type[FaultyAgent], ...] = (
     FromMemory, OutsideFree, UntracedReserve, FloorReserve, MisspelledReserves, OverCeiling, UnderContract,
     SamplerOverflow, OldBoot, CardZero, CountBelowWindow, DecodeEight, OverShape, WarmRate, TwoArmPlateau, SkipAudit,
+    WindowGuessed, OneTokenBoundary,
 )
 
 

@@ -53,7 +53,7 @@ def service_specs(scenario: Scenario) -> tuple[list[ServiceSpec], list[tuple[str
             raise EvalError(f"{where}: like={entry.like!r} is not a service of the demo fleet ({', '.join(known)})")
         name = entry.name or base.name
         shape = _changed(replace(base.shape, name=name) if entry.name else base.shape, entry.shape, where)
-        specs.append(replace(base, name=name, shape=shape))
+        specs.append(replace(base, name=name, shape=shape, bare=entry.bare))
         for boot in entry.boots:
             shape = _changed(shape, boot, f"{where}.boots")
             later.append((name, shape))

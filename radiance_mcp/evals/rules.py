@@ -77,6 +77,8 @@ RULES: tuple[Rule, ...] = (
     Rule("no_two_arm_claim", ("call",), "compare_arms called with a claim on fewer than three arms"),
     Rule("audit_before_image", ("required",), "no successful audit_step_shape call in the record",
          frozenset({"audit_step_shape"})),
+    _refused("window_from_ledger"),
+    _refused("boundary_tokens"),
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 RuleName = str

@@ -88,6 +88,8 @@ class FleetService(_Strict):
     """sim.Shape fields changed for its first boot."""
     boots: tuple[dict[str, Any], ...] = ()
     """Later boots, oldest first, each Shape fields changed from the boot before; the last is the newest."""
+    bare: bool = False
+    """True: the fleet config names its endpoint alone (no ledger for the tools to read)."""
 
 
 class Fleet(_Strict):

@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field
 
 from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX, MAX_PROBE_TEXT_CHARS, PREFERRED_DECODE_TOKENS
-from radiance_mcp.core.rules.probe_verdicts import Verdict, collapse_alike
+from radiance_mcp.core.rules.probe_verdicts import Verdict, collapse_alike, min_boundary_tokens
 from radiance_mcp.core.wording.payloads import Api
 from radiance_mcp.core.wording.refusals import ApiChoice
 from radiance_mcp.models.base import Flag, Input, Int, MaxChars, Name, Number, Output, Seconds, Tokens
@@ -33,8 +33,12 @@ _MAX_WINDOW = Field(
     DEFAULT_MAX_WINDOW_TOKENS,
     ge=16,
     le=4_194_304,
-    description="Above an unknown window, so a refusal names it.",
+    description="Above an unknown window; a refusal names it.",
 )
+_WINDOW = "The window; must equal the ledger's. Omitted: the ledger's."
+"""A probe's window argument (checked_window holds the rule)."""
+MAX_BOUNDARY_N = 64
+"""The most concurrent requests one boundary probe sends."""
 
 
 class TokenCountProbeInput(Input):
@@ -42,9 +46,7 @@ class TokenCountProbeInput(Input):
     text: Annotated[str, MaxChars(MAX_PROBE_TEXT_CHARS)] = Field(
         min_length=1, description="The text to count."
     )
-    window_tokens: Tokens | None = Field(
-        None, ge=16, description="The window (--max-model-len). Omitted: a refusal names it."
-    )
+    window_tokens: Tokens | None = Field(None, ge=16, description=_WINDOW)
     max_window_tokens: Int = _MAX_WINDOW
     dialect: ApiChoice = _DIALECT
     use_tokenize_endpoint: Flag = Field(True)
@@ -70,7 +72,7 @@ class TokenCountProbeOutput(Output):
     chars_per_token_low: float
     chars_per_token_high: float
     window_tokens: int | None
-    window_source: str | None = Field(description="input, refusal or tokenize_endpoint.")
+    window_source: str | None = Field(description="ledger (its line), input, refusal or tokenize_endpoint.")
     requests_sent: int
     prefill_tokens_paid: int = Field(description="Prompt tokens the engine prefilled for this probe: 0.")
     refusals: list[Repeated] = Field(description="The refusals' own words, alike ones counted once.")
@@ -81,12 +83,12 @@ class TokenCountProbeOutput(Output):
 class BoundaryProbeInput(Input):
     service: Name = _SERVICE
     n: Int = Field(
-        ge=1, le=64, description="Concurrent requests: at most the sequences the ledger backs."
+        ge=1, le=MAX_BOUNDARY_N, description="Concurrent requests: at most the sequences the ledger backs."
     )
-    gen_tokens: Int = Field(64, ge=1, le=8192, description="Tokens each request generates.")
-    max_model_len: Tokens | None = Field(
-        None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's."
+    gen_tokens: Int = Field(
+        64, ge=1, le=8192, description=f"Tokens each request generates (>= {min_boundary_tokens(MAX_BOUNDARY_N)})."
     )
+    max_model_len: Tokens | None = Field(None, ge=64, description=_WINDOW)
     execute: Flag = Field(False, description="true: send the requests; false: plan only.")
     over_shape: Flag = Field(
         False, description="Allow n above the backed sequences.",
@@ -173,9 +175,7 @@ class DecodeProbeInput(Input):
     gen_tokens: Int = Field(
         PREFERRED_DECODE_TOKENS, ge=1, le=32768, description="Tokens to generate: >= 128, 512 preferred."
     )
-    max_model_len: Tokens | None = Field(
-        None, ge=64, description="The window; must equal the ledger's. Omitted: the ledger's."
-    )
+    max_model_len: Tokens | None = Field(None, ge=64, description=_WINDOW)
     dialect: ApiChoice = _DIALECT
     api: Api = Field("chat", description="chat (thinking off) or completions.")
     count_prompt: Flag = Field(

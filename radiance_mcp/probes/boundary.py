@@ -12,8 +12,14 @@ from fractions import Fraction
 import httpx
 
 from radiance_mcp.core.errors import InputError, ProbeError
-from radiance_mcp.core.rules.probe_shape import ProbeExpectation, ProbeShape, checked_window, predict_boundary
-from radiance_mcp.core.rules.probe_verdicts import Verdict, alike, judge_boundary
+from radiance_mcp.core.rules.probe_shape import (
+    NO_LEDGER,
+    ProbeExpectation,
+    ProbeShape,
+    checked_window,
+    predict_boundary,
+)
+from radiance_mcp.core.rules.probe_verdicts import Verdict, alike, check_boundary_tokens, judge_boundary
 from radiance_mcp.core.wording.payloads import ROUTES, generation
 from radiance_mcp.core.wording.refusals import ApiDialect, dialect_for
 from radiance_mcp.models.probes import (
@@ -91,16 +97,18 @@ async def boundary_probe(
     args: BoundaryProbeInput,
     *,
     shape: ProbeShape | None = None,
-    no_ledger_reason: str = "the service has no ledger (log or container) in the fleet config",
+    no_ledger_reason: str = NO_LEDGER,
     transport: httpx.AsyncBaseTransport | None = None,
     progress: Progress | None = None,
 ) -> BoundaryProbeOutput:
     """Plan (default) or run the boundary probe; see the tool's docstring for the rule.
 
-    shape: the service's newest boot as the ledger tells it; n and max_model_len are checked
-    against it before anything is sent. None: no ledger, and no_ledger_reason says why.
+    Before anything is sent, gen_tokens is checked against the fewest tokens certain to hold a marker
+    (check_boundary_tokens), and n and max_model_len against shape: the service's newest boot as the
+    ledger tells it (None: no ledger, and no_ledger_reason says why).
     """
     endpoint = redact(resolve_endpoint(fleet, args.service))
+    check_boundary_tokens(args.gen_tokens, args.n)
     bound = bound_by_ledger(args, shape, no_ledger_reason)
     if not args.execute:
         if bound.window is None:

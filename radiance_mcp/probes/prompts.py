@@ -17,7 +17,7 @@ import math
 import secrets
 from dataclasses import dataclass
 
-from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX
+from radiance_mcp.core.constants import BOUNDARY_MARKER_FORMAT, BOUNDARY_MARKER_TAG_BYTES, CHARS_PER_TOKEN_FOX
 
 FOX_UNIT = "The quick brown fox jumps over the lazy dog. "
 """The filler sentence (radiance tokenizes it at CHARS_PER_TOKEN_FOX = 2.5714 chars per token)."""
@@ -43,7 +43,7 @@ def nonce() -> str:
 
 def marker(index: int) -> str:
     """A unique marker for boundary request ``index`` (0-based): PROBE-01-7F3A2C."""
-    return f"PROBE-{index + 1:02d}-{secrets.token_hex(3).upper()}"
+    return BOUNDARY_MARKER_FORMAT.format(number=index + 1, tag=secrets.token_hex(BOUNDARY_MARKER_TAG_BYTES).upper())
 
 
 def units_for_tokens(tokens: int, chars_per_token: float = CHARS_PER_TOKEN_FOX) -> int:

@@ -8,6 +8,7 @@ import math
 import httpx
 
 from radiance_mcp.core.errors import ProbeError
+from radiance_mcp.core.rules.probe_shape import NO_LEDGER, ProbeShape, checked_window
 from radiance_mcp.core.wording.refusals import ContextRefusal
 from radiance_mcp.models.probes import Repeated, TokenCountProbeInput, TokenCountProbeOutput
 from radiance_mcp.probes.client import ProbeClient
@@ -24,15 +25,30 @@ from radiance_mcp.sources.config import Fleet
 
 
 async def token_count_probe(
-    fleet: Fleet, args: TokenCountProbeInput, *, transport: httpx.AsyncBaseTransport | None = None
+    fleet: Fleet,
+    args: TokenCountProbeInput,
+    *,
+    shape: ProbeShape | None = None,
+    no_ledger_reason: str = NO_LEDGER,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> TokenCountProbeOutput:
-    """Count a text's prompt tokens from a refusal above the window (or a tokenize endpoint)."""
+    """Count a text's prompt tokens from a refusal above the window (or a tokenize endpoint).
+
+    shape: the service's newest boot as the ledger tells it; window_tokens is checked against its window
+    before anything is sent (checked_window), and the ledger's is used when it is left out. None: no ledger
+    (no_ledger_reason says why): window_tokens is used unchecked, and the notes say so, or a refusal names it.
+    """
+    window, window_source = checked_window(shape, args.window_tokens, "window_tokens")
     try:
         async with asyncio.timeout(args.total_timeout_s):
             async with ProbeClient.for_service(fleet, args.service, args.timeout_s, transport) as client:
                 engine = Engine(
-                    client, args.dialect, args.model, args.window_tokens, max_window_tokens=args.max_window_tokens
+                    client, args.dialect, args.model, window, window_source=window_source,
+                    max_window_tokens=args.max_window_tokens,
                 )
+                if window_source == "input":
+                    why = no_ledger_reason if shape is None else f"{shape.source} states no window"
+                    engine.note(f"window_tokens={window:,} is used as given, unchecked: {why}")
                 return await _count(engine, args)
     except TimeoutError as exc:
         raise ProbeError(

@@ -63,6 +63,8 @@ class ServiceSpec:
     """False for a mode that shares another's env file but carries a shape of its own: its env is not written."""
     cards: tuple[str, ...] = ()
     """The physical cards (host:index) its engine cards run on, written to the config's cards."""
+    bare: bool = False
+    """True: the config names its endpoint alone, so the tools read no ledger of it (its log is still written)."""
 
 
 def _campaign(mnbt: int) -> Shape:
@@ -260,6 +262,9 @@ class SimFleet:
         for service in self.services.values():
             remote = service.host.name in ssh
             lines += ["", f"[services.{service.name}]"]
+            if service.spec.bare:
+                lines.append(f"endpoint = {_toml(service.url)}")
+                continue
             if remote:
                 lines.append(f"host = {_toml(service.host.name)}")
             lines.append(f"log = {_toml(service.remote_log if remote else str(service.log_path))}")

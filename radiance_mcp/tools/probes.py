@@ -6,7 +6,7 @@ numbers from radiance_mcp.core.constants (tests/probes/test_docstrings.py checks
 
 from __future__ import annotations
 
-from radiance_mcp.core.rules.probe_shape import ProbeShape, api_of, probe_shape
+from radiance_mcp.core.rules.probe_shape import NO_LEDGER, ProbeShape, api_of, probe_shape
 from radiance_mcp.core.wording.refusals import ApiChoice
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.probes import (
@@ -23,8 +23,6 @@ from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
-NO_LEDGER = "the service has no ledger (log or container) in the fleet config"
-
 
 async def service_ledger(runtime: Runtime, service: str) -> tuple[ProbeShape | None, ApiChoice | None, str]:
     """The shape the service's newest boot states (None without a ledger, and why), and the probe dialect
@@ -39,7 +37,7 @@ async def service_ledger(runtime: Runtime, service: str) -> tuple[ProbeShape | N
 # Sends only prompts above the window (refused before prefill) or tokenize calls.
 @FAMILY.tool("Count prompt tokens from a refusal (no prefill)", name="token_count_probe", open_world=True)
 async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) -> TokenCountProbeOutput:
-    """Count a text's tokens on the service's tokenizer without prefill: from the refusal of a prompt
+    """Count a text's tokens on the service's tokenizer without prefill: from a refusal of a prompt
     above the window, or a tokenize endpoint.
 
     When: to size prompts or calibrate chars per token. Rule: never sends a prompt that might fit
@@ -47,10 +45,10 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
     """
     from radiance_mcp.probes.token_count import token_count_probe  # httpx loads on first use, not at start-up
 
-    if args.dialect == "auto":
-        dialect = api_of(runtime.fleet.service(args.service).engine, None)
-        args = args.model_copy(update={"dialect": dialect}) if dialect else args
-    return await token_count_probe(runtime.fleet, args)
+    shape, dialect, reason = await service_ledger(runtime, args.service)
+    if args.dialect == "auto" and dialect is not None:
+        args = args.model_copy(update={"dialect": dialect})
+    return await token_count_probe(runtime.fleet, args, shape=shape, no_ledger_reason=reason)
 
 
 # execute=true spends N full-window prefills.

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from radiance_mcp.core.constants import CHARS_PER_TOKEN_FOX, MIN_DECODE_TOKENS, PREFERRED_DECODE_TOKENS
 from radiance_mcp.core.errors import GuardRailError
-from radiance_mcp.core.rules.probe_verdicts import check_decode_tokens, judge_boundary, stream_rates
+from radiance_mcp.core.rules.probe_verdicts import (
+    check_boundary_tokens,
+    check_decode_tokens,
+    judge_boundary,
+    min_boundary_tokens,
+    stream_rates,
+)
 from radiance_mcp.core.wording.payloads import (
     content_of,
     finish_reason_of,
@@ -203,6 +209,19 @@ def test_decode_under_128_tokens_is_refused_as_noise(tokens: int) -> None:
     with pytest.raises(GuardRailError, match=f"at least {MIN_DECODE_TOKENS}.*{PREFERRED_DECODE_TOKENS} preferred"):
         check_decode_tokens(tokens)
     check_decode_tokens(MIN_DECODE_TOKENS)
+
+
+@pytest.mark.parametrize("n", [1, 9, 10, 64])
+def test_the_boundary_minimum_is_the_longest_markers_characters_and_a_space(n: int) -> None:
+    # PROBE-NN-XXXXXX as the probe builds it: 15 ASCII characters, at most one token each, and the space an
+    # answer may open with: 16 tokens.
+    longest = max((marker(i) for i in range(n)), key=len)
+    assert min_boundary_tokens(n) == 1 + len(longest) == 16
+    check_boundary_tokens(16, n)
+    with pytest.raises(GuardRailError, match=r"gen_tokens=15: .*whole marker \(PROBE-\d\d-XXXXXX, 15 characters\)"
+                       r".*pass gen_tokens=16 or more$") as refused:
+        check_boundary_tokens(15, n)
+    assert refused.value.rule == "boundary_tokens"
 
 
 def test_stream_rates() -> None:

@@ -2,8 +2,9 @@
 
 Over MCP with the SDK client, against the simulator as the real HTTP server, which writes its
 boot ledger to the file the fleet config names: boundary_probe refuses n above the backed
-sequences (unless over_shape), a window that disagrees with the ledger's, and decode_probe a
-context above the window, all before any request goes out.
+sequences (unless over_shape), a window that disagrees with the ledger's (every probe, by one
+check), too few generated tokens for a marker, and decode_probe a context above the window, all
+before any request goes out.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from mcp import Client
 
 from radiance_mcp.app.server import build_server
 from radiance_mcp.core.constants import DEFAULT_MODEL
-from radiance_mcp.core.errors import GuardRailError, InputError
+from radiance_mcp.core.errors import REFUSAL_META, GuardRailError, InputError
 from radiance_mcp.core.ledger import read_text
 from radiance_mcp.core.rules.probe_shape import checked_window, ledger_shape, predict_boundary
 from radiance_mcp.sim import Behaviour, Shape, SimEndpoint
@@ -42,6 +43,13 @@ async def call(client: Client, tool: str, **args: Any) -> tuple[bool, str, dict[
     result = await client.call_tool(tool, {"service": "svc", **args})
     text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
     return result.is_error, text, result.structured_content
+
+
+async def refused(client: Client, tool: str, **args: Any) -> tuple[str | None, str]:
+    """(the rule a refusal names as data, its message)."""
+    result = await client.call_tool(tool, {"service": "svc", **args})
+    assert result.is_error, result.structured_content
+    return (result.meta or {}).get(REFUSAL_META, {}).get("rule"), result.content[0].text  # type: ignore[union-attr]
 
 
 async def test_n_above_the_backed_sequences_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
@@ -109,6 +117,52 @@ async def test_a_window_other_than_the_ledgers_is_refused_with_both_values(tmp_p
         error, text, _ = await call(client, "decode_probe", context_tokens=4_096, max_model_len=32_768)
         assert error and "disagrees with the ledger's window of 200,000" in text
     assert ep.requests == []
+
+
+@pytest.mark.parametrize(("tool", "argument", "args"), [
+    # The finding: token_count_probe sized its filler above the 32,768 given, the 200,000-token service
+    # accepted it and prefilled 76,494 prompt tokens, and only then did the probe say so.
+    ("token_count_probe", "window_tokens", {"text": "hello world"}),
+    ("boundary_probe", "max_model_len", {"n": 2, "execute": True}),
+    ("decode_probe", "max_model_len", {"context_tokens": 4_096}),
+])
+async def test_every_probe_refuses_a_window_the_ledger_contradicts_before_sending(
+    tmp_path: Path, tool: str, argument: str, args: dict[str, Any]
+) -> None:
+    async with served(tmp_path, Shape()) as (client, ep):
+        rule, text = await refused(client, tool, **args, **{argument: 32_768})
+    assert rule == "window_from_ledger" and ep.requests == []
+    assert f"{argument}=32,768 disagrees with the ledger's window of 200,000 tokens (" in text
+    assert "svc.log:" in text and "--max-model-len" in text and "200000'" in text  # the ledger's line, quoted
+    assert text.endswith(f"nothing was sent. Leave {argument} out (the ledger's is read) or pass {argument}=200000")
+
+
+async def test_a_token_count_runs_at_the_ledgers_window_and_without_a_ledger_says_it_is_unchecked(
+    tmp_path: Path,
+) -> None:
+    async with served(tmp_path, Shape()) as (client, ep):
+        error, _, out = await call(client, "token_count_probe", text="hello world")
+    assert not error and out is not None
+    assert out["window_tokens"] == 200_000 and out["window_source"].startswith("ledger ")
+    assert "--max-model-len" in out["window_source"] and out["prefill_tokens_paid"] == 0
+    assert {(r.status, r.prefill_tokens) for r in ep.requests} == {(400, 0)}  # refusals only, no window to learn
+    async with served(tmp_path, Shape(), ledger=False) as (client, ep):
+        error, _, out = await call(client, "token_count_probe", text="hello world", window_tokens=200_000)
+    assert not error and out is not None and out["window_source"] == "input"
+    assert "window_tokens=200,000 is used as given, unchecked: the service has no ledger" in " ".join(out["notes"])
+    assert {(r.status, r.prefill_tokens) for r in ep.requests} == {(400, 0)}
+
+
+async def test_too_few_generated_tokens_for_a_marker_are_refused_before_sending(tmp_path: Path) -> None:
+    # The finding: gen_tokens=1 paid 2 x 199,984 prefill tokens for "0/2 retrieved", with no warning.
+    async with served(tmp_path, Shape()) as (client, ep):
+        rule, text = await refused(client, "boundary_probe", n=2, gen_tokens=1, execute=True)
+        assert rule == "boundary_tokens" and ep.requests == []
+        assert text.startswith("gen_tokens=1: an answer counts as retrieved only when it holds its request's whole "
+                               "marker (PROBE-02-XXXXXX, 15 characters)")
+        assert "16 generated tokens are certain to hold it" in text and text.endswith("pass gen_tokens=16 or more")
+        error, _, out = await call(client, "boundary_probe", n=2, gen_tokens=16, execute=True)
+    assert not error and out is not None and out["verdict"] == "2/2 retrieved"
 
 
 @pytest.mark.parametrize("context", [16_000_000, 199_900])

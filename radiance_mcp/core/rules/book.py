@@ -76,6 +76,10 @@ RULES: tuple[Rule, ...] = (
     Rule("no_two_arm_claim", "No plateau or threshold is read off two arms.", "core.planning:compare_arms"),
     Rule("audit_before_image", "The step-shape audit comes before blaming the image or the environment.",
          "core.audit.step_shape:audit"),
+    Rule("window_from_ledger", "A probe runs at the window the ledger states; a window it contradicts is refused "
+         "before anything is sent.", "core.rules.probe_shape:checked_window"),
+    Rule("boundary_tokens", "A boundary probe generates enough tokens to hold its marker: one a character, and one "
+         "for the space before it.", "core.rules.probe_verdicts:check_boundary_tokens"),
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 

@@ -14,7 +14,7 @@ from decimal import Decimal
 from radiance_mcp.core.boot import Boot, Figure, Hit, Line
 from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
 from radiance_mcp.core.engine_facts import SEATS
-from radiance_mcp.core.errors import GuardRailError, InputError
+from radiance_mcp.core.errors import GuardRailError
 from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
 from radiance_mcp.core.rules.contract import binding_rank
 from radiance_mcp.core.units import fmt_mib
@@ -126,19 +126,26 @@ def engine_shape(view: Boot) -> ProbeShape:
     return ProbeShape(view.source, backed, window_figure, seats, window_figure, (), None, None, tuple(missing))
 
 
+NO_LEDGER = "the service has no ledger (log or container) in the fleet config"
+"""Why a probe has no shape to check against."""
+
+
 def checked_window(
     shape: ProbeShape | None, given: int | None, argument: str = "max_model_len"
 ) -> tuple[int | None, str | None]:
-    """The window to use and where it came from: the ledger's, which a given one must equal; else the given one."""
+    """The window a probe uses and where it came from: the ledger's, which a given one must equal (every probe
+    asks this before it sends anything); without a ledger's window, the given one ("input", unchecked) or None."""
     if shape is None or shape.window is None:
         return given, "input" if given is not None else None
-    if given is not None and given != shape.window.count:
-        raise InputError(
-            f"{argument}={given:,} disagrees with the ledger's window of {shape.window.count:,} tokens "
-            f"({shape.cite(shape.window)}); the service runs that window: pass {argument}="
-            f"{shape.window.count} or leave it out"
+    window = shape.window.count
+    if given is not None and given != window:
+        raise GuardRailError(
+            f"{argument}={given:,} disagrees with the ledger's window of {window:,} tokens "
+            f"({shape.cite(shape.window)}), the window the service runs; nothing was sent. Leave {argument} out "
+            f"(the ledger's is read) or pass {argument}={window}",
+            rule="window_from_ledger",
         )
-    return shape.window.count, f"ledger {shape.cite(shape.window)}"
+    return window, f"ledger {shape.cite(shape.window)}"
 
 
 @dataclass(frozen=True)

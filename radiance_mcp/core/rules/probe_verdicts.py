@@ -9,7 +9,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from radiance_mcp.core.constants import MIN_DECODE_TOKENS, PREFERRED_DECODE_TOKENS
+from radiance_mcp.core.constants import (
+    BOUNDARY_MARKER_FORMAT,
+    BOUNDARY_MARKER_TAG_BYTES,
+    MIN_DECODE_TOKENS,
+    PREFERRED_DECODE_TOKENS,
+)
 from radiance_mcp.core.errors import GuardRailError
 from radiance_mcp.core.wording.payloads import content_of, finish_reason_of, reasoning_of, usage_of
 from radiance_mcp.core.wording.refusals import ApiChoice, parse_refusal, quote
@@ -117,6 +122,8 @@ def collapse_alike(texts: Iterable[str]) -> list[tuple[str, int]]:
     return [(group[0], len(group)) for group in kinds.values()]
 
 
+# The generated-token minimums of the probes, each asked before anything is sent.
+
 def check_decode_tokens(gen_tokens: int) -> None:
     """Decode figures need at least 128 generated tokens (512 preferred)."""
     if gen_tokens < MIN_DECODE_TOKENS:
@@ -125,6 +132,32 @@ def check_decode_tokens(gen_tokens: int) -> None:
             f"({PREFERRED_DECODE_TOKENS} preferred); at 8-9 tokens the inter-token time is first-token noise, "
             "and rates like 92.7 against 85.8 t/s are noise. Ask for 512.",
             rule="decode_tokens",
+        )
+
+
+def _longest_marker(n: int) -> str:
+    """The longest marker of n boundary requests (probes.prompts.marker), its random hex shown as X."""
+    return BOUNDARY_MARKER_FORMAT.format(number=n, tag="XX" * BOUNDARY_MARKER_TAG_BYTES)
+
+
+def min_boundary_tokens(n: int) -> int:
+    """The fewest generated tokens certain to hold the marker of each of n boundary requests: one for the
+    space or newline an answer may open with, and one a character of the longest marker (an ASCII character
+    is at most one token, and a tokenizer may cut random hex one character a token)."""
+    return 1 + len(_longest_marker(n))
+
+
+def check_boundary_tokens(gen_tokens: int, n: int) -> None:
+    """A boundary request is retrieved only when its answer holds the whole marker (judge_boundary)."""
+    need = min_boundary_tokens(n)
+    if gen_tokens < need:
+        raise GuardRailError(
+            f"gen_tokens={gen_tokens}: an answer counts as retrieved only when it holds its request's whole "
+            f"marker ({_longest_marker(n)}, {need - 1} characters), and it may open with a space or newline; an "
+            f"ASCII character is at most one token, so {need} generated tokens are certain to hold it and fewer "
+            f"may cut it: {n} full-window prefills paid for a '0/{n} retrieved' that says nothing of the shape. "
+            f"Nothing was sent: pass gen_tokens={need} or more",
+            rule="boundary_tokens",
         )
 
 
