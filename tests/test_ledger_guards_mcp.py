@@ -231,8 +231,10 @@ async def test_without_a_ledger_the_ceiling_is_said_to_be_unchecked(server: MCPS
                             max_model_len=200_000, kv_cache_dtype="fp8")
         error, text = await call(client, "check_pool_contract", pool_mib=5120, seqs=2, max_model_len=200_000,
                                  kv_cache_dtype="fp8", reserves=[{"mib": 1, "label": "x", "personal": True}])
-    assert (out["ok"], out["ceiling"], out["ledger"]) == (True, None, None)
+    assert (out["ok"], out["contract_ok"], out["ceiling"], out["ledger"]) == (None, True, None, None)
     assert any("the ceiling was not checked (service 'no-ledger' names no ledger" in note for note in out["notes"])
+    pair = next(check for check in out["checks"] if check["rule"] == "pair_within_ceiling")
+    assert pair["verdict"] == "unchecked" and pair["remedy"].startswith("service 'no-ledger' names no ledger")
     assert error and "reserves and weights_mib are checked against a ceiling" in text
 
 

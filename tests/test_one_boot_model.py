@@ -149,8 +149,14 @@ async def test_check_pool_contract_answers_every_engine_in_one_form(log: Path) -
     assert out["boot_status"] == boot.state.status
     assert [ref["line"] for ref in out["refusal_lines"]] == (
         [] if boot.state.status == "settled" else [line.number for line in boot.state.lines])
-    assert out["ok"] == (out["contract_ok"] and boot.state.status == "settled"
-                         and (out["ceiling"] is None or out["ceiling"]["ok"]))
+    verdicts = {check["rule"]: check["verdict"] for check in out["checks"]}
+    assert verdicts["pool_contract"] == ("pass" if out["contract_ok"] else "fail")
+    assert verdicts["pair_within_ceiling"] == (
+        "unchecked" if out["ceiling"] is None else "pass" if out["ceiling"]["ok"] else "fail")
+    # ok is true only if every rule passed; null if none failed but one was not checked
+    expected = (False if "fail" in verdicts.values() or boot.state.status != "settled"
+                else None if "unchecked" in verdicts.values() else True)
+    assert out["ok"] is expected
     if out["ceiling"] is not None:
         card = out["ceiling"]["binding_card"]  # no reserves: the card that binds is the tightest
         assert f"card {card}'s ceiling {out['ceiling']['ceiling_mib']:,} MiB (" in out["ceiling"]["formula"]

@@ -182,7 +182,7 @@ async def _seats(w: _Walk, table: dict[str, Any], ceiling: dict[str, Any]) -> tu
     over = await w.need("check_pool_contract", pool_mib=new_kv, seqs=seats + 1, max_model_len=window,
                         kv_cache_dtype=dtype)
     w.say(f"{seats + 1} seats: {over['formula']}; clients would see: {over['refusal']!r}")
-    w.expect(fits["ok"] and not over["ok"], f"{seats} seats fit, {seats + 1} do not")
+    w.expect(fits["contract_ok"] and not over["contract_ok"], f"{seats} seats fit, {seats + 1} do not")
     spec = w.fleet.services[SERVICE].shape.spec
     rows = seats * (1 + spec)
     w.expect(rows <= SAMPLER_ROW_BOUND,

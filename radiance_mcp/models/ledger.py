@@ -17,6 +17,7 @@ from radiance_mcp.models.base import (
     Name,
     Output,
     PathArg,
+    RuleCheck,
     Seqs,
     SizeMib,
     Tokens,
@@ -253,7 +254,12 @@ class PoolContractOutput(Output):
     fixed_mib: int
     required_mib: float
     margin_mib: float = Field(description="pool_mib - required_mib; negative means the contract fails.")
-    ok: bool
+    ok: bool | None = Field(
+        description="true only if every rule in checks passed; false: one failed, or the boot did not settle "
+                    "(boot_status); null: none failed but one was not checked (its remedy says what to give)."
+    )
+    checks: list[RuleCheck] = Field(description="Every rule of the verdict: pool_contract, pair_within_ceiling, "
+                                                "and sampler_rows where a boot shows spec (or none was read).")
     max_seqs_at_window: int = Field(description="The most sequences this pool backs at max_model_len.")
     max_window_at_seqs: int = Field(description="The longest window this pool backs at seqs.")
     formula: str

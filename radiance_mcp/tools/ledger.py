@@ -12,13 +12,14 @@ from decimal import Decimal
 from typing import Any
 
 from radiance_mcp.core import engine_facts, planning
-from radiance_mcp.core.boot import Boot, Figure, RankView
+from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.errors import FigureMissing, InputError
 from radiance_mcp.core.rules import capacity
-from radiance_mcp.core.rules.contract import CONTRACT_INPUTS, boot_contract
+from radiance_mcp.core.rules.book import Check
+from radiance_mcp.core.rules.contract import CONTRACT_INPUTS, NO_LEDGER_REMEDY, boot_contract, contract_checks, verdict
 from radiance_mcp.core.rules.settled import finding
 from radiance_mcp.core.units import fmt_mib
-from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
+from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib, rule_check
 from radiance_mcp.models.ledger import (
     BudgetCard,
     CeilingCheck,
@@ -176,11 +177,11 @@ def ceiling_notes(boot: Boot, ranks: tuple[capacity.RankCeiling, ...], binding: 
 
 @FAMILY.tool("Check the KV pool contract", open_world=True)
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
-    """Check a KV pool against its contract: pool_mib >= seqs * max_model_len * rate + per-sequence
+    """Check a KV pool against its contract: pool_mib >= seqs * max_model_len * rate + per-seq
     MiB * seqs + fixed MiB; values left out come from the ledger.
 
-    When: for any change of seats, window, dtype or pool. Rule: with a ledger, ok also needs the
-    pair within the ceiling. Next: render_gates, or plan_free_vram.
+    When: seats, window, dtype or pool change. Rule: ok only if all checks passed (null: one
+    unchecked). Next: render_gates.
     """
     read = await read_ledger(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
     given: dict[str, Any] = {name: getattr(args, name) for name in CONTRACT_INPUTS}
@@ -192,17 +193,21 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     if boot is None:
         why = f"service {args.service!r} names no ledger in the fleet config" if args.service else "no ledger named"
         notes.append(f"the ceiling was not checked ({why}): name the service's ledger to check the pool against it")
+        pair = _pair_unchecked(f"{why}: the ceiling is read from a boot that settled; {NO_LEDGER_REMEDY}")
     elif boot.state.status != "settled":
         refusal_lines = [line_ref(line) for line in boot.state.lines]
         notes.append(finding(boot))
+        pair = _pair_unchecked(f"the boot is {boot.state.status}: a ceiling is read from a boot that settled "
+                               "(notes: what to read)", boot.state.lines)
     else:
         try:
-            check = _ceiling_check(boot, contract.pool_mib, args, notes)
+            check, pair = _ceiling_check(boot, contract.pool_mib, args, notes)
         except FigureMissing as exc:  # another engine's log may lack what the ceiling needs: said, not guessed
             notes.append(f"the ceiling was not checked: {exc}")
+            pair = _pair_unchecked(str(exc))
     if boot is not None:
         notes += provenance_notes(boot)
-    settled = boot is None or boot.state.status == "settled"
+    checks = contract_checks(reading, boot, pair)
     return PoolContractOutput(
         model=reading.model,
         pool_mib=mib(contract.pool_mib),
@@ -215,7 +220,8 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         fixed_mib=contract.fixed_mib,
         required_mib=mib(contract.required_mib),
         margin_mib=mib(contract.margin_mib),
-        ok=contract.ok and settled and (check is None or check.ok),
+        ok=False if boot is not None and boot.state.status != "settled" else verdict(checks),
+        checks=[rule_check(c) for c in checks],
         max_seqs_at_window=contract.max_seqs_at_window,
         max_window_at_seqs=contract.max_window_at_seqs,
         formula=reading.formula,
@@ -264,9 +270,16 @@ def _contract_ledger(boot: Boot | None, args: CheckPoolContractInput, missing: l
     return None
 
 
-def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, notes: list[str]) -> CeilingCheck:
-    """weights + pool + reserves against the ceiling of a boot that settled (FigureMissing: the log lacks what
-    the ceiling needs)."""
+def _pair_unchecked(remedy: str, lines: tuple[Line, ...] = ()) -> Check:
+    return Check("pair_within_ceiling", "unchecked", "weights + pool + reserves <= the ceiling: no ceiling read",
+                 lines, remedy)
+
+
+def _ceiling_check(
+    boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, notes: list[str]
+) -> tuple[CeilingCheck, Check]:
+    """weights + pool + reserves against the ceiling of a boot that settled, and that as the rule book's
+    pair_within_ceiling (FigureMissing: the log lacks what the ceiling needs)."""
     reading = capacity.budget(boot)
     reserves = trace_reserves(reading, args.reserves)
     ranks = capacity.rank_ceilings(reading)
@@ -274,12 +287,13 @@ def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, 
     tightest = min(result.cards, key=lambda c: (c.max_pair_mib or 0, c.card))
     rank = next(r for r in ranks if r.card.card == tightest.card)
     weights_from: LineRef | str
+    lines = rank.lines
     if args.weights_mib is not None:
         weights, weights_from = Decimal(str(args.weights_mib)), "argument"
     else:
         card = next(c for c in reading.cards if c.rank == rank.rank)
         figure = planning.echoed_or_printed(boot, card, "vram-weights-mib", "weights_mib")
-        weights, weights_from = figure.value, line_ref(figure.line)
+        weights, weights_from, lines = figure.value, line_ref(figure.line), (*lines, figure.line)
     pair = weights + pool_mib
     held = tightest.ceiling_mib - (tightest.max_pair_mib or 0)
     margin = (tightest.max_pair_mib or 0) - pair
@@ -290,13 +304,14 @@ def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, 
         f"{fmt_mib(pair + held, 2)} MiB {'<=' if ok else '>'} card {tightest.card}'s ceiling "
         f"{fmt_mib(tightest.ceiling_mib)} MiB ({rank.derivation})"
     )
-    if not ok:
-        notes.append(
-            f"the pair this pool makes ({fmt_mib(pair, 2)} MiB) is {fmt_mib(-margin, 2)} MiB over the "
-            f"{fmt_mib(tightest.max_pair_mib or 0)} MiB the ceiling allows on card {tightest.card}: the boot would "
-            "squeeze the KV cache or refuse; shrink the pool or the weights"
-        )
+    over = "" if ok else (
+        f"the pair this pool makes ({fmt_mib(pair, 2)} MiB) is {fmt_mib(-margin, 2)} MiB over the "
+        f"{fmt_mib(tightest.max_pair_mib or 0)} MiB the ceiling allows on card {tightest.card}: the boot would "
+        "squeeze the KV cache or refuse; shrink the pool or the weights"
+    )
+    notes += [over] if over else []
     notes += list(result.warnings)
+    rule = Check("pair_within_ceiling", "pass" if ok else "fail", formula, tuple(dict.fromkeys(lines)), over)
     return CeilingCheck(
         ok=ok,
         ceiling_mib=result.ceiling_mib,
@@ -310,4 +325,4 @@ def _ceiling_check(boot: Boot, pool_mib: Decimal, args: CheckPoolContractInput, 
         pair_mib=mib(pair),
         margin_mib=mib(margin),
         formula=formula,
-    )
+    ), rule

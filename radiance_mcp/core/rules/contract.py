@@ -5,11 +5,16 @@ rate is the model's constant per --kv-cache-dtype, priced in MiB with per-sequen
 (capacity.pool_contract), the inputs from its echoed flags and the pool it funded; another engine's rate is
 its own KV pair's, counted in tokens against the KV tokens it holds (the rank whose cache holds the fewest
 tokens binds), the inputs from that rank. Both come back as one ContractReading.
+
+The rule book's rules check_pool_contract answers by (``contract_checks``: the contract, the pair within the
+ceiling, the sampler rows) and the one verdict over them (``verdict``): true only if every rule was checked and
+passed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +22,9 @@ from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import KV_DTYPES, MIB, KVDtype, ModelConstants
 from radiance_mcp.core.engine_facts import RATE_FROM, SEATS
 from radiance_mcp.core.errors import InputError, LedgerError
-from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
+from radiance_mcp.core.rules.book import Check
+from radiance_mcp.core.rules.capacity import PoolContract, contract_check, pool_contract
+from radiance_mcp.core.rules.sampler import boot_spec, sampler_rows
 from radiance_mcp.core.units import fmt_mib
 
 CONTRACT_INPUTS = ("pool_mib", "seqs", "max_model_len", "kv_cache_dtype")
@@ -191,3 +198,32 @@ def _pool_from_ledger(boot: Boot) -> tuple[Decimal, Line, str | None]:
     if row is not None:
         return row.size("size", src).mib, row.line, None
     raise InputError(f"pool_mib was not given and {src} prints no kv cache line and no --vram-kv-mib; pass pool_mib")
+
+
+# ---------------------------------------------------------------------------------------
+# The rules a pool is answered by, and the one verdict over them
+
+NO_LEDGER_REMEDY = "name the service (one with a ledger in the fleet config), or pass log / log_text"
+
+
+def contract_checks(reading: ContractReading, boot: Boot | None, pair: Check) -> tuple[Check, ...]:
+    """The rules a pool is checked by: its contract (on the ledger lines its inputs came from), the pair within
+    the ceiling (the caller's, from the ceiling rule) and the sampler rows where the boot prints a spec (unchecked
+    without a boot: the spec is its sampler line; none for a boot without one, as the gates check none there)."""
+    contract = reading.contract
+    lines = tuple(dict.fromkeys(line for line in reading.inputs_from.values() if line is not None))
+    checks = [replace(contract_check(contract), lines=lines), pair]
+    if boot is None:
+        checks.append(replace(sampler_rows(contract.seqs, None),
+                              remedy=f"{NO_LEDGER_REMEDY}: the spec is the boot's 'sampler:' line"))
+    else:
+        spec, line = boot_spec(boot)
+        if spec is not None:
+            checks.append(sampler_rows(contract.seqs, spec, line))
+    return tuple(checks)
+
+
+def verdict(checks: Sequence[Check]) -> bool | None:
+    """False if a rule failed; None if none failed but one was not checked; True only if every rule passed."""
+    verdicts = {check.verdict for check in checks}
+    return False if "fail" in verdicts else None if "unchecked" in verdicts else True
