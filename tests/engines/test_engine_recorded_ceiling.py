@@ -154,11 +154,13 @@ async def test_llama_cpp_more_kv_priced_at_its_own_cells() -> None:
     assert held_gains == {"KV tokens": 35_027, "full-length sequences": 17.10}
 
 
-async def test_llama_cpp_contract_needs_the_sequences_it_does_not_print() -> None:
+async def test_llama_cpp_contract_reads_the_sequences_from_n_seq_max() -> None:
     async with served() as client:
-        asked, message = await call(client, "check_pool_contract", service="pythia")
+        read_error, read = await call(client, "check_pool_contract", service="pythia")
         error, out = await call(client, "check_pool_contract", service="pythia", seqs=2)
-    assert asked and "seqs" in message and "slots" in message  # llama-perplexity prints no n_slots
+    # llama-perplexity prints no n_slots, but its context line does: 'n_seq_max = 1' (line 87)
+    assert not read_error, read
+    assert read["seqs"] == 1 and read["inputs_from"]["seqs"]["line"] == 87 and read["contract_ok"] is True
     assert not error, out
     # 2 x 2,048 = 4,096 tokens > the 2,048 cells: one sequence at the window at a time
     assert out["contract_ok"] is False and out["max_seqs_at_window"] == 1 and out["max_window_at_seqs"] == 1_024

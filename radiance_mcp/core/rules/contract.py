@@ -9,6 +9,8 @@ tokens binds), the inputs from that rank. Both come back as one ContractReading.
 The rule book's rules check_pool_contract answers by (``contract_checks``: the contract, the pair within the
 ceiling, the sampler rows) and the one verdict over them (``verdict``): true only if every rule was checked and
 passed.
+The seats another engine serves at once are read here once (``served_seats``), for the contract and the
+probes alike.
 """
 
 from __future__ import annotations
@@ -84,10 +86,10 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "the log prints no window")
     window, window_line = _given_or_read(given["max_model_len"], rank.window_tokens, "max_model_len",
                                          f"{boot.where()}: {window_gap}")
-    seats_remedy = (f"{boot.where()} prints no {SEATS[boot.engine]}" if boot.engine in SEATS else
+    printed = seats_printed_as(boot.engine)
+    seats_remedy = (f"{boot.where()} prints no {printed}" if printed else
                     "vLLM prints no --max-num-seqs at INFO (it is the server's --max-num-seqs, 256 unless set)")
-    seqs, seqs_line = _given_or_read(given["seqs"], boot.settings.get(SEATS.get(boot.engine, "")), "seqs",
-                                     seats_remedy)
+    seqs, seqs_line = _given_or_read(given["seqs"], served_seats(boot), "seqs", seats_remedy)
     if seqs < 1 or window < 1:
         raise InputError(f"seqs={seqs}, max_model_len={window}: both must be at least 1")
     if given["pool_mib"] is None:
@@ -127,6 +129,22 @@ def binding_rank(view: Boot) -> RankView:
     if not with_memory:
         return view.ranks[0]  # no rank prints its cache: the figures it lacks are in its missing
     return min(with_memory, key=lambda r: r.kv_mib.value if r.kv_mib else 0)
+
+
+def served_seats(boot: Boot) -> Figure | None:
+    """The sequences another engine serves at once, as its boot prints them (with the line): its own setting
+    (core.engine_facts.SEATS: SGLang's max_running_requests, llama-server's slots), else llama.cpp's context line
+    `n_seq_max = S` (the sequences its context holds: llama-server's -np, llama-cpp-python's one); None where
+    the log prints neither (vLLM prints no --max-num-seqs at INFO)."""
+    return boot.settings.get(SEATS.get(boot.engine, "")) or boot.settings.get("n_seq_max")
+
+
+def seats_printed_as(engine: str) -> str | None:
+    """The settings served_seats reads for this engine, in words (for a remedy when the log prints none); None
+    for vLLM, which prints none at INFO."""
+    if engine == "llama.cpp":
+        return f"{SEATS[engine]} or n_seq_max"
+    return SEATS.get(engine)
 
 
 def _given_or_read(given: int | None, figure: Figure | None, name: str, remedy: str) -> tuple[int, Line | None]:

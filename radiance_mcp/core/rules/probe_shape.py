@@ -13,10 +13,9 @@ from decimal import Decimal
 
 from radiance_mcp.core.boot import Boot, Figure, Hit, Line
 from radiance_mcp.core.constants import KV_DTYPES, ModelConstants
-from radiance_mcp.core.engine_facts import SEATS
 from radiance_mcp.core.errors import GuardRailError
 from radiance_mcp.core.rules.capacity import PoolContract, pool_contract
-from radiance_mcp.core.rules.contract import binding_rank
+from radiance_mcp.core.rules.contract import binding_rank, seats_printed_as, served_seats
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.core.wording.refusals import ApiChoice
 
@@ -116,13 +115,13 @@ def engine_shape(view: Boot) -> ProbeShape:
     rank = binding_rank(view)
     seqs, window = rank.full_length_sequences, rank.window_tokens
     backed, window_figure = seqs, window  # read as whole numbers (.count): a fraction of a sequence is cut
-    seats_figure = view.settings.get(SEATS.get(view.engine, "")) or view.settings.get("n_seq_max")
-    seats = seats_figure
+    seats = served_seats(view)
     missing = [f"{gap.printed_in} ({gap.figure})" for gap in rank.missing
                if gap.figure in ("kv_tokens", "window_tokens", "full_length_sequences")]
     if seats is None:
-        missing.append(f"the sequences {view.engine} serves at once" + (
-            f" ({SEATS[view.engine]})" if view.engine in SEATS else " (--max-num-seqs, not printed at INFO)"))
+        printed = seats_printed_as(view.engine)
+        missing.append(f"the sequences {view.engine} serves at once "
+                       + (f"({printed})" if printed else "(--max-num-seqs, not printed at INFO)"))
     return ProbeShape(view.source, backed, window_figure, seats, window_figure, (), None, None, tuple(missing))
 
 
