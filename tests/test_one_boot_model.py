@@ -159,7 +159,8 @@ async def test_check_pool_contract_answers_every_engine_in_one_form(log: Path) -
     assert out["ok"] is expected
     if out["ceiling"] is not None:
         card = out["ceiling"]["binding_card"]  # no reserves: the card that binds is the tightest
-        assert f"card {card}'s ceiling {out['ceiling']['ceiling_mib']:,} MiB (" in out["ceiling"]["formula"]
+        assert f"(card {card}'s ceiling " in out["ceiling"]["formula"]
+        assert f"= {out['ceiling']['ceiling_mib']:,} MiB/card" in out["ceiling"]["formula"]
     elif boot.state.status == "settled":
         assert any(note.startswith("the ceiling was not checked: ") for note in out["notes"])
     assert any(note.startswith("figures from caller-supplied text (log_text), unverified: they were not read")

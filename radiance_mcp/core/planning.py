@@ -30,12 +30,11 @@ from radiance_mcp.core.constants import (
     KVDtype,
     ModelConstants,
 )
-from radiance_mcp.core.engine_facts import SEATS
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.rules import sampler
 from radiance_mcp.core.rules.book import Check
 from radiance_mcp.core.rules.capacity import BudgetReading, Reserve, pool_contract
-from radiance_mcp.core.rules.contract import binding_rank
+from radiance_mcp.core.rules.contract import binding_rank, served_seats
 from radiance_mcp.core.units import round_down
 
 # ---------------------------------------------------------------------------------------
@@ -440,12 +439,12 @@ SHAPE_FLAGS = (("max-num-seqs", "seats"), ("max-model-len", "tokens"), ("tp", "c
 
 def plan_shape(reading: BudgetReading) -> tuple[tuple[str, Figure], ...]:
     """The service's shape as its boot prints it: the echoed --max-num-seqs, --max-model-len and --tp, then
-    the KV rank's window and the sequences the engine says it serves at once (core.engine_facts.SEATS)."""
+    the KV rank's window and the sequences the engine says it serves at once (contract.served_seats)."""
     boot, src = reading.boot, reading.boot.where()
     shape = [(f"--{flag}", Figure(hit.number("value", src), unit, (hit.line,)))
              for flag, unit in SHAPE_FLAGS if (hit := boot.flags.get(flag)) is not None]
     window = kv_rank(reading).window_tokens
-    seats = boot.settings.get(SEATS.get(boot.engine, ""))
+    seats = served_seats(boot)
     return (*shape, *((("window", window),) if window else ()), *((("sequences served at once", seats),)
                                                                     if seats else ()))
 

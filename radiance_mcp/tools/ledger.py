@@ -8,15 +8,16 @@ output model (models/ledger.py): one path and one shape for every engine.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from radiance_mcp.core import engine_facts, planning
 from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.errors import FigureMissing, InputError
-from radiance_mcp.core.rules import capacity
+from radiance_mcp.core.rules import book, capacity
 from radiance_mcp.core.rules.book import Check
-from radiance_mcp.core.rules.contract import CONTRACT_INPUTS, NO_LEDGER_REMEDY, boot_contract, contract_checks, verdict
+from radiance_mcp.core.rules.contract import CONTRACT_INPUTS, NO_LEDGER_REMEDY, boot_contract, contract_checks
 from radiance_mcp.core.rules.settled import finding
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib, rule_check
@@ -220,7 +221,7 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
         fixed_mib=contract.fixed_mib,
         required_mib=mib(contract.required_mib),
         margin_mib=mib(contract.margin_mib),
-        ok=False if boot is not None and boot.state.status != "settled" else verdict(checks),
+        ok=False if boot is not None and boot.state.status != "settled" else book.verdict(checks),
         checks=[rule_check(c) for c in checks],
         max_seqs_at_window=contract.max_seqs_at_window,
         max_window_at_seqs=contract.max_window_at_seqs,
@@ -297,13 +298,8 @@ def _ceiling_check(
     pair = weights + pool_mib
     held = tightest.ceiling_mib - (tightest.max_pair_mib or 0)
     margin = (tightest.max_pair_mib or 0) - pair
-    ok = margin >= 0
-    reserve_text = f" + reserves {fmt_mib(held)}" if reserves else ""
-    formula = (
-        f"weights {fmt_mib(weights, 2)} + pool {fmt_mib(pool_mib, 2)}{reserve_text} = "
-        f"{fmt_mib(pair + held, 2)} MiB {'<=' if ok else '>'} card {tightest.card}'s ceiling "
-        f"{fmt_mib(tightest.ceiling_mib)} MiB ({rank.derivation})"
-    )
+    rule = capacity.pair_within_ceiling(weights, pool_mib, result)  # the rule book's verdict
+    ok = rule.passed
     over = "" if ok else (
         f"the pair this pool makes ({fmt_mib(pair, 2)} MiB) is {fmt_mib(-margin, 2)} MiB over the "
         f"{fmt_mib(tightest.max_pair_mib or 0)} MiB the ceiling allows on card {tightest.card}: the boot would "
@@ -311,7 +307,7 @@ def _ceiling_check(
     )
     notes += [over] if over else []
     notes += list(result.warnings)
-    rule = Check("pair_within_ceiling", "pass" if ok else "fail", formula, tuple(dict.fromkeys(lines)), over)
+    rule = replace(rule, lines=tuple(dict.fromkeys(lines)), remedy=over)
     return CeilingCheck(
         ok=ok,
         ceiling_mib=result.ceiling_mib,
@@ -324,5 +320,5 @@ def _ceiling_check(
         max_pair_mib=result.max_pair_mib,
         pair_mib=mib(pair),
         margin_mib=mib(margin),
-        formula=formula,
+        formula=rule.arithmetic,
     ), rule

@@ -118,3 +118,9 @@ class Check:
 
 def failed(checks: Sequence[Check]) -> list[Check]:
     return [c for c in checks if c.verdict == "fail"]
+
+
+def verdict(checks: Sequence[Check]) -> bool | None:
+    """False if a rule failed; None if none failed but one was not checked; True only if every rule passed."""
+    verdicts = {check.verdict for check in checks}
+    return False if "fail" in verdicts else None if "unchecked" in verdicts else True

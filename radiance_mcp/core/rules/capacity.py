@@ -222,15 +222,20 @@ def hold_reserves(cards: tuple[CardCeiling, ...], reserves: tuple[Reserve, ...])
     )
 
 
-def pair_within_ceiling(weights_mib: int, pool_mib: int, ceiling: Ceiling) -> Check:
-    """weights + pool <= the ceiling less the reserves (max_pair_mib), on the card that binds."""
-    pair, binding = weights_mib + pool_mib, next(c for c in ceiling.cards if c.card == ceiling.binding_card)
+def pair_within_ceiling(weights_mib: Decimal | int, pool_mib: Decimal | int, ceiling: Ceiling) -> Check:
+    """weights + pool <= the ceiling less the reserves (max_pair_mib) on the tightest card; a measured pair's
+    fractions are shown to two places."""
+    pair = weights_mib + pool_mib
+    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     held = sum((r.mib for r in ceiling.reserves if r.card in (None, binding.card)), Decimal(0))
     ok = pair <= ceiling.max_pair_mib
+    places = 0 if all(Decimal(v) == int(v) for v in (weights_mib, pool_mib)) else 2
     return Check(
         "pair_within_ceiling", "pass" if ok else "fail",
-        f"pair {weights_mib:,} + {pool_mib:,} = {pair:,} MiB {'<=' if ok else '>'} {ceiling.max_pair_mib:,} MiB "
-        f"(ceiling {binding.derivation}{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''})",
+        f"pair {fmt_mib(Decimal(weights_mib), places)} + {fmt_mib(Decimal(pool_mib), places)} = "
+        f"{fmt_mib(Decimal(pair), places)} MiB {'<=' if ok else '>'} {ceiling.max_pair_mib:,} MiB "
+        f"(card {binding.card}'s ceiling {binding.derivation}"
+        f"{f' less {fmt_mib(held, 2)} MiB of reserves' if held else ''})",
         remedy="" if ok else f"plan a pair of at most {ceiling.max_pair_mib:,} MiB (plan_free_vram prices it)",
     )
 
@@ -317,7 +322,8 @@ def contract_check(contract: PoolContract, line: Line | None = None) -> Check:
     rate_text = f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B"
     fixed = (f" + {contract.per_seq_total_mib // contract.seqs} x {contract.seqs} + {contract.fixed_mib}"
              if contract.per_seq_total_mib or contract.fixed_mib else "")
-    arithmetic = (f"{rate_text} = {fmt_mib(contract.kv_mib, 2)} MiB{fixed} = {fmt_mib(contract.required_mib, 2)} MiB "
+    required = f"{fixed} = {fmt_mib(contract.required_mib, 2)}" if fixed else ""
+    arithmetic = (f"{rate_text} = {fmt_mib(contract.kv_mib, 2)} MiB{required} MiB "
                   f"{'<=' if contract.ok else '>'} pool {fmt_mib(contract.pool_mib)} MiB"
                   + (f" ({contract.dtype})" if contract.dtype else ""))
     remedy = "" if contract.ok else (

@@ -15,7 +15,6 @@ probes alike.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
@@ -239,9 +238,3 @@ def contract_checks(reading: ContractReading, boot: Boot | None, pair: Check) ->
         if spec is not None:
             checks.append(sampler_rows(contract.seqs, spec, line))
     return tuple(checks)
-
-
-def verdict(checks: Sequence[Check]) -> bool | None:
-    """False if a rule failed; None if none failed but one was not checked; True only if every rule passed."""
-    verdicts = {check.verdict for check in checks}
-    return False if "fail" in verdicts else None if "unchecked" in verdicts else True
