@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -433,13 +434,29 @@ def _exit_on_sigterm() -> None:
     """SIGTERM unwinds like Ctrl-C (exit 143), so the served demo's temporary directory is removed.
 
     By default SIGTERM ends the process where it stands, leaving the simulated fleet's
-    directory (its config and ledgers) behind.
+    directory (its config and ledgers) behind. A second SIGTERM is ignored: it would
+    interrupt the first one's unwinding (which background_fleet bounds).
     """
 
     def handler(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_IGN)
         raise _Terminated(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
+
+
+def _note_sigterm() -> threading.Event:
+    """SIGTERM sets the event and raises nothing (serve --demo --http: the HTTP server stops on it).
+
+    An exception raised wherever the main thread stands may leave a lock held that the
+    simulated fleet's thread needs to stop: Python 3.11's Logger.setLevel clears the loggers'
+    caches holding logging's lock with no try/finally, and the fleet's uvicorn logs as it stops,
+    so a SIGTERM there (http_app and uvicorn's config call setLevel) hung the exit for ever.
+    Raised in a weakref callback (an import's), it is ignored, and the server served on.
+    """
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
+    return terminated
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -448,7 +465,8 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo()
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace, terminated: threading.Event | None = None) -> int:
+    """terminated: set on SIGTERM (serve --demo --http), which the HTTP server then stops on, even before it runs."""
     from radiance_mcp.app.server import build_server, run_stdio
 
     if args.demo:
@@ -456,11 +474,17 @@ def _serve(args: argparse.Namespace) -> int:
 
         if args.config:
             raise InputError("--demo serves a simulated fleet with a config of its own: drop --config")
-        _exit_on_sigterm()
+        if args.http:
+            terminated = _note_sigterm()
+        else:
+            _exit_on_sigterm()
         with background_fleet() as sim:
             print(f"radiance-mcp: serving the simulated fleet of {sim.config_path}", file=sys.stderr)
             args.config, args.demo = str(sim.config_path), False
-            return _serve(args)
+            status = _serve(args, terminated)
+        if terminated is not None and terminated.is_set():
+            raise _Terminated(128 + signal.SIGTERM)  # ended as the other modes are (main)
+        return status
     fleet = load(args.config)
     for name in args.allowed_host:
         try:
@@ -486,7 +510,7 @@ def _serve(args: argparse.Namespace) -> int:
         run_stdio(server)
         return 0
     sock = _bind(args.host, args.port)  # before the app: a port in use is a plain error, not uvicorn's exit 3
-    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token, limits)
+    _serve_http(server, sock, args.host, [*fleet.server.allowed_hosts, *args.allowed_host], token, limits, terminated)
     return 0
 
 
@@ -513,7 +537,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[str], token: str | None,
-                limits: HttpLimits) -> None:
+                limits: HttpLimits, terminated: threading.Event | None) -> None:
     import hmac
 
     from radiance_mcp.app.http_guard import serve
@@ -539,4 +563,4 @@ def _serve_http(server: Any, sock: socket.socket, host: str, extra_hosts: list[s
                     return
             await inner(scope, receive, send)
 
-    serve(app, sock, limits)
+    serve(app, sock, limits, terminated)

@@ -447,39 +447,47 @@ async def _until_sigterm(work: Coroutine[Any, Any, int]) -> int:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
+FLEET_STOP_S = 10.0
+"""How long leaving ``background_fleet`` waits for the fleet's thread to stop (it takes well under
+a second); past it the directory is removed all the same."""
+
+
 @contextlib.contextmanager
 def background_fleet(time_scale: float = DEMO_TIME_SCALE) -> Iterator[SimFleet]:
     """A demo fleet served from a thread of its own (for ``serve --demo``); stopped on exit.
 
-    It prints nothing to stdout, which belongs to the MCP protocol in stdio mode.
+    It prints nothing to stdout, which belongs to the MCP protocol in stdio mode. Its directory
+    belongs to the caller's thread, which removes it on exit once the fleet's thread has stopped,
+    or after FLEET_STOP_S: an exit on SIGTERM is bounded and leaves nothing behind, even when
+    that thread cannot stop (the signal's exception, raised wherever this thread stood, may
+    have left a lock held that the thread needs).
     """
     ready = threading.Event()
     state: dict[str, Any] = {}
     loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        state["stop"] = stop
+    async def main(root: Path) -> None:
         try:
-            with tempfile.TemporaryDirectory(prefix="radiance-demo-") as tmp:
-                async with SimFleet.start(Path(tmp), time_scale=time_scale) as fleet:
-                    state["fleet"] = fleet
-                    ready.set()
-                    await stop.wait()
+            async with SimFleet.start(root, time_scale=time_scale) as fleet:
+                state["fleet"] = fleet
+                ready.set()
+                await stop.wait()
         except BaseException as exc:  # handed to the caller's thread
             state["error"] = exc
             ready.set()
 
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), name="radiance-sim", daemon=True)
-    thread.start()
-    ready.wait()
-    if "error" in state:
-        thread.join()
-        loop.close()
-        raise RadianceMCPError(f"the simulated fleet did not start: {state['error']}") from state["error"]
-    try:
-        yield state["fleet"]
-    finally:
-        loop.call_soon_threadsafe(state["stop"].set)
-        thread.join()
-        loop.close()
+    with tempfile.TemporaryDirectory(prefix="radiance-demo-") as tmp:
+        thread = threading.Thread(target=loop.run_until_complete, args=(main(Path(tmp)),), name="radiance-sim",
+                                  daemon=True)
+        thread.start()
+        try:
+            ready.wait()
+            if "error" in state:
+                raise RadianceMCPError(f"the simulated fleet did not start: {state['error']}") from state["error"]
+            yield state["fleet"]
+        finally:
+            loop.call_soon_threadsafe(stop.set)
+            thread.join(FLEET_STOP_S)
+            if not thread.is_alive():
+                loop.close()

@@ -19,10 +19,14 @@ is installed), with these checks around it; the token check stays in the app.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import resource
+import signal
 import socket
+import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,6 +39,10 @@ from radiance_mcp.core.errors import InputError
 REFUSAL_LINGER_S = 2.0
 """How long a refused connection is read (and its bytes dropped) after the answer, so that the
 request its client sent meanwhile does not make the kernel reset the connection, losing the answer."""
+SHUTDOWN_GRACE_S = 5
+"""On SIGTERM or Ctrl-C, how long requests in flight may take to finish before they are cancelled
+(uvicorn waits for ever by default: one whose body never came held the exit open); below the 10 s
+a container runtime waits before its SIGKILL."""
 OPEN_FILES_BESIDE_CONNECTIONS = 64
 """Open files the server needs beyond its clients' connections: standard streams, the listening
 socket, the event loop's, log files being read, SSH and probe connections."""
@@ -182,11 +190,32 @@ def open_files_for(limits: HttpLimits) -> None:
         ) from None
 
 
-def serve(app: ASGIApp, sock: socket.socket, limits: HttpLimits) -> None:
-    """Serve app on the listening socket under limits until SIGINT or SIGTERM (open_files_for(limits) first)."""
+class _Server(uvicorn.Server):
+    """uvicorn's server, which also stops for a SIGTERM noted before its own signal handlers were in place."""
+
+    def __init__(self, config: uvicorn.Config, terminated: threading.Event | None) -> None:
+        super().__init__(config)
+        self.terminated = terminated
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            if self.terminated is not None and self.terminated.is_set():
+                self.handle_exit(signal.SIGTERM, None)
+            yield
+
+
+def serve(app: ASGIApp, sock: socket.socket, limits: HttpLimits, terminated: threading.Event | None = None) -> None:
+    """Serve app on the listening socket under limits until SIGINT or SIGTERM (open_files_for(limits) first).
+
+    Requests in flight then get SHUTDOWN_GRACE_S to finish. terminated, when given, is set by a
+    SIGTERM handler that raises nothing (serve --demo: cli._note_sigterm); set before the
+    server ran, the server stops as soon as it has started.
+    """
 
     class Guarded(_GuardedH11):
         admission = _Admission(limits)
 
-    config = uvicorn.Config(app, http=Guarded, backlog=limits.max_connections, log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    config = uvicorn.Config(app, http=Guarded, backlog=limits.max_connections, log_level="warning",
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    _Server(config, terminated).run(sockets=[sock])

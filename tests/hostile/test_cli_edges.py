@@ -10,6 +10,7 @@ SIGTERM run as a process, since the socket held and the signal are a process's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -18,10 +19,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cli_run import CliRunner, Ran
+from http_process import free_port
 
 from radiance_mcp.sources.config import EXAMPLES_DIR
 
@@ -127,21 +130,25 @@ def _read_line(proc: subprocess.Popen[bytes]) -> bytes:
     return proc.stdout.readline()
 
 
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    """Until the served demo has accepted a connection on port."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "the served demo did not listen"
+            time.sleep(0.05)
+
+
 def _wait_under_way(command: tuple[str, ...], proc: subprocess.Popen[bytes]) -> None:
     """Until the demo's walk has called a tool, or the served demo has answered a client."""
     if command == ("demo",):
         while not (line := _read_line(proc)).startswith(b"   > "):  # a step's tool call
             assert line, "the demo ended before its walk called a tool"
     elif "--http" in command:
-        port = int(command[-1])
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the served demo did not listen"
-                time.sleep(0.05)
+        _wait_listening(int(command[-1]), proc)
     else:
         assert proc.stdin is not None
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -149,6 +156,34 @@ def _wait_under_way(command: tuple[str, ...], proc: subprocess.Popen[bytes]) -> 
         ).encode() + b"\n")
         proc.stdin.flush()
         assert "result" in json.loads(_read_line(proc))
+
+
+def _sigterm_ends_it(tmp_path: Path, argv: list[str],
+                     under_way: Callable[[subprocess.Popen[bytes]], None] | None = None) -> None:
+    """Run python argv with its temporary files in tmp_path and, once the demo's fleet has started
+    and under_way(proc) has returned, SIGTERM it (under_way None: it sends its own): the exit is 143
+    and leaves no directory or process behind."""
+    # Unbuffered: the walk's lines reach the pipe as they are printed (the demo's whole output,
+    # about 16 KiB, fits the pipe, so the process never waits for this test to read).
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)  # select sees every byte
+    try:
+        if under_way is not None:
+            _wait_for_fleet(tmp_path, proc)
+            under_way(proc)
+            proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=DEADLINE_S)  # stdin stays open: the exit may not wait for it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        proc.stdout.close()
+    assert status == 128 + signal.SIGTERM
+    assert sorted(tmp_path.rglob("*")) == []  # the fleet's directory is gone
+    assert _processes_naming(str(tmp_path)) == []  # the demo's own MCP server ended with it
 
 
 @pytest.mark.slow
@@ -159,30 +194,79 @@ def _wait_under_way(command: tuple[str, ...], proc: subprocess.Popen[bytes]) -> 
 )
 def test_sigterm_removes_the_demos_temporary_directory(tmp_path: Path, command: tuple[str, ...]) -> None:
     if "--http" in command:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            command = (*command[:-1], str(sock.getsockname()[1]))
-    # Unbuffered: the walk's lines reach the pipe as they are printed (the demo's whole output,
-    # about 16 KiB, fits the pipe, so the process never waits for this test to read).
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "radiance_mcp", *command], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)  # select sees every byte
-    try:
-        fleet_dir = _wait_for_fleet(tmp_path, proc)
-        _wait_under_way(command, proc)  # SIGTERM reaches the walk (or the server) at work
-        proc.send_signal(signal.SIGTERM)
-        status = proc.wait(timeout=DEADLINE_S)  # stdin stays open: the exit may not wait for it
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.close()
-        proc.stdout.close()
-    assert status == 128 + signal.SIGTERM
-    assert not fleet_dir.exists(), sorted(p.name for p in fleet_dir.rglob("*"))
-    assert list(tmp_path.iterdir()) == []
-    assert _processes_naming(str(fleet_dir)) == []  # the demo's own MCP server ended with it
+        command = (*command[:-1], str(free_port()))
+    # SIGTERM reaches the walk (or the server) at work.
+    _sigterm_ends_it(tmp_path, ["-m", "radiance_mcp", *command], lambda proc: _wait_under_way(command, proc))
+
+
+TRIPWIRE = """\
+import logging, signal, sys
+from radiance_mcp.app import cli, server
+
+class Tripwire(dict):  # a logger's level cache, which setLevel clears holding logging's lock
+    armed = False
+    def clear(self):
+        if Tripwire.armed:
+            Tripwire.armed = False
+            signal.raise_signal(signal.SIGTERM)
+        super().clear()
+
+logging.getLogger("tripwire")._cache = Tripwire()
+build = server.http_app
+def http_app(*args, **kwargs):  # built once the socket listens; it sets the SDK loggers' levels
+    Tripwire.armed = True
+    return build(*args, **kwargs)
+server.http_app = http_app
+sys.exit(cli.main())
+"""
+"""serve --demo --http with SIGTERM sent while the main thread holds logging's lock, as setLevel
+(http_app's, uvicorn's logging config) holds it in Python 3.11 (the CI hang: a py-spy dump showed the
+fleet's thread waiting for that lock to log its uvicorn's stop, and the main thread joining it)."""
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_http_app_is_built_holding_loggings_lock_exits(tmp_path: Path) -> None:
+    argv = ["-c", TRIPWIRE, "serve", "--demo", "--http", "--port", str(free_port())]
+    _sigterm_ends_it(tmp_path, argv)
+
+
+AGAIN_AS_IT_CLEANS_UP = """\
+import shutil, signal, sys
+from radiance_mcp.app import cli
+
+remove = shutil.rmtree
+def rmtree(*args, **kwargs):  # the demo's directory is being removed
+    signal.raise_signal(signal.SIGTERM)
+    return remove(*args, **kwargs)
+shutil.rmtree = rmtree
+sys.exit(cli.main())
+"""
+"""serve --demo with a second SIGTERM sent as the first one's unwinding removes the directory."""
+
+
+@pytest.mark.slow
+def test_a_second_sigterm_does_not_cut_the_first_ones_cleanup_short(tmp_path: Path) -> None:
+    command = ("serve", "--demo")
+    _sigterm_ends_it(tmp_path, ["-c", AGAIN_AS_IT_CLEANS_UP, *command], lambda proc: _wait_under_way(command, proc))
+
+
+@pytest.mark.slow
+def test_sigterm_while_a_request_body_is_awaited_exits(tmp_path: Path) -> None:
+    port = free_port()
+    with contextlib.ExitStack() as held:
+
+        def request_half_sent(proc: subprocess.Popen[bytes]) -> None:
+            """A request whose head is read and whose body never comes, held open across the SIGTERM."""
+            _wait_listening(port, proc)
+            client = held.enter_context(socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S))
+            client.sendall(f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+                           "accept: application/json, text/event-stream\r\ncontent-length: 100\r\n"
+                           "expect: 100-continue\r\n\r\n".encode())
+            # The server asks for the body when the app reads it: the request is in flight.
+            assert client.recv(100).startswith(b"HTTP/1.1 100 Continue")
+
+        _sigterm_ends_it(tmp_path, ["-m", "radiance_mcp", "serve", "--demo", "--http", "--port", str(port)],
+                         request_half_sent)
 
 
 # ---------------------------------------------------------------------------------------
