@@ -98,10 +98,10 @@ def _is_text(name: str) -> bool:
 
 def _tools_for(argv: Sequence[str]) -> list[ToolSpec]:
     """The tools to make subcommands of: for a tool's command, that tool alone, so the command
-    imports only its own family's code; none for serve, demo and eval (the server imports them
-    itself); for anything else (help, a misspelling), all."""
+    imports only its own family's code; none for serve, demo, eval and doctor (the server imports them
+    itself; the others call none); for anything else (help, a misspelling), all."""
     command = next((word for word in argv if not word.startswith("-")), "")
-    if command in ("serve", "demo", "eval"):
+    if command in ("serve", "demo", "eval", "doctor"):
         return []
     name = command.replace("-", "_")
     if "_" not in command and name in tool_names():
@@ -156,6 +156,17 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
     _add_eval(commands)
+    doctor = commands.add_parser(
+        "doctor", help="check the fleet file: log roots, files, hosts, ledgers, endpoints", allow_abbrev=False,
+        description="Check what a tool call would otherwise fail on, one call at a time: the log roots and the "
+        "files the config names, each host's SSH login and host key, each service's ledger (readable, its "
+        "engine, its newest boot settled) and endpoint (its answer to GET /v1/models, its dialect). One row per "
+        "check; exit 0 only when every check holds, 3 when one fails.",
+    )
+    _add_config(doctor)
+    doctor.add_argument("--demo", action="store_true", help="check a simulated fleet started for this command")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.set_defaults(handler=_doctor)
 
     for spec in tools:
         # No abbreviations: a misspelled flag is refused with the closest one, as over MCP.
@@ -457,6 +468,20 @@ def _note_sigterm() -> threading.Event:
     terminated = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
     return terminated
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from radiance_mcp.app.doctor import run_doctor
+
+    if args.demo:
+        from radiance_mcp.app.demo import background_fleet
+
+        if args.config:
+            raise InputError("--demo checks a simulated fleet with a config of its own: drop --config")
+        _exit_on_sigterm()
+        with background_fleet() as sim:
+            return run_doctor(str(sim.config_path), as_json=args.json)
+    return run_doctor(args.config, as_json=args.json)
 
 
 def _demo(args: argparse.Namespace) -> int:

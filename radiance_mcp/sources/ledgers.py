@@ -130,11 +130,14 @@ async def _index_later(path: Path, follow_symlinks: bool) -> None:
 
 
 def file_error(label: str, exc: OSError, setting: str = "log") -> SourceError:
-    """A local file that cannot be read, said with what to do about it (setting: the config key that names it)."""
+    """A local file that cannot be read, said with what to do about it (setting: the config key that names it;
+    the remedy is the error's data too)."""
     if isinstance(exc, FileNotFoundError):
-        return SourceError(f"{label}: no such file; check the path or the service's {setting} setting")
+        remedy = f"check the path or the service's {setting} setting"
+        return SourceError(f"{label}: no such file; {remedy}", remedy=remedy)
     if isinstance(exc, IsADirectoryError):
-        return SourceError(f"{label}: is a directory; name the {setting} file inside it")
+        remedy = f"name the {setting} file inside it"
+        return SourceError(f"{label}: is a directory; {remedy}", remedy=remedy)
     if isinstance(exc, PermissionError):
         return SourceError(f"{label}: permission denied; the server's user cannot read it")
     return SourceError(f"{label}: cannot be read: {exc.strerror or exc}")

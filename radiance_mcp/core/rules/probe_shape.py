@@ -65,6 +65,24 @@ def api_of(engine: str | None, boot: Boot | None) -> ApiChoice | None:
     return None
 
 
+MODEL_OWNERS: dict[str, ApiChoice] = {"radiance": "radiance", "vllm": "vllm", "sglang": "sglang",
+                                      "llamacpp": "llama.cpp"}
+"""The owned_by an engine's GET /v1/models gives its models, where it names the engine (vLLM's and SGLang's
+model cards, llama-server's 'llamacpp', the simulator's radiance), and the refusal dialect it speaks.
+llama-cpp-python's 'me' names no engine, nor does OpenAI's own 'system'."""
+
+
+def api_said(models: object) -> tuple[ApiChoice, str] | None:
+    """The dialect a GET /v1/models answer names by its first model's owned_by, and that owned_by; None where
+    it names none of MODEL_OWNERS (or the answer is not a model list)."""
+    data = models.get("data") if isinstance(models, dict) else None
+    first = data[0] if isinstance(data, list) and data else None
+    owner = first.get("owned_by") if isinstance(first, dict) else None
+    if isinstance(owner, str) and owner in MODEL_OWNERS:
+        return MODEL_OWNERS[owner], owner
+    return None
+
+
 def probe_shape(boot: Boot, model: ModelConstants) -> ProbeShape:
     """What a boot of any engine lets a probe ask: the sequences its KV cache backs at the window, the seats,
     the window and its refusal's lines, each with its line. radiance states them in its backs line and echoed

@@ -50,7 +50,8 @@ def known_hosts_files(target: SSHTarget, configured: Sequence[str] | None) -> li
 
 async def connect(target: SSHTarget, limits: Limits, *, what: str = "a ledger",
                   verb: str = "read") -> asyncssh.SSHClientConnection:
-    """One verified, authenticated connection, or a RemoteError that names the host, the read and the remedy."""
+    """One verified, authenticated connection, or a RemoteError that names the host, the read and the remedy
+    (the remedy also as the error's data: radiance-mcp doctor shows it in a column of its own)."""
     import asyncssh
 
     where = f"{target.where()}, to {verb} {what}"
@@ -64,9 +65,10 @@ async def connect(target: SSHTarget, limits: Limits, *, what: str = "a ledger",
     help_text = _KEYSCAN_HELP.format(port_flag=port_flag, address=real_host, name=target.name, known=files[0])
     missing = [f for f in files if not os.path.isfile(f)]
     if missing:
+        remedy = f"{help_text} (or set known_hosts = ... for the host)"
         raise RemoteError(
             f"{where}: the known_hosts file {missing[0]} does not exist, so the host's key cannot be "
-            f"verified and the connection is refused; {help_text} (or set known_hosts = ... for the host)"
+            f"verified and the connection is refused; {remedy}", remedy=remedy,
         )
     try:
         async with asyncio.timeout(limits.connect_timeout_s * 2):
@@ -74,31 +76,28 @@ async def connect(target: SSHTarget, limits: Limits, *, what: str = "a ledger",
     except asyncssh.HostKeyNotVerifiable as exc:
         shown_files = " or ".join(files)
         if _host_listed(files, real_host, real_port if isinstance(real_port, int) else None):
+            remedy = (f"To accept a new key, {help_text} after removing the old line "
+                      f"(`ssh-keygen -R {real_host} -f {files[0]}`)")
             raise RemoteError(
                 f"{where}: REFUSED: the host's key does not match the one recorded in {shown_files}. "
                 "Either the host was reinstalled or someone is in the middle; do not remove the old line "
-                f"until you know which. To accept a new key, {help_text} after removing the old line "
-                f"(`ssh-keygen -R {real_host} -f {files[0]}`)"
+                f"until you know which. {remedy}", remedy=remedy,
             ) from exc
         raise RemoteError(
             f"{where}: REFUSED: the host's key is not in {shown_files}, so it cannot be verified; "
-            f"{help_text}"
+            f"{help_text}", remedy=help_text,
         ) from exc
     except asyncssh.PermissionDenied as exc:
-        raise RemoteError(
-            f"{where}: login refused ({reason(exc)}); check user and identity for the host in the "
-            f"fleet config or ~/.ssh/config, and that `ssh {target.address} true` works without a password"
-        ) from exc
+        remedy = (f"check user and identity for the host in the fleet config or ~/.ssh/config, and that "
+                  f"`ssh {target.address} true` works without a password")
+        raise RemoteError(f"{where}: login refused ({reason(exc)}); {remedy}", remedy=remedy) from exc
     except TimeoutError as exc:
-        raise RemoteError(
-            f"{where}: no SSH connection within {limits.connect_timeout_s:g} s; check that the "
-            "host is up and reachable on its SSH port, then try again"
-        ) from exc
+        remedy = "check that the host is up and reachable on its SSH port, then try again"
+        raise RemoteError(f"{where}: no SSH connection within {limits.connect_timeout_s:g} s; {remedy}",
+                          remedy=remedy) from exc
     except (asyncssh.Error, OSError) as exc:
-        raise RemoteError(
-            f"{where}: cannot connect ({reason(exc)}); check the address and port in the fleet "
-            "config or ~/.ssh/config, and that sshd runs there"
-        ) from exc
+        remedy = "check the address and port in the fleet config or ~/.ssh/config, and that sshd runs there"
+        raise RemoteError(f"{where}: cannot connect ({reason(exc)}); {remedy}", remedy=remedy) from exc
 
 
 async def _options(target: SSHTarget, limits: Limits, where: str) -> asyncssh.SSHClientConnectionOptions:
