@@ -181,7 +181,6 @@ def _read_engine(model: ScriptModel, named: LedgerEngine | None, engine_from: st
     started: dict[LedgerEngine, Launch] = {}
     for launch in model.launches:
         started.setdefault(launch.engine, launch)
-    said = ", ".join(f"{e} at line {launch.line} ({launch.word!r})" for e, launch in started.items())
     if named is None:
         if not started:
             known = "; ".join(f"{e}: {_launcher_words(e)}" for e in SHAPE_FLAGS)
@@ -192,6 +191,7 @@ def _read_engine(model: ScriptModel, named: LedgerEngine | None, engine_from: st
                    f"pass {engine_from}") + f" (one of {', '.join(SHAPE_FLAGS)})"
             )
         if len(started) > 1:
+            said = ", ".join(f"{e} at line {launch.line} ({launch.word!r})" for e, launch in started.items())
             raise InputError(
                 f"{script_name} starts more than one engine ({said}); the check reads one engine's flags per "
                 "script: check that it is the right file"
