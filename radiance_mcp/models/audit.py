@@ -4,7 +4,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from radiance_mcp.core.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES, KVDtype
+from radiance_mcp.core.constants import DRY_RUN_OUTPUT_CAP_BYTES, SCRIPT_CAP_BYTES, KVDtype, LedgerEngine
 from radiance_mcp.core.rules.remote_words import MODE_PATTERN
 from radiance_mcp.models.base import (
     BootIndex,
@@ -181,17 +181,21 @@ class CheckServeScriptInput(Input):
         None, description="A fleet service: its serve_script and env_file."
     )
     script: PathArg | None = Field(
-        None, description="Serve script path under the log roots (on host, if given)."
+        None, description="Script path under the log roots (or on host)."
     )
-    script_text: ScriptText | None = Field(None, description="The serve script's text.")
+    script_text: ScriptText | None = Field(None, description="The script's text.")
     env_file: PathArg | None = Field(
-        None, description="The env file owning the shape. Omitted: the service's, else what the script sources."
+        None, description="Env file owning the shape; default: the service's, else the sourced one."
     )
-    env_text: ScriptText | None = Field(None, description="The env file's text.")
-    host: Name | None = Field(None, description="Fleet host of script and env_file.")
+    env_text: ScriptText | None = Field(None, description="Env file text.")
+    host: Name | None = Field(None, description="Host of script and env_file.")
+    engine: LedgerEngine | None = Field(None, description="Default: the launcher's engine.")
 
     @model_validator(mode="after")
     def _sources(self) -> Self:
+        if self.engine is not None and self.service is not None:
+            raise ValueError("engine goes with script or script_text; a service names its engine in the fleet config "
+                             "(engine = \"...\")")
         given = [n for n in ("service", "script", "script_text") if getattr(self, n) is not None]
         if len(given) != 1:
             raise ValueError(
@@ -237,7 +241,7 @@ class FindingOut(Output):
 
 
 class CheckServeScriptOutput(Output):
-    ok: bool = Field(description="True when no mode carries its own shaped number or alias.")
+    ok: bool = Field(description="True when no mode carries its own shape value or alias.")
     script: str
     env_file: str | None = Field(description="The env file read (null: none found; then only literals are checked).")
     owned: list[OwnedVarOut]

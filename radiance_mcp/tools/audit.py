@@ -308,19 +308,23 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
 
 @FAMILY.tool("Find per-mode shape literals in a serve script", open_world=True)
 async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
-    """Find the serve script's modes that carry their own seats, step, host-pool or headroom number
-    instead of the env file's, with file and line.
+    """Find serve-script modes passing their own shape flags (seats, step, window, KV) instead of
+    the env file's, by file and line.
 
-    When: after audit_step_shape blames a mode's shape. Rule: the sourced env file owns the shape,
-    traced by which variable reaches which flag. Next: compare_dry_run.
+    When: audit_step_shape blames a mode. Rule: the env file owns the shape.
+    Next: compare_dry_run.
     """
     from radiance_mcp.core.audit import serve_script
 
     notes: list[str] = []
     script = await _script_and_env(runtime, args, notes)
+    engine, engine_from = args.engine, "engine"
+    if args.service is not None:
+        engine, engine_from = runtime.fleet.service(args.service).engine, f"services.{args.service}.engine"
     check = await run(
         lambda *, checkpoint: serve_script.check_script(script.text, script.env_files, script_name=script.label,
-                                              script_path=script.path),
+                                                        script_path=script.path, engine=engine,
+                                                        engine_from=engine_from),
         label=script.label, remedy="name the serve script itself")
     if len(script.env_files) > 1:
         notes.append("env files: " + ", ".join(check.env_files) + " (a later one overrides an earlier one)")
@@ -331,7 +335,7 @@ async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> C
     remedy = []
     if check.findings:
         remedy = [
-            "take every shaped number from the env file's variable that owns it (listed in owned); delete the "
+            "take every shape value from the env file's variable that owns it (listed in owned); delete the "
             "literals, fallbacks, overrides and aliases listed (no shim left behind)",
             "correct the comment of each mode named so its premise (e.g. that a wide step is free throughput) is gone",
             "prove the fix with compare_dry_run: the mode's argv must match the proven mode's byte for byte",

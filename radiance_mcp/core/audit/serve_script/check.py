@@ -1,5 +1,6 @@
-"""The check: each shaped flag's value traced to its origin, second variables for an owned
-flag and numeric fallbacks of an owning variable, as findings with file, line and mode."""
+"""The check: the engine the script starts, each of that engine's shape flags' values traced to its
+origin, second variables for an owned flag and constant fallbacks of an owning variable, as findings
+with file, line and mode; a script whose engine or flags cannot be read is refused."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from radiance_mcp.core.audit.serve_script.lexer import NAME, NUMBER, braced
-from radiance_mcp.core.audit.serve_script.parser import Scope, ScopeKind, ScriptModel, parse_script
+from radiance_mcp.core.audit.serve_script.lexer import CONSTANT, NAME, braced
+from radiance_mcp.core.audit.serve_script.parser import Launch, Scope, ScopeKind, ScriptModel, Use, fold, parse_script
 from radiance_mcp.core.audit.serve_script.sourcing import EnvFile, parse_env, source_lines
 from radiance_mcp.core.audit.serve_script.tracing import Reach, Tracer, owner_of
+from radiance_mcp.core.constants import LedgerEngine
+from radiance_mcp.core.engine_facts import SHAPE_FLAGS, Flag, Launcher
+from radiance_mcp.core.errors import InputError
 
 FindingKind = Literal["literal", "default", "override", "alias", "unowned"]
 _DEFAULT = re.compile(rf"\$(?P<open>\{{)(?P<name>{NAME}):?[-=]")
@@ -57,6 +61,8 @@ class OwnedVar:
 @dataclass(frozen=True)
 class ScriptCheck:
     script: str
+    engine: LedgerEngine
+    """Whose flags were read: the engine named, or the one the script starts."""
     env_files: tuple[str, ...]
     owned: tuple[OwnedVar, ...]
     modes: tuple[Mode, ...]
@@ -82,17 +88,23 @@ def check_script(
     *,
     script_name: str = "serve script",
     script_path: str | None = None,
+    engine: LedgerEngine | None = None,
+    engine_from: str = "engine",
 ) -> ScriptCheck:
-    """Every place a mode (or the shared part) carries its own shaped number, with file and line.
+    """Every place a mode (or the shared part) carries its own shape value, with file and line.
 
     env_files: the files that define the shape (the ones the script sources, or the one named);
-    none: only literal numbers and numeric fallbacks are reported. script_path: where the
-    script lives, to tell whether it sources the env file. Three passes share one findings
-    table: each shaped flag's value traced to its origin, second variables for an owned flag,
-    and numeric fallbacks of an owning variable.
+    none: only constants and constant fallbacks are reported. script_path: where the script
+    lives, to tell whether it sources the env file. engine: whose flags to read (engine_from
+    names where it was given, for messages); None: the engine whose launcher the script names.
+    Refused (InputError): a script whose engine cannot be told, that starts another engine than
+    the one named, that names nothing of it, or that loads flags from a file (vllm --config).
+    Three passes share one findings table: each shape flag's value traced to its origin, second
+    variables for an owned flag, and constant fallbacks of an owning variable.
     """
     model = parse_script(script_text)
-    check = _Check(script_text, env_files, script_name, model)
+    read = _read_engine(model, engine, engine_from, script_name)
+    check = _Check(script_text, env_files, script_name, model, read)
     check.trace_values()
     check.aliases()
     check.fallbacks()
@@ -104,21 +116,136 @@ def check_script(
     ordered = sorted(check.findings.values(), key=lambda f: (f.file != script_name, f.line, f.kind))
     return ScriptCheck(
         script=script_name,
+        engine=read.engine,
         env_files=tuple(f.label for f in env_files),
         owned=owned,
         modes=tuple(Mode(s.name, s.kind, s.first_line, s.last_line, s.path()) for s in model.scopes),
         findings=tuple(ordered),
         handles_dry_run=any("--dry-run" in w for w, _, _ in model.words),
         sources_env_file=sources_env,
-        notes=tuple(notes),
+        notes=(*read.notes, *notes),
     )
+
+
+_ROLE_WORDS = {"window": "window", "seats": "seats", "kv_memory": "KV memory", "kv_dtype": "KV dtype",
+               "step": "step", "host_pool": "host pool", "headroom": "headroom"}
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The script's engine and its shape flags as the script writes them."""
+
+    engine: LedgerEngine
+    shaped: list[tuple[Use, str]]
+    """Each use of one of the engine's shape flags, with the flag's name (its long spelling, no dashes)."""
+    notes: tuple[str, ...]
+
+
+class _FlagTable:
+    """The engine's flag words, each to its launcher and flag (None: a config-file flag): as spelled, and folded
+    for the launchers that fold a '--' word's '_' into '-'."""
+
+    def __init__(self, engine: LedgerEngine) -> None:
+        self.exact: dict[str, tuple[Launcher, Flag | None]] = {}
+        self.folded: dict[str, tuple[Launcher, Flag | None]] = {}
+        for launcher in SHAPE_FLAGS[engine]:
+            table = self.folded if launcher.folds_underscores else self.exact
+            for flag, spelling in (*((f, s) for f in launcher.flags for s in f.spellings),
+                                   *((None, s) for s in launcher.config_flags)):
+                table[fold(spelling) if launcher.folds_underscores else spelling] = (launcher, flag)
+
+    def of(self, spelling: str) -> tuple[Launcher, Flag | None] | None:
+        return self.exact.get(spelling) or self.folded.get(fold(spelling))
+
+
+def _launcher_words(engine: LedgerEngine) -> str:
+    return ", ".join(
+        word for launcher in SHAPE_FLAGS[engine]
+        for word in (*launcher.programs, *(f"python -m {m}" for m in launcher.modules),
+                     *(f"the {i} image" for i in launcher.images))
+    )
+
+
+def _flag_words(engine: LedgerEngine, launchers: Sequence[Launcher]) -> str:
+    """'window -c/--ctx-size, seats ...', each launcher's named where the engine has several."""
+    return "; ".join(
+        ("" if launcher.name == engine else f"{launcher.name}: ")
+        + ", ".join(f"{_ROLE_WORDS[flag.role]} {'/'.join(flag.spellings)}" for flag in launcher.flags)
+        for launcher in launchers
+    )
+
+
+def _read_engine(model: ScriptModel, named: LedgerEngine | None, engine_from: str, script_name: str) -> _Read:
+    """Whose flags the script passes: the engine named (engine_from says where), else the one it starts; refused
+    (InputError) where that cannot be read from the script."""
+    started: dict[LedgerEngine, Launch] = {}
+    for launch in model.launches:
+        started.setdefault(launch.engine, launch)
+    if named is None:
+        if not started:
+            known = "; ".join(f"{e}: {_launcher_words(e)}" for e in SHAPE_FLAGS)
+            raise InputError(
+                f"{script_name}: which engine it starts cannot be told, so neither can which flags set its shape: no "
+                f"word of its code names a launcher the check knows ({known}). Name the engine: "
+                + (f"set {engine_from} = \"...\" in the fleet config" if engine_from.startswith("services.") else
+                   f"pass {engine_from}") + f" (one of {', '.join(SHAPE_FLAGS)})"
+            )
+        if len(started) > 1:
+            said = ", ".join(f"{e} at line {launch.line} ({launch.word!r})" for e, launch in started.items())
+            raise InputError(
+                f"{script_name} starts more than one engine ({said}); the check reads one engine's flags per "
+                "script: check that it is the right file"
+            )
+        engine: LedgerEngine = next(iter(started))
+        source = f"started at line {started[engine].line}: {started[engine].word!r}"
+    else:
+        engine, source = named, f"from {engine_from}"
+        others = [launch for e, launch in started.items() if e != engine]
+        if others:
+            raise InputError(
+                f"{script_name}: {engine_from} says {engine}, but line {others[0].line} starts {others[0].engine} "
+                f"({others[0].word!r}): its flags would be read as {engine}'s, so it is not checked; correct "
+                f"{engine_from}, or check the script that starts {engine}"
+            )
+    table = _FlagTable(engine)
+    shaped: list[tuple[Use, str]] = []
+    notes: list[str] = []
+    used: dict[str, Launcher] = {}
+    for use in model.uses:
+        found = table.of(use.spelling)
+        if found is None:
+            continue
+        launcher, flag = found
+        used[launcher.name] = launcher
+        if flag is None:
+            raise InputError(
+                f"{script_name} line {use.line} passes {use.spelling} {use.value} to {launcher.name}, which reads "
+                "more flags from that file: the check does not read it, so a mode's own window or seats set there "
+                "would pass unseen; pass the shape flags on the command line (from the env file) to have them checked"
+            )
+        if use.equals and not launcher.takes_equals:
+            notes.append(f"line {use.line}: {launcher.name} reads no {use.spelling}=VALUE form (it takes the value "
+                         f"from the next word, and refuses the word at launch): write {use.spelling} {use.value}")
+        shaped.append((use, flag.spellings[0].lstrip("-")))
+    if engine not in started and not shaped:
+        raise InputError(
+            f"{script_name}: nothing in it starts {engine} ({_launcher_words(engine)}) or passes one of its shape "
+            f"flags ({_flag_words(engine, SHAPE_FLAGS[engine])}), so whether a mode sets its own shape cannot be read: "
+            f"check that this is the serve script of a {engine} service ({engine_from} says {engine})"
+        )
+    for launch in model.launches:
+        used.setdefault(launch.launcher.name, launch.launcher)
+    owns = _flag_words(engine, list(used.values()))
+    notes.insert(0, f"engine {engine} ({source}); the flags the env file owns: {owns}")
+    return _Read(engine, shaped, tuple(notes))
 
 
 class _Check:
     """The findings table of one check_script call, and what its passes share: the env file's
     variables, each use's traced origins and the variable that owns each flag."""
 
-    def __init__(self, script_text: str, env_files: Sequence[EnvFile], script_name: str, model: ScriptModel) -> None:
+    def __init__(self, script_text: str, env_files: Sequence[EnvFile], script_name: str, model: ScriptModel,
+                 read: _Read) -> None:
         env_vars = [v for f in env_files for v in parse_env(f.text, f.label)]
         self.env_by_name = {v.name: v for v in env_vars}  # a later file overrides, as bash would
         order = {name: i for i, name in enumerate(self.env_by_name)}
@@ -129,10 +256,10 @@ class _Check:
         self.file_lines = {f.label: f.text.splitlines() for f in env_files}
         self.findings: dict[tuple[str, int, str, str], Finding] = {}
         tracer = Tracer(model.assignments, set(self.env_by_name))
-        self.traced = [(use, tracer.trace(use.value, use.line, use.scope)) for use in model.uses]
+        self.traced = [(use, flag, tracer.trace(use.value, use.line, use.scope)) for use, flag in read.shaped]
         self.reach_by_flag: dict[str, list[Reach]] = {}
-        for use, reaches in self.traced:
-            self.reach_by_flag.setdefault(use.flag, []).extend(r for r in reaches if r.kind == "env")
+        for _, flag, reaches in self.traced:
+            self.reach_by_flag.setdefault(flag, []).extend(r for r in reaches if r.kind == "env")
         self.owners = {flag: owner_of(reaches, order) for flag, reaches in self.reach_by_flag.items() if reaches}
 
     def add(self, kind: FindingKind, line: int, scope: Scope | None, flag: str | None, variable: str | None,
@@ -155,33 +282,33 @@ class _Check:
             var = self.env_by_name[owner]
             return f"pass \"${owner}\" ({var.file} line {var.line}) as the other modes do"
         if self.have_env:
-            return (f"no variable of the env file reaches --{flag}: define the number there once and pass that "
+            return (f"no variable of the env file reaches --{flag}: define the value there once and pass that "
                     "variable in every mode")
         return "take it from the env file that owns the shape, as every other mode must"
 
     def trace_values(self) -> None:
-        """Pass 1: every shaped flag's value, traced to where it comes from."""
+        """Pass 1: every shape flag's value, traced to where it comes from."""
         where = self.where
-        for use, reaches in self.traced:
-            flag = use.flag
+        for use, flag, reaches in self.traced:
+            written = use.spelling
             for r in reaches:
                 if r.kind == "literal":
-                    said = (f"passes --{flag} {r.value} itself" if r.name is None else
-                            f"sets {r.name}={r.value}, which reaches --{flag} (line {use.line})")
+                    said = (f"passes {written} {r.value} itself" if r.name is None else
+                            f"sets {r.name}={r.value}, which reaches {written} (line {use.line})")
                     self.add("literal", r.line, r.scope, flag, r.name, r.value,
                              f"{where(r.scope)} {said}; {self.take(flag)}")
                 elif r.kind == "default":
                     self.add("default", r.line, r.scope, flag, r.name, r.value,
-                             f"{where(r.scope)} falls back to --{flag} {r.value} when {r.name} is unset; the env "
-                             f"file owns the number: drop the fallback (${{{r.name}:?}} fails loudly instead)")
+                             f"{where(r.scope)} falls back to {written} {r.value} when {r.name} is unset; the env "
+                             f"file owns the value: drop the fallback (${{{r.name}:?}} fails loudly instead)")
                 elif r.kind == "override" and r.name is not None:
                     var = self.env_by_name[r.name]
                     self.add("override", r.line, r.scope, flag, r.name, r.value,
                              f"{where(r.scope)} sets {r.name}={r.value}, which the env file defines ({var.file} "
-                             f"line {var.line}) for --{flag}: delete the assignment")
+                             f"line {var.line}) for {written}: delete the assignment")
                 elif r.kind in ("computed", "unset") and self.have_env:
-                    said = (f"computes --{flag} as {r.value!r}" if r.kind == "computed" else
-                            f"passes --{flag} from {r.name}, which neither the script nor the env file sets")
+                    said = (f"computes {written} as {r.value!r}" if r.kind == "computed" else
+                            f"passes {written} from {r.name}, which neither the script nor the env file sets")
                     self.add("unowned", r.line, r.scope, flag, r.name, r.value,
                              f"{where(r.scope)} {said}; {self.take(flag)}")
 
@@ -194,22 +321,22 @@ class _Check:
                 var = self.env_by_name[r.name]
                 self.add("alias", r.line, r.scope, flag, r.name, r.value,
                          f"{self.where(r.scope)} passes --{flag} from {r.name}, while the other modes pass {owner}: "
-                         f"two variables for one number; pass \"${owner}\" and delete {r.name} (no shim, no alias)")
+                         f"two variables for one value; pass \"${owner}\" and delete {r.name} (no shim, no alias)")
                 self.add("alias", var.line, None, flag, var.name, var.value,
                          f"the env file defines {var.name}={var.value}, a second variable for --{flag} besides "
-                         f"{owner} (line {self.env_by_name[owner].line}): one variable per number, delete it",
+                         f"{owner} (line {self.env_by_name[owner].line}): one variable per value, delete it",
                          file=var.file)
 
     def fallbacks(self) -> None:
-        """Pass 3: a numeric fallback of an owning variable anywhere (': "${SEATS:-8}"')."""
+        """Pass 3: a constant fallback of an owning variable anywhere (': "${SEATS:-8}"')."""
         owning = {name: flag for flag, name in self.owners.items()}
         for word, line_no, scope in self.model.words:
             for found, fallback in braced(_DEFAULT, word):
                 owned_flag = owning.get(found["name"])
-                if owned_flag is not None and NUMBER.match(fallback):
+                if owned_flag is not None and CONSTANT.match(fallback):
                     self.add("default", line_no, scope, owned_flag, found["name"], fallback,
                              f"{self.where(scope)} gives {found['name']} a fallback of {fallback}; the env file owns "
-                             "the number: drop the fallback (use ${" + found["name"] + ":?} to fail loudly)")
+                             "the value: drop the fallback (use ${" + found["name"] + ":?} to fail loudly)")
 
 
 def _notes(
@@ -218,10 +345,10 @@ def _notes(
     """(whether the script sources a named env file, or None; the notes on what could not be known)."""
     notes: list[str] = []
     if not check.have_env:
-        notes.append("no env file: only the numbers the script itself passes to a shaped flag are reported; which "
+        notes.append("no env file: only the values the script itself passes to a shape flag are reported; which "
                      "variable owns each flag cannot be known without the env file")
     else:
-        undefined = sorted({(r.name, use.flag) for use, reaches in check.traced for r in reaches
+        undefined = sorted({(r.name, flag) for _, flag, reaches in check.traced for r in reaches
                             if r.kind == "unset" and r.name is not None})
         notes += [f"the env file does not define {name}, which the script passes to --{flag}"
                   for name, flag in undefined]

@@ -1,5 +1,5 @@
 """bash words: a small tokenizer honouring quotes, ``$(...)``, ``${...}``, comments, heredocs
-and line continuations, and the shapes of a name, a number and a ``${...}`` reference in a word.
+and line continuations, and the shapes of a name, a constant and a ``${...}`` reference in a word.
 
 Nesting deeper than MAX_NESTING is refused with an InputError (nested_too_deep, which the parser
 raises too for functions and case arms nested that deep).
@@ -16,8 +16,8 @@ from radiance_mcp.core.errors import InputError
 
 NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 """A shell variable name."""
-NUMBER = re.compile(r"^[0-9][0-9_,]*$")
-"""A number as a script writes one (thousands separators allowed)."""
+CONSTANT = re.compile(r"^[^$`]+$")
+"""A value with nothing left to expand: a number, a fraction, a dtype ('32768', '0.90', 'q8_0')."""
 
 
 def braced(start: re.Pattern[str], word: str) -> Iterator[tuple[re.Match[str], str]]:

@@ -1,8 +1,10 @@
 """The script model: scopes (case arms, if branches, functions), assignments, source lines,
-references and every shaped flag's value, read in one pass over the tokens of lexer.tokenize."""
+references, the engines' launchers and every shape flag's value, read in one pass over the
+tokens of lexer.tokenize."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -16,15 +18,37 @@ from radiance_mcp.core.audit.serve_script.lexer import (
     tokenize,
     unquote,
 )
+from radiance_mcp.core.constants import LedgerEngine
+from radiance_mcp.core.engine_facts import SHAPE_FLAGS, Launcher
 
-SHAPED_FLAGS: tuple[str, ...] = ("max-num-seqs", "max-num-batched-tokens", "host-pool-mib", "gpu-headroom-mib")
-"""The flags the env file owns."""
+
+def fold(word: str) -> str:
+    """A '--' word with each '_' read as '-', as vLLM and llama-server read their flags."""
+    return word.replace("_", "-") if word.startswith("--") else word
+
+
+FLAG_WORDS = frozenset(
+    fold(spelling)
+    for launchers in SHAPE_FLAGS.values() for launcher in launchers
+    for spelling in (*(s for flag in launcher.flags for s in flag.spellings), *launcher.config_flags)
+)
+"""Every engine's shape and config flags, folded: the words whose values the parser records (check.py keeps the
+script's engine's own)."""
+_PROGRAMS = {p: (e, launcher) for e, ls in SHAPE_FLAGS.items() for launcher in ls for p in launcher.programs}
+_MODULES = {m: (e, launcher) for e, ls in SHAPE_FLAGS.items() for launcher in ls for m in launcher.modules}
+_IMAGES = [(i, (e, launcher)) for e, ls in SHAPE_FLAGS.items() for launcher in ls for i in launcher.images]
+_OWN_SHORT_OPTIONS = frozenset({
+    "bash", "sh", "zsh", "dash", "ksh", "python", "python3", "grep", "egrep", "fgrep", "wc", "head", "tail", "cut",
+    "uniq", "sort", "taskset", "curl", "wget", "git", "xargs", "nvidia-smi", "ps", "tar",
+})
+"""Programs with short options of their own (bash -c, grep -c, taskset -c): a short flag in a command of theirs
+that starts no engine is theirs, not the engine's."""
+_WRAPPERS = frozenset({"exec", "command", "builtin", "nohup", "time"})
 
 ScopeKind = Literal["case arm", "if branch", "function", "top level", "env file"]
 _ASSIGNMENT = re.compile(rf"^(?P<name>{NAME})(?:\[[^\]]*\])?\+?=(?P<value>.*)$", re.S)
 _REFERENCE = re.compile(rf"\$(?:(?P<open>\{{)(?P<braced>{NAME})|(?P<plain>{NAME}))")
 """$NAME, or the start of ${NAME...}; braced() finds its close."""
-_FLAG_IN_STRING = re.compile(r"(?<![\w-])--(?P<flag>[a-z][a-z0-9-]*)(?:=|\s+)(?P<value>[^\s;|&)]+)")
 _DECLARE = frozenset({"local", "export", "declare", "readonly", "typeset"})
 _COMMAND_START_WORDS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!", "time", "{", "}"})
 
@@ -65,15 +89,71 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Use:
-    """A shaped flag and the word that gives its value."""
+    """A shape flag of some engine (FLAG_WORDS) and the word that gives its value."""
 
-    flag: str
+    spelling: str
+    """The flag as written ('-c', '--ctx_size', '--max-num-seqs')."""
     value: str
     """Unquoted value, expansions as written."""
     line: int
     scope: Scope
     in_string: bool = False
     """True when found inside a flags string (an assignment's value), not as argv words."""
+    equals: bool = False
+    """Written --flag=value."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A word that names an engine's launcher: its program, python module or container image."""
+
+    engine: LedgerEngine
+    launcher: Launcher
+    word: str
+    line: int
+
+
+def launcher_of(word: str) -> tuple[LedgerEngine, Launcher] | None:
+    """The engine and launcher a word names: a program by its path's last part, a module, an image reference."""
+    found = _PROGRAMS.get(posixpath.basename(word)) or _MODULES.get(word)
+    if found is not None:
+        return found
+    reference = word.removeprefix("docker.io/")
+    for image, named in _IMAGES:
+        if reference.startswith(image) and reference[len(image):len(image) + 1] in ("", ":", "@", "-"):
+            return named
+    return None
+
+
+def command_uses(words: list[tuple[str, int, Scope]], *, in_string: bool = False) -> tuple[list[Use], list[Launch]]:
+    """The shape flags and launchers of one command's words (argv words, an array's items, a flags string's words).
+
+    A short flag ('-c') counts where the engine reads it: after a launcher in the command, or, with none
+    there, unless the command is a program with short options of its own (python -c, taskset -c 0-7 before
+    llama-server). A long flag counts wherever it is written.
+    """
+    launches: list[Launch] = []
+    launched: int | None = None
+    """The index of the command's first launcher word."""
+    for i, (word, line, _) in enumerate(words):
+        if (found := launcher_of(word)) is not None:
+            launches.append(Launch(found[0], found[1], word, line))
+            launched = i if launched is None else launched
+    head = next((posixpath.basename(word.removeprefix("$(")) for word, _, _ in words if word not in _WRAPPERS), "")
+    uses: list[Use] = []
+    for i, (word, line, scope) in enumerate(words):
+        name, equals, value = word.partition("=")
+        if not name.startswith("-") or fold(name) not in FLAG_WORDS:
+            continue
+        if not name.startswith("--") and (
+                (launched is not None and i < launched) or (launched is None and head in _OWN_SHORT_OPTIONS)):
+            continue
+        if not equals:
+            if i + 1 >= len(words):
+                continue
+            value = words[i + 1][0]
+        uses.append(Use(name, value.strip("'\"") if in_string else value, line, scope, in_string, bool(equals)))
+    return uses, launches
 
 
 @dataclass
@@ -87,6 +167,8 @@ class ScriptModel:
     """Every word, unquoted, with its line and scope."""
     sources: list[tuple[str, int]] = field(default_factory=list)
     """The file word of every 'source FILE' / '. FILE' command, unquoted, with its line."""
+    launches: list[Launch] = field(default_factory=list)
+    """Every word that names an engine's launcher."""
     top: Scope = field(default_factory=lambda: Scope("(top level)", "top level", 1))
 
 
@@ -95,7 +177,8 @@ def _is_function_name(word: str) -> bool:
 
 
 def parse_script(text: str) -> ScriptModel:
-    """Scopes (case arms, if branches, functions), assignments, shaped-flag uses and references of a bash script."""
+    """Scopes (case arms, if branches, functions), assignments, shape-flag uses, launchers and references of a
+    bash script."""
     return _ScriptParser(text).parse()
 
 
@@ -119,10 +202,13 @@ class _ScriptParser:
         self.references: list[tuple[str, int, Scope]] = []
         self.words: list[tuple[str, int, Scope]] = []
         self.sources: list[tuple[str, int]] = []
+        self.launches: list[Launch] = []
+        self.command: list[tuple[str, int, Scope]] = []
+        """The words of the simple command being read."""
         self.brace_depth = 0
         self.command_start = True
         self.declaring = False
-        self.pending_array: tuple[str, int, Scope, list[str]] | None = None
+        self.pending_array: tuple[str, int, Scope, list[tuple[str, int, Scope]]] | None = None
         self.paren_depth_in_array = 0
         self.i = 0
 
@@ -132,12 +218,13 @@ class _ScriptParser:
         while self.i < len(self.tokens):
             if not any(step(self.tokens[self.i]) for step in steps):
                 self._word(self.tokens[self.i])
+        self._end_command()
         last = self.text.count("\n") + 1
         for frame in self.stack:
             if frame.scope is not None and not frame.scope.last_line:
                 frame.scope.last_line = last
         return ScriptModel(self.scopes, self.assignments, self.uses, self.references, self.words, self.sources,
-                           self.top)
+                           self.launches, self.top)
 
     def _current(self) -> Scope:
         for frame in reversed(self.stack):
@@ -153,7 +240,26 @@ class _ScriptParser:
         return scope
 
     def _record(self, tok: Token) -> None:
-        _record_word(tok, self._current(), self.tokens, self.i, self.uses, self.references, self.words)
+        """A word's references and unquoted text; an assignment's value, read as a flags string."""
+        value = unquote(tok.text)
+        scope = self._current()
+        self.words.append((value, tok.line, scope))
+        for ref, _ in braced(_REFERENCE, tok.text):
+            self.references.append((ref["braced"] or ref["plain"], tok.line, scope))
+        match = _ASSIGNMENT.match(tok.text)
+        if match:  # EXTRA="--max-num-batched-tokens 65536 ...", BIN=/opt/bin/llama-server
+            self._add_command([(word, tok.line, scope) for word in unquote(match["value"]).split()], in_string=True)
+
+    def _add_command(self, words: list[tuple[str, int, Scope]], *, in_string: bool = False) -> None:
+        uses, launches = command_uses(words, in_string=in_string)
+        self.uses += uses
+        self.launches += launches
+
+    def _end_command(self) -> None:
+        """The simple command read so far ends (a separator, a keyword that starts the next one)."""
+        if self.command:
+            self._add_command(self.command)
+            self.command = []
 
     def _next_is(self, offset: int, text: str) -> bool:
         return self.i + offset < len(self.tokens) and self.tokens[self.i + offset].text == text
@@ -164,7 +270,8 @@ class _ScriptParser:
             return False
         if tok.kind == "op" and tok.text == ")" and self.paren_depth_in_array == 0:
             name, line_no, scope, items = self.pending_array
-            self.assignments.append(Assignment(name, " ".join(items), line_no, scope))
+            self.assignments.append(Assignment(name, " ".join(word for word, _, _ in items), line_no, scope))
+            self._add_command(items)
             self.pending_array = None
             self.i += 1
             return True
@@ -173,7 +280,7 @@ class _ScriptParser:
         elif tok.kind == "op" and tok.text == ")":
             self.paren_depth_in_array -= 1
         if tok.kind == "word":
-            self.pending_array[3].append(unquote(tok.text))
+            self.pending_array[3].append((unquote(tok.text), tok.line, self._current()))
             self._record(tok)
         self.i += 1
         return True
@@ -213,6 +320,8 @@ class _ScriptParser:
 
     def _separator(self, tok: Token) -> bool:
         """A newline or an operator: the next word starts a command (except after a redirection)."""
+        if tok.kind in ("newline", "op"):
+            self._end_command()
         if tok.kind == "newline":
             self.command_start, self.declaring = True, False
             self.i += 1
@@ -342,34 +451,11 @@ class _ScriptParser:
                 and self.tokens[self.i + 1].kind == "word"):
             self.sources.append((unquote(self.tokens[self.i + 1].text), tok.line))
         self._record(tok)
+        if self.command_start and word in _COMMAND_START_WORDS:
+            self._end_command()
+        else:
+            self.command.append((unquote(word), tok.line, self._current()))
         if not (self.declaring and word.startswith("-")):
             self.command_start = word in _COMMAND_START_WORDS
         self.i += 1
 
-
-def _record_word(
-    tok: Token,
-    scope: Scope,
-    tokens: list[Token],
-    index: int,
-    uses: list[Use],
-    references: list[tuple[str, int, Scope]],
-    words: list[tuple[str, int, Scope]],
-) -> None:
-    value = unquote(tok.text)
-    words.append((value, tok.line, scope))
-    for ref, _ in braced(_REFERENCE, tok.text):
-        references.append((ref["braced"] or ref["plain"], tok.line, scope))
-    for flag in SHAPED_FLAGS:
-        if value == f"--{flag}":
-            nxt = tokens[index + 1] if index + 1 < len(tokens) else None
-            if nxt is not None and nxt.kind == "word":
-                uses.append(Use(flag, unquote(nxt.text), tok.line, scope))
-        elif value.startswith(f"--{flag}="):
-            uses.append(Use(flag, value.split("=", 1)[1], tok.line, scope))
-    # A flags string: EXTRA="--max-num-batched-tokens 65536 ..." (only in an assignment's value).
-    match = _ASSIGNMENT.match(tok.text)
-    if match:
-        for found in _FLAG_IN_STRING.finditer(unquote(match["value"])):
-            if found["flag"] in SHAPED_FLAGS:
-                uses.append(Use(found["flag"], found["value"].strip("'\""), tok.line, scope, in_string=True))

@@ -1,4 +1,4 @@
-"""Where a shaped flag's value comes from: a number, an env-file variable, or nothing known,
+"""Where a shape flag's value comes from: a constant, an env-file variable, or nothing known,
 followed through the script's assignments; and which env variable owns each flag."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from radiance_mcp.core.audit.serve_script.lexer import NAME, NUMBER
+from radiance_mcp.core.audit.serve_script.lexer import CONSTANT, NAME
 from radiance_mcp.core.audit.serve_script.parser import Assignment, Scope
 
 
@@ -27,7 +27,7 @@ ReachKind = Literal["env", "literal", "default", "override", "computed", "unset"
 
 @dataclass(frozen=True)
 class Reach:
-    """Where one shaped flag's value comes from, at one place of the script."""
+    """Where one shape flag's value comes from, at one place of the script."""
 
     kind: ReachKind
     line: int
@@ -49,14 +49,14 @@ class Tracer:
         self.cache: dict[str, tuple[bool, list[Reach]]] = {}
 
     def trace(self, value: str, line: int, scope: Scope, depth: int = 0) -> list[Reach]:
-        """Where a value at (line, scope) comes from: numbers, env-file variables, or nothing known."""
-        if NUMBER.match(value):
+        """Where a value at (line, scope) comes from: constants, env-file variables, or nothing known."""
+        if CONSTANT.match(value):
             return [Reach("literal", line, scope, None, value)]
         name, default = _reference_name(value)
         if name is None:
             return [Reach("computed", line, scope, None, value)]
         reaches = []
-        if default is not None and NUMBER.match(default):
+        if default is not None and CONSTANT.match(default):
             reaches.append(Reach("default", line, scope, name, default))
         assigned, through = self._assigned(name, depth)
         reaches += through
@@ -77,13 +77,13 @@ class Tracer:
         for a in self.by_name.get(name, []):
             ref, fallback = _reference_name(a.value)
             if ref == name:  # X=${X:-8}: only its fallback counts
-                if fallback is not None and NUMBER.match(fallback):
+                if fallback is not None and CONSTANT.match(fallback):
                     reaches.append(Reach("default", a.line, a.scope, name, fallback))
                 continue
             assigned = True
             if name in self.env:
                 reaches.append(Reach("override", a.line, a.scope, name, a.value))
-            elif NUMBER.match(a.value):
+            elif CONSTANT.match(a.value):
                 reaches.append(Reach("literal", a.line, a.scope, name, a.value))
             else:
                 reaches += self.trace(a.value, a.line, a.scope, depth + 1)
