@@ -25,6 +25,7 @@ from radiance_mcp.core.constants import (
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.rules import book, capacity, deploy, sampler
 from radiance_mcp.core.rules import plan as rules_plan
+from radiance_mcp.core.rules.contract import from_ledger
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib
 from radiance_mcp.models.gates import (
@@ -50,18 +51,6 @@ SLAB_TOLERANCE_PCT = 1.0
 
 # ---------------------------------------------------------------------------------------
 # render_gates
-
-
-def _boot_figure(boot: Boot, flag: str, given: Any, name: str) -> Any:
-    if given is not None:
-        return given
-    hit = boot.flags.get(flag)
-    if hit is None:
-        raise InputError(f"{name} was not given and {boot.where()} does not echo --{flag}; pass {name}")
-    raw = hit.raw("value", boot.where())
-    if flag == "kv-cache-dtype":
-        return capacity.kv_dtype(raw, f"{boot.where()}:{hit.line.number}: --kv-cache-dtype")
-    return int(hit.number("value", boot.where()))
 
 
 def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
@@ -173,10 +162,14 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
     settled_free, settled_pair = settled.require("free_mib"), settled.require("pair")
-    weights = _boot_figure(boot, "vram-weights-mib", args.vram_weights_mib, "vram_weights_mib")
-    seqs = _boot_figure(boot, "max-num-seqs", args.seqs, "seqs")
-    window = _boot_figure(boot, "max-model-len", args.max_model_len, "max_model_len")
-    dtype: KVDtype = _boot_figure(boot, "kv-cache-dtype", args.kv_cache_dtype, "kv_cache_dtype")
+
+    def given_or_echoed(name: str, given: Any) -> Any:
+        return given if given is not None else from_ledger(boot, name)[0]
+
+    weights: int = given_or_echoed("vram_weights_mib", args.vram_weights_mib)
+    seqs: int = given_or_echoed("seqs", args.seqs)
+    window: int = given_or_echoed("max_model_len", args.max_model_len)
+    dtype: KVDtype = given_or_echoed("kv_cache_dtype", args.kv_cache_dtype)
     spec, spec_line = (args.spec, None) if args.spec is not None else sampler.boot_spec(boot)
     resize = rules_plan.ResizePlan(weights, args.vram_kv_mib, seqs, window, dtype, spec)
     against = await standing.standing(runtime, args.service, boot, ceiling, model, spec_line)

@@ -20,11 +20,11 @@ from decimal import Decimal
 from typing import Any
 
 from radiance_mcp.core.boot import Boot, Figure, Line, RankView
-from radiance_mcp.core.constants import KV_DTYPES, MIB, KVDtype, ModelConstants
+from radiance_mcp.core.constants import MIB, KVDtype, ModelConstants
 from radiance_mcp.core.engine_facts import RATE_FROM, SEATS
 from radiance_mcp.core.errors import InputError, LedgerError
 from radiance_mcp.core.rules.book import Check
-from radiance_mcp.core.rules.capacity import PoolContract, contract_check, pool_contract
+from radiance_mcp.core.rules.capacity import PoolContract, contract_check, kv_dtype, pool_contract
 from radiance_mcp.core.rules.sampler import boot_spec, sampler_rows
 from radiance_mcp.core.units import fmt_mib
 
@@ -53,7 +53,7 @@ def boot_contract(boot: Boot | None, given: dict[str, Any], model: ModelConstant
     for name in (k for k, v in given.items() if v is None):
         if boot is None:  # the tool refuses missing values without a ledger before it asks
             raise InputError(f"{name} was not given and no ledger to read it from: pass it")
-        value, line, note = _from_ledger(boot, name)
+        value, line, note = from_ledger(boot, name)
         values[name], inputs_from[name] = value, line
         notes += [note] if note else []
     contract = pool_contract(Decimal(str(values["pool_mib"])), int(values["seqs"]), int(values["max_model_len"]),
@@ -165,6 +165,7 @@ def _contract_formula(contract: PoolContract, model: ModelConstants) -> str:
 
 
 _LEDGER_FLAGS = {
+    "vram_weights_mib": "vram-weights-mib",
     "seqs": "max-num-seqs",
     "max_model_len": "max-model-len",
     "kv_cache_dtype": "kv-cache-dtype",
@@ -172,8 +173,10 @@ _LEDGER_FLAGS = {
 }
 
 
-def _from_ledger(boot: Boot, name: str) -> tuple[Any, Line, str | None]:
-    """An omitted contract input, read from the boot: the echoed flags, the pool as the engine funded it."""
+def from_ledger(boot: Boot, name: str) -> tuple[Any, Line, str | None]:
+    """An omitted input of radiance's shape, read from the boot (InputError naming it where the boot does not
+    echo it): the echoed flags (the weights, seats and window as whole numbers, the dtype by the dtype rule),
+    the pool as the engine funded it; with the line, and a note where the pool is not the flag's."""
     if name == "pool_mib":
         return _pool_from_ledger(boot)
     hit = boot.flags.get(_LEDGER_FLAGS[name])
@@ -183,10 +186,8 @@ def _from_ledger(boot: Boot, name: str) -> tuple[Any, Line, str | None]:
         )
     raw = hit.raw("value", boot.where())
     if name == "kv_cache_dtype":
-        if raw not in KV_DTYPES:
-            raise InputError(f"{boot.where()}:{hit.line.number}: --kv-cache-dtype {raw!r} is not bf16 or fp8")
-        return raw, hit.line, None
-    return hit.number("value", boot.where()), hit.line, None
+        return kv_dtype(raw, f"{boot.where()}:{hit.line.number}: --kv-cache-dtype"), hit.line, None
+    return int(hit.number("value", boot.where())), hit.line, None
 
 
 def _pool_from_ledger(boot: Boot) -> tuple[Decimal, Line, str | None]:
