@@ -130,3 +130,8 @@ SHAPE_FLAGS: dict[LedgerEngine, tuple[Launcher, ...]] = {
 }
 """Each engine's launchers and, for each, every spelling of the flags that set the shape an env file owns: the
 serve-script check finds a mode that passes its own value to one (core.audit.serve_script)."""
+
+LOGITS_BYTES_PER_ENTRY = 4
+"""llama-cpp-python's server keeps a float32 logit for every vocabulary entry of every context position in host
+memory: its ModelSettings.logits_all defaults to True (llama_cpp/server/settings.py) and Llama.__init__ then
+allocates scores of shape (n_ctx, n_vocab) float32 (llama_cpp/llama.py; 0.3.x). No line of its log prints it."""

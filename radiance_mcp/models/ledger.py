@@ -43,6 +43,15 @@ class ReserveInput(Input):
     personal: Flag = Field(False, description="No line backs it: labelled personal.")
 
 
+class OutsideFreeInput(Input):
+    mib: SizeMib = Field(ge=0, description="Free MiB read outside the engine.")
+    label: Name = Field(min_length=1, description="Where it was read (e.g. 'nvidia-smi 10:02').")
+    card: int | None = Field(None, ge=0, le=4096, description="Its card; omitted: every card.")
+
+
+OUTSIDE_FREE_DESCRIPTION = "Only where the log prints no free memory: carried as unverified, labelled."
+
+
 RESERVES_DESCRIPTION = (
     "Each cites a reserve_candidates line (line=N) or is personal=true."
 )

@@ -21,7 +21,7 @@ from radiance_mcp.models.base import (
     PathArg,
     RuleCheck,
 )
-from radiance_mcp.models.ledger import ReserveInput, ReserveOutput
+from radiance_mcp.models.ledger import OUTSIDE_FREE_DESCRIPTION, OutsideFreeInput, ReserveInput, ReserveOutput
 from radiance_mcp.models.ledger_ref import given_sources, ledger_field, source_problem
 
 
@@ -125,8 +125,10 @@ class PlanFreeVramInput(Input):
         default_factory=list, max_length=64,
         description="Reserves below the ceiling: each cites a ledger line (line=N) or is personal=true.",
     )
+    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
+                                                 description=OUTSIDE_FREE_DESCRIPTION + " One ledger only.")
 
-    @field_validator("reserves", mode="before")
+    @field_validator("reserves", "outside_free", mode="before")
     @classmethod
     def _json_string(cls, value: Any, info: Any) -> Any:
         return json_list(info.field_name, value)
@@ -143,6 +145,8 @@ class PlanFreeVramInput(Input):
             raise ValueError(problem)
         if self.reserves and not given:
             raise ValueError("reserves cite the lines of one ledger: give a service (or log) with them")
+        if self.outside_free and not given:
+            raise ValueError("outside_free is read off one service's cards: give a service (or log) with it")
         return self
 
 

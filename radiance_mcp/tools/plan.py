@@ -26,7 +26,7 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError, RadianceMCPError
-from radiance_mcp.core.rules import book, capacity, sampler
+from radiance_mcp.core.rules import book, capacity, sampler, unprinted
 from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.rules import shared as shared_rule
 from radiance_mcp.core.units import fmt_mib, round_down
@@ -254,10 +254,11 @@ def _pool_options(prices: planning.PoolPrices, card: CardPlan, usable: int, mode
     return [*options, _slab_option(prices, usable, slope_text)], notes
 
 
-def _engine_kv_option(price: planning.EngineKVPrice, kv_flag: str) -> PlanOption:
-    """usable MiB more KV: KV tokens at the engine's own rate, and full-length sequences at its window."""
+def _engine_kv_option(price: planning.EngineKVPrice, kv_flag: str, boot: Boot) -> PlanOption:
+    """usable MiB more KV: KV tokens at the engine's own rate, and full-length sequences at its window; what it
+    costs that the log does not print (unprinted.host_logits at the KV tokens after: llama.cpp's cells)."""
     gains: list[Traced] = []
-    notes: list[str] = []
+    notes: list[str] = [n for n in (unprinted.host_logits(boot, price.tokens_after),) if n]
     usable = price.usable_mib
     if price.tokens_now is None or price.tokens_after is None:
         notes.append(f"not priced in tokens: {'; '.join(price.gaps)}")
@@ -316,11 +317,14 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
     return boots, unreadable
 
 
-def _card_plans(boot: Boot, physical: tuple[str, ...], name: str,
-                notes: list[str]) -> tuple[capacity.BudgetReading, list[CardPlan]]:
+def _card_plans(boot: Boot, physical: tuple[str, ...], name: str, notes: list[str],
+                outside: tuple[tuple[int | None, Decimal, str], ...] = ()) -> tuple[capacity.BudgetReading,
+                                                                                  list[CardPlan]]:
     """The cards of a settled boot of any engine, each with its ceiling, named by the config's cards in order
-    (none, with a note, when the config names another number of cards than the boot has)."""
-    reading = capacity.budget(boot)
+    (none, with a note, when the config names another number of cards than the boot has); free memory read
+    outside the engine where the caller gave it (capacity.with_outside_free)."""
+    reading, said = capacity.with_outside_free(capacity.budget(boot), outside)
+    notes += said
     ranks = capacity.rank_ceilings(reading)
     named = len(physical) == len(ranks)
     views = {c.rank: c for c in reading.cards}
@@ -387,7 +391,9 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     notes: list[str] = []
     for name, boot in boots.items():
         try:
-            plans[name] = _card_plans(boot, runtime.fleet.services[name].cards if name else (), name, notes)
+            plans[name] = _card_plans(boot, runtime.fleet.services[name].cards if name else (), name, notes,
+                                      tuple((f.card, Decimal(str(f.mib)), f.label) for f in args.outside_free)
+                                      if single and name == names[0] else ())
         except RadianceMCPError as exc:
             if single and name == names[0]:
                 raise
@@ -474,7 +480,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     if len(cards) > 1:
         notes.append(f"card {binding.card} has the least headroom and binds every card (the pair is per card)")
     at_ceiling = engine_facts.AT_CEILING.get(boot.engine)
-    notes += [at_ceiling] if at_ceiling else []
+    notes += [n for n in (at_ceiling, unprinted.host_logits(boot)) if n]
     options: list[PlanOption] = []
     if spend.usable_mib <= 0:
         notes.append(f"no headroom to spend: {binding.headroom_once_mib:,} MiB less {fmt_mib(spend.held_mib, 2)} MiB "
@@ -491,7 +497,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
         notes += more
     else:
         price = planning.price_engine_kv(planning.kv_rank(reading), spend.usable_mib)
-        options = [_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine])]
+        options = [_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine], boot)]
     checks = standing.standing_checks(boot, runtime.fleet.model_constants(name or None))
     for check in book.failed(checks):
         notes.append(f"{name or 'the service'} fails {check.rule} as it runs: {check.arithmetic}; {check.remedy}; "

@@ -106,6 +106,11 @@ PHRASES = (
     phrase("fit_ctx", "context size reduced from", r"context size reduced from (?P<asked>\d++) to (?P<n>\d++)",
            "llama_params_fit: context size reduced from A to N -> need X MiB less memory"),
     phrase("retry", "retrying without", r"(?P<what>retrying without [a-z ]++)", "... retrying without ..."),
+    phrase("n_vocab", "n_vocab", r"(?:print_info|llm_load_print_meta): n_vocab = (?P<n>\d++)",
+           "print_info: n_vocab = V"),
+    # llama-cpp-python's server is a uvicorn app; llama-server prints 'main: server is listening on ...'.
+    phrase("python_server", "Uvicorn running on", r"Uvicorn running on (?P<url>\S++)",
+           "INFO: Uvicorn running on http://HOST:PORT"),
 )
 
 _HOST = re.compile(r"^(?:CPU\w*+|\w+_Host)$")
@@ -241,13 +246,15 @@ def _build(hits: list[Hit]) -> Built:
         views.append(derive(view, gaps, rate_from_pair=one_cache))
     settings: dict[str, Figure] = {}
     for key, name, field_ in (("n_ctx", "n_ctx", "n"), ("n_seq_max", "n_seq_max", "n"), ("slots", "slots", "slots"),
-                              ("fit_ctx", "fit_n_ctx", "n")):
+                              ("fit_ctx", "fit_n_ctx", "n"), ("n_vocab", "n_vocab", "n")):
         if (hit := _one(hits, key)) is not None:
-            settings[name] = count(hit, field_, "tokens" if name.endswith("n_ctx") else "sequences")
+            unit = "tokens" if name.endswith("n_ctx") else "entries" if name == "n_vocab" else "sequences"
+            settings[name] = count(hit, field_, unit)
     return Built(tuple(views), _refusals(hits), settings)
 
 
-ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots", "fit_leave", "fit_margin"})
+ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots", "fit_leave", "fit_margin", "n_vocab",
+                  "python_server"})
 MARKER_WORDS = ("meta", "device", "build:")
 """A word of each of MARKER's three lines (its pattern's blanks are runs of any blank, so no word spans one)."""
 DIALECT = LedgerDialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build, MARKER_WORDS)

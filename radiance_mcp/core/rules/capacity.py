@@ -11,6 +11,7 @@ radiance_mcp.core.rules.contract's (radiance's rule, pool_contract, is here).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
@@ -37,6 +38,7 @@ __all__ = [
     "PoolContract", "RankCeiling", "Reserve", "_figures_on", "boot_finding", "budget", "card_ceiling", "ceilings",
     "compute_ceiling", "contract_check", "pair_within_ceiling", "rank_ceilings",
     "hold_reserves", "kv_dtype", "pool_contract", "read_budget", "reserve_candidates", "shown_mib", "trace_reserve",
+    "with_outside_free",
 ]
 
 
@@ -126,6 +128,40 @@ def budget(boot: Boot) -> BudgetReading:
         return read_budget(boot)
     require_settled(boot)
     return BudgetReading(boot, boot.ranks, {})
+
+
+OUTSIDE = "given outside the ledger, unverified: {label}"
+"""How a free figure the caller read elsewhere is carried: its label, never a ledger line."""
+
+
+def with_outside_free(reading: BudgetReading, given: Sequence[tuple[int | None, Decimal, str]],
+                      ) -> tuple[BudgetReading, tuple[str, ...]]:
+    """The reading with free memory the caller read outside the engine (card, MiB, label; card None: every card)
+    on each card whose log prints none, labelled as unverified provenance; and a note per card saying so.
+
+    The engine's own figure always stands: a given figure for a card that prints one is refused, as is one for a
+    card the boot does not have (InputError)."""
+    if not given:
+        return reading, ()
+    cards = {c.card: c for c in reading.cards if c.card >= 0}
+    out, notes = dict(cards), []
+    for card, mib, label in given:
+        targets = list(cards) if card is None else [card]
+        if card is not None and card not in cards:
+            raise InputError(f"outside_free card {card}: {reading.boot.where()} has cards "
+                             f"{', '.join(map(str, cards)) or 'none'}; name one of them")
+        for number in targets:
+            view = cards[number]
+            if view.free_mib is not None:
+                raise InputError(
+                    f"outside_free for card {number}: the ledger prints its free memory ({view.free_mib.value:,} MiB, "
+                    f"line {view.free_mib.line.number}), which stands; drop outside_free")
+            figure = Figure(mib, "MiB", (), arithmetic=OUTSIDE.format(label=label))
+            out[number] = replace(view, free_mib=figure)
+            notes.append(f"card {number}'s free memory {fmt_mib(mib, 2)} MiB is {OUTSIDE.format(label=label)}: "
+                         "the ceiling on it is as good as that reading")
+    views = tuple(out.get(c.card, c) if c.card >= 0 else c for c in reading.cards)
+    return replace(reading, cards=views), tuple(notes)
 
 
 def rank_ceilings(reading: BudgetReading) -> tuple[RankCeiling, ...]:
