@@ -196,10 +196,9 @@ from radiance_mcp.app.server import build_server
 server = build_server(Runtime(load(None)))
 listed = {tool.name: tool for tool in anyio.run(server.list_tools)}
 import radiance_mcp.evals.scenario  # a module naming the same values, imported before the tool's first call
-try:
-    anyio.run(server.call_tool, "check_pool_contract", {"seqs": 2, "kv_cache_dtype": "fp16"})
-except Exception as exc:
-    message = str(exc)
+result = anyio.run(server.call_tool, "check_pool_contract", {"seqs": 2, "kv_cache_dtype": "fp16"})
+assert result.is_error  # a refusal is an error result (its rule as data in _meta), not a raised ToolError
+message = result.content[0].text
 print(json.dumps({"enum": listed["check_pool_contract"].input_schema["properties"]["kv_cache_dtype"]["enum"],
                   "message": message}))
 """
