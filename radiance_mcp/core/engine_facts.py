@@ -15,7 +15,7 @@ AT_CEILING: dict[LedgerEngine, str] = {
 
 KV_FLAGS: dict[LedgerEngine, str] = {
     "radiance": "--vram-kv-mib (with --vram-weights-mib, the pair)",
-    "vllm": "--gpu-memory-utilization (a share of the card), or --kv-cache-memory (bytes)",
+    "vllm": "--gpu-memory-utilization (a share of the card), or --kv-cache-memory-bytes (bytes)",
     "sglang": "--mem-fraction-static (weights + KV pool as a share of the card), or --max-total-tokens",
     "llama.cpp": "-c / --ctx-size (cells shared by the slots) and -np / --parallel, with -ctk / -ctv (bytes per cell)",
 }

@@ -27,7 +27,7 @@ The procedures in vLLM's terms:
   0.21 CUDA graph memory is profiled inside that claim. The floor is that (1 - utilization)
   share of the card: memory free above it is memory the KV cache could have had.
 - The flag that moves the KV memory: `--gpu-memory-utilization` (a share of the card), or
-  `--kv-cache-memory` (bytes, bypassing the profile, in recent versions). `--max-model-len` moves
+  `--kv-cache-memory-bytes` (bytes, bypassing the profile, in recent versions). `--max-model-len` moves
   the window, `--block-size` the block.
 - Refused boots: the window exceeds what the KV cache holds (V0: `The model's max seq len (W)
   is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `(X GiB
@@ -340,7 +340,7 @@ def _no_cache(hits: list[Hit]) -> Refusal | None:
     for hit, why in said or zero or below:
         return Refusal("not_enough_memory", hit.line, (
             f"vLLM refused to start: {why}, so not one token fits in it. Raise --gpu-memory-utilization (or set "
-            "--kv-cache-memory), lower --max-model-len or --max-num-batched-tokens (the profile's activation peak), "
+            "--kv-cache-memory-bytes), lower --max-model-len or --max-num-batched-tokens (the profile's activation peak), "
             "or serve on more GPUs (--tensor-parallel-size)"))
     return None
 
@@ -352,7 +352,7 @@ def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
             window, tokens = hit.number("window"), hit.number("tokens")
             refusals.append(Refusal("window_exceeds_kv", hit.line, (
                 f"vLLM refused to start: the window of {window:,} tokens exceeds the {tokens:,} tokens its KV cache "
-                f"holds. Raise --gpu-memory-utilization (or set --kv-cache-memory), or lower --max-model-len to "
+                f"holds. Raise --gpu-memory-utilization (or set --kv-cache-memory-bytes), or lower --max-model-len to "
                 f"{tokens:,} or less")))
         elif hit.key == "refused_v1":
             estimate = hit.fields.get("estimate")
@@ -360,7 +360,7 @@ def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
             refusals.append(Refusal("window_exceeds_kv", hit.line, (
                 f"vLLM refused to start: one sequence at the window of {hit.number('window'):,} tokens needs "
                 f"{hit.raw('needed')} GiB of KV cache, more than the {hit.raw('available')} GiB available{fits}. "
-                "Raise --gpu-memory-utilization (or set --kv-cache-memory), or lower --max-model-len")))
+                "Raise --gpu-memory-utilization (or set --kv-cache-memory-bytes), or lower --max-model-len")))
     return tuple(refusals)
 
 
