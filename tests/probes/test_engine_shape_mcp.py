@@ -21,15 +21,18 @@ NOWHERE = "http://127.0.0.1:9"
 
 
 @asynccontextmanager
-async def served() -> AsyncIterator[Client]:
+async def served(**more: Service) -> AsyncIterator[Client]:
     def service(log: str, engine: Any = None) -> Service:
         return Service(log=str(LEDGERS / log), endpoint=NOWHERE, engine=engine)
 
     services = {
         "slots8": service("llamacpp/b45xx_server_8_slots.log", "llama.cpp"),
         "one-seq": service("llamacpp/recorded_llama-cpp-python-0.3.36_gemma3-270m.log", "llama.cpp"),
+        "python-server": service("llamacpp/recorded_llama-cpp-python-0.3.36_gemma3-270m_server.log", "llama.cpp"),
+        "one-slot": service("llamacpp/2026_alpaca_vulkan_n_seq_max_1.log", "llama.cpp"),
         "oom": service("llamacpp/llama-cpp-python_kv_alloc_failed.log", "llama.cpp"),
         "sgl": service("sglang/heldout_scheduler_summary_256k.log"),  # engine told from the log
+        **more,
     }
     async with Client(build_server(Runtime(Fleet(services=services, server=ServerSettings())))) as client:
         yield client
@@ -82,3 +85,21 @@ async def test_sglang_plan_from_the_scheduler_summary() -> None:
     assert out["plan"]["backed_seqs"] == 8 and out["plan"]["max_num_seqs"] == 33
     assert out["plan"]["dialect"] == "unknown"  # no engine in the config: the first refusal tells it
     assert wrong and "256,000" in message
+
+
+async def test_a_boot_that_shows_its_server_tells_the_dialect_before_anything_is_sent(tmp_path: Path) -> None:
+    """llama-cpp-python's server starts as a uvicorn app, llama-server listens: the boot says which refusal
+    dialect to read (issue 25, item 5); a boot of one sequence trimmed before that line leaves it to the first
+    refusal."""
+    # llama-server's ready line as containers/ramalama#1486 quotes it
+    listening = tmp_path / "listening.log"
+    listening.write_text((LEDGERS / "llamacpp/2026_alpaca_vulkan_n_seq_max_1.log").read_text()
+                         + "main: server is listening on http://0.0.0.0:8080 - starting the main loop\n")
+    async with served(listens=Service(log=str(listening), endpoint=NOWHERE, engine="llama.cpp")) as client:
+        error, out = await probe(client, service="python-server", n=1, gen_tokens=64)
+        _, trimmed = await probe(client, service="one-slot", n=1, gen_tokens=64)
+        _, listens = await probe(client, service="listens", n=1, gen_tokens=64)
+    assert not error, out
+    assert out["plan"]["dialect"] == "llama-cpp-python" and out["requests_sent"] == 0
+    assert trimmed["plan"]["dialect"] == "unknown"
+    assert listens["plan"]["dialect"] == "llama.cpp", listens

@@ -111,6 +111,8 @@ PHRASES = (
     # llama-cpp-python's server is a uvicorn app; llama-server prints 'main: server is listening on ...'.
     phrase("python_server", "Uvicorn running on", r"Uvicorn running on (?P<url>\S++)",
            "INFO: Uvicorn running on http://HOST:PORT"),
+    phrase("llama_server", "server is listening on", r"server is listening on (?P<url>\S++)",
+           "main: server is listening on http://HOST:PORT - starting the main loop"),
 )
 
 _HOST = re.compile(r"^(?:CPU\w*+|\w+_Host)$")
@@ -254,7 +256,7 @@ def _build(hits: list[Hit]) -> Built:
 
 
 ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots", "fit_leave", "fit_margin", "n_vocab",
-                  "python_server"})
+                  "python_server", "llama_server"})
 MARKER_WORDS = ("meta", "device", "build:")
 """A word of each of MARKER's three lines (its pattern's blanks are runs of any blank, so no word spans one)."""
 DIALECT = LedgerDialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build, MARKER_WORDS)

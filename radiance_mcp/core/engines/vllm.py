@@ -340,8 +340,8 @@ def _no_cache(hits: list[Hit]) -> Refusal | None:
     for hit, why in said or zero or below:
         return Refusal("not_enough_memory", hit.line, (
             f"vLLM refused to start: {why}, so not one token fits in it. Raise --gpu-memory-utilization (or set "
-            "--kv-cache-memory-bytes), lower --max-model-len or --max-num-batched-tokens (the profile's activation peak), "
-            "or serve on more GPUs (--tensor-parallel-size)"))
+            "--kv-cache-memory-bytes), lower --max-model-len or --max-num-batched-tokens (the profile's activation "
+            "peak), or serve on more GPUs (--tensor-parallel-size)"))
     return None
 
 

@@ -54,14 +54,18 @@ SAME_NAME: dict[str, ApiChoice] = {"radiance": "radiance", "vllm": "vllm", "sgla
 
 
 def api_of(engine: str | None, boot: Boot | None) -> ApiChoice | None:
-    """The configured engine's refusal dialect. llama.cpp's is llama-server's where its boot shows it
-    (slots, or more than one sequence: llama-cpp-python serves one); else the first refusal tells
-    llama-server from llama-cpp-python, as it does for a service with no engine set."""
+    """The configured engine's refusal dialect. llama.cpp's is told by its boot: llama-cpp-python's server
+    starts as a uvicorn app ('Uvicorn running on'), llama-server listens ('server is listening on') and may
+    serve slots or more than one sequence (llama-cpp-python serves one); where the boot shows none of these,
+    the first refusal tells them apart, as it does for a service with no engine set."""
     if engine in SAME_NAME:
         return SAME_NAME[engine]
     if engine == "llama.cpp" and boot is not None:
+        if boot.first("python_server") is not None:
+            return "llama-cpp-python"
         seqs = boot.settings.get("n_seq_max")
-        return "llama.cpp" if "slots" in boot.settings or (seqs is not None and seqs.value > 1) else None
+        listens = boot.first("llama_server") is not None
+        return "llama.cpp" if listens or "slots" in boot.settings or (seqs is not None and seqs.value > 1) else None
     return None
 
 
