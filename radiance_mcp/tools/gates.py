@@ -1,9 +1,11 @@
 """The shipping tools: render_gates (the env-file pair, its predictions and bats gates) and verify_deploy.
 
-render_gates reads the ceiling from a boot, refuses a plan that would fail its own gates, and
-returns the env file and the bats file as text (gates.py writes them); verify_deploy reads the
-new boot first, then marks each prediction of the env file kept, killed or pending. Neither
-writes to a host. Their models live in models/gates.py.
+render_gates reads the ceiling from a boot, judges the plan by the rule book (core/rules/plan.py, with
+the shared cards and co-tenants tools/standing.py reads), refuses a plan that would fail its own
+gates, and returns the env file and the bats file as text (gates.py writes them); verify_deploy
+reads the new boot first, judges nothing on a boot that is not the plan's (core/rules/deploy.py),
+then marks each prediction of the env file kept, killed or pending. Neither writes to a host.
+Their models live in models/gates.py.
 """
 
 from __future__ import annotations
