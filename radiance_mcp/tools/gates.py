@@ -150,9 +150,9 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     """Render a planned resize's env-file pair with falsifiable predictions and the bats gates
     (pair <= ceiling less reserves, pool >= contract, each reserve labelled).
 
-    When: after choosing a pair. Rule: a plan over the ceiling, under its contract or past the
-    sampler bound is refused; text is returned, never written to a host. Next: deploy, then
-    verify_deploy.
+    When: after choosing a pair (plan_free_vram's plans are its arguments). Rule: a plan over the
+    ceiling, under its contract, past the sampler bound or past a shared card's headroom is
+    refused; text is returned, never written to a host. Next: deploy, then verify_deploy.
     """
     boot = await read_boot(runtime, args)
     start = boot.first("boot_start")
