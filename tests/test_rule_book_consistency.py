@@ -61,7 +61,11 @@ def _rule(result: Any) -> str | None:
 def _plans(plan: Any) -> list[dict[str, Any]]:
     assert not plan.is_error, plan.content[0].text
     service = plan.structured_content["services"][0]
-    return [{k: v for k, v in p.items() if k != "checks"} for o in service["options"] for p in o["plans"]]
+    plans = [p for o in service["options"] for p in o["plans"]]
+    for p in plans:  # the rule book's verdicts ride with each plan offered: none failed
+        assert {"pair_within_ceiling", "pool_contract", "sampler_rows"} <= set(p["checks"]), p
+        assert set(p["checks"].values()) <= {"pass", "unchecked"}, p
+    return [{k: v for k, v in p.items() if k != "checks"} for p in plans]
 
 
 SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,

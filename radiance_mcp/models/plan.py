@@ -169,7 +169,8 @@ class CardPlan(Output):
 
 class ResizePlanOutput(Output):
     """One plan of an option, named as render_gates takes its arguments: pass them with the service (and the
-    reserves this plan was priced with) and it renders; checks are the rule book's verdicts on it."""
+    reserves this plan was priced with) and it renders; checks are the rule book's verdicts on it, by rule (a plan
+    a rule fails is not offered: the option's notes give its arithmetic)."""
 
     vram_weights_mib: int
     vram_kv_mib: int
@@ -177,7 +178,7 @@ class ResizePlanOutput(Output):
     max_model_len: int
     kv_cache_dtype: str
     spec: int | None
-    checks: list[RuleCheck]
+    checks: dict[str, Literal["pass", "unchecked"]]
 
 
 class PlanOption(Output):

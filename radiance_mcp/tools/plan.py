@@ -558,7 +558,7 @@ def _with_plans(option: PlanOption, plans: list[rules_plan.ResizePlan], standing
             continue
         kept.append(ResizePlanOutput(vram_weights_mib=plan.weights_mib, vram_kv_mib=plan.pool_mib, seqs=plan.seqs,
                                      max_model_len=plan.window, kv_cache_dtype=plan.dtype, spec=plan.spec,
-                                     checks=[rule_check(c) for c in checks]))
+                                     checks={c.rule: "pass" if c.passed else "unchecked" for c in checks}))
     return option.model_copy(update={"plans": kept}) if kept or not plans else None
 
 
