@@ -5,9 +5,11 @@ judges none on the boot planned from. All through the SDK's MCP client, in memor
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from bats_run import needs_bats, run_bats
 from hypothesis import HealthCheck, assume, given, settings
@@ -193,3 +195,20 @@ async def test_the_bats_gates_hold_the_shared_card_with_the_cotenants_env_files(
     b_env.write_text(b_env.read_text().replace(f"B_VRAM_KV_MIB={5_120 + 300}", f"B_VRAM_KV_MIB={5_120 + 301}"))
     over = run_bats(bats, env=env)
     assert over.returncode != 0 and "not ok 2 shared card box:1" in over.stdout, over.stdout
+
+
+async def test_a_cotenants_env_file_that_is_a_fifo_is_said_and_never_waited_on(tmp_path: Path) -> None:
+    """Security: opening a FIFO waits for a writer for ever; a co-tenant's env file is read by every plan and
+    render of its card's other services, so one put there must not hold them."""
+    a = Shape(name="a", vram_kv_mib=5_120, seqs=2, card_extra_mib=(0,))
+    b = Shape(name="b", tp=2, vram_kv_mib=5_120, card_extra_mib=(0, 200))
+    runtime = _fleet(tmp_path, a, b, 0)
+    (tmp_path / "b.env").unlink()
+    os.mkfifo(tmp_path / "b.env")
+    with anyio.fail_after(60):  # the old reader's open() of the FIFO never returned
+        plan, rendered = await _calls(runtime, ("plan_free_vram", {"service": "a"}),
+                                      ("render_gates", {"service": "a", "vram_kv_mib": 5_200}))
+    said = "b's env_file cannot be read ("
+    assert any(said in n and "its pair is counted as its boot's" in n for n in plan.structured_content["notes"])
+    assert not rendered.is_error, rendered.content[0].text
+    assert any(said in n for n in rendered.structured_content["notes"])

@@ -24,7 +24,7 @@ from radiance_mcp.core.constants import (
     KVDtype,
     ModelConstants,
 )
-from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.errors import InputError, SourceError
 from radiance_mcp.core.rules import book, capacity, deploy, sampler
 from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.rules.contract import from_ledger
@@ -217,7 +217,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         sources=[line_ref(line) for line in dict.fromkeys([settled_free.line, *settled_pair.lines])],
         notes=[f"write {env_file} and {bats_file}, then run: bats {bats_file}; the server writes nothing to a host",
                "decode is not predicted here: it is a separate axis, measured by the decode probe",
-               *(c.arithmetic for c in checks if c.rule == "shared_card")],
+               *(c.arithmetic for c in checks if c.rule == "shared_card"), *against.notes],
     )
 
 
@@ -235,8 +235,8 @@ async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
     path = Path(entry.env_file).expanduser()
     try:
         return await read_env_file(path)
-    except OSError as exc:
-        raise InputError(f"env_file {path} cannot be read ({exc.strerror}); pass env_text") from exc
+    except SourceError as exc:
+        raise InputError(f"{exc}; or pass env_text") from exc
 
 
 def _check(name: str, ok: bool | None, expected: str, found: str, line: Line | None) -> DeployCheck:

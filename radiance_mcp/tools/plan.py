@@ -412,7 +412,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                     "headroom_once_mib": group.headroom_mib,
                 })
     wanted = [n for n in names if n in every and (not single or n == names[0])]
-    growth = await standing.planned_growth(runtime, {n: reading for n, (reading, _) in plans.items() if n})
+    growth, unread = await standing.planned_growth(runtime, {n: reading for n, (reading, _) in plans.items() if n})
+    notes += unread
     services = [_service_plan(runtime, args, name, *plans[name], shared, growth) for name in wanted]
     physical = [
         PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),

@@ -20,7 +20,7 @@ from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.rules import shared as shared_rule
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.engine_logs import read_ledger
-from radiance_mcp.sources.env_files import service_env
+from radiance_mcp.sources.env_files import EnvRead, service_env
 from radiance_mcp.sources.offload import gather
 from radiance_mcp.sources.runtime import Runtime
 
@@ -67,28 +67,40 @@ async def shared_cards(runtime: Runtime, service: str, boot: Boot,
         pairs
 
 
+UNREAD_ENV = "{why}: its pair is counted as its boot's"
+
+
+def _growth(env: EnvRead, pair_now: Decimal) -> int:
+    """A service's planned growth over its pair now: its env file's pair less that (0 without one read here)."""
+    if env is None or isinstance(env, str):
+        return 0
+    return math.ceil(env[1].weights_mib + env[1].pool_mib - pair_now)
+
+
 async def standing(runtime: Runtime, service: str | None, boot: Boot, ceiling: capacity.Ceiling,
                    model: ModelConstants, spec_line: Line | None) -> rules_plan.Standing:
     """What a plan of service on boot is judged against (rules_plan.judge): its ceiling, its pair now, and
-    the physical cards it shares, with each co-tenant's growth as its env file plans it (none: its boot's)."""
+    the physical cards it shares, with each co-tenant's growth as its env file plans it (none: its boot's; an
+    env file that cannot be read is said in the standing's notes)."""
     if service is None:
         return rules_plan.Standing(ceiling, ceiling.pair_mib, model, spec_line)
     cards, pairs = await shared_cards(runtime, service, boot)
     envs = dict(zip(pairs, await gather(*(service_env(runtime, other) for other in pairs)), strict=True))
-    growth = {other: 0 if env is None else math.ceil(env[1].weights_mib + env[1].pool_mib - pairs[other])
-              for other, env in envs.items()}
-    return rules_plan.Standing(ceiling, ceiling.pair_mib, model, spec_line, cards, growth, service,
-                               {other: rules_plan.Cotenant(pairs[other], env[0] if env else None,
-                                                           env[1].prefix if env else None)
-                                for other, env in envs.items()})
+    cotenants = {o: rules_plan.Cotenant(pairs[o], e[0], e[1].prefix) if isinstance(e, tuple)
+                 else rules_plan.Cotenant(pairs[o], None, None) for o, e in envs.items()}
+    return rules_plan.Standing(
+        ceiling, ceiling.pair_mib, model, spec_line, cards, {o: _growth(e, pairs[o]) for o, e in envs.items()},
+        service, cotenants, tuple(UNREAD_ENV.format(why=e) for e in envs.values() if isinstance(e, str)))
 
 
-async def planned_growth(runtime: Runtime, readings: dict[str, capacity.BudgetReading]) -> dict[str, int]:
-    """How much each service's env file grows its pair over its boot's (0: no env file readable here)."""
+async def planned_growth(runtime: Runtime, readings: dict[str, capacity.BudgetReading],
+                         ) -> tuple[dict[str, int], list[str]]:
+    """How much each service's env file grows its pair over its boot's (0: none read here), and a note for each
+    env file that cannot be read."""
     envs = await gather(*(service_env(runtime, name) for name in readings))
-    return {name: 0 if env is None else math.ceil(env[1].weights_mib + env[1].pool_mib
-                                                  - capacity.ceilings(reading.boot)[0].card.pair_mib)
-            for (name, reading), env in zip(readings.items(), envs, strict=True)}
+    growth = {name: _growth(env, capacity.ceilings(reading.boot)[0].card.pair_mib)
+              for (name, reading), env in zip(readings.items(), envs, strict=True)}
+    return growth, [UNREAD_ENV.format(why=env) for env in envs if isinstance(env, str)]
 
 
 def standing_checks(boot: Boot, model: ModelConstants) -> list[book.Check]:

@@ -58,6 +58,8 @@ class Standing:
     cotenant_growth_mib: Mapping[str, int] | None = None
     service: str = ""
     cotenants: Mapping[str, Cotenant] | None = None
+    notes: tuple[str, ...] = ()
+    """What the standing could not read (a co-tenant's env file), said beside the plan."""
 
 
 def judge(plan: ResizePlan, standing: Standing) -> tuple[Check, ...]:
