@@ -464,10 +464,26 @@ class SkipAudit(FaultyAgent):
         await self.audit()
 
 
+class SharedCardTwice(FaultyAgent):
+    name, breaks = "shared-card-twice", "shared_card"
+    fault = ("spends a shared card's headroom as if the service had the card alone: renders the pool its own "
+             "ceiling allows, past what the card holds once")
+
+    async def task_free_vram(self) -> None:
+        plan = await self.call("plan_free_vram")
+        shared = next(c for c in plan["physical_cards"] if len(c["services"]) > 1)
+        service = shared["services"][0].split(" card ")[0]
+        mine = await self.call("compute_ceiling", service=service)
+        table = await self.call("read_budget_table", service=service)
+        weights = int(table["flags"]["vram-weights-mib"])
+        await self.refused("render_gates", service=service, vram_kv_mib=mine["max_pair_mib"] - weights, seqs=1)
+        await super().task_free_vram()
+
+
 FAULTY: tuple[type[FaultyAgent], ...] = (
     FromMemory, OutsideFree, UntracedReserve, FloorReserve, MisspelledReserves, OverCeiling, UnderContract,
     SamplerOverflow, OldBoot, CardZero, CountBelowWindow, DecodeEight, OverShape, WarmRate, TwoArmPlateau, SkipAudit,
-    WindowGuessed, OneTokenBoundary,
+    WindowGuessed, OneTokenBoundary, SharedCardTwice,
 )
 
 

@@ -65,6 +65,7 @@ RULES: tuple[Rule, ...] = (
     _refused("reserve_not_counted"),
     _refused("argument_names"),
     _refused("pair_within_ceiling"),
+    _refused("shared_card"),
     _refused("pool_contract"),
     _refused("sampler_rows"),
     _refused("count_above_window"),

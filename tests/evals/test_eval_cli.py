@@ -73,7 +73,7 @@ def test_all_agents_print_the_matrix(capsys: pytest.CaptureFixture[str]) -> None
     assert "no_two_arm_claim" in rows["two-arm-plateau"] and rows["two-arm-plateau"].endswith("as expected")
     assert "1/1" in rows["two-arm-plateau"]
     assert rows["decode-8"].endswith("not run: no scenario chosen lists its rule")
-    assert len(rows) == 19  # the reference and 18 faulty agents, one per rule
+    assert len(rows) == 20  # the reference and 19 faulty agents, one per rule
 
 
 @pytest.mark.slow
