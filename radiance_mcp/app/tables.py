@@ -159,7 +159,7 @@ def _cell(value: Any) -> str:
         data = dict(value)
         if _figure(value):
             shown = data.get("printed") or f"{data['value']:,.2f} {data['unit']}"
-            where = [str(ref.line) for ref in data.get("lines", [])] or (
+            where = list(dict.fromkeys(str(ref.line) for ref in data.get("lines", []))) or (
                 [str(data["line"])] if data.get("line") is not None else [])
             source = f"line {', '.join(where)}" if where else data.get("source")
             return f"{shown} ({source})" if source else shown
