@@ -53,7 +53,6 @@ COMMANDS = [
 @pytest.fixture(autouse=True)
 def no_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CONFIG_ENV, raising=False)
-    monkeypatch.delenv("COLUMNS", raising=False)
 
 
 def _lines_within(ran: Ran, columns: int) -> None:

@@ -21,9 +21,9 @@ COLUMNS = 120
 """The width of a line when the COLUMNS environment variable does not set one."""
 GAP = "  "
 INDENT = "  "
-NARROWEST = 12
-"""A wrapped column keeps at least this many characters (or its natural width, if less); a table whose columns
-cannot all keep it is printed one record at a time."""
+NARROWEST = 8
+"""A wrapped column keeps at least this many characters (or its natural width, if less) and its longest word
+whole; a table whose columns cannot all keep theirs is printed one record at a time."""
 SENTENCE = 24
 """A value every row repeats is printed once under its table when it is at least this long and has a space."""
 
@@ -80,9 +80,12 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     below = [(heads[i], cells[0][i]) for i in shared]
     heads = [head for i, head in enumerate(heads) if i not in shared]
     cells = [[cell for i, cell in enumerate(row) if i not in shared] for row in cells]
-    natural = [max(len(head), *(len(line) for row in cells for line in row[i].splitlines() or [""]))
-               for i, head in enumerate(heads)]
-    widths = _fit(heads, natural, columns - len(GAP) * (len(heads) - 1))
+    content = [max(len(line) for row in cells for line in row[i].splitlines() or [""]) for i in range(len(heads))]
+    words = [max(len(word) + 1 for text in [head.replace("_", "_ "), *(row[i] for row in cells)]
+                 for word in text.split() or [""]) for i, head in enumerate(heads)]
+    natural = [max(len(head), n) for head, n in zip(heads, content, strict=True)]
+    widths = _fit(natural, [max(n, w - 1) for n, w in zip(content, words, strict=True)], words,
+                  columns - len(GAP) * (len(heads) - 1))
     if widths is None:
         out = []
         for row in cells:
@@ -95,21 +98,21 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     return out
 
 
-def _fit(heads: list[str], natural: list[int], room: int) -> list[int] | None:
-    """Each column's width within room: its natural width when all fit, else the room shared out evenly
-    among the columns narrower than their text (the widest first); None when the columns cannot each keep
-    NARROWEST (or their head)."""
+def _fit(natural: list[int], content: list[int], words: list[int], room: int) -> list[int] | None:
+    """Each column's width within room: its natural width (head and cells) when all fit, else the room shared
+    out evenly among the columns narrower than their cells (the widest first), then than their heads; None when
+    the columns cannot each keep NARROWEST and their longest word (a path, a URL, a head's part) whole."""
     if sum(natural) <= room:
         return natural
-    floor = [min(n, max(len(h), NARROWEST)) for h, n in zip(heads, natural, strict=True)]
-    if sum(floor) > room:
+    widths = [min(n, max(w, NARROWEST)) for n, w in zip(content, words, strict=True)]
+    if sum(widths) > room:
         return None
-    widths = list(floor)
-    while (extra := room - sum(widths)) > 0 and (wanting := sorted(
-            (j for j in range(len(heads)) if natural[j] > widths[j]), key=lambda j: widths[j] - natural[j])):
-        share = max(extra // len(wanting), 1)
-        for j in wanting[:extra]:
-            widths[j] = min(natural[j], widths[j] + share)
+    for target in (content, natural):
+        while (extra := room - sum(widths)) > 0 and (wanting := sorted(
+                (j for j in range(len(target)) if target[j] > widths[j]), key=lambda j: widths[j] - target[j])):
+            share = max(extra // len(wanting), 1)
+            for j in wanting[:extra]:
+                widths[j] = min(target[j], widths[j] + share)
     return widths
 
 
@@ -117,7 +120,9 @@ def _grid(heads: list[str], cells: list[list[str]], widths: list[int]) -> list[s
     def line(parts: Sequence[str]) -> str:
         return GAP.join(part.ljust(w) for part, w in zip(parts, widths, strict=True)).rstrip()
 
-    out = [line(heads)]
+    parts = [[part.replace("_ ", "_") for part in wrap(head.replace("_", "_ "), w)] if len(head) > w else [head]
+             for head, w in zip(heads, widths, strict=True)]  # a head too long wraps after an underscore
+    out = [line([part[k] if k < len(part) else "" for part in parts]) for k in range(max(map(len, parts)))]
     for row in cells:
         wrapped = [wrap(cell, w, indent=" ") for cell, w in zip(row, widths, strict=True)]
         out += [line([part[k] if k < len(part) else "" for part in wrapped])
