@@ -40,7 +40,7 @@ def wrap(text: str, columns: int, indent: str = "") -> list[str]:
     lines = [part for line in text.splitlines() or [""]
              for part in textwrap.wrap(line, max(columns, len(indent) + 1), subsequent_indent=indent,
                                        break_on_hyphens=False) or [""]]
-    return lines or [""]
+    return lines
 
 
 def render(model: BaseModel, columns: int | None = None) -> str:
@@ -70,32 +70,32 @@ def render(model: BaseModel, columns: int | None = None) -> str:
 
 def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     """Records as a table within columns: a column of one long sentence in every row printed once below it;
-    cells wrapped when the columns do not fit, each record as 'field  value' lines when even wrapped they
-    cannot keep NARROWEST characters a column. Fields that hold lists are left out (the tool's text has them)."""
+    cells wrapped when the columns do not fit, each record as 'field  value' lines when even wrapped a column
+    cannot keep NARROWEST characters and its longest word. Fields that hold lists or mappings are left out."""
     heads = [name for name, value in rows[0] if not isinstance(value, list | dict)]
     cells = [[_cell(getattr(row, head)) for head in heads] for row in rows]
-    shared = [i for i, head in enumerate(heads)
-              if len(rows) > 1 and len({row[i] for row in cells}) == 1
+    shared = [i for i in range(len(heads)) if len(rows) > 1 and len({row[i] for row in cells}) == 1
               and len(cells[0][i]) >= SENTENCE and " " in cells[0][i]]
-    below = [(heads[i], cells[0][i]) for i in shared]
+    below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
     heads = [head for i, head in enumerate(heads) if i not in shared]
     cells = [[cell for i, cell in enumerate(row) if i not in shared] for row in cells]
-    content = [max(len(line) for row in cells for line in row[i].splitlines() or [""]) for i in range(len(heads))]
-    words = [max(len(word) + 1 for text in [head.replace("_", "_ "), *(row[i] for row in cells)]
-                 for word in text.split() or [""]) for i, head in enumerate(heads)]
+    texts = [[_head_parts(head), *(row[i] for row in cells)] for i, head in enumerate(heads)]
+    words = [max(len(word) + 1 for text in column for word in text.split() or [""]) for column in texts]
+    content = [max(w - 1, *(len(line) for text in column[1:] for line in text.splitlines() or [""]))
+               for w, column in zip(words, texts, strict=True)]  # the cells' lines, a head's longest part
     natural = [max(len(head), n) for head, n in zip(heads, content, strict=True)]
-    widths = _fit(natural, [max(n, w - 1) for n, w in zip(content, words, strict=True)], words,
-                  columns - len(GAP) * (len(heads) - 1))
+    widths = _fit(natural, content, words, columns - len(GAP) * (len(heads) - 1))
     if widths is None:
-        out = []
-        for row in cells:
-            out += [*_pairs(list(zip(heads, row, strict=True)), columns), ""]
-        out = out[:-1]
+        out = [line for k, row in enumerate(cells)
+               for line in [*([""] if k else []), *_pairs(list(zip(heads, row, strict=True)), columns)]]
     else:
         out = _grid(heads, cells, widths)
-    if below:
-        out += ["", *_pairs([(f"{head} (every row)", value) for head, value in below], columns)]
-    return out
+    return out + (["", *_pairs(below, columns)] if below else [])
+
+
+def _head_parts(head: str) -> str:
+    """A head as the words it may wrap into: 'candidate_line' as 'candidate_ line' (after each underscore)."""
+    return head.replace("_", "_ ")
 
 
 def _fit(natural: list[int], content: list[int], words: list[int], room: int) -> list[int] | None:
@@ -120,7 +120,7 @@ def _grid(heads: list[str], cells: list[list[str]], widths: list[int]) -> list[s
     def line(parts: Sequence[str]) -> str:
         return GAP.join(part.ljust(w) for part, w in zip(parts, widths, strict=True)).rstrip()
 
-    parts = [[part.replace("_ ", "_") for part in wrap(head.replace("_", "_ "), w)] if len(head) > w else [head]
+    parts = [[part.replace("_ ", "_") for part in wrap(_head_parts(head), w)] if len(head) > w else [head]
              for head, w in zip(heads, widths, strict=True)]  # a head too long wraps after an underscore
     out = [line([part[k] if k < len(part) else "" for part in parts]) for k in range(max(map(len, parts)))]
     for row in cells:
