@@ -37,10 +37,9 @@ def width() -> int:
 def wrap(text: str, columns: int, indent: str = "") -> list[str]:
     """text in lines of at most columns characters (words kept whole where they fit, paths unbroken at '-'),
     each line after the first led by indent; its own line breaks kept; one empty line for an empty text."""
-    lines = [part for line in text.splitlines() or [""]
-             for part in textwrap.wrap(line, max(columns, len(indent) + 1), subsequent_indent=indent,
-                                       break_on_hyphens=False) or [""]]
-    return lines
+    return [part for line in text.splitlines() or [""]
+            for part in textwrap.wrap(line, max(columns, len(indent) + 1), subsequent_indent=indent,
+                                      break_on_hyphens=False) or [""]]
 
 
 def render(model: BaseModel, columns: int | None = None) -> str:
