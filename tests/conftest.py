@@ -53,10 +53,14 @@ which a second worker per CPU fills. On 2 cores the quick suite took 93-101 s wi
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every process a test starts keeps its files in this run's own cache directory (XDG_CACHE_HOME), never the
-    user's: another checkout's CI or a developer's server may be writing ~/.cache/radiance-mcp at the same time."""
+    user's: another checkout's CI or a developer's server may be writing ~/.cache/radiance-mcp at the same time;
+    and no test's output depends on the terminal's width (COLUMNS)."""
     own = tempfile.mkdtemp(prefix="radiance-mcp-tests-cache-")  # one per pytest process: each xdist worker's own
     os.environ["XDG_CACHE_HOME"] = own
     config.add_cleanup(lambda: shutil.rmtree(own, ignore_errors=True))
+    # The CLI's tables fit COLUMNS when it is set (app/tables.py), and pytest-xdist's workers set it to 80: the
+    # tests read them at the default 120 columns wherever they run, unless a test sets COLUMNS itself.
+    os.environ.pop("COLUMNS", None)
 
 
 SLOW_MARKERS = frozenset({"real_engine", "sshd", "inspector"})

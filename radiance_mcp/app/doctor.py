@@ -14,20 +14,21 @@ read it makes:
   and the dialect it speaks against the one its config or ledger names.
 
 What a check needs and did not get is skipped, naming why (the files and ledger of a service on a host whose
-check failed). A table that fits TABLE_COLUMNS, or JSON; exit 0 when every check holds, 3 when one fails (the
-CLI's 'a check that ran and failed'); a config that cannot be loaded is the CLI's error (1).
+check failed). A table that fits the terminal's columns (tables.width()), or JSON; exit 0 when every check
+holds, 3 when one fails (the CLI's 'a check that ran and failed'); a config that cannot be loaded is the
+CLI's error (1).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from radiance_mcp.app.tables import width, wrap
 from radiance_mcp.core.doctor import (
     HEALTH_ROUTE,
     MODELS_ROUTE,
@@ -68,7 +69,6 @@ ENDPOINT_BOUND_S = 2 * CONNECT_TIMEOUT_S
 CONCURRENT_ENDPOINTS = 64
 """Endpoints asked at once: one HTTP client each, so a fleet of 1,000 services holds 64 sockets, not 1,000."""
 FILE_KEYS = ("env_file", "serve_script")
-TABLE_COLUMNS = 120
 SUBJECT_COLUMNS = 24
 """The subject column at most (a service's name); a longer one wraps."""
 
@@ -213,24 +213,24 @@ def as_json_text(checks: Sequence[DoctorRow]) -> str:
                       indent=2)
 
 
-def table(checks: Sequence[DoctorRow], columns: int = TABLE_COLUMNS) -> str:
-    """The rows as a table of at most columns characters a line: status, check, subject and finding, the
-    subject and finding wrapped in their columns, a remedy below its finding; then the counts."""
+def table(checks: Sequence[DoctorRow], columns: int | None = None) -> str:
+    """The rows as a table of at most columns (tables.width()) characters a line: status, check, subject and
+    finding, the subject and finding wrapped in their columns, a remedy below its finding; then the counts."""
     heads = ("status", "check", "subject", "finding")
     widths = [max([len(heads[0]), *(len(c.status) for c in checks)]),
               max([len(heads[1]), *(len(c.what) for c in checks)]),
               min(SUBJECT_COLUMNS, max([len(heads[2]), *(len(c.subject) for c in checks)]))]
-    width = columns - sum(widths) - 2 * len(widths)  # the finding's: what the three columns and gaps leave
+    room = (width() if columns is None else columns) - sum(widths) - 2 * len(widths)  # the finding's column
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(cell.ljust(w) for cell, w in zip(cells, [*widths, 0], strict=True)).rstrip()
 
     lines = [line(heads)]
     for check in checks:
-        subject = textwrap.wrap(check.subject, widths[2], break_on_hyphens=False)
-        finding = textwrap.wrap(check.finding, width, break_on_hyphens=False)
+        subject = wrap(check.subject, widths[2])
+        finding = wrap(check.finding, room)
         if check.remedy:
-            finding += textwrap.wrap(f"remedy: {check.remedy}", width, subsequent_indent="  ", break_on_hyphens=False)
+            finding += wrap(f"remedy: {check.remedy}", room, indent="  ")
         for i in range(max(len(subject), len(finding))):
             first = i == 0
             lines.append(line([check.status if first else "", check.what if first else "",

@@ -1,63 +1,178 @@
-"""A tool's answer for people: aligned 'key  value' lines, lists of records as tables (the CLI without --json)."""
+"""A tool's answer for people (the CLI without --json): aligned 'key  value' lines, lists of records as tables.
+
+Every line fits width() columns (120, or the COLUMNS environment variable): a long value wraps under itself,
+a table too wide for its columns wraps its cells, and one too wide even so prints each record as 'field  value'
+lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'), never JSON;
+None is '-' (a nested model leaves it out); a sentence every row of a table repeats is printed once under it.
+"""
 
 from __future__ import annotations
 
-import json
+import os
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from radiance_mcp.models.base import LineRef
 
+COLUMNS = 120
+"""The width of a line when the COLUMNS environment variable does not set one."""
+GAP = "  "
+INDENT = "  "
+NARROWEST = 8
+"""A wrapped column keeps at least this many characters (or its natural width, if less) and its longest word
+whole; a table whose columns cannot all keep theirs is printed one record at a time."""
+SENTENCE = 24
+"""A value every row repeats is printed once under its table when it is at least this long and has a space."""
 
-def render(model: BaseModel) -> str:
-    """A tool output as aligned 'key  value' lines, lists of records as tables."""
+
+def width() -> int:
+    """The terminal's columns: COLUMNS when it is set to a whole number of at least 40, else 120."""
+    value = os.environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and int(value) >= 40 else COLUMNS
+
+
+def wrap(text: str, columns: int, indent: str = "") -> list[str]:
+    """text in lines of at most columns characters (words kept whole where they fit, paths unbroken at '-'),
+    each line after the first led by indent; its own line breaks kept; one empty line for an empty text."""
+    return [part for line in text.splitlines() or [""]
+            for part in textwrap.wrap(line, max(columns, len(indent) + 1), subsequent_indent=indent,
+                                      break_on_hyphens=False) or [""]]
+
+
+def render(model: BaseModel, columns: int | None = None) -> str:
+    """A tool output as aligned 'key  value' lines, lists of records as tables, every line within columns
+    (width() when not given)."""
+    columns = width() if columns is None else columns
     lines: list[str] = []
-    scalars = []
+    scalars: list[tuple[str, str]] = []
     for name, value in model:
-        if isinstance(value, BaseModel):
-            lines.append(f"\n{name}:")
-            lines.extend("  " + line for line in render(value).splitlines())
+        if isinstance(value, BaseModel) and not _figure(value):
+            lines += ["", f"{name}:", *_indented(render(value, columns - len(INDENT)).splitlines())]
         elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-            lines.append(f"\n{name}:")
-            lines.extend("  " + line for line in _table(value))
+            lines += ["", f"{name}:", *_indented(table(value, columns - len(INDENT)))]
         elif isinstance(value, dict) and value:
-            lines.append(f"\n{name}:")
-            width = max(len(str(k)) for k in value)
-            for key, item in value.items():
-                shown = f"line {item.line}: {item.text}" if isinstance(item, LineRef) else _cell(item)
-                lines.append(f"  {str(key):<{width}}  {shown}")
+            shown = [(str(key), f"line {item.line}: {item.text}" if isinstance(item, LineRef) else _cell(item))
+                     for key, item in value.items()]
+            lines += ["", f"{name}:", *_indented(_pairs(shown, columns - len(INDENT)))]
         elif isinstance(value, list):
             if value:
-                lines.append(f"\n{name}:")
-                lines.extend(f"  - {_cell(item)}" for item in value)
+                lines += ["", f"{name}:"]
+                lines += [line for item in value for line in _indented(
+                    wrap(f"- {_cell(item)}", columns - len(INDENT), indent="  "))]
         else:
             scalars.append((name, _cell(value)))
-    width = max((len(n) for n, _ in scalars), default=0)
-    head = [f"{n:<{width}}  {v}" for n, v in scalars]
-    return "\n".join(head + lines).strip("\n")
+    return "\n".join(_pairs(scalars, columns) + lines).strip("\n")
 
 
-def _table(rows: list[BaseModel]) -> list[str]:
-    columns = [name for name, value in rows[0] if not isinstance(value, list | dict)]
-    cells = [[_cell(getattr(row, c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
+    """Records as a table within columns: a column of one long sentence in every row printed once below it;
+    cells wrapped when the columns do not fit, each record as 'field  value' lines when even wrapped a column
+    cannot keep NARROWEST characters and its longest word. Fields that hold lists or mappings are left out."""
+    heads = [name for name, value in rows[0] if not isinstance(value, list | dict)]
+    cells = [[_cell(getattr(row, head)) for head in heads] for row in rows]
+    shared = [i for i in range(len(heads)) if len(rows) > 1 and len({row[i] for row in cells}) == 1
+              and len(cells[0][i]) >= SENTENCE and " " in cells[0][i]]
+    below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
+    heads = [head for i, head in enumerate(heads) if i not in shared]
+    cells = [[cell for i, cell in enumerate(row) if i not in shared] for row in cells]
+    texts = [[_head_parts(head), *(row[i] for row in cells)] for i, head in enumerate(heads)]
+    words = [max(len(word) + 1 for text in column for word in text.split() or [""]) for column in texts]
+    content = [max(w - 1, *(len(line) for text in column[1:] for line in text.splitlines() or [""]))
+               for w, column in zip(words, texts, strict=True)]  # the cells' lines, a head's longest part
+    natural = [max(len(head), n) for head, n in zip(heads, content, strict=True)]
+    widths = _fit(natural, content, words, columns - len(GAP) * (len(heads) - 1))
+    if widths is None:
+        out = [line for k, row in enumerate(cells)
+               for line in [*([""] if k else []), *_pairs(list(zip(heads, row, strict=True)), columns)]]
+    else:
+        out = _grid(heads, cells, widths)
+    return out + (["", *_pairs(below, columns)] if below else [])
+
+
+def _head_parts(head: str) -> str:
+    """A head as the words it may wrap into: 'candidate_line' as 'candidate_ line' (after each underscore)."""
+    return head.replace("_", "_ ")
+
+
+def _fit(natural: list[int], content: list[int], words: list[int], room: int) -> list[int] | None:
+    """Each column's width within room: its natural width (head and cells) when all fit, else the room shared
+    out evenly among the columns narrower than their cells (the widest first), then than their heads; None when
+    the columns cannot each keep NARROWEST and their longest word (a path, a URL, a head's part) whole."""
+    if sum(natural) <= room:
+        return natural
+    widths = [min(n, max(w, NARROWEST)) for n, w in zip(content, words, strict=True)]
+    if sum(widths) > room:
+        return None
+    for target in (content, natural):
+        while (extra := room - sum(widths)) > 0 and (wanting := sorted(
+                (j for j in range(len(target)) if target[j] > widths[j]), key=lambda j: widths[j] - target[j])):
+            share = max(extra // len(wanting), 1)
+            for j in wanting[:extra]:
+                widths[j] = min(target[j], widths[j] + share)
+    return widths
+
+
+def _grid(heads: list[str], cells: list[list[str]], widths: list[int]) -> list[str]:
+    def line(parts: Sequence[str]) -> str:
+        return GAP.join(part.ljust(w) for part, w in zip(parts, widths, strict=True)).rstrip()
+
+    parts = [[part.replace("_ ", "_") for part in wrap(_head_parts(head), w)] if len(head) > w else [head]
+             for head, w in zip(heads, widths, strict=True)]  # a head too long wraps after an underscore
+    out = [line([part[k] if k < len(part) else "" for part in parts]) for k in range(max(map(len, parts)))]
+    for row in cells:
+        wrapped = [wrap(cell, w, indent=" ") for cell, w in zip(row, widths, strict=True)]
+        out += [line([part[k] if k < len(part) else "" for part in wrapped])
+                for k in range(max(len(part) for part in wrapped))]
     return out
 
 
+def _pairs(pairs: Sequence[tuple[str, str]], columns: int) -> list[str]:
+    """'key  value' lines, the values aligned and wrapped under themselves within columns."""
+    key = min(max((len(k) for k, _ in pairs), default=0), columns // 3)
+    out = []
+    for name, value in pairs:
+        lead = f"{name:<{key}}{GAP}"
+        if len(lead) > key + len(GAP):  # a key longer than the key column: its value on the lines below
+            out.append(name)
+            lead = " " * (key + len(GAP))
+        text = wrap(value, columns - key - len(GAP))
+        out += [(lead if k == 0 else " " * len(lead)) + part for k, part in enumerate(text)]
+    return [line.rstrip() for line in out]
+
+
+def _indented(lines: list[str]) -> list[str]:
+    return [INDENT + line if line else line for line in lines]
+
+
+def _figure(value: BaseModel) -> bool:
+    """A figure (a value in a unit, with its line): one cell, not a block of its fields."""
+    return {"value", "unit"} <= set(type(value).model_fields)
+
+
 def _cell(value: Any) -> str:
-    if value is None:
+    """A value as text: None '-', a number with thousands separators, a figure as printed and its line, a
+    ledger line by its number, any other model its fields one a line ('name: value', None left out)."""
+    if value is None or value == [] or value == {}:
         return "-"
+    if isinstance(value, dict):
+        return "\n".join(f"{key}: {_cell(item)}" for key, item in value.items())
     if isinstance(value, BaseModel):
-        data = value.model_dump()
-        if "unit" in data and "lines" in data:  # a figure: as printed (or its value and unit), and its lines
-            lines = ", ".join(str(ref["line"]) for ref in data["lines"])
-            return f"{data['printed'] or format(data['value'], ',.2f') + ' ' + data['unit']} (line {lines})"
-        if "line" in data and "text" in data:
-            return f"line {data['line']}"
-        return json.dumps(data)
+        data = dict(value)
+        if _figure(value):
+            shown = data.get("printed") or f"{data['value']:,.2f} {data['unit']}"
+            where = list(dict.fromkeys(str(ref.line) for ref in data.get("lines", []))) or (
+                [str(data["line"])] if data.get("line") is not None else [])
+            source = f"line {', '.join(where)}" if where else data.get("source")
+            return f"{shown} ({source})" if source else shown
+        if isinstance(value, LineRef):
+            return f"line {value.line}"
+        return "\n".join(f"{name}: {_cell(item)}" for name, item in data.items()
+                         if item is not None and item != [] and item != {})
+    if isinstance(value, list):
+        return ", ".join(_cell(item) for item in value)
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int) and not isinstance(value, bool):
