@@ -165,8 +165,8 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
     settled_free, settled_pair = settled.require("free_mib"), settled.require("pair")
 
-    def given_or_echoed(name: str, given: Any) -> Any:
-        return given if given is not None else from_ledger(boot, name)[0]
+    def given_or_echoed(argument: str, given: Any) -> Any:
+        return given if given is not None else from_ledger(boot, argument)[0]
 
     weights: int = given_or_echoed("vram_weights_mib", args.vram_weights_mib)
     seqs: int = given_or_echoed("seqs", args.seqs)
@@ -179,6 +179,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     for check in checks:
         check.enforce(_refusal_text(check, resize, ceiling, reserves))
     contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
+    contract_text = next(c.arithmetic for c in checks if c.rule == "pool_contract")
     pair = resize.pair_mib
     predictions = _predictions(
         boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.require("floor_mib").value, weights_mib=weights,
@@ -192,7 +193,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         kv_mib=args.vram_kv_mib, seqs=seqs, max_model_len=window, dtype=dtype, model=model,
         ceiling_mib=binding.ceiling_mib,
         ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled_free.line.number})",
-        contract_text=checks[1].arithmetic,
+        contract_text=contract_text,
         reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
         predictions=tuple(predictions),
         planned_from=(boot.source, boot.index),
@@ -205,7 +206,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
         ceiling_mib=binding.ceiling_mib,
         ceiling_derivation=binding.derivation,
         max_pair_mib=ceiling.max_pair_mib,
-        contract=checks[1].arithmetic,
+        contract=contract_text,
         contract_margin_mib=mib(contract.margin_mib),
         sampler_rows=None if spec is None else seqs * (1 + spec),
         personal_reserves=[r.label for r in reserves if r.line is None],
