@@ -317,9 +317,12 @@ async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str
     return boots, unreadable
 
 
+Cards = tuple[capacity.BudgetReading, tuple[capacity.RankCeiling, ...], list[CardPlan]]
+"""A service's budget reading, its cards' ceilings and their plans: read once, used by every later step."""
+
+
 def _card_plans(boot: Boot, physical: tuple[str, ...], name: str, notes: list[str],
-                outside: tuple[tuple[int | None, Decimal, str], ...] = ()) -> tuple[capacity.BudgetReading,
-                                                                                  list[CardPlan]]:
+                outside: tuple[tuple[int | None, Decimal, str], ...] = ()) -> Cards:
     """The cards of a settled boot of any engine, each with its ceiling, named by the config's cards in order
     (none, with a note, when the config names another number of cards than the boot has); free memory read
     outside the engine where the caller gave it (capacity.with_outside_free)."""
@@ -332,7 +335,7 @@ def _card_plans(boot: Boot, physical: tuple[str, ...], name: str, notes: list[st
     if physical and not named:
         notes.append(f"{name}: the config names {len(physical)} card(s) but its boot has {len(ranks)}; "
                      "its sharing is unknown until cards lists one physical card per engine card")
-    return reading, cards
+    return reading, ranks, cards
 
 
 def picture(out: PlanFreeVramOutput) -> str:
@@ -387,7 +390,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
     names = _names(runtime, args, single)
     boots, unreadable = await _read_boots(runtime, args, names, single)
-    plans: dict[str, tuple[capacity.BudgetReading, list[CardPlan]]] = {}
+    plans: dict[str, Cards] = {}
     notes: list[str] = []
     for name, boot in boots.items():
         try:
@@ -398,10 +401,9 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
             if single and name == names[0]:
                 raise
             unreadable.append(Unreadable(service=name, error=str(exc)))
-    every = {name: cards for name, (_, cards) in plans.items()}
-    views = [v for name, (reading, _) in plans.items()
-             for v in standing.headroom_views(name, capacity.rank_ceilings(reading), runtime.fleet.services[name].cards
-                                     if name else ())]
+    every = {name: cards for name, (_, _, cards) in plans.items()}
+    views = [v for name, (_, ranks, _) in plans.items()
+             for v in standing.headroom_views(name, ranks, runtime.fleet.services[name].cards if name else ())]
     shared = shared_rule.share(views)
     for name, cards in every.items():
         for i, c in enumerate(cards):
@@ -412,9 +414,11 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                     "headroom_once_mib": group.headroom_mib,
                 })
     wanted = [n for n in names if n in every and (not single or n == names[0])]
-    growth, unread = await standing.planned_growth(runtime, {n: reading for n, (reading, _) in plans.items() if n})
+    # A co-tenant's planned growth is spent first: read the env files of the services that share a card, only.
+    cotenants = sorted({v.service for s in shared.values() if len({w.service for w in s.views}) > 1 for v in s.views})
+    growth, unread = await standing.planned_growth(runtime, {n: plans[n][1][0].card.pair_mib for n in cotenants})
     notes += unread
-    services = [_service_plan(runtime, args, name, *plans[name], shared, growth) for name in wanted]
+    services = [_service_plan(runtime, args, name, plans[name][0], plans[name][2], shared, growth) for name in wanted]
     physical = [
         PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),
                      headroom_mib=s.headroom_mib, derivation=s.derivation)

@@ -93,13 +93,11 @@ async def standing(runtime: Runtime, service: str | None, boot: Boot, ceiling: c
         service, cotenants, tuple(UNREAD_ENV.format(why=e) for e in envs.values() if isinstance(e, str)))
 
 
-async def planned_growth(runtime: Runtime, readings: dict[str, capacity.BudgetReading],
-                         ) -> tuple[dict[str, int], list[str]]:
-    """How much each service's env file grows its pair over its boot's (0: none read here), and a note for each
-    env file that cannot be read."""
-    envs = await gather(*(service_env(runtime, name) for name in readings))
-    growth = {name: _growth(env, capacity.ceilings(reading.boot)[0].card.pair_mib)
-              for (name, reading), env in zip(readings.items(), envs, strict=True)}
+async def planned_growth(runtime: Runtime, pairs: dict[str, Decimal]) -> tuple[dict[str, int], list[str]]:
+    """How much each service's env file grows its pair over its pair now (pairs, by service; 0: no env file read
+    here), and a note for each env file that cannot be read."""
+    envs = await gather(*(service_env(runtime, name) for name in pairs))
+    growth = {name: _growth(env, pair) for (name, pair), env in zip(pairs.items(), envs, strict=True)}
     return growth, [UNREAD_ENV.format(why=env) for env in envs if isinstance(env, str)]
 
 

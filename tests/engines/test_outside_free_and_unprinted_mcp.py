@@ -12,8 +12,13 @@ from mcp import Client
 from mcp_call import call
 from shared_server import empty_fleet_server
 
+from radiance_mcp.app.server import build_server
+from radiance_mcp.sources.config import Fleet, ServerSettings, Service
+from radiance_mcp.sources.runtime import Runtime
+
 LEDGERS = Path(__file__).parents[1] / "fixtures" / "ledgers"
-SERVER = (LEDGERS / "llamacpp" / "recorded_llama-cpp-python-0.3.36_gemma3-270m_server.log").read_text()
+SERVER_NAME = "recorded_llama-cpp-python-0.3.36_gemma3-270m_server.log"
+SERVER = (LEDGERS / "llamacpp" / SERVER_NAME).read_text()
 EXAMPLE = (Path(__file__).parents[2] / "radiance_mcp" / "examples" / "frank-archon.log").read_text()
 HOST_FREE = {"mib": 4_096, "label": "free -m on the CI host, 10:02"}
 
@@ -71,3 +76,14 @@ async def test_an_outside_figure_is_refused_where_it_would_stand_for_the_engines
 ) -> None:
     error, text = await _plan(**arguments)
     assert error and message in text, text
+
+
+async def test_a_services_outside_free_figure_is_taken_as_a_log_texts_is() -> None:
+    """The same figure for a fleet service (its ledger named by the config) prices the same plan: the later steps
+    read the ceilings the plan computed with it, never the boot again without it."""
+    fleet = Fleet(services={"cpu": Service(log=str(LEDGERS / "llamacpp" / SERVER_NAME), engine="llama.cpp")},
+                  server=ServerSettings())
+    async with Client(build_server(Runtime(fleet))) as client:
+        error, out = await call(client, "plan_free_vram", service="cpu", outside_free=[HOST_FREE])
+    assert not error, out
+    assert out["services"][0]["cards"][0]["ceiling_mib"] == 4_379
