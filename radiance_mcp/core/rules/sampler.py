@@ -24,13 +24,18 @@ def max_seats(spec: int) -> int:
     return SAMPLER_ROW_BOUND // (1 + spec)
 
 
+def within_bound(rows: int) -> bool:
+    """The bound itself, on rows as planned or as a boot's sampler line prints them."""
+    return rows <= SAMPLER_ROW_BOUND
+
+
 def sampler_rows(seqs: int, spec: int | None, line: Line | None = None) -> Check:
     """seqs x (1 + spec) <= the bound; unchecked where there is no spec (no speculative decoding known)."""
     if spec is None:
         return Check("sampler_rows", "unchecked", f"{seqs} x (1 + spec): no spec given and no sampler line",
                      remedy="pass spec, or read a boot whose sampler line prints it")
     rows = seqs * (1 + spec)
-    ok = rows <= SAMPLER_ROW_BOUND
+    ok = within_bound(rows)
     return Check(
         "sampler_rows", "pass" if ok else "fail",
         f"{seqs} x (1 + {spec}) = {rows} rows {'<=' if ok else '>'} the {SAMPLER_ROW_BOUND}-row bound",
