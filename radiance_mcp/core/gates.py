@@ -14,16 +14,23 @@ a personal one labelled as such.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
-from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype, ModelConstants
+from radiance_mcp.core import knobs
+from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype, LedgerEngine, ModelConstants
 from radiance_mcp.core.errors import InputError
+from radiance_mcp.core.knobs import KNOBS
 from radiance_mcp.core.rules.capacity import kv_dtype
 
-VARIABLES = ("VRAM_WEIGHTS_MIB", "VRAM_KV_MIB", "MAX_SEQS", "MAX_MODEL_LEN", "KV_CACHE_DTYPE")
+VARIABLES = KNOBS["radiance"].variables
 """The env file's variables, each after the service's prefix (FOO_VRAM_KV_MIB)."""
+
+SLAB_TOLERANCE_PCT = 1.0
+"""A slab-slot prediction from the slope is kept within this: the slope is measured, ~1,300 per 1,792 MiB."""
 
 PREDICTION = re.compile(r"^#\s*prediction\s+(?P<key>[a-z_]+)\s*=\s*(?P<value>\S+?):\s*(?P<text>.*?)\s*$")
 PLANNED_FROM = re.compile(r"^# Planned from: boot (?P<boot>[0-9]{1,9}) of (?P<source>.+)\.$")
@@ -71,7 +78,8 @@ class GatePlan:
     kv_mib: int
     seqs: int
     max_model_len: int
-    dtype: KVDtype
+    dtype: KVDtype | None
+    """None: another engine's (its rate is its boot's)."""
     model: ModelConstants
     ceiling_mib: int
     ceiling_text: str
@@ -82,6 +90,10 @@ class GatePlan:
     planned_from: tuple[str, int] | None = None
     """The ledger (its source) and the boot the plan was rendered from: verify_deploy reads only a later boot."""
     shared: tuple[SharedGate, ...] = ()
+    engine: LedgerEngine = "radiance"
+    rate: Decimal | None = None
+    """Another engine's KV bytes per token, from its boot: what its kv knob is priced at (core.knobs)."""
+    rate_line: int | None = None
 
     @property
     def pair_mib(self) -> int:
@@ -137,8 +149,9 @@ def _check_shell_words(plan: GatePlan) -> None:
     if not PREFIX.fullmatch(plan.prefix):
         raise InputError(f"env_prefix {plan.prefix[:200]!r}: upper-case letters, digits and _, starting with a "
                          "letter (it starts every variable's name in the env file); pass env_prefix, e.g. SVC")
-    if plan.dtype not in plan.model.rate_bytes_per_token:
-        raise InputError(f"kv_cache_dtype {plan.dtype[:20]!r}: radiance takes only bf16 or fp8; pass kv_cache_dtype")
+    if plan.engine == "radiance" and (plan.dtype or "") not in plan.model.rate_bytes_per_token:
+        raise InputError(f"kv_cache_dtype {(plan.dtype or '')[:20]!r}: radiance takes only bf16 or fp8; "
+                         "pass kv_cache_dtype")
 
 
 def render_env(plan: GatePlan) -> str:
@@ -160,8 +173,14 @@ def render_env(plan: GatePlan) -> str:
         lines.append("# Personal reserves: none.")
     lines.append(f"# Gates: {one_line(plan.bats_file)} (pair <= ceiling; pool >= contract; each reserve). "
                  "Write each verdict under its prediction when the probe lands, kept or killed.")
-    values = (plan.weights_mib, plan.kv_mib, plan.seqs, plan.max_model_len, plan.dtype)
-    lines += [f"{plan.prefix}_{name}={value}" for name, value in zip(VARIABLES, values, strict=True)]
+    if plan.engine != "radiance":
+        assert plan.rate is not None
+        flags = ", ".join(f"{k.flag} \"${plan.prefix}_{k.variable}\"" for k in KNOBS[plan.engine].knobs)
+        lines += [f"# Engine: {plan.engine}; KV rate {plan.rate:.2f} B per token; weights {plan.weights_mib} MiB per "
+                  f"card, the model's (boot line {plan.rate_line}; no flag moves the weights).",
+                  f"# Pass them to the engine: {flags}."]
+    lines += [f"{plan.prefix}_{name}={value}" for name, value in knobs.values(
+        plan.engine, plan.weights_mib, plan.kv_mib, plan.seqs, plan.max_model_len, plan.dtype, plan.rate)]
     lines.append("# Predictions (falsifiable; verdicts filled in from the new boot and the probes):")
     for p in plan.predictions:
         key = one_line(p.key)
@@ -180,23 +199,31 @@ def render_bats(plan: GatePlan) -> str:
     """The gates, run with `bats FILE`; ENV_FILE overrides the env file's path."""
     _check_shell_words(plan)
     p = plan.prefix
-    rates = plan.model.rate_bytes_per_token
     held = sum(r.mib for r in plan.reserves)
     # Security: each comment line ends in fixed text, never a value: bats-preprocess reads any line
     # ending 'NAME { # @test' as a test and writes NAME into shell code, comment or not.
+    rate = math.ceil(plan.rate) if plan.rate is not None else 0
+    if plan.engine == "radiance":
+        contract = (f"# Contract ({one_line(plan.model.name)}): pool_mib >= seqs * max_model_len * rate + "
+                    f"{plan.model.per_seq_mib} * seqs + {plan.model.fixed_mib}.")
+        pair = f"  pair=$(( {p}_VRAM_WEIGHTS_MIB + {p}_VRAM_KV_MIB ))"
+    else:
+        contract = (f"# Contract ({plan.engine}): KV tokens >= seats x window, at the boot's {rate} B per token "
+                    "(rounded up).")
+        pair = (f"  pair=$(( {plan.weights_mib} + ({knobs.shell_kv_bytes(plan.engine, p, rate)} + 1048575) / "
+                "1048576 ))")
     lines = [
         "#!/usr/bin/env bats",
         f"# Gates of {one_line(plan.service)}'s KV / VRAM pair (rendered by radiance-mcp render_gates).",
         f"# Ceiling {plan.ceiling_mib:,} MiB/card: {one_line(plan.ceiling_text)}.",
-        f"# Contract ({one_line(plan.model.name)}): pool_mib >= seqs * max_model_len * rate + "
-        f"{plan.model.per_seq_mib} * seqs + {plan.model.fixed_mib}.",
+        contract,
         "",
         "setup() {",
         f"  ENV_FILE=\"${{ENV_FILE:-{plan.env_file}}}\"",
         "  [ -r \"$ENV_FILE\" ] || { echo \"env file $ENV_FILE is not readable\" >&2; return 1; }",
         "  # shellcheck source=/dev/null",
         "  source \"$ENV_FILE\"",
-        f"  pair=$(( {p}_VRAM_WEIGHTS_MIB + {p}_VRAM_KV_MIB ))",
+        pair,
         "}",
         "",
         f"@test {_quote(f'pair <= ceiling ({plan.ceiling_mib:,} MiB/card, from the boot ledger)')} {{",
@@ -232,11 +259,28 @@ def render_bats(plan: GatePlan) -> str:
                       f"  growth=$(( growth + $( source \"{env_file}\" && echo $(( {prefix}_VRAM_WEIGHTS_MIB + "
                       f"{prefix}_VRAM_KV_MIB - {pair_now} )) ) ))"]
         lines += ["  echo \"the pairs grow by $growth MiB\"", f"  [ \"$growth\" -le {gate.room_mib} ]", "}"]
-    lines += [
+    return "\n".join([*lines, *_contract_gate(plan, rate)]) + "\n"
+
+
+def _contract_gate(plan: GatePlan, rate: int) -> list[str]:
+    """The contract's gate: radiance's pool in MiB against the model's constants per dtype; another engine's KV
+    tokens against the seats x window, at the boot's rate (whole bytes up)."""
+    p, rates = plan.prefix, plan.model.rate_bytes_per_token
+    if plan.engine != "radiance":
+        return [
+            "",
+            f"@test {_quote('KV tokens >= seats x window (the engine enforces it at request time, not at boot)')} {{",
+            f"  tokens=$(( {knobs.shell_tokens(plan.engine, p, rate)} ))",
+            f"  need=$(( {knobs.shell_need(plan.engine, p, plan.max_model_len)} ))",
+            "  echo \"KV tokens $tokens against seats x window $need\"",
+            "  [ \"$tokens\" -ge \"$need\" ]",
+            "}",
+        ]
+    return [
         "",
         f"@test {_quote('pool >= contract (the engine enforces it at request time, not at boot)')} {{",
         f"  case \"${p}_KV_CACHE_DTYPE\" in",
-        *(f"    {dtype}) rate={rate} ;;" for dtype, rate in rates.items()),
+        *(f"    {dtype}) rate={per_token} ;;" for dtype, per_token in rates.items()),
         f"    *) echo \"--kv-cache-dtype ${p}_KV_CACHE_DTYPE: radiance takes only bf16 or fp8\"; return 1 ;;",
         "  esac",
         f"  need_bytes=$(( {p}_MAX_SEQS * {p}_MAX_MODEL_LEN * rate"
@@ -246,29 +290,40 @@ def render_bats(plan: GatePlan) -> str:
         "  [ \"$pool_bytes\" -ge \"$need_bytes\" ]",
         "}",
     ]
-    return "\n".join(lines) + "\n"
 
 
-def read_env(text: str) -> tuple[str, dict[str, str]]:
-    """The prefix and the values of VARIABLES an env file assigns (the last assignment wins)."""
+def read_env(text: str, variables: Sequence[str] = VARIABLES) -> tuple[str, dict[str, str]]:
+    """The prefix and the values of variables (radiance's, or another engine's knobs) an env file assigns (the
+    last assignment wins)."""
+    found = _assignments(text, variables)
+    complete = {prefix: values for prefix, values in found.items() if len(values) == len(variables)}
+    if len(complete) != 1:
+        shown = ", ".join(f"{p}_* ({len(v)} of {len(variables)})" for p, v in found.items()) or "none"
+        raise InputError(
+            f"env file: expected one prefix assigning every one of {', '.join(variables)} "
+            f"(e.g. SVC_{variables[0]}=...); "
+            f"found {shown}; pass the env file render_gates wrote"
+        )
+    [(prefix, values)] = complete.items()
+    return prefix, values
+
+
+def _assignments(text: str, variables: Sequence[str]) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("export "):
             line = line[len("export "):].lstrip()
-        for name in VARIABLES:
+        for name in variables:
             match = re.fullmatch(rf"([A-Z0-9_]+)_{name}=[\"']?([^\"'\s#]+)[\"']?(?:\s+#.*)?", line)
             if match:
                 found.setdefault(match.group(1), {})[name] = match.group(2)
-    complete = {prefix: values for prefix, values in found.items() if len(values) == len(VARIABLES)}
-    if len(complete) != 1:
-        shown = ", ".join(f"{p}_* ({len(v)} of {len(VARIABLES)})" for p, v in found.items()) or "none"
-        raise InputError(
-            f"env file: expected one prefix assigning every one of {', '.join(VARIABLES)} (e.g. SVC_VRAM_KV_MIB=...); "
-            f"found {shown}; pass the env file render_gates wrote"
-        )
-    [(prefix, values)] = complete.items()
-    return prefix, values
+    return found
+
+
+ENGINE_LINE = re.compile(r"^# Engine: (?P<engine>[a-z.]+); KV rate (?P<rate>[0-9]+(?:\.[0-9]+)?) B per token; "
+                         r"weights (?P<weights>[0-9]+) MiB per card")
+"""Another engine's env file states its engine, the KV rate its knobs are priced at and the weights (the model's)."""
 
 
 @dataclass(frozen=True)
@@ -280,24 +335,45 @@ class EnvPlan:
     window: int
     weights_mib: int
     pool_mib: int
-    dtype: KVDtype
+    dtype: KVDtype | None
+    engine: LedgerEngine = "radiance"
+    kv: int | None = None
+    """Another engine's kv knob as the env file sets it (bytes, tokens or cells: core.knobs)."""
+
+
+def _whole(prefix: str, key: str, raw: str, low: int, high: int) -> int:
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
+                         f"{high:,}; pass the env file render_gates wrote")
+    return int(raw)
 
 
 def read_env_plan(text: str) -> EnvPlan:
-    """The pair and shape an env file sets (InputError: a value that is not one radiance takes)."""
+    """The pair and shape an env file sets, radiance's or (with its '# Engine:' line) another engine's knobs
+    (InputError: a value that is not one the engine takes)."""
+    header = next((m for m in map(ENGINE_LINE.match, text.splitlines()) if m), None)
+    if header is not None and header["engine"] in KNOBS and header["engine"] != "radiance":
+        engine = next(e for e in KNOBS if e == header["engine"])
+        return _engine_env_plan(text, engine, Decimal(header["rate"]), int(header["weights"]))
     prefix, values = read_env(text)
-    numbers: dict[str, int] = {}
-    for key, low in (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0)):
-        raw = values[key]
-        if not raw.isdigit() or not low <= int(raw) <= MAX_POOL_MIB:
-            raise InputError(f"env file: {prefix}_{key}={raw[:40]!r}: a whole number from {low} to "
-                             f"{MAX_POOL_MIB:,}; pass the env file render_gates wrote")
-        numbers[key] = int(raw)
+    numbers = {key: _whole(prefix, key, values[key], low, MAX_POOL_MIB) for key, low in
+               (("MAX_SEQS", 1), ("MAX_MODEL_LEN", 1), ("VRAM_WEIGHTS_MIB", 0), ("VRAM_KV_MIB", 0))}
     dtype = kv_dtype(values["KV_CACHE_DTYPE"], f"env file: {prefix}_KV_CACHE_DTYPE",
                      "pass the env file render_gates wrote")
     return EnvPlan(prefix, numbers["MAX_SEQS"], numbers["MAX_MODEL_LEN"], numbers["VRAM_WEIGHTS_MIB"],
                    numbers["VRAM_KV_MIB"], dtype)
 
+
+def _engine_env_plan(text: str, engine: LedgerEngine, rate: Decimal, weights: int) -> EnvPlan:
+    table = KNOBS[engine]
+    prefix, values = read_env(text, table.variables)
+    kv_name, seats_name, window_name = (table.variable(r) for r in ("kv", "seats", "window"))
+    assert kv_name and seats_name
+    kv = _whole(prefix, kv_name, values[kv_name], 1, 1 << 62)
+    seqs = _whole(prefix, seats_name, values[seats_name], 1, 1 << 20)
+    window = _whole(prefix, window_name, values[window_name], 1, 1 << 30) if window_name else kv // seqs
+    pool = math.ceil(knobs.pool_of(engine, kv, rate))
+    return EnvPlan(prefix, seqs, window, weights, pool, None, engine, kv)
 
 
 def read_planned_from(text: str) -> tuple[str, int] | None:

@@ -15,6 +15,7 @@ Two jobs, both numbers in and frozen records out (no I/O):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
@@ -535,3 +536,32 @@ def price_engine_kv(rank: RankView, usable_mib: int) -> EngineKVPrice:
     sequences = None if window is None else (after / window.value).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
     return EngineKVPrice(rank.rank, usable_mib, tokens.value, rate.value, after,
                          window.value if window else None, sequences, ())
+
+
+LLAMA_CELL_STEP = 256
+"""llama.cpp pads its KV cache to a multiple of 256 cells in the builds that pad at all (llama_kv_cache's
+get_padding, with flash attention; 32 without): a plan's cells are a multiple of it, so the boot holds what the
+plan predicts whatever the build."""
+
+
+def engine_plans(engine: str, seats: int | None, window: int | None, rate: Decimal, pool_max_mib: int,
+                 one_seat: bool) -> tuple[tuple[int, int, int], ...]:
+    """Another engine's plans for a KV memory of at most pool_max_mib, each (pool MiB, seats, window): the seats
+    the memory holds at the window, then the window it holds at the seats (llama.cpp's cells seats x window a
+    multiple of LLAMA_CELL_STEP, its pool what they take; one_seat: llama-cpp-python's server, one sequence).
+    None where the boot prints no seats or no window (vLLM prints no --max-num-seqs at INFO)."""
+    if seats is None or window is None or pool_max_mib <= 0:
+        return ()
+    tokens = int(Decimal(pool_max_mib) * MIB / rate)
+    cells = engine == "llama.cpp"
+    out = []
+    shapes = [(seats, tokens // seats)] if one_seat else [(tokens // window, window), (seats, tokens // seats)]
+    for s, w in shapes:
+        if cells:  # the window in steps that keep s x w cells a multiple of LLAMA_CELL_STEP
+            step = LLAMA_CELL_STEP // math.gcd(s, LLAMA_CELL_STEP) if s > 0 else 1
+            w = w // step * step
+        if s < 1 or w < 1:
+            continue
+        pool = math.ceil(Decimal(s * w) * rate / MIB) if cells else pool_max_mib
+        out.append((pool, s, w))
+    return tuple(dict.fromkeys(out))

@@ -6,7 +6,7 @@ from pydantic import Field, field_validator
 
 from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype
 from radiance_mcp.models.base import BootRef, Int, LineRef, MaxChars, Output, PathArg, Seqs
-from radiance_mcp.models.ledger import ReserveInput
+from radiance_mcp.models.ledger import OUTSIDE_FREE_DESCRIPTION, OutsideFreeInput, ReserveInput
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import json_list
 
@@ -17,7 +17,8 @@ MAX_ENV_BYTES = 256 * 1024
 class RenderGatesInput(LedgerRef):
     """The boot the ceiling is read from (service, log, log_text or container), and the planned pair and shape."""
 
-    vram_kv_mib: Int = Field(gt=0, le=MAX_POOL_MIB, description="The planned KV pool per card, MiB.")
+    vram_kv_mib: Int | None = Field(None, gt=0, le=MAX_POOL_MIB, description="The planned KV memory per card, MiB. "
+                                    "Omitted on llama.cpp only: it follows from seqs x max_model_len cells.")
     vram_weights_mib: Int | None = Field(
         None, ge=0, le=MAX_POOL_MIB, description="The planned weights per card, MiB. Omitted: the boot's."
     )
@@ -38,7 +39,10 @@ class RenderGatesInput(LedgerRef):
         "service's env_file from the config, else <name>.env beside the bats file.",
     )
 
-    @field_validator("reserves", mode="before")
+    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
+                                                 description=OUTSIDE_FREE_DESCRIPTION)
+
+    @field_validator("reserves", "outside_free", mode="before")
     @classmethod
     def _json_string(cls, value: Any, info: Any) -> Any:
         return json_list(info.field_name, value)
@@ -77,6 +81,14 @@ class VerifyDeployInput(LedgerRef):
         None, description="The env file's text as render_gates wrote it (its predictions). "
         "Omitted: the service's env_file from the config, on this machine.",
     )
+    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
+                                                 description=OUTSIDE_FREE_DESCRIPTION)
+
+    @field_validator("outside_free", mode="before")
+    @classmethod
+    def _json_string(cls, value: Any, info: Any) -> Any:
+        return json_list(info.field_name, value)
+
     boundary_found: Int | None = Field(
         None, ge=0, le=4096, description="Markers the boundary probe retrieved (boundary_probe's result); omitted: "
         "the boundary prediction stays pending.",

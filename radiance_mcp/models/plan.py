@@ -172,11 +172,11 @@ class ResizePlanOutput(Output):
     reserves this plan was priced with) and it renders; checks are the rule book's verdicts on it, by rule (a plan
     a rule fails is not offered: the option's notes give its arithmetic)."""
 
-    vram_weights_mib: int
-    vram_kv_mib: int
+    vram_weights_mib: int | None = Field(description="null: another engine's, the model's weights.")
+    vram_kv_mib: int | None = Field(description="null: llama.cpp's, which follows from seqs x max_model_len cells.")
     seqs: int
     max_model_len: int
-    kv_cache_dtype: str
+    kv_cache_dtype: str | None = Field(description="null: another engine's, whose rate is its boot's.")
     spec: int | None
     checks: dict[str, Literal["pass", "unchecked"]]
 

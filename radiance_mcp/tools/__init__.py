@@ -35,8 +35,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "audit": ("audit_step_shape", "check_serve_script", "compare_dry_run"),  # the step-shape audit
     "probes": ("token_count_probe", "boundary_probe", "decode_probe"),  # live endpoints
     "fleet": ("list_fleet",),  # the loaded config
-    "plan": ("compare_arms", "plan_free_vram"),  # what the free VRAM buys; its picture
-    "gates": ("render_gates", "verify_deploy"),  # shipping a resize
+    "arms": ("compare_arms",),  # a campaign's arms against the noise
+    "plan": ("plan_free_vram",),  # what the free VRAM buys; its picture
+    "gates": ("render_gates",),  # shipping a resize: the env file and its gates
+    "deploy": ("verify_deploy",),  # the deploy's boot against them
 }
 """Each family module and the tools it declares, in the order of tools/list."""
 

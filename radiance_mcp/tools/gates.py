@@ -11,45 +11,37 @@ Their models live in models/gates.py.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from radiance_mcp.core import gates, planning
-from radiance_mcp.core.boot import Boot, Line
+from radiance_mcp.core import gates, knobs, planning
+from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
     AT_CEILING_WORST_FREE_MIB,
-    KV_DTYPES,
+    MIB,
     SAMPLER_ROW_BOUND,
-    KVDtype,
-    ModelConstants,
 )
-from radiance_mcp.core.errors import InputError, SourceError
-from radiance_mcp.core.rules import book, capacity, deploy, sampler
+from radiance_mcp.core.errors import InputError, LedgerError
+from radiance_mcp.core.rules import book, capacity, sampler, unprinted
 from radiance_mcp.core.rules import plan as rules_plan
-from radiance_mcp.core.rules.contract import from_ledger
+from radiance_mcp.core.rules.contract import binding_rank, from_ledger, seats_printed_as, served_seats
+from radiance_mcp.core.rules.probe_shape import api_of
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib
 from radiance_mcp.models.gates import (
-    DeployCheck,
     PredictionOutput,
     RenderGatesInput,
     RenderGatesOutput,
-    Verdict,
-    VerifyDeployInput,
-    VerifyDeployOutput,
 )
-from radiance_mcp.sources.env_files import read_env_file
-from radiance_mcp.sources.ledgers import read_boot
+from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import standing
 from radiance_mcp.tools.ledger import trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 
 FAMILY = ToolFamily()
-
-SLAB_TOLERANCE_PCT = 1.0
-"""A slab-slot prediction from the slope is kept within this: the slope is measured, ~1,300 per 1,792 MiB."""
 
 # ---------------------------------------------------------------------------------------
 # render_gates
@@ -69,7 +61,7 @@ def _slab_prediction(boot: Boot, weights: int) -> gates.Prediction | None:
         "slab", str(slab.resident_slots + moved),
         f"slab slots about {slab.resident_slots + moved:,} resident ({slab.resident_slots:,} now, line "
         f"{slab.line.number}, {'+' if moved >= 0 else ''}{moved:,} for {fmt_mib(delta)} MiB of weights), "
-        f"within {SLAB_TOLERANCE_PCT:g} %")
+        f"within {gates.SLAB_TOLERANCE_PCT:g} %")
 
 
 def _predictions(
@@ -145,295 +137,182 @@ def _gate_files(runtime: Runtime, args: RenderGatesInput, name: str) -> tuple[st
     return env_file, bats_file
 
 
+@dataclass(frozen=True)
+class Shape:
+    """The plan render_gates renders, with what another engine's knobs are priced at."""
+
+    resize: rules_plan.ResizePlan
+    spec_line: Line | None
+    rate: Figure | None = None
+    """Another engine's KV bytes per token (its binding rank's); None: radiance's, the model's constants."""
+
+
+def _radiance_shape(boot: Boot, args: RenderGatesInput) -> Shape:
+    def given_or_echoed(argument: str, given: Any) -> Any:
+        return given if given is not None else from_ledger(boot, argument)[0]
+
+    if args.vram_kv_mib is None:
+        raise InputError("vram_kv_mib is needed: radiance's pool is its --vram-kv-mib (plan_free_vram's plans give "
+                         "it); pass vram_kv_mib")
+    spec, spec_line = (args.spec, None) if args.spec is not None else sampler.boot_spec(boot)
+    resize = rules_plan.ResizePlan(
+        given_or_echoed("vram_weights_mib", args.vram_weights_mib), args.vram_kv_mib,
+        given_or_echoed("seqs", args.seqs), given_or_echoed("max_model_len", args.max_model_len),
+        given_or_echoed("kv_cache_dtype", args.kv_cache_dtype), spec)
+    return Shape(resize, spec_line)
+
+
+def _engine_shape(boot: Boot, args: RenderGatesInput, settled: RankView) -> Shape:
+    """Another engine's plan: its weights (the model's, no flag moves them), its rate (the binding rank's own KV
+    pair), the seats and window given or as the boot prints them, and its KV memory given (llama.cpp: it
+    follows from seats x window cells)."""
+    where, engine = boot.where(), boot.engine
+    for name, value in (("vram_weights_mib", args.vram_weights_mib), ("kv_cache_dtype", args.kv_cache_dtype),
+                        ("spec", args.spec)):
+        if value is not None:
+            raise InputError(f"{name}={value!r}: {where} is a {engine} boot, whose weights are the model's and whose "
+                             f"KV rate is its own KV pair's (set its cache type on the engine); leave {name} out")
+    rank = binding_rank(boot)
+    try:
+        rate, weights = rank.require("kv_bytes_per_token"), settled.require("weights_mib")
+    except LedgerError as exc:
+        raise InputError(f"{where}: {exc}; render_gates prices {engine}'s knobs at its own rate") from exc
+    window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "it prints no window")
+    seqs = args.seqs if args.seqs is not None else _printed(served_seats(boot), "seqs", f"{where} prints no seats"
+                                                             f" ({seats_printed_as(engine) or 'vLLM: none at INFO'})")
+    window = (args.max_model_len if args.max_model_len is not None
+              else _printed(rank.window_tokens, "max_model_len", f"{where}: {window_gap}"))
+    if engine == "llama.cpp" and api_of(engine, boot) == "llama-cpp-python" and seqs != 1:
+        raise InputError(f"seqs={seqs}: {where} is llama-cpp-python's server, which serves one sequence at a time "
+                         "(no --parallel); plan seqs=1, or serve the model with llama-server -np N")
+    derived = knobs.pool_mib(engine, None, seqs, window, rate.value)
+    pool = args.vram_kv_mib if args.vram_kv_mib is not None else derived
+    if pool is None:
+        raise InputError(f"vram_kv_mib is needed: {engine}'s KV memory is set by {knobs.KNOBS[engine].knobs[0].flag}, "
+                         "not by the shape (plan_free_vram's plans give it); pass vram_kv_mib")
+    if derived is not None and pool != derived:
+        raise InputError(f"vram_kv_mib={pool:,}: on llama.cpp the KV memory follows from the window, {seqs} x "
+                         f"{window:,} cells x {rate.value:,.2f} B = {derived:,} MiB (rounded up); leave it out")
+    resize = rules_plan.ResizePlan(math.ceil(weights.value), pool, seqs, window, None, None)
+    return Shape(resize, None, rate)
+
+
+def _printed(figure: Figure | None, name: str, why: str) -> int:
+    if figure is None:
+        raise InputError(f"{name} was not given and {why}; pass {name}")
+    return int(figure.value)
+
+
 @FAMILY.tool("Render the env file and bats gates", open_world=True)
 async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
     """Render a planned resize's env-file pair with falsifiable predictions and the bats gates
-    (pair <= ceiling less reserves, pool >= contract, each reserve labelled).
+    (pair <= ceiling less reserves, pool >= contract, each reserve labelled), for any engine in its own knobs.
 
     When: after choosing a pair (plan_free_vram's plans are its arguments). Rule: a plan over the
     ceiling, under its contract, past the sampler bound or past a shared card's headroom is
     refused; text is returned, never written to a host. Next: deploy, then verify_deploy.
     """
-    boot = await read_boot(runtime, args)
+    boot = await read_ledger(runtime, args)
     start = boot.first("boot_start")
     name = args.service or (start.fields.get("name") if start else None) or "service"
     model = runtime.fleet.model_constants(args.service)
-    reading = capacity.read_budget(boot)
+    reading, said = capacity.with_outside_free(capacity.budget(boot), standing.outside(args.outside_free))
     reserves = trace_reserves(reading, args.reserves)
     ceiling = capacity.compute_ceiling(reading, reserves)
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
-    settled_free, settled_pair = settled.require("free_mib"), settled.require("pair")
-
-    def given_or_echoed(argument: str, given: Any) -> Any:
-        return given if given is not None else from_ledger(boot, argument)[0]
-
-    weights: int = given_or_echoed("vram_weights_mib", args.vram_weights_mib)
-    seqs: int = given_or_echoed("seqs", args.seqs)
-    window: int = given_or_echoed("max_model_len", args.max_model_len)
-    dtype: KVDtype = given_or_echoed("kv_cache_dtype", args.kv_cache_dtype)
-    spec, spec_line = (args.spec, None) if args.spec is not None else sampler.boot_spec(boot)
-    resize = rules_plan.ResizePlan(weights, args.vram_kv_mib, seqs, window, dtype, spec)
-    against = await standing.standing(runtime, args.service, boot, ceiling, model, spec_line)
+    settled_free = settled.require("free_mib")
+    shape = _radiance_shape(boot, args) if boot.engine == "radiance" else _engine_shape(boot, args, settled)
+    resize, rate = shape.resize, shape.rate
+    against = await standing.standing(runtime, args.service, boot, ceiling, model, shape.spec_line)
+    against = replace(against, rate=rate.value if rate else None)
     checks = rules_plan.judge(resize, against)
     for check in checks:
         check.enforce(_refusal_text(check, resize, ceiling, reserves))
-    contract = capacity.pool_contract(Decimal(args.vram_kv_mib), seqs, window, dtype, model)
+    contract = rules_plan.contract_of(resize, against)
     contract_text = next(c.arithmetic for c in checks if c.rule == "pool_contract")
-    pair = resize.pair_mib
-    predictions = _predictions(
-        boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.require("floor_mib").value, weights_mib=weights,
-        pool_mib=args.vram_kv_mib, seqs=seqs, window=window, contract=contract, spec=spec,
-        rows=None if spec is None else seqs * (1 + spec),
-    )
+    spec = resize.spec
+    rows = None if spec is None else resize.seqs * (1 + spec)
+    if rate is None:
+        predictions = _predictions(
+            boot, ceiling_mib=binding.ceiling_mib, floor_mib=settled.require("floor_mib").value,
+            weights_mib=resize.weights_mib, pool_mib=resize.pool_mib, seqs=resize.seqs, window=resize.window,
+            contract=contract, spec=spec, rows=rows)
+    else:
+        predictions = _engine_predictions(boot, resize, rate, binding.ceiling_mib, settled)
     env_file, bats_file = _gate_files(runtime, args, name)
+    pair_lines = settled.require("pair").lines if settled.pair is not None else (
+        *settled.require("weights_mib").lines, *settled.require("kv_mib").lines)
+    free_at = f", line {settled_free.line.number}" if settled_free.lines else f"; {settled_free.arithmetic}"
     plan = gates.GatePlan(
         service=name, prefix=args.env_prefix or gates.env_prefix(name), env_file=env_file, bats_file=bats_file,
-        weights_mib=weights,
-        kv_mib=args.vram_kv_mib, seqs=seqs, max_model_len=window, dtype=dtype, model=model,
-        ceiling_mib=binding.ceiling_mib,
-        ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}, line {settled_free.line.number})",
+        weights_mib=resize.weights_mib, kv_mib=resize.pool_mib, seqs=resize.seqs, max_model_len=resize.window,
+        dtype=resize.dtype, model=model, ceiling_mib=binding.ceiling_mib,
+        ceiling_text=f"{binding.derivation} ({boot.source}, boot {boot.index}{free_at})",
         contract_text=contract_text,
         reserves=tuple(gates.GateReserve(float(r.mib), r.label, r.line.number if r.line else None) for r in reserves),
         predictions=tuple(predictions),
         planned_from=(boot.source, boot.index),
         shared=_shared_gates(against, planning.held_on(reserves, binding.card)),
+        engine=boot.engine, rate=rate.value if rate else None, rate_line=rate.lines[0].number if rate else None,
     )
     return RenderGatesOutput(
         ledger=boot_ref(boot),
         service=name,
-        pair_mib=pair,
+        pair_mib=resize.pair_mib,
         ceiling_mib=binding.ceiling_mib,
         ceiling_derivation=binding.derivation,
         max_pair_mib=ceiling.max_pair_mib,
         contract=contract_text,
         contract_margin_mib=mib(contract.margin_mib),
-        sampler_rows=None if spec is None else seqs * (1 + spec),
+        sampler_rows=rows,
         personal_reserves=[r.label for r in reserves if r.line is None],
         env_file=env_file,
         env_text=gates.render_env(plan),
         bats_file=bats_file,
         bats_text=gates.render_bats(plan),
         predictions=[PredictionOutput(key=p.key, value=p.value, text=p.text) for p in predictions],
-        sources=[line_ref(line) for line in dict.fromkeys([settled_free.line, *settled_pair.lines])],
+        sources=[line_ref(line) for line in dict.fromkeys([*settled_free.lines, *pair_lines])],
         notes=[f"write {env_file} and {bats_file}, then run: bats {bats_file}; the server writes nothing to a host",
                "decode is not predicted here: it is a separate axis, measured by the decode probe",
-               *(c.arithmetic for c in checks if c.rule == "shared_card"), *against.notes],
+               *(c.arithmetic for c in checks if c.rule == "shared_card"), *against.notes, *said,
+               *_unprinted(boot, resize)],
     )
 
 
-# ---------------------------------------------------------------------------------------
-# verify_deploy
+def _unprinted(boot: Boot, resize: rules_plan.ResizePlan) -> list[str]:
+    note = unprinted.host_logits(boot, Decimal(resize.seqs * resize.window))
+    return [note] if note else []
 
 
-async def _env_text(runtime: Runtime, args: VerifyDeployInput) -> str:
-    if args.env_text is not None:
-        return args.env_text
-    entry = runtime.fleet.service(args.service) if args.service else None
-    if entry is None or entry.env_file is None or entry.host is not None:
-        raise InputError("env_text is needed: pass the env file's text as render_gates wrote it"
-                         + (" (the service's env_file is on another host)" if entry and entry.host else ""))
-    path = Path(entry.env_file).expanduser()
-    try:
-        return await read_env_file(path)
-    except SourceError as exc:
-        raise InputError(f"{exc}; or pass env_text") from exc
-
-
-def _check(name: str, ok: bool | None, expected: str, found: str, line: Line | None) -> DeployCheck:
-    return DeployCheck(check=name, ok=ok, expected=expected, found=found, line=line_ref(line) if line else None)
-
-
-Found = dict[str, tuple[str, bool | None, Line | None]]
-"""Per prediction key: the figure the boot shows, its verdict where the check decides it, and its line."""
-
-
-def _shape_checks(boot: Boot, plan: gates.EnvPlan, found: Found) -> list[DeployCheck]:
-    """The referee line and the sampler rows against the shape asked."""
-    src, seqs, window = boot.where(), plan.seqs, plan.window
-    checks = []
-    backs = boot.first("backs")
-    if backs is None:
-        checks.append(_check("referee", None, f"backs {seqs} sequences all at {window} tokens at once",
-                             "no 'backs ... sequences all at ... tokens at once' line", None))
-    else:
-        n, m = int(backs.number("seqs", src)), int(backs.number("tokens", src))
-        checks.append(_check("referee", (n, m) == (seqs, window), f"{seqs} sequences at {window:,} tokens",
-                             f"{n} sequences at {m:,} tokens", backs.line))
-        found["referee"] = (f"{n}x{m}", None, backs.line)
-    line = boot.first("sampler")
-    if line is None:
-        checks.append(_check("sampler", None, f"rows = {seqs} x (1 + spec) <= {SAMPLER_ROW_BOUND}",
-                             "no 'sampler:' line", None))
-    else:
-        rows = int(line.number("rows", src))
-        spec, _ = sampler.boot_spec(boot)
-        want = seqs * (1 + spec) if spec is not None else None
-        expected = f"{seqs} x (1 + {spec}) = {want} rows" if want is not None else f"{seqs} x (1 + spec) rows"
-        # The printed rows inside the bound and, where the spec is known, the rows the env file's seats make.
-        checks.append(_check("sampler", sampler.within_bound(rows) and want in (None, rows),
-                             f"{expected}, <= {SAMPLER_ROW_BOUND}", f"{rows} rows", line.line))
-        found["sampler"] = (str(rows), None, line.line)
-    return checks
-
-
-def _budget_checks(boot: Boot, plan: gates.EnvPlan, model: ModelConstants,
-                   found: Found) -> tuple[list[DeployCheck], bool]:
-    """Settled free per card, the pair under the ceiling, the pool against its contract, unclaimed printed;
-    and whether the boot's echoed flags differ from the env file."""
-    src, pair = boot.where(), plan.weights_mib + plan.pool_mib
-    reading = capacity.read_budget(boot)
-    ceiling = capacity.compute_ceiling(reading)
-    checks = []
-    for card in reading.cards:
-        settled, floor = card.require("free_mib"), card.require("floor_mib").value
-        free = settled.value
-        checks.append(_check(
-            f"settled, card {card.card}", free >= floor,
-            f"free >= floor {fmt_mib(floor, 2)} MiB (about {AT_CEILING_WORST_FREE_MIB} MiB at worst at the ceiling)",
-            f"{settled.printed} = {fmt_mib(free, 2)} MiB free, {fmt_mib(free - floor, 2)} MiB above the floor",
-            settled.line))
-    worst = min(reading.cards, key=lambda c: (c.require("free_mib").value - c.require("floor_mib").value, c.card))
-    worst_free, worst_floor = worst.require("free_mib"), worst.require("floor_mib")
-    found["settled"] = (fmt_mib(worst_free.value, 2), worst_free.value >= worst_floor.value, worst_free.line)
-    first = reading.cards[0]
-    binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
-    # That the boot's pair is the env file's (within the table rows' rounding) is plan_boot's, checked first.
-    first_pair, first_free = first.require("pair"), first.require("free_mib")
-    checks.append(_check("pair <= ceiling", pair <= ceiling.ceiling_mib,
-                         f"pair {plan.weights_mib:,} + {plan.pool_mib:,} = {pair:,} MiB (the env file) <= the ceiling",
-                         f"boot pair {fmt_mib(first_pair.value, 2)} MiB ({first.pair_source}); ceiling "
-                         f"{binding.derivation}", first_free.line))
-    found["ceiling"] = (str(ceiling.ceiling_mib), ceiling.ceiling_mib >= pair, first_free.line)
-
-    flags = boot.flags
-    asked = {"max-num-seqs": plan.seqs, "max-model-len": plan.window, "vram-kv-mib": plan.pool_mib}
-    echoed = {f: int(flags[f].number("value", src)) for f in asked if f in flags}
-    boot_dtype = flags["kv-cache-dtype"].raw("value", src) if "kv-cache-dtype" in flags else plan.dtype
-    dtype = boot_dtype if boot_dtype in KV_DTYPES else plan.dtype  # an unreadable echo: the env file's
-    contract = capacity.pool_contract(Decimal(echoed.get("vram-kv-mib", plan.pool_mib)),
-                                      echoed.get("max-num-seqs", plan.seqs), echoed.get("max-model-len", plan.window),
-                                      dtype, model)
-    contract_line = flags["vram-kv-mib"].line if "vram-kv-mib" in flags else None
-    checks.append(_check("pool >= contract", contract.ok,
-                         f"pool >= {fmt_mib(contract.required_mib, 2)} MiB ({contract.seqs} x "
-                         f"{contract.max_model_len:,} {contract.dtype})",
-                         f"pool {fmt_mib(contract.pool_mib)} MiB, margin {fmt_mib(contract.margin_mib, 2)} MiB",
-                         contract_line))
-    found["contract"] = (fmt_mib(contract.margin_mib, 2).replace(",", ""), contract.ok, contract_line)
-    unclaimed = [c.unclaimed_mib for c in reading.cards if c.unclaimed_mib is not None]
-    checks.append(_check("unclaimed", bool(unclaimed) or None, "the table's unclaimed row, printed",
-                         ", ".join(u.printed for u in unclaimed) or "no unclaimed row",
-                         unclaimed[0].line if unclaimed else None))
-    return checks, any(echoed[f] != v for f, v in asked.items() if f in echoed)
-
-
-@FAMILY.tool("Verify a deploy and its predictions", open_world=True)
-async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
-    """Verify a deploy from its new boot: the referee line, sampler rows, settled floor, pair
-    against the ceiling, pool against the contract, each with its line; then mark each
-    prediction of the env file kept, killed or pending.
-
-    When: after the deploy boots. Rule: the ledger first, then the probes; a killed prediction
-    is recorded too. The env file with verdicts is returned, never written.
-    """
-    text = await _env_text(runtime, args)
-    plan = gates.read_env_plan(text)
-    predictions = gates.read_predictions(text)
-    if not predictions:
-        raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
-                         "render_gates returned, with its predictions")
-    boot = await read_boot(runtime, args)
-    planned_from = gates.read_planned_from(text)
-    mine = deploy.plan_boot(boot, capacity.read_budget(boot).cards[0], plan.weights_mib, plan.pool_mib, planned_from)
-    if not mine.passed:
-        return _not_the_plans_boot(boot, plan, planned_from, mine, predictions, text)
-    found: Found = {}
-    checks = [_check("plan's boot", True, _plans_boot_expected(plan, planned_from), mine.arithmetic, mine.lines[0]),
-              *_shape_checks(boot, plan, found)]
-    budget, differs = _budget_checks(boot, plan, runtime.fleet.model_constants(args.service), found)
-    checks += budget
-    slab = planning.slab_slots(boot)
-    planned = next((p for p in predictions if p.key == "slab"), None)
-    if slab is not None:
-        found["slab"] = (str(slab.resident_slots), None, slab.line)
-    if planned is not None:
-        checks.append(_check("slab slots", None if slab is None else _slab_kept(planned.value, slab.resident_slots),
-                             f"about {planned.value} resident (within {SLAB_TOLERANCE_PCT:g} %)",
-                             f"{slab.resident_slots:,} resident" if slab else "no 'slab slots' line",
-                             slab.line if slab else None))
-    verdicts = [_verdict(p, found, boot, args.boundary_found) for p in predictions]
-    notes = [f"checked against {plan.prefix}_* of the env file: {plan.seqs} x {plan.window:,} {plan.dtype}, pair "
-             f"{plan.weights_mib:,} + {plan.pool_mib:,}"]
-    if differs:
-        notes.append("the boot's echoed flags differ from the env file: the deploy did not take the planned shape "
-                     "(a serve-script mode carrying its own flags? check_serve_script finds it)")
-    killed = [v.key for v in verdicts if v.verdict == "killed"]
-    if killed:
-        notes.append(f"killed: {', '.join(killed)}; write the verdicts as they are, then re-plan from this boot")
-    return VerifyDeployOutput(
-        ledger=boot_ref(boot),
-        ok=all(c.ok is True for c in checks) and not killed,
-        checks=checks,
-        verdicts=verdicts,
-        env_text=gates.fill_verdicts(text, {v.key: f"{v.verdict}: {v.text}" for v in verdicts}),
-        notes=notes,
-    )
-
-
-def _plans_boot_expected(plan: gates.EnvPlan, planned_from: tuple[str, int] | None) -> str:
-    after = f", booted after boot {planned_from[1]} (the plan's)" if planned_from else ""
-    return f"the env file's pair {plan.weights_mib:,} + {plan.pool_mib:,} MiB{after}"
-
-
-def _not_the_plans_boot(boot: Boot, plan: gates.EnvPlan, planned_from: tuple[str, int] | None, check: book.Check,
-                        predictions: list[gates.Prediction], text: str) -> VerifyDeployOutput:
-    """A boot the env file did not start: no prediction judged, the env file as it was (plan_boot)."""
-    return VerifyDeployOutput(
-        ledger=boot_ref(boot),
-        ok=False,
-        checks=[_check("plan's boot", False, _plans_boot_expected(plan, planned_from), check.arithmetic,
-                       check.lines[0] if check.lines else None)],
-        verdicts=[Verdict(key=p.key, predicted=p.value, verdict="pending",
-                          text=f"not judged: boot {boot.index} is not the plan's boot") for p in predictions],
-        env_text=text,
-        notes=[f"{check.arithmetic}; {check.remedy}", "the env file is returned as it was: no verdict is written"],
-    )
-
-
-def _slab_kept(predicted: str, resident: int) -> bool:
-    try:
-        want = int(predicted)
-    except ValueError:
-        return False
-    return abs(resident - want) <= want * SLAB_TOLERANCE_PCT / 100
-
-
-def _verdict(p: gates.Prediction, found: Found, boot: Boot,
-             boundary_found: int | None) -> Verdict:
-    where = f"boot {boot.index}"
-    if p.key == "boundary":
-        if boundary_found is None:
-            return Verdict(key=p.key, predicted=p.value, verdict="pending",
-                           text="run boundary_probe on the new deploy, then verify again with boundary_found")
-        sent = p.value.split("/")[-1]
-        kept = f"{boundary_found}/{sent}" == p.value
-        return Verdict(key=p.key, predicted=p.value, verdict="kept" if kept else "killed",
-                       text=f"boundary probe retrieved {boundary_found}/{sent} markers (predicted {p.value})")
-    if p.key not in found:
-        return Verdict(key=p.key, predicted=p.value, verdict="pending",
-                       text=f"the new boot ({where}) prints no line to judge it by")
-    value, judged, line = found[p.key]
-    at = f"{where}, line {line.number}: {line.text.strip()}" if line else where
-    if p.key == "slab":
-        kept = _slab_kept(p.value, int(value))
-    elif p.key == "contract":  # exact arithmetic: the margin of the shape planned, and no less than 0
-        kept = bool(judged) and value == p.value
-    elif judged is not None:
-        kept = judged
-    else:
-        kept = value == p.value
-    detail = {"ceiling": f"ceiling {value} MiB/card", "settled": f"settled {value} MiB free",
-              "contract": f"contract margin {value} MiB"}.get(p.key, value)
-    return Verdict(key=p.key, predicted=p.value, verdict="kept" if kept else "killed",
-                   text=f"{detail} (predicted {p.value}; {at})")
+def _engine_predictions(boot: Boot, resize: rules_plan.ResizePlan, rate: Figure, ceiling_mib: int,
+                        settled: RankView) -> list[gates.Prediction]:
+    """What another engine's new boot must show: its KV memory and tokens as its knobs fund them, its bytes per
+    token unchanged (the rate the knobs are priced at), the window and seats, the ceiling, the boundary probe."""
+    engine, seqs, window = boot.engine, resize.seqs, resize.window
+    kv = knobs.kv_value(engine, resize.pool_mib, seqs, window, rate.value)
+    memory = knobs.pool_of(engine, kv, rate.value)
+    tokens = kv if knobs.KNOBS[engine].kv_unit in ("tokens", "cells") else int(memory * MIB / rate.value)
+    out = [
+        gates.Prediction("kv_mib", f"{memory:.2f}", f"the KV memory is {fmt_mib(memory, 2)} MiB per card "
+                         f"({knobs.KNOBS[engine].knobs[0].flag} {kv:,})"),
+        gates.Prediction("kv_tokens", str(tokens), f"the KV cache holds {tokens:,} tokens"
+                         + (" at least" if knobs.KNOBS[engine].kv_unit == "bytes" else "")),
+        gates.Prediction("bytes_per_token", f"{rate.value:.2f}", f"{rate.value:,.2f} B per token, as boot "
+                         f"{boot.index} (line {rate.lines[0].number}): the rate the knobs are priced at"),
+        gates.Prediction("window", str(window), f"each sequence's window is {window:,} tokens"),
+    ]
+    if served_seats(boot) is not None:
+        out.append(gates.Prediction("seats", str(seqs), f"the engine serves {seqs} sequence(s) at once"))
+    out += [
+        gates.Prediction("ceiling", str(ceiling_mib), f"the new boot's ceiling stays at or above the pair "
+                         f"{resize.pair_mib:,} MiB"),
+        gates.Prediction("contract", str(seqs * window), f"the KV tokens hold {seqs} x {window:,} = "
+                         f"{seqs * window:,} tokens"),
+        gates.Prediction("boundary", f"{seqs}/{seqs}", f"the boundary probe retrieves {seqs}/{seqs} markers"),
+    ]
+    if settled.floor_mib is not None:
+        floor = settled.floor_mib.value
+        out.insert(-2, gates.Prediction("settled", fmt_mib(floor, 2).replace(",", ""),
+                                        f"settled free stays at or above the floor {fmt_mib(floor, 2)} MiB"))
+    return out

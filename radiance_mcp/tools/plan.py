@@ -1,4 +1,4 @@
-"""The resize-planning tools: compare_arms, and plan_free_vram (what the free VRAM can buy).
+"""The resize-planning tool plan_free_vram (what the free VRAM can buy); compare_arms is tools/arms.py.
 
 Each tool reads its sources, calls the pure core (core/planning.py, core/rules/capacity.py) and shapes the
 output model (models/plan.py). plan_free_vram has one path for a boot of any engine: its cards and ceilings
@@ -9,6 +9,7 @@ that build on it live in tools/gates.py.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +19,6 @@ from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
     KV_DTYPES,
     MIB,
-    MIN_ARMS_FOR_THRESHOLD,
     MIN_DECODE_TOKENS,
     PREFERRED_DECODE_TOKENS,
     SLAB_MIB_PER_STEP,
@@ -26,18 +26,15 @@ from radiance_mcp.core.constants import (
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError, RadianceMCPError
-from radiance_mcp.core.rules import book, capacity, sampler, unprinted
+from radiance_mcp.core.rules import book, capacity, contract, sampler, unprinted
 from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.rules import shared as shared_rule
+from radiance_mcp.core.rules.probe_shape import api_of
 from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import boot_ref, mib, rule_check
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
-    ArmStepOutput,
     CardPlan,
-    ClaimOutput,
-    CompareArmsInput,
-    CompareArmsOutput,
     PhysicalCard,
     PlanFreeVramInput,
     PlanFreeVramOutput,
@@ -56,58 +53,6 @@ from radiance_mcp.tools.ledger import reserves_out, trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 
 FAMILY = ToolFamily()
-
-
-# ---------------------------------------------------------------------------------------
-# compare_arms
-
-
-@FAMILY.tool("Compare measured arms against the noise")
-async def compare_arms(runtime: Runtime, args: CompareArmsInput) -> CompareArmsOutput:
-    """Compare measured arms of one knob (value and rate each) against the noise band, and refuse a
-    plateau or threshold read off fewer than three arms.
-
-    When: before writing a law or a prediction from a throughput campaign. Rule: a change inside
-    the band (default 3 %) is noise; a refused claim names the value to measure next.
-    """
-    comparison = planning.compare_arms(
-        [planning.Arm(a.value, a.rate) for a in args.arms], args.noise_band_pct, args.claim, args.claim_arms
-    )
-    band = f"+-{args.noise_band_pct:g} %"
-    steps = []
-    for s in comparison.steps:
-        pair = f"{planning.fmt_value(s.low.value)} -> {planning.fmt_value(s.high.value)}"
-        if s.inside_noise:
-            reading = f"{pair}: {s.change_pct:+.2f} %, inside the {band} band: noise"
-        elif s.intervals_overlap:
-            reading = (f"{pair}: {s.change_pct:+.2f} %, outside the {band} band, but the two arms' own {band} "
-                       "intervals overlap: a repeat run could close it")
-        else:
-            reading = f"{pair}: {s.change_pct:+.2f} %, outside the {band} band"
-        steps.append(ArmStepOutput(
-            low_value=s.low.value, high_value=s.high.value, low_rate=s.low.rate, high_rate=s.high.rate,
-            change_pct=round(s.change_pct, 2), inside_noise=s.inside_noise, intervals_overlap=s.intervals_overlap,
-            reading=reading,
-        ))
-    claim = comparison.claim
-    notes = []
-    if len(comparison.arms) < MIN_ARMS_FOR_THRESHOLD:
-        notes.append(f"{len(comparison.arms)} arms: enough to compare, not to read a plateau or threshold")
-    return CompareArmsOutput(
-        knob=args.knob,
-        rate_unit=args.rate_unit,
-        noise_band_pct=args.noise_band_pct,
-        steps=steps,
-        inside_noise=[f"{planning.fmt_value(s.low.value)} and {planning.fmt_value(s.high.value)}"
-                      for s in comparison.steps if s.inside_noise],
-        span_pct=round(comparison.span_pct, 2),
-        claim=None if claim is None else ClaimOutput(
-            claim=claim.claim, arms=list(claim.arms), verdict=claim.verdict, reason=claim.reason, rule=claim.rule,
-            remedy=claim.remedy, measure_next=claim.measure_next,
-        ),
-        ok=claim is None or claim.verdict == "supported",
-        notes=notes,
-    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -395,7 +340,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     for name, boot in boots.items():
         try:
             plans[name] = _card_plans(boot, runtime.fleet.services[name].cards if name else (), name, notes,
-                                      tuple((f.card, Decimal(str(f.mib)), f.label) for f in args.outside_free)
+                                      standing.outside(args.outside_free)
                                       if single and name == names[0] else ())
         except RadianceMCPError as exc:
             if single and name == names[0]:
@@ -502,7 +447,14 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
         notes += more
     else:
         price = planning.price_engine_kv(planning.kv_rank(reading), spend.usable_mib)
-        options = [_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine], boot)]
+        ceiling = capacity.compute_ceiling(reading, reserves)
+        against = rules_plan.Standing(
+            ceiling, ceiling.pair_mib, runtime.fleet.model_constants(name or None), None,
+            [shared[c.physical] for c in cards if c.shared_with and c.physical], growth, name,
+            rate=price.rate_bytes_per_token)
+        option = _with_plans(_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine], boot),
+                             _engine_option_plans(reading, view, price), against, notes, boot.engine)
+        options = [option] if option is not None else []
     checks = standing.standing_checks(boot, runtime.fleet.model_constants(name or None))
     for check in book.failed(checks):
         notes.append(f"{name or 'the service'} fails {check.rule} as it runs: {check.arithmetic}; {check.remedy}; "
@@ -549,8 +501,24 @@ def _option_plans(option: PlanOption, prices: planning.PoolPrices) -> list[rules
                                   prices.dtype, spec)]
 
 
+def _engine_option_plans(reading: capacity.BudgetReading, view: RankView,
+                         price: planning.EngineKVPrice) -> list[rules_plan.ResizePlan]:
+    """Another engine's option as render_gates' plans: the KV memory the ceiling leaves past the weights (whole
+    MiB up), at the seats it holds at the window, then the window at the seats (planning.engine_plans)."""
+    boot, rank = reading.boot, planning.kv_rank(reading)
+    if view.weights_mib is None or rank.kv_mib is None or price.rate_bytes_per_token is None:
+        return []
+    weights = math.ceil(view.weights_mib.value)
+    pool_max = round_down(view.weights_mib.value + rank.kv_mib.value + price.usable_mib) - weights
+    seats = contract.served_seats(boot)
+    plans = planning.engine_plans(boot.engine, int(seats.value) if seats else None,
+                                  int(price.window_tokens) if price.window_tokens else None,
+                                  price.rate_bytes_per_token, pool_max, api_of(boot.engine, boot) == "llama-cpp-python")
+    return [rules_plan.ResizePlan(weights, pool, s, w, None, None) for pool, s, w in plans]
+
+
 def _with_plans(option: PlanOption, plans: list[rules_plan.ResizePlan], standing: rules_plan.Standing,
-                notes: list[str]) -> PlanOption | None:
+                notes: list[str], engine: str = "radiance") -> PlanOption | None:
     """The option with each plan the rule book passes; a plan it fails is not offered, and said so in notes,
     nor an option none of whose plans passes."""
     kept = []
@@ -561,9 +529,12 @@ def _with_plans(option: PlanOption, plans: list[rules_plan.ResizePlan], standing
             notes.append(f"{option.name}: the plan {plan.weights_mib:,} + {plan.pool_mib:,} MiB at {plan.seqs} x "
                          f"{plan.window:,} is not offered: " + "; ".join(f"{c.rule}: {c.arithmetic}" for c in failed))
             continue
-        kept.append(ResizePlanOutput(vram_weights_mib=plan.weights_mib, vram_kv_mib=plan.pool_mib, seqs=plan.seqs,
-                                     max_model_len=plan.window, kv_cache_dtype=plan.dtype, spec=plan.spec,
-                                     checks={c.rule: "pass" if c.passed else "unchecked" for c in checks}))
+        radiance = engine == "radiance"
+        kept.append(ResizePlanOutput(
+            vram_weights_mib=plan.weights_mib if radiance else None,
+            vram_kv_mib=None if engine == "llama.cpp" else plan.pool_mib, seqs=plan.seqs, max_model_len=plan.window,
+            kv_cache_dtype=plan.dtype, spec=plan.spec,
+            checks={c.rule: "pass" if c.passed else "unchecked" for c in checks}))
     return option.model_copy(update={"plans": kept}) if kept or not plans else None
 
 

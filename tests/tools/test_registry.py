@@ -6,7 +6,7 @@ from __future__ import annotations
 from radiance_mcp.models.fleet import ListFleetInput, ListFleetOutput
 from radiance_mcp.models.probes import BoundaryProbeInput, BoundaryProbeOutput
 from radiance_mcp.sources.runtime import Runtime
-from radiance_mcp.tools import FAMILIES, TOOLS, audit, family, fleet, gates, ledger, plan, probes
+from radiance_mcp.tools import FAMILIES, TOOLS, arms, audit, deploy, family, fleet, gates, ledger, plan, probes
 from radiance_mcp.tools.registry import Progress, ToolFamily
 
 
@@ -37,7 +37,8 @@ def test_the_decorator_reads_models_name_and_context_off_the_signature() -> None
 
 
 def test_every_family_is_registered_once_in_declaration_order() -> None:
-    families = [ledger.FAMILY, audit.FAMILY, probes.FAMILY, fleet.FAMILY, plan.FAMILY, gates.FAMILY]
+    families = [ledger.FAMILY, audit.FAMILY, probes.FAMILY, fleet.FAMILY, arms.FAMILY, plan.FAMILY, gates.FAMILY,
+                deploy.FAMILY]
     assert TOOLS == [spec for each in families for spec in each]
     # FAMILIES tells the CLI which one module to import for a command: it names what each declares.
     assert {module: tuple(spec.name for spec in family(module)) for module in FAMILIES} == FAMILIES

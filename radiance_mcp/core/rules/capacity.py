@@ -358,8 +358,8 @@ def contract_check(contract: PoolContract, line: Line | None = None) -> Check:
     rate_text = f"{contract.seqs} x {contract.max_model_len:,} x {contract.rate_bytes_per_token:,} B"
     fixed = (f" + {contract.per_seq_total_mib // contract.seqs} x {contract.seqs} + {contract.fixed_mib}"
              if contract.per_seq_total_mib or contract.fixed_mib else "")
-    required = f"{fixed} = {fmt_mib(contract.required_mib, 2)}" if fixed else ""
-    arithmetic = (f"{rate_text} = {fmt_mib(contract.kv_mib, 2)} MiB{required} MiB "
+    required = f"{fixed} = {fmt_mib(contract.required_mib, 2)} MiB" if fixed else ""
+    arithmetic = (f"{rate_text} = {fmt_mib(contract.kv_mib, 2)} MiB{required} "
                   f"{'<=' if contract.ok else '>'} pool {fmt_mib(contract.pool_mib)} MiB"
                   + (f" ({contract.dtype})" if contract.dtype else ""))
     remedy = "" if contract.ok else (

@@ -96,26 +96,35 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     else:
         pool = Decimal(str(given["pool_mib"]))
         tokens = int(pool * MIB / rate.value)
+    contract = token_contract(pool, seqs, window, rate.value, tokens)
     required_tokens = seqs * window
-    required = rate.value * required_tokens / MIB
-    ok = tokens >= required_tokens
-    formula = (f"{seqs} x {window:,} tokens = {required_tokens:,} tokens x {rate.value:,} B = {fmt_mib(required, 2)} "
-               f"MiB {'<=' if ok else '>'} the {tokens:,} KV tokens ({fmt_mib(pool, 2)} MiB) of {rank.rank}")
-    refusal = None if ok else (
-        f"the KV cache holds {tokens:,} tokens, fewer than {seqs} full-length sequences of {window:,}: "
-        + ("not one full-length sequence fits" if tokens < window else
-           f"at most {tokens // window} run at once at the window, the rest wait or are preempted"))
-    contract = PoolContract(
-        pool_mib=pool, seqs=seqs, max_model_len=window, dtype=None,
-        rate_bytes_per_token=int(rate.value.to_integral_value()), kv_mib=required, per_seq_total_mib=0,
-        fixed_mib=0, required_mib=required, margin_mib=pool - required, ok=ok,
-        max_seqs_at_window=tokens // window, max_window_at_seqs=tokens // seqs, refusal=refusal,
-    )
+    formula = (f"{seqs} x {window:,} tokens = {required_tokens:,} tokens x {rate.value:,} B = "
+               f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} the {tokens:,} KV tokens "
+               f"({fmt_mib(pool, 2)} MiB) of {rank.rank}")
     inputs_from: dict[str, Line | None] = {
         "pool_mib": None if given["pool_mib"] is not None else tokens_figure.lines[0],
         "rate_bytes_per_token": rate.lines[0], "max_model_len": window_line, "seqs": seqs_line,
     }
     return ContractReading(contract, f"{boot.engine} ({rank.rank})", formula, inputs_from, ())
+
+
+def token_contract(pool_mib: Decimal, seqs: int, window: int, rate: Decimal, tokens: int | None = None) -> PoolContract:
+    """Another engine's contract: seqs x window tokens against the KV tokens its pool holds at its own bytes per
+    token (tokens: as the boot counts them; else pool_mib at the rate, whole tokens down)."""
+    held = int(pool_mib * MIB / rate) if tokens is None else tokens
+    required_tokens = seqs * window
+    required = rate * required_tokens / MIB
+    ok = held >= required_tokens
+    refusal = None if ok else (
+        f"the KV cache holds {held:,} tokens, fewer than {seqs} full-length sequences of {window:,}: "
+        + ("not one full-length sequence fits" if held < window else
+           f"at most {held // window} run at once at the window, the rest wait or are preempted"))
+    return PoolContract(
+        pool_mib=pool_mib, seqs=seqs, max_model_len=window, dtype=None,
+        rate_bytes_per_token=int(rate.to_integral_value()), kv_mib=required, per_seq_total_mib=0,
+        fixed_mib=0, required_mib=required, margin_mib=pool_mib - required, ok=ok,
+        max_seqs_at_window=held // window, max_window_at_seqs=held // seqs, refusal=refusal,
+    )
 
 
 def binding_rank(view: Boot) -> RankView:

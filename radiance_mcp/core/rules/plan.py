@@ -15,8 +15,10 @@ from decimal import Decimal
 
 from radiance_mcp.core.boot import Line
 from radiance_mcp.core.constants import KVDtype, ModelConstants
+from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.rules import capacity, sampler, shared
 from radiance_mcp.core.rules.book import Check
+from radiance_mcp.core.rules.contract import token_contract
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,8 @@ class ResizePlan:
     pool_mib: int
     seqs: int
     window: int
-    dtype: KVDtype
+    dtype: KVDtype | None
+    """None: another engine's, whose rate is its boot's (its cache type is set on the engine)."""
     spec: int | None
     """Draft tokens per step (None: no speculative decoding known)."""
 
@@ -60,15 +63,28 @@ class Standing:
     cotenants: Mapping[str, Cotenant] | None = None
     notes: tuple[str, ...] = ()
     """What the standing could not read (a co-tenant's env file), said beside the plan."""
+    rate: Decimal | None = None
+    """Another engine's KV bytes per token (its own KV pair's): its pool's contract is counted in tokens at it
+    (contract.token_contract); None: radiance's, at the model's constants."""
+
+
+def contract_of(plan: ResizePlan, standing: Standing) -> capacity.PoolContract:
+    """The plan's pool contract by its engine's rule: radiance's at the model's constants per dtype, another
+    engine's in tokens at its own rate."""
+    if standing.rate is not None:
+        return token_contract(Decimal(plan.pool_mib), plan.seqs, plan.window, standing.rate)
+    if plan.dtype is None:
+        raise InputError("kv_cache_dtype is needed: radiance's pool is priced per --kv-cache-dtype; pass it")
+    return capacity.pool_contract(Decimal(plan.pool_mib), plan.seqs, plan.window, plan.dtype, standing.model)
 
 
 def judge(plan: ResizePlan, standing: Standing) -> tuple[Check, ...]:
     """Every rule the plan can be judged by from its boot, in the order the gates refuse them."""
-    contract = capacity.pool_contract(Decimal(plan.pool_mib), plan.seqs, plan.window, plan.dtype, standing.model)
+    contract = contract_of(plan, standing)
     checks = [
         capacity.pair_within_ceiling(plan.weights_mib, plan.pool_mib, standing.ceiling),
         capacity.contract_check(contract),
-        sampler.sampler_rows(plan.seqs, plan.spec, standing.spec_line),
+        *([sampler.sampler_rows(plan.seqs, plan.spec, standing.spec_line)] if standing.rate is None else []),
     ]
     binding = standing.ceiling.binding_card
     held = sum((r.mib for r in standing.ceiling.reserves if r.card in (None, binding)), Decimal(0))
