@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from radiance_mcp import __version__
 from radiance_mcp.app import http_settings
-from radiance_mcp.app.arguments import parse_arguments, unknown_names, unwrap
+from radiance_mcp.app.arguments import field_help, parse_arguments, unknown_names, unwrap
 from radiance_mcp.app.http_settings import HEAD_TIMEOUT_S, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, TOKEN_ENV
 from radiance_mcp.app.tables import render
 from radiance_mcp.core.errors import InputError, RadianceMCPError
@@ -117,37 +117,7 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"radiance-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
-    _add_config(serve)
-    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=8000, help="HTTP port, 1 to 65535 (default 8000)")
-    serve.add_argument(
-        "--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
-        help="a name HTTP clients reach the server by (its Host header), beyond the bind address; repeatable, "
-        "added to [server] allowed_hosts of the config"
-    )
-    serve.add_argument(
-        "--token", default=None, help=f"bearer token HTTP clients must send; required to bind anything but "
-        f"loopback. Any user of this machine can read it in ps: prefer --token-file or {TOKEN_ENV}"
-    )
-    serve.add_argument("--token-file", type=Path, default=None, metavar="PATH",
-                       help=f"read the bearer token from PATH (one line; chmod 600); it, or --token, wins over "
-                       f"{TOKEN_ENV}")
-    serve.add_argument("--head-timeout", type=_seconds, default=HEAD_TIMEOUT_S, metavar="SECONDS",
-                       help=f"close an HTTP connection whose request head has not arrived within SECONDS, with 408 "
-                       f"(default {HEAD_TIMEOUT_S:g})")
-    serve.add_argument("--max-connections", type=_positive_int, default=MAX_CONNECTIONS, metavar="N",
-                       help=f"HTTP connections held at once; past N, 503 and close (default {MAX_CONNECTIONS})")
-    serve.add_argument("--max-connections-per-client", type=_positive_int, default=MAX_CONNECTIONS_PER_CLIENT,
-                       metavar="N", help="HTTP connections one client address may hold at once; past N, 503 and close "
-                       f"(default {MAX_CONNECTIONS_PER_CLIENT}; behind a reverse proxy every client has its address: "
-                       "raise it there)")
-    serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
-    serve.add_argument("--record", metavar="FILE", type=Path, default=None,
-                       help="append one JSON line per tool call, prompt and resource read to FILE (a regular file), "
-                       "for evals (format: evals/README.md)")
-    serve.set_defaults(handler=_serve)
+    _add_serve(commands)
     demo = commands.add_parser(
         "demo", help="walk the resize procedure through MCP on a simulated fleet",
         description="Start a simulated radiance fleet on this machine (ledgers, endpoints, a serve script; no GPU, "
@@ -182,13 +152,50 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
             sub.add_argument("--svg", metavar="FILE", type=Path, help="also write the picture (SVG) to FILE")
         for name, info in spec.input_model.model_fields.items():
             # A required text may come from its file flag instead: the input model, not argparse, requires it.
-            _add_field(sub, name, info.annotation, info.description or "", info.is_required() and not _is_text(name))
+            _add_field(sub, name, info.annotation, field_help(name, info), info.is_required() and not _is_text(name))
             if _is_text(name):
                 sub.add_argument(_flag(name + TEXT_FILE_SUFFIX), dest=name + TEXT_FILE_SUFFIX, default=None,
                                  metavar="PATH", help=f"read {_flag(name)} from a file, or - for standard input")
         # _tool, not spec: a default of the subparser would shadow a field of that name (render-gates --spec).
         sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), _tool=spec)
     return parser
+
+
+def _add_serve(commands: Any) -> None:
+    """radiance-mcp serve and its transports' options."""
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)", description="Run the MCP "
+                                "server for an MCP client: over stdio by default (stdout carries only the protocol, "
+                                "logs go to stderr), or streamable HTTP at /mcp with --http.")
+    _add_config(serve)
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000, help="HTTP port, 1 to 65535 (default 8000)")
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+        help="a name HTTP clients reach the server by (its Host header), beyond the bind address; repeatable, "
+        "added to [server] allowed_hosts of the config"
+    )
+    serve.add_argument(
+        "--token", default=None, help=f"bearer token HTTP clients must send; required to bind anything but "
+        f"loopback. Any user of this machine can read it in ps: prefer --token-file or {TOKEN_ENV}"
+    )
+    serve.add_argument("--token-file", type=Path, default=None, metavar="PATH",
+                       help=f"read the bearer token from PATH (one line; chmod 600); it, or --token, wins over "
+                       f"{TOKEN_ENV}")
+    serve.add_argument("--head-timeout", type=_seconds, default=HEAD_TIMEOUT_S, metavar="SECONDS",
+                       help=f"close an HTTP connection whose request head has not arrived within SECONDS, with 408 "
+                       f"(default {HEAD_TIMEOUT_S:g})")
+    serve.add_argument("--max-connections", type=_positive_int, default=MAX_CONNECTIONS, metavar="N",
+                       help=f"HTTP connections held at once; past N, 503 and close (default {MAX_CONNECTIONS})")
+    serve.add_argument("--max-connections-per-client", type=_positive_int, default=MAX_CONNECTIONS_PER_CLIENT,
+                       metavar="N", help="HTTP connections one client address may hold at once; past N, 503 and close "
+                       f"(default {MAX_CONNECTIONS_PER_CLIENT}; behind a reverse proxy every client has its address: "
+                       "raise it there)")
+    serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
+    serve.add_argument("--record", metavar="FILE", type=Path, default=None,
+                       help="append one JSON line per tool call, prompt and resource read to FILE (a regular file), "
+                       "for evals (format: evals/README.md)")
+    serve.set_defaults(handler=_serve)
 
 
 def _add_eval(commands: Any) -> None:
