@@ -124,6 +124,8 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
         "no network), then walk the whole resize and step-shape audit through a real MCP client, printing each "
         "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 15 s).",
     )
+    demo.add_argument("--gates-dir", type=Path, default=None, metavar="DIR",
+                      help="keep the env file and bats gates it renders in DIR (else they go with its directory)")
     demo.set_defaults(handler=_demo)
     _add_eval(commands)
     doctor = commands.add_parser(
@@ -494,7 +496,7 @@ def _doctor(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from radiance_mcp.app.demo import run_demo
 
-    return run_demo()
+    return run_demo(gates_dir=args.gates_dir)
 
 
 def _serve(args: argparse.Namespace, terminated: threading.Event | None = None) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -59,6 +60,8 @@ class _Walk:
     tools: set[str] = field(default_factory=set)
     surprises: list[str] = field(default_factory=list)
     step: int = 0
+    gates_dir: Path | None = None
+    """Where the gates are written to be kept (demo --gates-dir); else beside the fleet, removed with it."""
 
     def head(self, title: str) -> None:
         self.step += 1
@@ -273,14 +276,18 @@ async def _ship(w: _Walk, name: str, kv_mib: int, seats: int) -> dict[str, Any]:
     shipped = await w.need("render_gates", service=name, vram_kv_mib=kv_mib, seqs=seats)
     for prediction in shipped["predictions"]:
         w.say(f"prediction {prediction['key']} = {prediction['value']}")
-    ship = w.fleet.root / "ship"
-    ship.mkdir(exist_ok=True)
+    ship = w.gates_dir or w.fleet.root / "ship"
+    ship.mkdir(parents=True, exist_ok=True)
     env, bats = ship / f"{name}.env", ship / f"{name}.bats"
     env.write_text(shipped["env_text"], encoding="utf-8")
     bats.write_text(shipped["bats_text"], encoding="utf-8")
+    if w.gates_dir is not None:
+        w.say(f"the gates are kept in {ship}; run them with: ENV_FILE={shlex.quote(str(env))} bats "
+              f"{shlex.quote(str(bats))}")
     runner = shutil.which("bats")
     if runner is None:
-        w.say(f"(bats is not installed: the gates are in {bats.name}, run them with: bats {bats.name})")
+        w.say("(bats is not installed" + (")" if w.gates_dir else f": the gates go with the demo's directory; to keep "
+              f"them, run the demo with --gates-dir DIR, then: ENV_FILE=DIR/{env.name} bats DIR/{bats.name})"))
         return shipped
     process = await asyncio.create_subprocess_exec(runner, "--tap", str(bats), env={**os.environ, "ENV_FILE": str(env)},
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -388,8 +395,9 @@ async def _probes(w: _Walk, seats: int, window: int) -> int:
     return sum(found)
 
 
-async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> int:
-    """Run the walk-through on a fleet under root; 0 when every step came out as the procedures say."""
+async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE, gates_dir: Path | None = None) -> int:
+    """Run the walk-through on a fleet under root, the gates kept in gates_dir if given; 0 when every step came
+    out as the procedures say."""
     async with SimFleet.start(root, time_scale=time_scale) as fleet:
         server = StdioServerParameters(
             command=sys.executable, args=["-m", "radiance_mcp", "serve", "--config", str(fleet.config_path)]
@@ -399,7 +407,7 @@ async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> 
         with (root / "mcp-server.log").open("w", encoding="utf-8") as errlog:
             async with Client(stdio_client(server, errlog=errlog)) as client:
                 tools = {tool.name for tool in (await client.list_tools()).tools}
-                walk = _Walk(out, client, fleet, tools)
+                walk = _Walk(out, client, fleet, tools, gates_dir=gates_dir)
                 await _walk(walk)
     if walk.surprises:
         print(f"\n{len(walk.surprises)} step(s) did not come out as the procedures say:", file=out)
@@ -410,8 +418,10 @@ async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> 
     return 0
 
 
-def run_demo(out: TextIO | None = None) -> int:
-    """``radiance-mcp demo``: the walk-through in a temporary directory; the exit status.
+def run_demo(out: TextIO | None = None, gates_dir: Path | None = None) -> int:
+    """``radiance-mcp demo [--gates-dir DIR]``: the walk-through in a temporary directory; the exit status.
+
+    The env file and bats gates it renders are kept in gates_dir when given (the rest goes with the directory).
 
     SIGTERM cancels the walk like Ctrl-C (exit 143): the MCP server, the fleet and the
     directory (its config and ledgers) go with it, where by default the process would end
@@ -420,7 +430,7 @@ def run_demo(out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     with tempfile.TemporaryDirectory(prefix="radiance-demo-") as tmp:
         try:
-            return asyncio.run(_until_sigterm(demo(stream, Path(tmp))))
+            return asyncio.run(_until_sigterm(demo(stream, Path(tmp), gates_dir=gates_dir)))
         except RadianceMCPError as exc:
             print(f"radiance-mcp demo: {exc}", file=sys.stderr)
             return 1
