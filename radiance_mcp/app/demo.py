@@ -203,10 +203,11 @@ async def _deploy(
     service = w.fleet.services[SERVICE]
     w.head(f"Deploy {weights_mib:,} + {new_kv:,} MiB with --max-num-seqs {seats} (the simulator redeploys)")
     await w.fleet.redeploy(SERVICE, replace(service.shape, vram_kv_mib=new_kv, seqs=seats))
-    w.say(_newest_line(service.log_path, "backs"))
-    w.say(_newest_line(service.log_path, "settled"))
+    w.say("the new boot's ledger (each line starts with its level: I info, W warning, E error):")
+    w.say("  " + _newest_line(service.log_path, "backs"))
+    w.say("  " + _newest_line(service.log_path, "settled"))
 
-    w.head("Verify, ledger first: the new boot's table and the capacity referee")
+    w.head("Verify, ledger first: the new boot's table and the referee (its 'backs' line)")
     after = await w.need("read_budget_table", service=SERVICE)
     card = after["cards"][0]
     free, floor = card["free_mib"]["value"], card["floor_mib"]["value"]
@@ -243,6 +244,9 @@ async def _step_shape(w: _Walk) -> None:
         await _serve_script(w)
 
 
+SHARING = {"known": "every service names its cards", "unknown": "no service names its cards",
+           "partial": "some services name their cards"}
+"""plan_free_vram's sharing, in words: whether the config says which physical cards each service uses."""
 SLAB_LAW = ((22_208, 3_397), (24_000, 3_290), (25_600, 3_584), (26_071, 4_379))
 """The seed's measured prefill law (fp8, 43.5k single stream): slab MiB -> t/s."""
 
@@ -257,7 +261,7 @@ async def _plan(w: _Walk) -> None:
     shared = {c["card"]: c for c in plan["physical_cards"]}.get("gpubox:1")
     w.expect(shared is not None and len(shared["services"]) == 2,
              "twin and lowpool share gpubox:1: its headroom is counted once, less the other engine's floor")
-    w.say(f"fleet headroom, each card once: {plan['fleet_headroom_mib']:,} MiB (sharing {plan['sharing']}); "
+    w.say(f"fleet headroom, each card once: {plan['fleet_headroom_mib']:,} MiB ({SHARING[plan['sharing']]}); "
           f"not planned: {', '.join(u['service'] for u in plan['unreadable']) or 'none'}")
 
     w.head("The slab is a slope: compare the measured arms before reading a law off them")
@@ -355,7 +359,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> int:
         count = await w.need("token_count_probe", service=SERVICE, text=text)
         w.say(f"token count: {count['tokens']} tokens by {count['method']} ({count['requests_sent']} requests, "
               f"{count['prefill_tokens_paid']} prefill tokens paid)")
-        w.expect(count["prefill_tokens_paid"] == 0, "calibration paid no prefill")
+        w.expect(count["prefill_tokens_paid"] == 0, "the count paid no prefill")
         result = await w.need("boundary_probe", service=SERVICE, n=seats, gen_tokens=gen, execute=True)
         w.say(f"boundary probe: {result['verdict']} ({result['prefill_tokens_paid']:,} prefill tokens paid)")
         w.expect(result["retrieved"] == seats, f"{seats}/{seats} markers retrieved")
