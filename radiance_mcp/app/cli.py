@@ -122,7 +122,7 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
         "demo", help="walk the resize procedure through MCP on a simulated fleet",
         description="Start a simulated radiance fleet on this machine (ledgers, endpoints, a serve script; no GPU, "
         "no network), then walk the whole resize and step-shape audit through a real MCP client, printing each "
-        "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 15 s).",
+        "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 10 s).",
     )
     demo.add_argument("--gates-dir", type=Path, default=None, metavar="DIR",
                       help="keep the env file and bats gates it renders in DIR (else they go with its directory)")
