@@ -168,6 +168,7 @@ def _shown(value: Any) -> str:
         return repr(value[:40]) + (f"... ({len(value):,} characters)" if len(value) > 40 else "")
     return f"(a {type(value).__name__})"
 
+
 UNPUBLISHED_HELP = {
     "timeout_s": "the longest wait, in seconds, for each answer of the endpoint",
     "total_timeout_s": "the seconds the whole probe may take, every request included",

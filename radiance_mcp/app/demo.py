@@ -275,7 +275,8 @@ async def _plan(w: _Walk) -> None:
 
 
 async def _ship(w: _Walk, name: str, kv_mib: int, seats: int) -> dict[str, Any]:
-    """render_gates for the plan; its files written beside the fleet and, when bats is installed, run."""
+    """render_gates for the plan; its files written beside the fleet (or kept in gates_dir) and, when bats is
+    installed, run."""
     w.head("Ship: the env-file pair with its predictions, and the bats gates")
     shipped = await w.need("render_gates", service=name, vram_kv_mib=kv_mib, seqs=seats)
     for prediction in shipped["predictions"]:
