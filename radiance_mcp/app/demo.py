@@ -33,6 +33,7 @@ import httpx
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from radiance_mcp.app.tables import width, wrap
 from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, SAMPLER_ROW_BOUND, WORKED_CEILING_MIB
 from radiance_mcp.core.errors import RadianceMCPError
 from radiance_mcp.sim.fleet import SimFleet
@@ -65,10 +66,16 @@ class _Walk:
 
     def head(self, title: str) -> None:
         self.step += 1
-        print(f"\n{self.step}. {title}", file=self.out)
+        print("", *wrap(f"{self.step}. {title}", width(), indent="   "), sep="\n", file=self.out)
 
-    def say(self, text: str) -> None:
-        print(f"   {text}", file=self.out)
+    def say(self, text: str, lead: str = "   ") -> None:
+        """text under the step's title, wrapped within the terminal's columns (tables.width())."""
+        for k, line in enumerate(wrap(text, width() - len(lead), indent="  ")):
+            print((" " * len(lead) if k else lead) + line, file=self.out)
+
+    def command(self, text: str) -> None:
+        """A shell command on a line of its own, unwrapped, so it copies whole."""
+        print(f"     {text}", file=self.out)
 
     def expect(self, ok: bool, what: str) -> None:
         self.say(("ok: " if ok else "UNEXPECTED: ") + what)
@@ -78,7 +85,7 @@ class _Walk:
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any] | str:
         """The tool's structured output, or its error text."""
         shown = ", ".join(f"{k}={_short(v)}" for k, v in arguments.items())
-        print(f"   > {tool}({shown})", file=self.out)
+        self.say(f"{tool}({shown})", lead="   > ")
         result = await self.client.call_tool(tool, arguments)
         if result.is_error:
             text = " ".join(getattr(c, "text", "") for c in result.content)
@@ -119,7 +126,7 @@ async def _walk(w: _Walk) -> None:
         w.head("The verdicts: each prediction of the env file, kept or killed")
         final = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"], boundary_found=found)
         for verdict in final["verdicts"]:
-            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text'][:110]}")
+            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text']}")
         w.expect(all(v["verdict"] == "kept" for v in final["verdicts"]),
                  "every prediction kept; the env file comes back with its verdicts written")
         await _killed(w)
@@ -287,8 +294,8 @@ async def _ship(w: _Walk, name: str, kv_mib: int, seats: int) -> dict[str, Any]:
     env.write_text(shipped["env_text"], encoding="utf-8")
     bats.write_text(shipped["bats_text"], encoding="utf-8")
     if w.gates_dir is not None:
-        w.say(f"the gates are kept in {ship}; run them with: ENV_FILE={shlex.quote(str(env))} bats "
-              f"{shlex.quote(str(bats))}")
+        w.say(f"the gates are kept in {ship}; run them with:")
+        w.command(f"ENV_FILE={shlex.quote(str(env))} bats {shlex.quote(str(bats))}")
     runner = shutil.which("bats")
     if runner is None:
         w.say("(bats is not installed" + (")" if w.gates_dir else f": the gates go with the demo's directory; to keep "
@@ -314,11 +321,11 @@ async def _killed(w: _Walk) -> None:
     result = await w.need("verify_deploy", service=name, env_text=planned["env_text"])
     for verdict in result["verdicts"]:
         if verdict["verdict"] == "killed":
-            w.say(f"{verdict['key']}: killed: {verdict['text'][:110]}")
+            w.say(f"{verdict['key']}: killed: {verdict['text']}")
     killed = {v["key"] for v in result["verdicts"] if v["verdict"] == "killed"}
     w.expect("referee" in killed and not result["ok"],
              "the referee line kills the prediction, and the verdict is written to the env file all the same")
-    w.say(next(line for line in result["env_text"].splitlines() if line.startswith("# verdict referee:"))[:120])
+    w.say(next(line for line in result["env_text"].splitlines() if line.startswith("# verdict referee:")))
 
 
 async def _serve_script(w: _Walk) -> None:
@@ -366,7 +373,7 @@ async def _probes(w: _Walk, seats: int, window: int) -> int:
         w.expect(result["retrieved"] == seats, f"{seats}/{seats} markers retrieved")
         # lowpool's ledger backs 1 sequence of its 2 seats: n=2 would be refused (over the shape).
         low = await w.need("boundary_probe", service="lowpool", n=1, gen_tokens=gen, execute=True)
-        w.say(f"lowpool plan predicted: {low['plan']['predicted'][:90]}...")
+        w.say(f"lowpool plan predicted: {low['plan']['predicted']}")
         for request in low["requests"]:
             w.say(f"lowpool, {request['count']} request(s): HTTP {request['status']} {request['verdict']}: "
                   f"{request['refusal']!r}")

@@ -99,6 +99,7 @@ def test_radiance_mcp_demo_walks_every_step_as_a_newcomer_runs_it(
     assert called == {spec.name for spec in TOOLS}
     assert "differs: argument 7: proven '1024', wide '65536'" in text
     assert "identical, byte for byte" in text
+    assert max(map(len, text.splitlines())) <= 120  # wrapped within the terminal's columns (COLUMNS unset: 120)
 
 
 def _path_without(tmp_path: Path, command: str) -> str:
@@ -124,13 +125,12 @@ def test_without_bats_the_demo_names_gates_that_outlive_it(
     root = Path(__file__).parents[2]  # the MCP server the walk spawns imports this checkout's package
     plain = cli("demo", cwd=root, env=env, deadline_s=300)
     assert plain.returncode == 0, plain.stdout + plain.stderr
-    (hint,) = [line for line in plain.stdout.splitlines() if "bats is not installed" in line]
+    hint = plain.stdout.split("(bats is not installed", 1)[1].split(")", 1)[0]
     assert "--gates-dir DIR" in hint, hint  # no file of the removed directory is named
     gates = tmp_path / "gates"
     kept = cli("demo", "--gates-dir", str(gates), cwd=root, env=env, deadline_s=300)
     assert kept.returncode == 0, kept.stdout + kept.stderr
-    (line,) = [line for line in kept.stdout.splitlines() if "the gates are kept in" in line]
-    command = line.split("run them with: ", 1)[1]
+    command = kept.stdout.split("run them with:\n", 1)[1].splitlines()[0].strip()  # on a line of its own
     assert "(bats is not installed)" in kept.stdout
     assert {p.name for p in gates.iterdir()} == {"frank-archon.env", "frank-archon.bats"}
     assert str(gates / "frank-archon.bats") in command
