@@ -35,6 +35,8 @@ JARGON = {
     "referee": r"\breferee\b",
     "sampler rows, spec": r"\bsampler rows\b|\bspec\b",
     "slab slots, host pool": r"\bslab slots\b|\bhost pool\b",
+    "unclaimed": r"\bunclaimed\b",
+    "expert prefetch": r"\bexpert prefetch\b",
     "full-length sessions": r"\bfull-length sessions\b",
     "binding card": r"\bbinds?\b|\bbinding\b",
     "env file, gates": r"\benv file\b|\bgates\b",
