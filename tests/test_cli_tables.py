@@ -94,3 +94,34 @@ def test_columns_sets_the_width_and_json_stays_as_it_was(cli: CliRunner, tmp_pat
                for columns in ("40", "200")]
     assert as_json[0] == as_json[1] and json.loads(as_json[0])["ceiling_mib"] == 30_969
     assert "\n  " in as_json[0]  # --json is indented JSON, as before
+
+
+def test_a_sentence_several_rows_repeat_is_printed_once(cli: CliRunner, tmp_path: Path) -> None:
+    twin = cli("compute-ceiling", "--demo", "--service", "twin", cwd=tmp_path)
+    assert twin.stdout.count("whether its settled free figure leaves it out") == 1, twin.stdout  # every row's ending
+    assert "card 0's memory no budget can use" in twin.stdout and "card 1's memory" in twin.stdout  # each its own
+    llama = cli("check-pool-contract", "--log", str(LEDGERS / "llamacpp" / "2026_alpaca_vulkan_n_seq_max_1.log"),
+                cwd=tmp_path)
+    assert llama.stdout.count("line 18: llama_kv_cache: size = 2048.00 MiB") == 1, llama.stdout  # two keys, one line
+    assert "pool_mib, rate_bytes_per_token  line 18:" in llama.stdout
+    rendered = cli("render-gates", "--demo", "--service", "frank-archon", "--vram-kv-mib", "5120", "--seqs", "2",
+                   "--json", cwd=tmp_path)
+    (tmp_path / "frank-archon.env").write_text(json.loads(rendered.stdout)["env_text"])
+    verified = cli("verify-deploy", "--demo", "--service", "frank-archon", "--env-text-file",
+                   str(tmp_path / "frank-archon.env"), cwd=tmp_path)
+    verdicts = verified.stdout.split("\nverdicts:\n", 1)[1].split("\nnotes:\n", 1)[0]
+    # The ceiling's and the settled verdicts both come from the settled line: it is quoted once.
+    assert verdicts.count("W card 0 settled at") == 1, verdicts
+    assert "line 27, as above" in verdicts
+
+
+@pytest.mark.parametrize("command", ["read-budget-table", "compute-ceiling", "check-pool-contract"])
+def test_no_none_on_any_engines_recorded_boot(cli: CliRunner, tmp_path: Path, command: str) -> None:
+    """On every recorded log of every engine, the table or the refusal says '-' or names what is missing."""
+    logs = sorted(LEDGERS.glob("*/*.log"))
+    assert {log.parent.name for log in logs} == {"vllm", "sglang", "llamacpp"}
+    for log in logs:
+        ran = cli(command, "--log", str(log), cwd=tmp_path)
+        assert ran.returncode in (0, 1, 3), ran.stderr
+        assert not OUR_NONE.search(ran.stdout + ran.stderr), f"{command} {log.name}: {ran.stdout}{ran.stderr}"
+        _lines_within(ran, 120)

@@ -169,6 +169,23 @@ def _shown(value: Any) -> str:
     return f"(a {type(value).__name__})"
 
 
+UNPUBLISHED_HELP = {
+    "timeout_s": "the longest wait, in seconds, for each answer of the endpoint",
+    "total_timeout_s": "the seconds the whole probe may take, every request included",
+    "use_tokenize_endpoint": "count with the engine's tokenize endpoint where it has one (else from its refusals)",
+}
+"""What the input fields whose model has no description mean, for the CLI's --help: tools/list publishes
+every description on each turn of an agent, and these stay out of its budget (tests/test_tools_list_size.py)."""
+
+
+def field_help(name: str, info: FieldInfo) -> str:
+    """An input field's help on the command line: its description, else UNPUBLISHED_HELP's with its default."""
+    if info.description:
+        return info.description
+    text = UNPUBLISHED_HELP.get(name, "")
+    return f"{text} (default {json.dumps(info.default)})" if text and not info.is_required() else text
+
+
 def _about(info: FieldInfo | None) -> str:
     return (info.description or "") if info is not None else ""
 

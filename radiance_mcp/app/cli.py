@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from radiance_mcp import __version__
 from radiance_mcp.app import http_settings
-from radiance_mcp.app.arguments import parse_arguments, unknown_names, unwrap
+from radiance_mcp.app.arguments import field_help, parse_arguments, unknown_names, unwrap
 from radiance_mcp.app.http_settings import HEAD_TIMEOUT_S, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, TOKEN_ENV
 from radiance_mcp.app.tables import render
 from radiance_mcp.core.errors import InputError, RadianceMCPError
@@ -117,7 +117,57 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"radiance-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
+    _add_serve(commands)
+    demo = commands.add_parser(
+        "demo", help="walk the resize procedure through MCP on a simulated fleet",
+        description="Start a simulated radiance fleet on this machine (ledgers, endpoints, a serve script; no GPU, "
+        "no network), then walk the whole resize and step-shape audit through a real MCP client, printing each "
+        "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 10 s).",
+    )
+    demo.add_argument("--gates-dir", type=Path, default=None, metavar="DIR",
+                      help="keep the env file and bats gates it renders in DIR (else they go with its directory)")
+    demo.set_defaults(handler=_demo)
+    _add_eval(commands)
+    doctor = commands.add_parser(
+        "doctor", help="check the fleet file: log roots, files, hosts, ledgers, endpoints", allow_abbrev=False,
+        description="Check what a tool call would otherwise fail on, one call at a time: the log roots and the "
+        "files the config names, each host's SSH login and host key, each service's ledger (readable, its "
+        "engine, its newest boot settled) and endpoint (its answer to GET /v1/models, its dialect). One row per "
+        "check; exit 0 only when every check holds, 3 when one fails.",
+    )
+    _add_config(doctor)
+    doctor.add_argument("--demo", action="store_true", help="check a simulated fleet started for this command")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.set_defaults(handler=_doctor)
+
+    for spec in tools:
+        # No abbreviations: a misspelled flag is refused with the closest one, as over MCP.
+        sub = commands.add_parser(
+            spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec), allow_abbrev=False
+        )
+        _add_config(sub)
+        sub.add_argument("--demo", action="store_true",
+                         help="run against a simulated fleet started for this command (its services, e.g. "
+                         "--service frank-archon; list them with list-fleet --demo)")
+        sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
+        if spec.picture is not None:
+            sub.add_argument("--svg", metavar="FILE", type=Path, help="also write the picture (SVG) to FILE")
+        for name, info in spec.input_model.model_fields.items():
+            # A required text may come from its file flag instead: the input model, not argparse, requires it.
+            _add_field(sub, name, info.annotation, field_help(name, info), info.is_required() and not _is_text(name))
+            if _is_text(name):
+                sub.add_argument(_flag(name + TEXT_FILE_SUFFIX), dest=name + TEXT_FILE_SUFFIX, default=None,
+                                 metavar="PATH", help=f"read {_flag(name)} from a file, or - for standard input")
+        # _tool, not spec: a default of the subparser would shadow a field of that name (render-gates --spec).
+        sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), _tool=spec)
+    return parser
+
+
+def _add_serve(commands: Any) -> None:
+    """radiance-mcp serve and its transports' options."""
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)", description="Run the MCP "
+                                "server for an MCP client: over stdio by default (stdout carries only the protocol, "
+                                "logs go to stderr), or streamable HTTP at /mcp with --http.")
     _add_config(serve)
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
@@ -148,47 +198,6 @@ def _parser(tools: Sequence[ToolSpec]) -> argparse.ArgumentParser:
                        help="append one JSON line per tool call, prompt and resource read to FILE (a regular file), "
                        "for evals (format: evals/README.md)")
     serve.set_defaults(handler=_serve)
-    demo = commands.add_parser(
-        "demo", help="walk the resize procedure through MCP on a simulated fleet",
-        description="Start a simulated radiance fleet on this machine (ledgers, endpoints, a serve script; no GPU, "
-        "no network), then walk the whole resize and step-shape audit through a real MCP client, printing each "
-        "tool call and its result. Exits 0 only if every step comes out as the procedures say (about 15 s).",
-    )
-    demo.set_defaults(handler=_demo)
-    _add_eval(commands)
-    doctor = commands.add_parser(
-        "doctor", help="check the fleet file: log roots, files, hosts, ledgers, endpoints", allow_abbrev=False,
-        description="Check what a tool call would otherwise fail on, one call at a time: the log roots and the "
-        "files the config names, each host's SSH login and host key, each service's ledger (readable, its "
-        "engine, its newest boot settled) and endpoint (its answer to GET /v1/models, its dialect). One row per "
-        "check; exit 0 only when every check holds, 3 when one fails.",
-    )
-    _add_config(doctor)
-    doctor.add_argument("--demo", action="store_true", help="check a simulated fleet started for this command")
-    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
-    doctor.set_defaults(handler=_doctor)
-
-    for spec in tools:
-        # No abbreviations: a misspelled flag is refused with the closest one, as over MCP.
-        sub = commands.add_parser(
-            spec.name.replace("_", "-"), help=spec.title, description=_first_paragraph(spec), allow_abbrev=False
-        )
-        _add_config(sub)
-        sub.add_argument("--demo", action="store_true",
-                         help="run against a simulated fleet started for this command (its services, e.g. "
-                         "--service frank-archon; list them with list-fleet --demo)")
-        sub.add_argument("--json", action="store_true", help="print the structured output as JSON")
-        if spec.picture is not None:
-            sub.add_argument("--svg", metavar="FILE", type=Path, help="also write the picture (SVG) to FILE")
-        for name, info in spec.input_model.model_fields.items():
-            # A required text may come from its file flag instead: the input model, not argparse, requires it.
-            _add_field(sub, name, info.annotation, info.description or "", info.is_required() and not _is_text(name))
-            if _is_text(name):
-                sub.add_argument(_flag(name + TEXT_FILE_SUFFIX), dest=name + TEXT_FILE_SUFFIX, default=None,
-                                 metavar="PATH", help=f"read {_flag(name)} from a file, or - for standard input")
-        # _tool, not spec: a default of the subparser would shadow a field of that name (render-gates --spec).
-        sub.set_defaults(handler=lambda a, spec=spec: _run_tool(spec, a), _tool=spec)
-    return parser
 
 
 def _add_eval(commands: Any) -> None:
@@ -487,7 +496,7 @@ def _doctor(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from radiance_mcp.app.demo import run_demo
 
-    return run_demo()
+    return run_demo(gates_dir=args.gates_dir)
 
 
 def _serve(args: argparse.Namespace, terminated: threading.Event | None = None) -> int:

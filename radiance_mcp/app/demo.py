@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -32,6 +33,7 @@ import httpx
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from radiance_mcp.app.tables import width, wrap
 from radiance_mcp.core.constants import AT_CEILING_WORST_FREE_MIB, SAMPLER_ROW_BOUND, WORKED_CEILING_MIB
 from radiance_mcp.core.errors import RadianceMCPError
 from radiance_mcp.sim.fleet import SimFleet
@@ -59,13 +61,21 @@ class _Walk:
     tools: set[str] = field(default_factory=set)
     surprises: list[str] = field(default_factory=list)
     step: int = 0
+    gates_dir: Path | None = None
+    """Where the gates are written to be kept (demo --gates-dir); else beside the fleet, removed with it."""
 
     def head(self, title: str) -> None:
         self.step += 1
-        print(f"\n{self.step}. {title}", file=self.out)
+        print("", *wrap(f"{self.step}. {title}", width(), indent="   "), sep="\n", file=self.out)
 
-    def say(self, text: str) -> None:
-        print(f"   {text}", file=self.out)
+    def say(self, text: str, lead: str = "   ") -> None:
+        """text under the step's title, wrapped within the terminal's columns (tables.width())."""
+        for k, line in enumerate(wrap(text, width() - len(lead), indent="  ")):
+            print((" " * len(lead) if k else lead) + line, file=self.out)
+
+    def command(self, text: str) -> None:
+        """A shell command on a line of its own, unwrapped, so it copies whole."""
+        print(f"     {text}", file=self.out)
 
     def expect(self, ok: bool, what: str) -> None:
         self.say(("ok: " if ok else "UNEXPECTED: ") + what)
@@ -75,7 +85,7 @@ class _Walk:
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any] | str:
         """The tool's structured output, or its error text."""
         shown = ", ".join(f"{k}={_short(v)}" for k, v in arguments.items())
-        print(f"   > {tool}({shown})", file=self.out)
+        self.say(f"{tool}({shown})", lead="   > ")
         result = await self.client.call_tool(tool, arguments)
         if result.is_error:
             text = " ".join(getattr(c, "text", "") for c in result.content)
@@ -116,7 +126,7 @@ async def _walk(w: _Walk) -> None:
         w.head("The verdicts: each prediction of the env file, kept or killed")
         final = await w.need("verify_deploy", service=SERVICE, env_text=shipped["env_text"], boundary_found=found)
         for verdict in final["verdicts"]:
-            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text'][:110]}")
+            w.say(f"{verdict['key']}: {verdict['verdict']}: {verdict['text']}")
         w.expect(all(v["verdict"] == "kept" for v in final["verdicts"]),
                  "every prediction kept; the env file comes back with its verdicts written")
         await _killed(w)
@@ -200,10 +210,11 @@ async def _deploy(
     service = w.fleet.services[SERVICE]
     w.head(f"Deploy {weights_mib:,} + {new_kv:,} MiB with --max-num-seqs {seats} (the simulator redeploys)")
     await w.fleet.redeploy(SERVICE, replace(service.shape, vram_kv_mib=new_kv, seqs=seats))
-    w.say(_newest_line(service.log_path, "backs"))
-    w.say(_newest_line(service.log_path, "settled"))
+    w.say("the new boot's ledger (each line starts with its level: I info, W warning, E error):")
+    w.say("  " + _newest_line(service.log_path, "backs"))
+    w.say("  " + _newest_line(service.log_path, "settled"))
 
-    w.head("Verify, ledger first: the new boot's table and the capacity referee")
+    w.head("Verify, ledger first: the new boot's table and the referee (its 'backs' line)")
     after = await w.need("read_budget_table", service=SERVICE)
     card = after["cards"][0]
     free, floor = card["free_mib"]["value"], card["floor_mib"]["value"]
@@ -240,6 +251,9 @@ async def _step_shape(w: _Walk) -> None:
         await _serve_script(w)
 
 
+SHARING = {"known": "every service names its cards", "unknown": "no service names its cards",
+           "partial": "some services name their cards"}
+"""plan_free_vram's sharing, in words: whether the config says which physical cards each service uses."""
 SLAB_LAW = ((22_208, 3_397), (24_000, 3_290), (25_600, 3_584), (26_071, 4_379))
 """The seed's measured prefill law (fp8, 43.5k single stream): slab MiB -> t/s."""
 
@@ -254,7 +268,7 @@ async def _plan(w: _Walk) -> None:
     shared = {c["card"]: c for c in plan["physical_cards"]}.get("gpubox:1")
     w.expect(shared is not None and len(shared["services"]) == 2,
              "twin and lowpool share gpubox:1: its headroom is counted once, less the other engine's floor")
-    w.say(f"fleet headroom, each card once: {plan['fleet_headroom_mib']:,} MiB (sharing {plan['sharing']}); "
+    w.say(f"fleet headroom, each card once: {plan['fleet_headroom_mib']:,} MiB ({SHARING[plan['sharing']]}); "
           f"not planned: {', '.join(u['service'] for u in plan['unreadable']) or 'none'}")
 
     w.head("The slab is a slope: compare the measured arms before reading a law off them")
@@ -268,19 +282,24 @@ async def _plan(w: _Walk) -> None:
 
 
 async def _ship(w: _Walk, name: str, kv_mib: int, seats: int) -> dict[str, Any]:
-    """render_gates for the plan; its files written beside the fleet and, when bats is installed, run."""
+    """render_gates for the plan; its files written beside the fleet (or kept in gates_dir) and, when bats is
+    installed, run."""
     w.head("Ship: the env-file pair with its predictions, and the bats gates")
     shipped = await w.need("render_gates", service=name, vram_kv_mib=kv_mib, seqs=seats)
     for prediction in shipped["predictions"]:
         w.say(f"prediction {prediction['key']} = {prediction['value']}")
-    ship = w.fleet.root / "ship"
-    ship.mkdir(exist_ok=True)
+    ship = w.gates_dir or w.fleet.root / "ship"
+    ship.mkdir(parents=True, exist_ok=True)
     env, bats = ship / f"{name}.env", ship / f"{name}.bats"
     env.write_text(shipped["env_text"], encoding="utf-8")
     bats.write_text(shipped["bats_text"], encoding="utf-8")
+    if w.gates_dir is not None:
+        w.say(f"the gates are kept in {ship}; run them with:")
+        w.command(f"ENV_FILE={shlex.quote(str(env))} bats {shlex.quote(str(bats))}")
     runner = shutil.which("bats")
     if runner is None:
-        w.say(f"(bats is not installed: the gates are in {bats.name}, run them with: bats {bats.name})")
+        w.say("(bats is not installed" + (")" if w.gates_dir else f": the gates go with the demo's directory; to keep "
+              f"them, run the demo with --gates-dir DIR, then: ENV_FILE=DIR/{env.name} bats DIR/{bats.name})"))
         return shipped
     process = await asyncio.create_subprocess_exec(runner, "--tap", str(bats), env={**os.environ, "ENV_FILE": str(env)},
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -302,11 +321,11 @@ async def _killed(w: _Walk) -> None:
     result = await w.need("verify_deploy", service=name, env_text=planned["env_text"])
     for verdict in result["verdicts"]:
         if verdict["verdict"] == "killed":
-            w.say(f"{verdict['key']}: killed: {verdict['text'][:110]}")
+            w.say(f"{verdict['key']}: killed: {verdict['text']}")
     killed = {v["key"] for v in result["verdicts"] if v["verdict"] == "killed"}
     w.expect("referee" in killed and not result["ok"],
              "the referee line kills the prediction, and the verdict is written to the env file all the same")
-    w.say(next(line for line in result["env_text"].splitlines() if line.startswith("# verdict referee:"))[:120])
+    w.say(next(line for line in result["env_text"].splitlines() if line.startswith("# verdict referee:")))
 
 
 async def _serve_script(w: _Walk) -> None:
@@ -348,13 +367,13 @@ async def _probes(w: _Walk, seats: int, window: int) -> int:
         count = await w.need("token_count_probe", service=SERVICE, text=text)
         w.say(f"token count: {count['tokens']} tokens by {count['method']} ({count['requests_sent']} requests, "
               f"{count['prefill_tokens_paid']} prefill tokens paid)")
-        w.expect(count["prefill_tokens_paid"] == 0, "calibration paid no prefill")
+        w.expect(count["prefill_tokens_paid"] == 0, "the count paid no prefill")
         result = await w.need("boundary_probe", service=SERVICE, n=seats, gen_tokens=gen, execute=True)
         w.say(f"boundary probe: {result['verdict']} ({result['prefill_tokens_paid']:,} prefill tokens paid)")
         w.expect(result["retrieved"] == seats, f"{seats}/{seats} markers retrieved")
         # lowpool's ledger backs 1 sequence of its 2 seats: n=2 would be refused (over the shape).
         low = await w.need("boundary_probe", service="lowpool", n=1, gen_tokens=gen, execute=True)
-        w.say(f"lowpool plan predicted: {low['plan']['predicted'][:90]}...")
+        w.say(f"lowpool plan predicted: {low['plan']['predicted']}")
         for request in low["requests"]:
             w.say(f"lowpool, {request['count']} request(s): HTTP {request['status']} {request['verdict']}: "
                   f"{request['refusal']!r}")
@@ -388,8 +407,9 @@ async def _probes(w: _Walk, seats: int, window: int) -> int:
     return sum(found)
 
 
-async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> int:
-    """Run the walk-through on a fleet under root; 0 when every step came out as the procedures say."""
+async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE, gates_dir: Path | None = None) -> int:
+    """Run the walk-through on a fleet under root, the gates kept in gates_dir if given; 0 when every step came
+    out as the procedures say."""
     async with SimFleet.start(root, time_scale=time_scale) as fleet:
         server = StdioServerParameters(
             command=sys.executable, args=["-m", "radiance_mcp", "serve", "--config", str(fleet.config_path)]
@@ -399,7 +419,7 @@ async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> 
         with (root / "mcp-server.log").open("w", encoding="utf-8") as errlog:
             async with Client(stdio_client(server, errlog=errlog)) as client:
                 tools = {tool.name for tool in (await client.list_tools()).tools}
-                walk = _Walk(out, client, fleet, tools)
+                walk = _Walk(out, client, fleet, tools, gates_dir=gates_dir)
                 await _walk(walk)
     if walk.surprises:
         print(f"\n{len(walk.surprises)} step(s) did not come out as the procedures say:", file=out)
@@ -410,8 +430,10 @@ async def demo(out: TextIO, root: Path, time_scale: float = DEMO_TIME_SCALE) -> 
     return 0
 
 
-def run_demo(out: TextIO | None = None) -> int:
-    """``radiance-mcp demo``: the walk-through in a temporary directory; the exit status.
+def run_demo(out: TextIO | None = None, gates_dir: Path | None = None) -> int:
+    """``radiance-mcp demo [--gates-dir DIR]``: the walk-through in a temporary directory; the exit status.
+
+    The env file and bats gates it renders are kept in gates_dir when given (the rest goes with the directory).
 
     SIGTERM cancels the walk like Ctrl-C (exit 143): the MCP server, the fleet and the
     directory (its config and ledgers) go with it, where by default the process would end
@@ -420,7 +442,7 @@ def run_demo(out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     with tempfile.TemporaryDirectory(prefix="radiance-demo-") as tmp:
         try:
-            return asyncio.run(_until_sigterm(demo(stream, Path(tmp))))
+            return asyncio.run(_until_sigterm(demo(stream, Path(tmp), gates_dir=gates_dir)))
         except RadianceMCPError as exc:
             print(f"radiance-mcp demo: {exc}", file=sys.stderr)
             return 1

@@ -3,12 +3,15 @@
 Every line fits width() columns (120, or the COLUMNS environment variable): a long value wraps under itself,
 a table too wide for its columns wraps its cells, and one too wide even so prints each record as 'field  value'
 lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'), never JSON;
-None is '-' (a nested model leaves it out); a sentence every row of a table repeats is printed once under it.
+None is '-' (a nested model leaves it out). A sentence is printed once: one every row of a table repeats, or
+every row ends with, goes under the table; a ledger line quoted in several rows is quoted in the first and named
+by its number after; keys citing the same line share its row.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from collections.abc import Sequence
 from typing import Any
@@ -25,7 +28,13 @@ NARROWEST = 8
 """A wrapped column keeps at least this many characters (or its natural width, if less) and its longest word
 whole; a table whose columns cannot all keep theirs is printed one record at a time."""
 SENTENCE = 24
-"""A value every row repeats is printed once under its table when it is at least this long and has a space."""
+"""A value every row repeats (or ends with) is printed once under its table when it is at least this long and has
+a space."""
+QUOTE = re.compile(r"\bline (\d+): ")
+"""Where a cell quotes a ledger line ('line 27: W card 0 settled at ...'): the quote runs to the end of its
+parenthesis or of the cell."""
+SEPARATORS = ("; ", ": ")
+"""Where a sentence every row ends with may begin: after a clause."""
 
 
 def width() -> int:
@@ -54,9 +63,12 @@ def render(model: BaseModel, columns: int | None = None) -> str:
         elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
             lines += ["", f"{name}:", *_indented(table(value, columns - len(INDENT)))]
         elif isinstance(value, dict) and value:
-            shown = [(str(key), f"line {item.line}: {item.text}" if isinstance(item, LineRef) else _cell(item))
-                     for key, item in value.items()]
-            lines += ["", f"{name}:", *_indented(_pairs(shown, columns - len(INDENT)))]
+            shown: dict[str, list[str]] = {}  # the keys citing one line share its row
+            for key, item in value.items():
+                shown.setdefault(f"line {item.line}: {item.text}" if isinstance(item, LineRef) else _cell(item),
+                                 []).append(str(key))
+            pairs = [(", ".join(keys), text) for text, keys in shown.items()]
+            lines += ["", f"{name}:", *_indented(_pairs(pairs, columns - len(INDENT)))]
         elif isinstance(value, list):
             if value:
                 lines += ["", f"{name}:"]
@@ -78,6 +90,13 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
     heads = [head for i, head in enumerate(heads) if i not in shared]
     cells = [[cell for i, cell in enumerate(row) if i not in shared] for row in cells]
+    columns_of = [_quoted_once([row[i] for row in cells]) for i in range(len(heads))]
+    for i, head in enumerate(heads):
+        ending = _shared_ending(columns_of[i])
+        if ending:
+            columns_of[i] = [cell[: len(cell) - len(ending)].rstrip(":; ") + ": ..." for cell in columns_of[i]]
+            below.append((f"{head} (every row's ...)", ending))
+    cells = [list(row) for row in zip(*columns_of, strict=True)] if heads else cells
     texts = [[_head_parts(head), *(row[i] for row in cells)] for i, head in enumerate(heads)]
     words = [max(len(word) + 1 for text in column for word in text.split() or [""]) for column in texts]
     content = [max(w - 1, *(len(line) for text in column[1:] for line in text.splitlines() or [""]))
@@ -90,6 +109,51 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     else:
         out = _grid(heads, cells, widths)
     return out + (["", *_pairs(below, columns)] if below else [])
+
+
+def _quoted_once(column: list[str]) -> list[str]:
+    """The cells of a column, each ledger line quoted in the first cell that quotes it and named by its number
+    ('line 27, as above') in the later ones."""
+    seen: set[str] = set()
+    out = []
+    for cell in column:
+        kept, start = [], 0
+        for found in QUOTE.finditer(cell):
+            if found.start() < start:
+                continue
+            end = _quote_end(cell, found.end())
+            if cell[found.start():end] in seen:
+                kept.append(f"{cell[start:found.start()]}line {found[1]}, as above")
+                start = end
+            else:
+                seen.add(cell[found.start():end])
+        out.append("".join(kept) + cell[start:])
+    return out
+
+
+def _quote_end(cell: str, start: int) -> int:
+    """Where a quote beginning at start ends: at the parenthesis it stands in, or at the end of the cell."""
+    depth = 0
+    for i in range(start, len(cell)):
+        depth += {"(": 1, ")": -1}.get(cell[i], 0)
+        if depth < 0:
+            return i
+    return len(cell)
+
+
+def _shared_ending(column: list[str]) -> str:
+    """The longest sentence (SENTENCE long at least, on one line, begun after a clause) every cell of a column
+    of several rows ends with, when the cells differ before it; else ''."""
+    if len(column) < 2 or len(set(column)) == 1:
+        return ""
+    first = column[0]
+    for i in range(len(first)):
+        if first.startswith(SEPARATORS, i):
+            ending = first[i + 2:]
+            if len(ending) >= SENTENCE and " " in ending and "\n" not in ending and all(
+                    cell.endswith(ending) and len(cell) > len(ending) + 2 for cell in column):
+                return ending
+    return ""
 
 
 def _head_parts(head: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
 from dataclasses import replace
@@ -97,6 +99,44 @@ def test_radiance_mcp_demo_walks_every_step_as_a_newcomer_runs_it(
     assert called == {spec.name for spec in TOOLS}
     assert "differs: argument 7: proven '1024', wide '65536'" in text
     assert "identical, byte for byte" in text
+    assert max(map(len, text.splitlines())) <= 120  # wrapped within the terminal's columns (COLUMNS unset: 120)
+
+
+def _path_without(tmp_path: Path, command: str) -> str:
+    """A PATH of /usr/bin and /bin's programs but command, as on a machine without it."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for folder in ("/bin", "/usr/bin"):
+        for program in Path(folder).iterdir():
+            if program.name != command and not (bare / program.name).exists():
+                (bare / program.name).symlink_to(program)
+    return str(bare)
+
+
+@pytest.mark.slow
+def test_without_bats_the_demo_names_gates_that_outlive_it(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint to run the gates with bats names files that are there once the demo has exited, and its
+    command runs them as written (with the bats of this machine)."""
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    env = {"PATH": _path_without(tmp_path, "bats"), "HOME": str(tmp_path)}
+    root = Path(__file__).parents[2]  # the MCP server the walk spawns imports this checkout's package
+    plain = cli("demo", cwd=root, env=env, deadline_s=300)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    hint = plain.stdout.split("(bats is not installed", 1)[1].split(")", 1)[0]
+    assert "--gates-dir DIR" in hint, hint  # no file of the removed directory is named
+    gates = tmp_path / "gates"
+    kept = cli("demo", "--gates-dir", str(gates), cwd=root, env=env, deadline_s=300)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    command = kept.stdout.split("run them with:\n", 1)[1].splitlines()[0].strip()  # on a line of its own
+    assert "(bats is not installed)" in kept.stdout
+    assert {p.name for p in gates.iterdir()} == {"frank-archon.env", "frank-archon.bats"}
+    assert str(gates / "frank-archon.bats") in command
+    if shutil.which("bats") is not None:
+        ran = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, check=False)
+        assert ran.returncode == 0 and "ok 2 pool >= contract" in ran.stdout, ran.stdout + ran.stderr
 
 
 @pytest.mark.slow

@@ -1,0 +1,68 @@
+"""The words a newcomer meets in the demo's output are in the README's glossary ("Words used here"), issue 26
+item 3: JARGON lists them in one place, each with the pattern that finds it in the output. The quick test holds
+the list against the glossary; the slow one runs the demo and holds the list against what it prints."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from cli_run import CliRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+JARGON = {
+    # the glossary's word: the pattern that finds it in the demo's output
+    "boot ledger": r"\bledger\b",
+    "pair": r"\bpair\b",
+    "settled free": r"\bsettled\b.*\bfree\b",
+    "engine floor": r"\bfloor\b",
+    "ceiling": r"\bceiling\b",
+    "reserve": r"\breserves?\b",
+    "step, MNBT": r"\bstep\b",
+    "seats": r"\bseats\b",
+    "window": r"\bwindow\b",
+    "pool": r"\bpool\b",
+    "contract": r"\bcontract\b",
+    "slab": r"\bslab\b",
+    "lender, ledger mover": r"\bmover\b",
+    "probe": r"\bprobes?\b",
+    "headroom": r"\bheadroom\b",
+    "arm": r"\barms\b",
+    "prediction, verdict": r"\bprediction\b",
+    "I, W, E": r"^ +(line \d+: )?[IWE] \w",  # the level letter of a quoted ledger line
+    "referee": r"\breferee\b",
+    "sampler rows, spec": r"\bsampler rows\b|\bspec\b",
+    "slab slots, host pool": r"\bslab slots\b|\bhost pool\b",
+    "unclaimed": r"\bunclaimed\b",
+    "expert prefetch": r"\bexpert prefetch\b",
+    "full-length sessions": r"\bfull-length sessions\b",
+    "binding card": r"\bbinds?\b|\bbinding\b",
+    "env file, gates": r"\benv file\b|\bgates\b",
+    "serve script, mode, dry run": r"\bserve script\b|\bdry runs?\b",
+    "prefill, decode, cold": r"\bprefill\b|\bdecode\b|\bcold\b",
+    "marker": r"\bmarkers?\b",
+    "noise band": r"% band\b",
+    "refusal count": r"\brefusal_difference\b",
+}
+
+
+def _glossary() -> set[str]:
+    section = README.split("## Words used here", 1)[1].split("\n## ", 1)[0]
+    return {row.split("|")[1].strip() for row in section.splitlines() if row.startswith("| ")} - {"word"}
+
+
+def test_every_jargon_term_is_in_the_glossary() -> None:
+    missing = set(JARGON) - _glossary()
+    assert not missing, f"words the demo prints that the README's glossary does not define: {sorted(missing)}"
+
+
+@pytest.mark.slow
+def test_the_demo_prints_the_jargon_listed_and_every_listed_word_is_defined(cli: CliRunner) -> None:
+    ran = cli("demo", cwd=ROOT, deadline_s=300)  # the MCP server the walk spawns imports this checkout's package
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    unseen = [word for word, pattern in JARGON.items() if not re.search(pattern, ran.stdout, re.M)]
+    assert not unseen, f"JARGON lists words the demo no longer prints: {unseen}"
+    assert set(JARGON) <= _glossary()
+    assert "level: I info, W warning, E error" in ran.stdout  # the demo says what the letters mean
