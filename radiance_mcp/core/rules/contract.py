@@ -33,13 +33,17 @@ CONTRACT_INPUTS = ("pool_mib", "seqs", "max_model_len", "kv_cache_dtype")
 
 @dataclass(frozen=True)
 class ContractReading:
-    contract: PoolContract
+    contract: PoolContract | None
+    """None: a refused boot of another engine that printed no KV rate, so its pool cannot be priced (it backs
+    nothing: the boot never served); formula says so, with its refusal's lines."""
     model: str
     """What the rate is of: the model whose constants priced it, or the engine and rank whose pair it is."""
     formula: str
     inputs_from: dict[str, Line | None]
     """Where each input came from: a line of the boot, or None for the caller's argument."""
     notes: tuple[str, ...]
+    shape: tuple[int, int] | None = None
+    """(seqs, window) of a contract left unpriced (contract None); a priced contract holds its own."""
 
 
 def boot_contract(boot: Boot | None, given: dict[str, Any], model: ModelConstants) -> ContractReading:
@@ -72,16 +76,11 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
         )
     rank = binding_rank(boot)
     try:
-        rate = rank.require("kv_bytes_per_token")
+        rate: Figure | None = rank.require("kv_bytes_per_token")
     except LedgerError as exc:
-        raise InputError(f"{boot.where()}: {exc}") from exc
-    memory = rank.kv_mib
-    if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
-        held = int(memory.value * MIB / rate.value)
-        tokens_figure = Figure(Decimal(held), "tokens", memory.lines,
-                               arithmetic=f"{memory.value:,.2f} MiB / {rate.value:,} B = {held:,} tokens")
-    else:
-        tokens_figure = rank.require("kv_tokens")
+        if not boot.refused:
+            raise InputError(f"{boot.where()}: {exc}") from exc
+        rate, gap = None, exc  # a refused boot's pool needs no price: it backs nothing (below)
     window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "the log prints no window")
     window, window_line = _given_or_read(given["max_model_len"], rank.window_tokens, "max_model_len",
                                          f"{boot.where()}: {window_gap}")
@@ -91,6 +90,16 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     seqs, seqs_line = _given_or_read(given["seqs"], served_seats(boot), "seqs", seats_remedy)
     if seqs < 1 or window < 1:
         raise InputError(f"seqs={seqs}, max_model_len={window}: both must be at least 1")
+    shape: dict[str, Line | None] = {"max_model_len": window_line, "seqs": seqs_line}
+    if rate is None:
+        return _refused_unpriced(boot, rank, gap, (seqs, window), shape)
+    memory = rank.kv_mib
+    if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
+        held = int(memory.value * MIB / rate.value)
+        tokens_figure = Figure(Decimal(held), "tokens", memory.lines,
+                               arithmetic=f"{memory.value:,.2f} MiB / {rate.value:,} B = {held:,} tokens")
+    else:
+        tokens_figure = rank.require("kv_tokens")
     if given["pool_mib"] is None:
         pool, tokens = rate.value * tokens_figure.value / MIB, int(tokens_figure.value)
     else:
@@ -113,9 +122,27 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     )
     inputs_from: dict[str, Line | None] = {
         "pool_mib": None if given["pool_mib"] is not None else tokens_figure.lines[0],
-        "rate_bytes_per_token": rate.lines[0], "max_model_len": window_line, "seqs": seqs_line,
+        "rate_bytes_per_token": rate.lines[0], **shape,
     }
     return ContractReading(contract, f"{boot.engine} ({rank.rank})", formula, inputs_from, ())
+
+
+def _refused_unpriced(boot: Boot, rank: RankView, gap: LedgerError, shape: tuple[int, int],
+                      inputs_from: dict[str, Line | None]) -> ContractReading:
+    """A refused boot whose KV rate was never printed (vLLM's 0 blocks or 'No available memory for the cache
+    blocks', a llama.cpp allocation failure before its KV size line): its pool backs nothing, so the contract
+    of (seqs, window) fails without a price; the gap is named, not filled."""
+    lines = "; ".join(f"line {line.number}" for line in boot.state.lines)
+    formula = (f"{shape[0]} x {shape[1]:,} tokens > the 0 tokens a boot that refused to start ({lines}) serves; "
+               f"its pool is not priced ({gap})")
+    return ContractReading(None, f"{boot.engine} ({rank.rank})", formula, inputs_from, (), shape)
+
+
+def unpriced_check(reading: ContractReading, boot: Boot) -> Check:
+    """The contract of a refused boot whose pool was never priced (reading.contract None): failed, on the
+    refusal's lines, with the refusal's own remedy."""
+    remedy = "; ".join(r.detail for r in boot.refusals if r.final)
+    return Check("pool_contract", "fail", reading.formula, boot.state.lines, remedy)
 
 
 def binding_rank(view: Boot) -> RankView:
@@ -227,8 +254,12 @@ NO_LEDGER_REMEDY = "name the service (one with a ledger in the fleet config), or
 def contract_checks(reading: ContractReading, boot: Boot | None, pair: Check) -> tuple[Check, ...]:
     """The rules a pool is checked by: its contract (on the ledger lines its inputs came from), the pair within
     the ceiling (the caller's, from the ceiling rule) and the sampler rows where the boot prints a spec (unchecked
-    without a boot: the spec is its sampler line; none for a boot without one, as the gates check none there)."""
+    without a boot: the spec is its sampler line; none for a boot without one, as the gates check none there, nor
+    for a refused boot whose pool was never priced: it failed, on its refusal's lines)."""
     contract = reading.contract
+    if contract is None:  # a refused boot's pool, never priced: it backs nothing (and no sampler serves)
+        assert boot is not None
+        return unpriced_check(reading, boot), pair
     lines = tuple(dict.fromkeys(line for line in reading.inputs_from.values() if line is not None))
     checks = [replace(contract_check(contract), lines=lines), pair]
     if boot is None:
