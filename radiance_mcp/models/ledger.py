@@ -252,12 +252,12 @@ class CeilingCheck(Output):
 
 
 class PoolContractOutput(Output):
-    # The rate and MiB figures are null only for a refused boot that printed no KV rate: its pool backs nothing,
-    # and the pool_contract check fails on its refusal's lines.
+    # The rate and MiB figures (and seqs, max_model_len where neither given nor printed) are null only for a refused
+    # boot that printed no KV rate: its pool backs nothing, and the pool_contract check fails on its refusal's lines.
     model: str
     pool_mib: float | None
-    seqs: int
-    max_model_len: int
+    seqs: int | None
+    max_model_len: int | None
     kv_cache_dtype: KVDtype | None
     rate_bytes_per_token: int | None
     kv_mib: float | None = Field(description="seqs * max_model_len * rate, in MiB.")

@@ -178,8 +178,8 @@ def ceiling_notes(boot: Boot, ranks: tuple[capacity.RankCeiling, ...], binding: 
 
 @FAMILY.tool("Check the KV pool contract", open_world=True)
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
-    """Check a KV pool against its contract: pool_mib >= seqs * (max_model_len * rate + per-seq
-    MiB) + fixed MiB.
+    """Check a KV pool's contract: pool_mib >= seqs * (max_model_len * rate + per-seq MiB) +
+    fixed MiB.
 
     When: seats, window, dtype or pool change. Rule: ok only if all checks passed (null: one
     unchecked). Next: render_gates.
@@ -225,11 +225,10 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     )
 
 
-def _contract_fields(contract: capacity.PoolContract | None, shape: tuple[int, int] | None) -> dict[str, Any]:
+def _contract_fields(contract: capacity.PoolContract | None, shape: tuple[int | None, int | None]) -> dict[str, Any]:
     """The contract's figures; for a refused boot whose pool was never priced (None), its shape and no rate or
     MiB figure: its pool backs nothing."""
     if contract is None:
-        assert shape is not None
         return {"pool_mib": None, "seqs": shape[0], "max_model_len": shape[1], "kv_cache_dtype": None,
                 "rate_bytes_per_token": None, "kv_mib": None, "per_seq_total_mib": 0, "fixed_mib": 0,
                 "required_mib": None, "margin_mib": None, "max_seqs_at_window": 0, "max_window_at_seqs": 0,

@@ -279,3 +279,14 @@ async def test_a_refused_boot_that_printed_no_kv_rate_is_refused_not_an_error(lo
     assert contract["arithmetic"].startswith("1 x 4,096 tokens > the 0 tokens a boot that refused to start")
     assert out["rate_bytes_per_token"] is None and out["pool_mib"] is None and out["max_seqs_at_window"] == 0
     assert out["seqs"] == 1 and out["max_model_len"] == 4_096
+
+
+async def test_a_refused_boot_needs_no_window_to_fail_its_contract() -> None:
+    async with served() as client:
+        error, out = await call(client, "check_pool_contract", log_text=text("vllm/v0.6.4_no_available_cache_memory.log"))
+    # the traceback's three lines print no window and no seats: the pool backs nothing at any shape
+    assert not error, out
+    assert out["boot_status"] == "refused" and out["seqs"] is None and out["max_model_len"] is None
+    (contract,) = (c for c in out["checks"] if c["rule"] == "pool_contract")
+    assert contract["verdict"] == "fail" and contract["arithmetic"].startswith("any seqs x window > the 0 tokens")
+    assert out["inputs_from"] == {}

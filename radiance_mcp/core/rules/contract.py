@@ -42,8 +42,9 @@ class ContractReading:
     inputs_from: dict[str, Line | None]
     """Where each input came from: a line of the boot, or None for the caller's argument."""
     notes: tuple[str, ...]
-    shape: tuple[int, int] | None = None
-    """(seqs, window) of a contract left unpriced (contract None); a priced contract holds its own."""
+    shape: tuple[int | None, int | None] = (None, None)
+    """(seqs, window) of a contract left unpriced (contract None), None where neither given nor printed; a priced
+    contract holds its own."""
 
 
 def boot_contract(boot: Boot | None, given: dict[str, Any], model: ModelConstants) -> ContractReading:
@@ -76,11 +77,11 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
         )
     rank = binding_rank(boot)
     try:
-        rate: Figure | None = rank.require("kv_bytes_per_token")
+        rate = rank.require("kv_bytes_per_token")
     except LedgerError as exc:
-        if not boot.refused:
-            raise InputError(f"{boot.where()}: {exc}") from exc
-        rate, gap = None, exc  # a refused boot's pool needs no price: it backs nothing (below)
+        if boot.refused:  # its pool needs no price: it backs nothing
+            return _refused_unpriced(boot, rank, exc, given)
+        raise InputError(f"{boot.where()}: {exc}") from exc
     window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "the log prints no window")
     window, window_line = _given_or_read(given["max_model_len"], rank.window_tokens, "max_model_len",
                                          f"{boot.where()}: {window_gap}")
@@ -90,9 +91,6 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     seqs, seqs_line = _given_or_read(given["seqs"], served_seats(boot), "seqs", seats_remedy)
     if seqs < 1 or window < 1:
         raise InputError(f"seqs={seqs}, max_model_len={window}: both must be at least 1")
-    shape: dict[str, Line | None] = {"max_model_len": window_line, "seqs": seqs_line}
-    if rate is None:
-        return _refused_unpriced(boot, rank, gap, (seqs, window), shape)
     memory = rank.kv_mib
     if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
         held = int(memory.value * MIB / rate.value)
@@ -122,20 +120,30 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     )
     inputs_from: dict[str, Line | None] = {
         "pool_mib": None if given["pool_mib"] is not None else tokens_figure.lines[0],
-        "rate_bytes_per_token": rate.lines[0], **shape,
+        "rate_bytes_per_token": rate.lines[0], "max_model_len": window_line, "seqs": seqs_line,
     }
     return ContractReading(contract, f"{boot.engine} ({rank.rank})", formula, inputs_from, ())
 
 
-def _refused_unpriced(boot: Boot, rank: RankView, gap: LedgerError, shape: tuple[int, int],
-                      inputs_from: dict[str, Line | None]) -> ContractReading:
+def _refused_unpriced(boot: Boot, rank: RankView, gap: LedgerError, given: dict[str, Any]) -> ContractReading:
     """A refused boot whose KV rate was never printed (vLLM's 0 blocks or 'No available memory for the cache
     blocks', a llama.cpp allocation failure before its KV size line): its pool backs nothing, so the contract
-    of (seqs, window) fails without a price; the gap is named, not filled."""
+    fails at any seqs and window, without a price; the gap is named, not filled. The seqs and window are the
+    caller's or the boot's where either gives them, else None (they change nothing)."""
+    shape = {name: _given_or_printed(given[name], figure) for name, figure in
+             (("seqs", served_seats(boot)), ("max_model_len", rank.window_tokens))}
+    seqs, window = (value for value, _ in shape.values())
     lines = "; ".join(f"line {line.number}" for line in boot.state.lines)
-    formula = (f"{shape[0]} x {shape[1]:,} tokens > the 0 tokens a boot that refused to start ({lines}) serves; "
-               f"its pool is not priced ({gap})")
-    return ContractReading(None, f"{boot.engine} ({rank.rank})", formula, inputs_from, (), shape)
+    asked = f"{seqs} x {window:,} tokens" if seqs and window else "any seqs x window"
+    formula = f"{asked} > the 0 tokens a boot that refused to start ({lines}) serves; its pool is not priced ({gap})"
+    inputs_from = {name: line for name, (value, line) in shape.items() if value is not None}
+    return ContractReading(None, f"{boot.engine} ({rank.rank})", formula, inputs_from, (), (seqs, window))
+
+
+def _given_or_printed(given: int | None, figure: Figure | None) -> tuple[int | None, Line | None]:
+    if given is not None:
+        return given, None
+    return (int(figure.value), figure.lines[0]) if figure is not None else (None, None)
 
 
 def unpriced_check(reading: ContractReading, boot: Boot) -> Check:
