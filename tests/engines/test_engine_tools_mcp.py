@@ -283,7 +283,8 @@ async def test_a_refused_boot_that_printed_no_kv_rate_is_refused_not_an_error(lo
 
 async def test_a_refused_boot_needs_no_window_to_fail_its_contract() -> None:
     async with served() as client:
-        error, out = await call(client, "check_pool_contract", log_text=text("vllm/v0.6.4_no_available_cache_memory.log"))
+        error, out = await call(client, "check_pool_contract",
+                                log_text=text("vllm/v0.6.4_no_available_cache_memory.log"))
     # the traceback's three lines print no window and no seats: the pool backs nothing at any shape
     assert not error, out
     assert out["boot_status"] == "refused" and out["seqs"] is None and out["max_model_len"] is None
