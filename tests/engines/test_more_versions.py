@@ -46,6 +46,12 @@ PRINTED = [
     ("vllm/2026-05_xinference_262k_refused.log", "engine", "window_tokens", Decimal(262_144)),
     # issue 25: 'Available KV cache memory: -2.77 GiB' was no line (its minus sign): -2.77 x 1,024
     ("vllm/2025-12_omni_negative_available_kv_refused.log", "engine", "kv_mib", Decimal("-2836.48")),
+    # issue 25: vLLM of June 2026 prints its refusal on three lines, without the '(' before its pair, and none was
+    # read: the available 17.39 GiB x 1,024 = 17,807.36 MiB; 22.5 GiB for 1,048,576 tokens = 22.5 x 2**30 / 1,048,576
+    # = 23,040 B/token; the window of line 1
+    ("vllm/2026-06_kaito_three_line_refusal.log", "engine", "kv_mib", Decimal("17807.36")),
+    ("vllm/2026-06_kaito_three_line_refusal.log", "engine", "kv_bytes_per_token", Decimal(23_040)),
+    ("vllm/2026-06_kaito_three_line_refusal.log", "engine", "window_tokens", Decimal(1_048_576)),
     # issue 25: '--kv-cache-memory-bytes' skips the profile and prints 'reserved 4.25 GiB memory for KV Cache'
     # instead of 'Available KV cache memory': 4.25 x 1,024 = 4,352 MiB
     ("vllm/2026-08_xpu_kv_cache_memory_bytes_failed.log", "engine", "kv_mib", Decimal(4352)),
@@ -151,6 +157,7 @@ def test_figures_not_printed_are_missing_with_why(log: str, rank: str, figure: s
     ("log", "kind", "line"),
     [
         ("vllm/2026-05_xinference_262k_refused.log", "window_exceeds_kv", 5),
+        ("vllm/2026-06_kaito_three_line_refusal.log", "window_exceeds_kv", 2),  # issue 25
         # issue 25: a V1 profile leaving less than nothing is the V0 one's refusal (line 3's 'EngineCore failed
         # to start.' adds none of its own: line 2 names why)
         ("vllm/2025-12_omni_negative_available_kv_refused.log", "not_enough_memory", 2),
@@ -184,3 +191,10 @@ def test_the_ranks_each_excerpt_names() -> None:
     assert [r.rank for r in boot("sglang/2025-12_tp4_qwen_omni_pool.log").ranks] == ["TP0", "TP1", "TP2", "TP3"]
     # the host's compute buffer is no card: CUDA0 alone beside the total
     assert [r.rank for r in boot("llamacpp/ollama_2026-08_llama-server_sched_reserve.log").ranks] == ["all", "CUDA0"]
+
+
+def test_a_refusal_on_three_lines_names_its_window_and_estimate() -> None:
+    (refusal,) = boot("vllm/2026-06_kaito_three_line_refusal.log").refusals
+    # line 1's window, line 2's pair, line 3's estimate: one refusal
+    assert "window of 1,048,576 tokens needs 22.5 GiB" in refusal.detail
+    assert "estimates a window of 810208 tokens fits" in refusal.detail

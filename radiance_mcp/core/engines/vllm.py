@@ -32,8 +32,10 @@ The procedures in vLLM's terms:
   `--kv-cache-memory-bytes` (bytes, bypassing the profile, in recent versions). `--max-model-len` moves
   the window, `--block-size` the block.
 - Refused boots: the window exceeds what the KV cache holds (V0: `The model's max seq len (W)
-  is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `(X GiB
-  KV cache is needed, which is larger than the available KV cache memory (Y GiB)`), and no
+  is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `To serve
+  at least one request with the model's max seq len (W), (X GiB KV cache is needed, which is
+  larger than the available KV cache memory (Y GiB)`, from 2026 without the second parenthesis
+  and across three lines), and no
   memory for the KV cache at all (`No available memory for the cache blocks`, `# GPU blocks:
   0`, a profile reserving less than 0 GiB for the KV cache, V0's or V1's); where no line says
   why, V1's `EngineCore failed to start.` (the traceback after it, which names the cause, may
@@ -115,11 +117,16 @@ PHRASES = (
            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ..."),
     phrase("failed", "EngineCore failed to start", r"EngineCore failed to start\.",
            "EngineCore failed to start."),
+    # V1's refusal of a window it cannot hold, on one line or (from 2026) on three: its window, its pair, its estimate
+    phrase("serve_window", "To serve at least one request",
+           r"To serve at least one request with the models?'s max seq len \((?P<window>{NUM})\)",
+           "To serve at least one request with the model's max seq len (W), ..."),
     phrase("refused_v1", "KV cache is needed",
-           r"max seq len \((?P<window>{NUM})\), \((?P<needed>{NUM}) ?GiB KV cache is needed, which is larger "
-           r"than the available KV cache memory \((?P<available>{NUM}) ?GiB\)"
-           r"(?:\. Based on the available memory, the estimated maximum model length is (?P<estimate>{NUM}))?",
+           r"(?P<needed>{NUM}) ?GiB KV cache is needed, which is larger than the available KV cache memory "
+           r"\((?P<available>{NUM}) ?GiB\)",
            "(X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB)"),
+    phrase("estimate", "estimated maximum model length is", r"estimated maximum model length is (?P<estimate>{NUM})",
+           "Based on the available memory, the estimated maximum model length is N"),
 )
 
 _RANK = re.compile(
@@ -245,9 +252,9 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
         kv_tokens, undecided = _tokens_of_blocks(hit, first(groups, "concurrency"))
     if (hit := first(groups, "refused_v1")) is not None:
         kv_mib = kv_mib or _gib(hit, "available")
-        needed, asked = _gib(hit, "needed"), count(hit, "window")
-        rate = bytes_per_token(needed, asked)  # the line's own pair: X GiB for W tokens
-    for key in ("concurrency", "config_window", "refused_v0", "refused_v1"):
+        if (asked := first(groups, "serve_window")) is not None:  # the refusal's own pair: X GiB for W tokens
+            rate = bytes_per_token(_gib(hit, "needed"), count(asked, "window"))
+    for key in ("concurrency", "config_window", "refused_v0", "serve_window"):
         if window is None and (hit := first(groups, key)) is not None:
             window = count(hit, "window")
     graphs = first(groups, "graphs")
@@ -381,10 +388,12 @@ def _named_refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
                 f"holds. Raise --gpu-memory-utilization (or set --kv-cache-memory-bytes), or lower --max-model-len to "
                 f"{tokens:,} or less")))
         elif hit.key == "refused_v1":
-            estimate = hit.fields.get("estimate")
+            asked = next((h for h in hits if h.key == "serve_window"), None)
+            at = f" at the window of {asked.number('window'):,} tokens" if asked else ""
+            estimate = next((h.raw("estimate") for h in hits if h.key == "estimate"), None)
             fits = f"; vLLM estimates a window of {estimate} tokens fits" if estimate else ""
             refusals.append(Refusal("window_exceeds_kv", hit.line, (
-                f"vLLM refused to start: one sequence at the window of {hit.number('window'):,} tokens needs "
+                f"vLLM refused to start: one sequence{at} needs "
                 f"{hit.raw('needed')} GiB of KV cache, more than the {hit.raw('available')} GiB available{fits}. "
                 "Raise --gpu-memory-utilization (or set --kv-cache-memory-bytes), or lower --max-model-len")))
     return tuple(refusals)
@@ -403,7 +412,8 @@ def _build(block_size_tokens: int | None, hits: list[Hit]) -> Built:
 
 MARKER_WORDS = ("Initializing", "version")
 """A word of each of MARKER's two lines (its pattern's blanks are runs of any blank, so no word spans one)."""
-ONCE = frozenset({"kv_tokens", "blocks", "concurrency", "available", "refused_v0", "refused_v1", "profile_v06"})
+ONCE = frozenset({"kv_tokens", "blocks", "concurrency", "available", "refused_v0", "serve_window", "refused_v1",
+                  "profile_v06"})
 """Printed once a boot (per rank): not the weights, which V0's tensor-parallel workers each print under a prefix
 that names no rank (`(VllmWorkerProcess pid=N)`); the blocks line is the driver's alone."""
 
