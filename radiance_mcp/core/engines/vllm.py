@@ -122,7 +122,7 @@ PHRASES = (
            r"To serve at least one request with the models?'s max seq len \((?P<window>{NUM})\)",
            "To serve at least one request with the model's max seq len (W), ..."),
     phrase("refused_v1", "KV cache is needed",
-           r"(?P<needed>{NUM}) ?GiB KV cache is needed, which is larger than the available KV cache memory "
+           r"(?<![\d.,])(?P<needed>{NUM}) ?GiB KV cache is needed, which is larger than the available KV cache memory "
            r"\((?P<available>{NUM}) ?GiB\)",
            "(X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB)"),
     phrase("estimate", "estimated maximum model length is", r"estimated maximum model length is (?P<estimate>{NUM})",
