@@ -82,6 +82,13 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
         if boot.refused:  # its pool needs no price: it backs nothing
             return _refused_unpriced(boot, rank, exc, given)
         raise InputError(f"{boot.where()}: {exc}") from exc
+    memory = rank.kv_mib
+    if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
+        held = int(memory.value * MIB / rate.value)
+        tokens_figure = Figure(Decimal(held), "tokens", memory.lines,
+                               arithmetic=f"{memory.value:,.2f} MiB / {rate.value:,} B = {held:,} tokens")
+    else:
+        tokens_figure = rank.require("kv_tokens")
     window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "the log prints no window")
     window, window_line = _given_or_read(given["max_model_len"], rank.window_tokens, "max_model_len",
                                          f"{boot.where()}: {window_gap}")
@@ -91,13 +98,6 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     seqs, seqs_line = _given_or_read(given["seqs"], served_seats(boot), "seqs", seats_remedy)
     if seqs < 1 or window < 1:
         raise InputError(f"seqs={seqs}, max_model_len={window}: both must be at least 1")
-    memory = rank.kv_mib
-    if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
-        held = int(memory.value * MIB / rate.value)
-        tokens_figure = Figure(Decimal(held), "tokens", memory.lines,
-                               arithmetic=f"{memory.value:,.2f} MiB / {rate.value:,} B = {held:,} tokens")
-    else:
-        tokens_figure = rank.require("kv_tokens")
     if given["pool_mib"] is None:
         pool, tokens = rate.value * tokens_figure.value / MIB, int(tokens_figure.value)
     else:
