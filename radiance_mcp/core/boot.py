@@ -88,7 +88,7 @@ class Missing:
 
 
 RefusalKind = Literal["window_exceeds_kv", "pool_below_window", "not_enough_memory", "allocation_failed",
-                      "kv_backs_no_session", "engine_fix_text", "startup_stopped"]
+                      "startup_failed", "kv_backs_no_session", "engine_fix_text", "startup_stopped"]
 """The open engines' refusals, then radiance's three (core.ledger.boot_state)."""
 
 

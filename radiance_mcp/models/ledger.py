@@ -252,17 +252,19 @@ class CeilingCheck(Output):
 
 
 class PoolContractOutput(Output):
+    # The rate and MiB figures (and seqs, max_model_len where neither given nor printed) are null only for a refused
+    # boot that printed no KV rate: its pool backs nothing, and the pool_contract check fails on its refusal's lines.
     model: str
-    pool_mib: float
-    seqs: int
-    max_model_len: int
+    pool_mib: float | None
+    seqs: int | None
+    max_model_len: int | None
     kv_cache_dtype: KVDtype | None
-    rate_bytes_per_token: int
-    kv_mib: float = Field(description="seqs * max_model_len * rate, in MiB.")
+    rate_bytes_per_token: int | None
+    kv_mib: float | None = Field(description="seqs * max_model_len * rate, in MiB.")
     per_seq_total_mib: int
     fixed_mib: int
-    required_mib: float
-    margin_mib: float = Field(description="pool_mib - required_mib; negative means the contract fails.")
+    required_mib: float | None
+    margin_mib: float | None = Field(description="pool_mib - required_mib; negative means the contract fails.")
     ok: bool | None = Field(
         description="true only if every rule in checks passed; false: one failed, or the boot did not settle "
                     "(boot_status); null: none failed but one was not checked (its remedy says what to give)."

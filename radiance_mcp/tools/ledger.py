@@ -178,8 +178,8 @@ def ceiling_notes(boot: Boot, ranks: tuple[capacity.RankCeiling, ...], binding: 
 
 @FAMILY.tool("Check the KV pool contract", open_world=True)
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
-    """Check a KV pool against its contract: pool_mib >= seqs * max_model_len * rate + per-seq
-    MiB * seqs + fixed MiB; values left out come from the ledger.
+    """Check a KV pool's contract: pool_mib >= seqs * (max_model_len * rate + per-seq MiB) +
+    fixed MiB.
 
     When: seats, window, dtype or pool change. Rule: ok only if all checks passed (null: one
     unchecked). Next: render_gates.
@@ -202,6 +202,7 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
                                "(notes: what to read)", boot.state.lines)
     else:
         try:
+            assert contract is not None  # only a refused boot's pool goes unpriced
             check, pair = _ceiling_check(boot, contract.pool_mib, args, notes)
         except FigureMissing as exc:  # another engine's log may lack what the ceiling needs: said, not guessed
             notes.append(f"the ceiling was not checked: {exc}")
@@ -211,30 +212,35 @@ async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) ->
     checks = contract_checks(reading, boot, pair)
     return PoolContractOutput(
         model=reading.model,
-        pool_mib=mib(contract.pool_mib),
-        seqs=contract.seqs,
-        max_model_len=contract.max_model_len,
-        kv_cache_dtype=contract.dtype,
-        rate_bytes_per_token=contract.rate_bytes_per_token,
-        kv_mib=mib(contract.kv_mib),
-        per_seq_total_mib=contract.per_seq_total_mib,
-        fixed_mib=contract.fixed_mib,
-        required_mib=mib(contract.required_mib),
-        margin_mib=mib(contract.margin_mib),
+        **_contract_fields(contract, reading.shape),
         ok=False if boot is not None and boot.state.status != "settled" else book.verdict(checks),
         checks=[rule_check(c) for c in checks],
-        max_seqs_at_window=contract.max_seqs_at_window,
-        max_window_at_seqs=contract.max_window_at_seqs,
         formula=reading.formula,
-        refusal=contract.refusal,
         inputs_from={name: line_ref(line) if line else "argument" for name, line in reading.inputs_from.items()},
-        contract_ok=contract.ok,
         ceiling=check,
         ledger=boot_ref(boot) if boot is not None else None,
         boot_status=boot.state.status if boot is not None else None,
         refusal_lines=refusal_lines,
         notes=notes,
     )
+
+
+def _contract_fields(contract: capacity.PoolContract | None, shape: tuple[int | None, int | None]) -> dict[str, Any]:
+    """The contract's figures; for a refused boot whose pool was never priced (None), its shape and no rate or
+    MiB figure: its pool backs nothing."""
+    if contract is None:
+        return {"pool_mib": None, "seqs": shape[0], "max_model_len": shape[1], "kv_cache_dtype": None,
+                "rate_bytes_per_token": None, "kv_mib": None, "per_seq_total_mib": 0, "fixed_mib": 0,
+                "required_mib": None, "margin_mib": None, "max_seqs_at_window": 0, "max_window_at_seqs": 0,
+                "refusal": "the boot refused to start: its KV cache backs no sequence", "contract_ok": False}
+    return {
+        "pool_mib": mib(contract.pool_mib), "seqs": contract.seqs, "max_model_len": contract.max_model_len,
+        "kv_cache_dtype": contract.dtype, "rate_bytes_per_token": contract.rate_bytes_per_token,
+        "kv_mib": mib(contract.kv_mib), "per_seq_total_mib": contract.per_seq_total_mib,
+        "fixed_mib": contract.fixed_mib, "required_mib": mib(contract.required_mib),
+        "margin_mib": mib(contract.margin_mib), "max_seqs_at_window": contract.max_seqs_at_window,
+        "max_window_at_seqs": contract.max_window_at_seqs, "refusal": contract.refusal, "contract_ok": contract.ok,
+    }
 
 
 def _names_ledger(runtime: Runtime, args: CheckPoolContractInput) -> bool:

@@ -111,7 +111,8 @@ def standing_checks(boot: Boot, model: ModelConstants) -> list[book.Check]:
                              remedy=str(exc))]
     else:
         pool_line = reading.inputs_from.get("pool_mib")
-        checks = [capacity.contract_check(reading.contract, pool_line)]
+        checks = [capacity.contract_check(reading.contract, pool_line) if reading.contract is not None
+                  else contract.unpriced_check(reading, boot)]
     spec, line = sampler.boot_spec(boot)
     seqs = boot.flags.get("max-num-seqs")
     if spec is not None and seqs is not None:

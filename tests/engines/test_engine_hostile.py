@@ -48,6 +48,14 @@ RADIANCE_EXAMPLE = Path(__file__).parent.parent.parent / "radiance_mcp" / "examp
         ("vllm", "the rest of the memory reserved for KV Cache is " + "-" * 15_000 + "1GiB"),
         ("vllm", "No available memory for the cache blocks. " * 350),
         ("vllm", "# GPU blocks: " + "9" * 50 + "\nMaximum concurrency for 1 tokens per request: 1x"),
+        # issue 25 item 7's patterns: a refusal's pair with no literal before its number, its window and estimate,
+        # the SGLang capture's progress bar, llama.cpp's 2023 KV line
+        ("vllm", "9" * 15_000 + "x GiB KV cache is needed, which is larger than the available KV cache memory (1 GiB)"),
+        ("vllm", "To serve at least one request with the model's max seq len (" + "9" * 15_000),
+        ("vllm", "the estimated maximum model length is " + "1," * 7_000),
+        ("vllm", "Available KV cache memory: " + "-" * 15_000 + "1 GiB"),
+        ("sglang", "Capturing batches (" * 800),
+        ("llama.cpp", "llama_init_from_file: kv self size = " + "9" * 15_000 + " M"),
     ],
 )
 def test_pathological_lines_end_and_are_named(engine: str, line: str) -> None:

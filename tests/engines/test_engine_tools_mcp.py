@@ -253,3 +253,41 @@ async def test_a_refused_tpu_boot_prices_the_window_it_would_hold() -> None:
     assert out["boot_status"] == "refused" and out["rate_bytes_per_token"] == 131_072
     assert out["max_window_at_seqs"] == 5_816 and out["max_seqs_at_window"] == 0 and out["ok"] is False
     assert [ref["line"] for ref in out["refusal_lines"]] == [1]
+
+
+@pytest.mark.parametrize(
+    ("log", "refused_at"),
+    [
+        ("vllm/v0.4_gpu_blocks_0_refused.log", [2]),  # '# GPU blocks: 0': no KV memory printed (before 0.6)
+        ("vllm/v0.6.4_no_available_cache_memory.log", [3]),  # 'ValueError: No available memory for the cache blocks'
+        ("vllm/v0.2.7_alpaca2_refused.log", [3]),  # its window over its 3,664 tokens, in blocks: no KV memory
+        ("llamacpp/b8xxx_weights_alloc_failed.log", [3]),  # the weights' buffer failed: no KV cache at all
+        ("llamacpp/ollama_compute_alloc_failed.log", [4]),  # 'KV self size' but no cells: no rate of its own
+    ],
+)
+async def test_a_refused_boot_that_printed_no_kv_rate_is_refused_not_an_error(log: str, refused_at: list[int]) -> None:
+    async with served() as client:
+        error, out = await call(client, "check_pool_contract", log_text=text(log), seqs=1, max_model_len=4_096)
+    # issue 25: check_pool_contract answered "kv_bytes_per_token: not printed" where the README promises
+    # boot_status refused; the pool of a refused boot backs nothing at any shape, so no rate is needed to fail it
+    assert not error, out
+    assert out["boot_status"] == "refused" and out["ok"] is False and out["contract_ok"] is False
+    assert [ref["line"] for ref in out["refusal_lines"]] == refused_at
+    contract = next(c for c in out["checks"] if c["rule"] == "pool_contract")
+    assert contract["verdict"] == "fail" and [ref["line"] for ref in contract["lines"]] == refused_at
+    assert "kv_bytes_per_token: not printed" in contract["arithmetic"]  # the gap named, not filled
+    assert contract["arithmetic"].startswith("1 x 4,096 tokens > the 0 tokens a boot that refused to start")
+    assert out["rate_bytes_per_token"] is None and out["pool_mib"] is None and out["max_seqs_at_window"] == 0
+    assert out["seqs"] == 1 and out["max_model_len"] == 4_096
+
+
+async def test_a_refused_boot_needs_no_window_to_fail_its_contract() -> None:
+    async with served() as client:
+        error, out = await call(client, "check_pool_contract",
+                                log_text=text("vllm/v0.6.4_no_available_cache_memory.log"))
+    # the traceback's three lines print no window and no seats: the pool backs nothing at any shape
+    assert not error, out
+    assert out["boot_status"] == "refused" and out["seqs"] is None and out["max_model_len"] is None
+    (contract,) = (c for c in out["checks"] if c["rule"] == "pool_contract")
+    assert contract["verdict"] == "fail" and contract["arithmetic"].startswith("any seqs x window > the 0 tokens")
+    assert out["inputs_from"] == {}

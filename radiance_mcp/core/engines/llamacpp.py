@@ -5,7 +5,9 @@ and the like are host memory and counted as CPU): the weights (`load_tensors: CU
 buffer size = X MiB`, before 2025 `llm_load_tensors: CUDA0 buffer size = X MiB`), the KV
 cache (`CUDA0 KV buffer size = X MiB`; in total `llama_kv_cache: size = X MiB (N cells, L
 layers, S/S seqs), K (f16): ..., V (f16): ...`, named `llama_kv_cache_unified` in mid-2025
-and, before that, `KV self size = X MiB, K (f16): ..., V (f16): ...` beside `kv_size = N`),
+and, before that, `KV self size = X MiB, K (f16): ..., V (f16): ...` beside `kv_size = N`; in
+2023 `llama_init_from_file: kv self size = X MB`, its MB a MiB, beside `llama_model_load_internal:
+n_ctx = N`),
 the compute buffers (`CUDA0 compute buffer size = X MiB`), the context (`n_ctx`,
 `n_seq_max`, `n_ctx_seq` or `n_ctx_per_seq`, llama-server's `n_slots` / `n_ctx_slot`), and
 each device's free memory at load (`using device CUDA0 (...) - X MiB free`). Models with a
@@ -53,7 +55,8 @@ MARKER = phrase("boot", "", r"llama_model_loader: loaded meta data with|using de
                 "llama_model_loader: loaded meta data with ...")
 """A start-up prints 'build: N (...)' (llama-server), 'using device ...' (GPU builds) and the model
 loader's first line; whichever come, they run together into one boot (common._boot_starts)."""
-_CTX = r"(?:llama_context|llama_init_from_model|llama_new_context_with_model):"
+_CTX = r"(?:llama_context|llama_init_from_model|llama_new_context_with_model|llama_model_load_internal):"
+"""The functions that print the context's settings, newest first (llama_model_load_internal: 2023)."""
 
 PHRASES = (
     MARKER,
@@ -76,6 +79,10 @@ PHRASES = (
            "llama_kv_cache_iswa: creating non-SWA KV cache, size = N cells"),
     phrase("kv_self", "KV self size", r"KV self size = (?P<size>{NUM}) MiB, (?P<k_type>[^:]++):",
            "KV self size = X MiB, K (f16): ..., V (f16): ..."),
+    # 2023 (ggjt): 'llama_init_from_file: kv self size  = 1560.00 MB', llama.cpp's MB then being MiB (it divided by
+    # 1024.0 twice: 60 layers x 512 cells x 6656 x 2 x 4 B = 1,635,778,560 B = 1,560.00 MiB).
+    phrase("kv_self", "kv self size", r"llama_init_from_file: kv self size = (?P<size>{NUM}) MB\b",
+           "llama_init_from_file: kv self size = X MB (2023)"),
     phrase("kv_init", "kv_size =",
            r"kv_size = (?P<cells>\d++), offload = \d++, type_k = '(?P<k_type>\w++)', type_v = '(?P<v_type>\w++)', "
            r"n_layer = (?P<layers>\d++)", "llama_kv_cache_init: kv_size = N, ..., type_k = '...', n_layer = L"),

@@ -17,7 +17,8 @@ x 2 bytes is 8.23 GiB). The boot starts at its `server_args=ServerArgs(...)` lin
 The procedures in SGLang's terms:
 - Settled free: `available_gpu_mem` of the scheduler's summary (after the KV pool and the
   CUDA graphs), else `Capture cuda graph end. ... avail mem`; `Memory pool end. avail mem`
-  only where the boot captures no CUDA graphs (no rank prints a capture line; SGLang before
+  only where the boot captures no CUDA graphs (no rank prints a capture line or the capture's
+  `Capturing batches` progress bar; SGLang before
   2025 prints its capture lines without memory and its summary without available_gpu_mem,
   so such a boot has no settled free figure). The floor
   is what `--mem-fraction-static` keeps back: (1 - fraction) of the card's memory is left
@@ -81,6 +82,8 @@ PHRASES = (
            "Capture cuda graph end. ... mem usage=G GB. avail mem=X GB."),
     phrase("graph_capture", "Capture cuda graph", r"Capture cuda graph (?:begin|end)\.",
            "Capture cuda graph begin. (before 2025: without avail mem)"),
+    phrase("graph_progress", "Capturing batches", r"Capturing batches \(",
+           "Capturing batches (bs=N avail_mem=X GB): ...% (the capture's progress bar)"),
     phrase("summary", "max_total_num_tokens=", r"\bmax_total_num_tokens=(?P<pairs>.++)",
            "max_total_num_tokens=N, ..., max_running_requests=R, context_len=C, available_gpu_mem=X GB"),
     phrase("fraction", "mem_fraction_static=", r"\bmem_fraction_static=(?P<fraction>{NUM})",
@@ -225,7 +228,7 @@ def _refusals(hits: list[Hit], views: tuple[RankView, ...]) -> tuple[Refusal, ..
 def _build(hits: list[Hit]) -> Built:
     order, grouped = by_rank(hits)
     shared = grouped.get(None, {})
-    graphs = any(hit.key in ("graph_begin", "graph_end", "graph_capture") for hit in hits)
+    graphs = any(hit.key in ("graph_begin", "graph_end", "graph_capture", "graph_progress") for hit in hits)
     measured = {hit.line.number for hit in hits if hit.key in ("graph_begin", "graph_end")}
     unmeasured = any(hit.key == "graph_capture" and hit.line.number not in measured for hit in hits)
     if (fraction := first([*grouped.values()], "fraction")) is not None:  # one line (ONCE), before any floor of it

@@ -5,7 +5,9 @@ What vLLM prints (the V0 engine of 0.2 to 0.8, and V1, the default from 0.8): th
 it divides by 2**30), the
 memory profile (0.6: `Memory profiling results: total_gpu_memory=... kv_cache_size=...`;
 0.7-0.8: `model weights take ...; PyTorch activation peak memory takes ...; the rest of the
-memory reserved for KV Cache is ...`; V1: `Available KV cache memory: X GiB`), the KV tokens
+memory reserved for KV Cache is ...`; V1: `Available KV cache memory: X GiB`, or under
+--kv-cache-memory-bytes, which skips the profile, `reserved X GiB memory for KV Cache as specified
+by kv_cache_memory_bytes`), the KV tokens
 (V1: `GPU KV cache size: N tokens`; V0: `# GPU blocks: B`, in blocks of --block-size
 tokens, which it does not print: the one size of 1, 8, 16, 32, 64, 128 whose B x size / L
 gives the `Maximum concurrency` line's C at two decimals decides it), the window (`Maximum
@@ -30,10 +32,14 @@ The procedures in vLLM's terms:
   `--kv-cache-memory-bytes` (bytes, bypassing the profile, in recent versions). `--max-model-len` moves
   the window, `--block-size` the block.
 - Refused boots: the window exceeds what the KV cache holds (V0: `The model's max seq len (W)
-  is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `(X GiB
-  KV cache is needed, which is larger than the available KV cache memory (Y GiB)`), and no
+  is larger than the maximum number of tokens that can be stored in KV cache (T)`; V1: `To serve
+  at least one request with the model's max seq len (W), (X GiB KV cache is needed, which is
+  larger than the available KV cache memory (Y GiB)`, from 2026 without the second parenthesis
+  and across three lines), and no
   memory for the KV cache at all (`No available memory for the cache blocks`, `# GPU blocks:
-  0`, a profile reserving less than 0 GiB for the KV cache).
+  0`, a profile reserving less than 0 GiB for the KV cache, V0's or V1's); where no line says
+  why, V1's `EngineCore failed to start.` (the traceback after it, which names the cause, may
+  be cut from the log).
 """
 
 from __future__ import annotations
@@ -83,7 +89,11 @@ PHRASES = (
            r"reserved for KV Cache is (?P<negative>-)?+(?P<kv>{NUM}) ?GiB",
            "the rest of the memory reserved for KV Cache is X GiB"),
     phrase("available", "Available KV cache memory",
-           r"Available KV cache memory: (?P<size>{NUM}) ?(?P<unit>GiB|GB)\b", "Available KV cache memory: X GiB"),
+           r"Available KV cache memory: (?P<negative>-)?+(?P<kv>{NUM}) ?(?P<unit>GiB|GB)\b",
+           "Available KV cache memory: X GiB"),
+    phrase("available", "as specified by kv_cache_memory_bytes",
+           r"reserved (?P<kv>{NUM}) ?(?P<unit>GiB|GB) memory for KV Cache as specified by kv_cache_memory_bytes",
+           "Initial free memory X GiB, reserved Y GiB memory for KV Cache as specified by kv_cache_memory_bytes ..."),
     phrase("kv_tokens", "KV cache size:", r"GPU KV cache size: (?P<tokens>{NUM}) tokens",
            "GPU KV cache size: N tokens"),
     phrase("blocks", "blocks:", r"(?:^|[#\s])(?P<device>(?!CPU\b)[A-Za-z]++) blocks: (?P<blocks>{NUM})",
@@ -105,11 +115,18 @@ PHRASES = (
     phrase("no_cache_memory", "No available memory for the cache blocks",
            r"No available memory for the cache blocks\. Try increasing",
            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ..."),
+    phrase("failed", "EngineCore failed to start", r"EngineCore failed to start\.",
+           "EngineCore failed to start."),
+    # V1's refusal of a window it cannot hold, on one line or (from 2026) on three: its window, its pair, its estimate
+    phrase("serve_window", "To serve at least one request",
+           r"To serve at least one request with the models?'s max seq len \((?P<window>{NUM})\)",
+           "To serve at least one request with the model's max seq len (W), ..."),
     phrase("refused_v1", "KV cache is needed",
-           r"max seq len \((?P<window>{NUM})\), \((?P<needed>{NUM}) ?GiB KV cache is needed, which is larger "
-           r"than the available KV cache memory \((?P<available>{NUM}) ?GiB\)"
-           r"(?:\. Based on the available memory, the estimated maximum model length is (?P<estimate>{NUM}))?",
+           r"(?<![\d.,])(?P<needed>{NUM}) ?GiB KV cache is needed, which is larger than the available KV cache memory "
+           r"\((?P<available>{NUM}) ?GiB\)",
            "(X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB)"),
+    phrase("estimate", "estimated maximum model length is", r"estimated maximum model length is (?P<estimate>{NUM})",
+           "Based on the available memory, the estimated maximum model length is N"),
 )
 
 _RANK = re.compile(
@@ -187,6 +204,11 @@ def _least_kv(groups: list[dict[str, list[Hit]]]) -> Hit | None:
     return None
 
 
+def _signed(reserved: Figure, hit: Hit) -> Figure:
+    """The KV memory a line reserves, below 0 where the profile left nothing for the KV cache (a refused boot)."""
+    return replace(reserved, value=-reserved.value) if hit.fields.get("negative") else reserved
+
+
 def _profiled_kv(hit: Hit) -> Decimal:
     """The KV memory a V0 profile line reserves, in GiB; below 0 where the profile left none."""
     return -hit.number("kv") if hit.fields.get("negative") else hit.number("kv")
@@ -198,12 +220,10 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
     kv_mib = kv_tokens = rate = activation = free = floor = window = None
     undecided = ""
     if (hit := first(groups, "available")) is not None:
-        kv_mib = size(hit, "size", hit.raw("unit"))
+        kv_mib = _signed(size(hit, "kv", hit.raw("unit")), hit)
     if (hit := _least_kv(groups)) is not None:
         weights_mib = weights_mib or _gib(hit, "weights")
-        if kv_mib is None:  # below 0 where the profile left nothing for the KV cache (a refused boot)
-            reserved = _gib(hit, "kv")
-            kv_mib = replace(reserved, value=-reserved.value) if hit.fields.get("negative") else reserved
+        kv_mib = kv_mib or _signed(_gib(hit, "kv"), hit)
         activation = _gib(hit, "activation")
     if (hit := first(groups, "usable_v08")) is not None:
         share(hit, Decimal(hit.raw("util")), "gpu_memory_utilization", "vLLM", UTILIZATION)
@@ -232,9 +252,9 @@ def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], block_size_tokens:
         kv_tokens, undecided = _tokens_of_blocks(hit, first(groups, "concurrency"))
     if (hit := first(groups, "refused_v1")) is not None:
         kv_mib = kv_mib or _gib(hit, "available")
-        needed, asked = _gib(hit, "needed"), count(hit, "window")
-        rate = bytes_per_token(needed, asked)  # the line's own pair: X GiB for W tokens
-    for key in ("concurrency", "config_window", "refused_v0", "refused_v1"):
+        if (asked := first(groups, "serve_window")) is not None:  # the refusal's own pair: X GiB for W tokens
+            rate = bytes_per_token(_gib(hit, "needed"), count(asked, "window"))
+    for key in ("concurrency", "config_window", "refused_v0", "serve_window"):
         if window is None and (hit := first(groups, key)) is not None:
             window = count(hit, "window")
     graphs = first(groups, "graphs")
@@ -336,7 +356,7 @@ def _no_cache(hits: list[Hit]) -> Refusal | None:
     said = [(h, "no memory was left for the KV cache blocks") for h in hits if h.key == "no_cache_memory"]
     zero = [(h, "the KV cache got 0 blocks") for h in hits if h.key == "blocks" and h.number("blocks") == 0]
     below = [(h, f"the memory profile left -{h.raw('kv')} GiB for the KV cache") for h in hits
-             if h.key == "breakdown_v08" and h.fields.get("negative")]
+             if h.key in ("breakdown_v08", "available") and h.fields.get("negative")]
     for hit, why in said or zero or below:
         return Refusal("not_enough_memory", hit.line, (
             f"vLLM refused to start: {why}, so not one token fits in it. Raise --gpu-memory-utilization (or set "
@@ -346,6 +366,19 @@ def _no_cache(hits: list[Hit]) -> Refusal | None:
 
 
 def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
+    """The boot's refusals: each line that names what vLLM refused; where none does, its engine core's own
+    'EngineCore failed to start.' (the error after it, which names the cause, may not be in the log)."""
+    refusals = _named_refusals(hits)
+    failed = next((h for h in hits if h.key == "failed"), None)
+    if refusals or failed is None:
+        return refusals
+    return (Refusal("startup_failed", failed.line, (
+        "vLLM failed to start: its engine core stopped during start-up, and no line the log holds says why "
+        "(the traceback after this line names the cause). Read the lines after it, fix what they name (often "
+        "--gpu-memory-utilization, --max-model-len or --kv-cache-memory-bytes), and start it again")),)
+
+
+def _named_refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
     refusals = [refusal] if (refusal := _no_cache(hits)) is not None else []
     for hit in hits:
         if hit.key == "refused_v0":
@@ -355,10 +388,12 @@ def _refusals(hits: list[Hit]) -> tuple[Refusal, ...]:
                 f"holds. Raise --gpu-memory-utilization (or set --kv-cache-memory-bytes), or lower --max-model-len to "
                 f"{tokens:,} or less")))
         elif hit.key == "refused_v1":
-            estimate = hit.fields.get("estimate")
+            asked = next((h for h in hits if h.key == "serve_window"), None)
+            at = f" at the window of {asked.number('window'):,} tokens" if asked else ""
+            estimate = next((h.raw("estimate") for h in hits if h.key == "estimate"), None)
             fits = f"; vLLM estimates a window of {estimate} tokens fits" if estimate else ""
             refusals.append(Refusal("window_exceeds_kv", hit.line, (
-                f"vLLM refused to start: one sequence at the window of {hit.number('window'):,} tokens needs "
+                f"vLLM refused to start: one sequence{at} needs "
                 f"{hit.raw('needed')} GiB of KV cache, more than the {hit.raw('available')} GiB available{fits}. "
                 "Raise --gpu-memory-utilization (or set --kv-cache-memory-bytes), or lower --max-model-len")))
     return tuple(refusals)
@@ -377,7 +412,10 @@ def _build(block_size_tokens: int | None, hits: list[Hit]) -> Built:
 
 MARKER_WORDS = ("Initializing", "version")
 """A word of each of MARKER's two lines (its pattern's blanks are runs of any blank, so no word spans one)."""
-ONCE = frozenset({"kv_tokens", "concurrency", "available", "weights", "refused_v0", "refused_v1", "profile_v06"})
+ONCE = frozenset({"kv_tokens", "blocks", "concurrency", "available", "refused_v0", "serve_window", "refused_v1",
+                  "profile_v06"})
+"""Printed once a boot (per rank): not the weights, which V0's tensor-parallel workers each print under a prefix
+that names no rank (`(VllmWorkerProcess pid=N)`); the blocks line is the driver's alone."""
 
 
 def dialect(block_size_tokens: int | None = None) -> LedgerDialect:

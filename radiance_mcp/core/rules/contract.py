@@ -33,13 +33,18 @@ CONTRACT_INPUTS = ("pool_mib", "seqs", "max_model_len", "kv_cache_dtype")
 
 @dataclass(frozen=True)
 class ContractReading:
-    contract: PoolContract
+    contract: PoolContract | None
+    """None: a refused boot of another engine that printed no KV rate, so its pool cannot be priced (it backs
+    nothing: the boot never served); formula says so, with its refusal's lines."""
     model: str
     """What the rate is of: the model whose constants priced it, or the engine and rank whose pair it is."""
     formula: str
     inputs_from: dict[str, Line | None]
     """Where each input came from: a line of the boot, or None for the caller's argument."""
     notes: tuple[str, ...]
+    shape: tuple[int | None, int | None] = (None, None)
+    """(seqs, window) of a contract left unpriced (contract None), None where neither given nor printed; a priced
+    contract holds its own."""
 
 
 def boot_contract(boot: Boot | None, given: dict[str, Any], model: ModelConstants) -> ContractReading:
@@ -74,6 +79,8 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     try:
         rate = rank.require("kv_bytes_per_token")
     except LedgerError as exc:
+        if boot.refused:  # its pool needs no price: it backs nothing
+            return _refused_unpriced(boot, rank, exc, given)
         raise InputError(f"{boot.where()}: {exc}") from exc
     memory = rank.kv_mib
     if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
@@ -125,6 +132,34 @@ def token_contract(pool_mib: Decimal, seqs: int, window: int, rate: Decimal, tok
         fixed_mib=0, required_mib=required, margin_mib=pool_mib - required, ok=ok,
         max_seqs_at_window=held // window, max_window_at_seqs=held // seqs, refusal=refusal,
     )
+
+
+def _refused_unpriced(boot: Boot, rank: RankView, gap: LedgerError, given: dict[str, Any]) -> ContractReading:
+    """A refused boot whose KV rate was never printed (vLLM's 0 blocks or 'No available memory for the cache
+    blocks', a llama.cpp allocation failure before its KV size line): its pool backs nothing, so the contract
+    fails at any seqs and window, without a price; the gap is named, not filled. The seqs and window are the
+    caller's or the boot's where either gives them, else None (they change nothing)."""
+    shape = {name: _given_or_printed(given[name], figure) for name, figure in
+             (("seqs", served_seats(boot)), ("max_model_len", rank.window_tokens))}
+    seqs, window = (value for value, _ in shape.values())
+    lines = "; ".join(f"line {line.number}" for line in boot.state.lines)
+    asked = f"{seqs} x {window:,} tokens" if seqs and window else "any seqs x window"
+    formula = f"{asked} > the 0 tokens a boot that refused to start ({lines}) serves; its pool is not priced ({gap})"
+    inputs_from = {name: line for name, (value, line) in shape.items() if value is not None}
+    return ContractReading(None, f"{boot.engine} ({rank.rank})", formula, inputs_from, (), (seqs, window))
+
+
+def _given_or_printed(given: int | None, figure: Figure | None) -> tuple[int | None, Line | None]:
+    if given is not None:
+        return given, None
+    return (int(figure.value), figure.lines[0]) if figure is not None else (None, None)
+
+
+def unpriced_check(reading: ContractReading, boot: Boot) -> Check:
+    """The contract of a refused boot whose pool was never priced (reading.contract None): failed, on the
+    refusal's lines, with the refusal's own remedy."""
+    remedy = "; ".join(r.detail for r in boot.refusals if r.final)
+    return Check("pool_contract", "fail", reading.formula, boot.state.lines, remedy)
 
 
 def binding_rank(view: Boot) -> RankView:
@@ -236,8 +271,12 @@ NO_LEDGER_REMEDY = "name the service (one with a ledger in the fleet config), or
 def contract_checks(reading: ContractReading, boot: Boot | None, pair: Check) -> tuple[Check, ...]:
     """The rules a pool is checked by: its contract (on the ledger lines its inputs came from), the pair within
     the ceiling (the caller's, from the ceiling rule) and the sampler rows where the boot prints a spec (unchecked
-    without a boot: the spec is its sampler line; none for a boot without one, as the gates check none there)."""
+    without a boot: the spec is its sampler line; none for a boot without one, as the gates check none there, nor
+    for a refused boot whose pool was never priced: it failed, on its refusal's lines)."""
     contract = reading.contract
+    if contract is None:  # a refused boot's pool, never priced: it backs nothing (and no sampler serves)
+        assert boot is not None
+        return unpriced_check(reading, boot), pair
     lines = tuple(dict.fromkeys(line for line in reading.inputs_from.values() if line is not None))
     checks = [replace(contract_check(contract), lines=lines), pair]
     if boot is None:
