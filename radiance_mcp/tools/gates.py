@@ -10,6 +10,7 @@ Their models live in models/gates.py.
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import Decimal
 from pathlib import Path
@@ -42,9 +43,10 @@ from radiance_mcp.models.gates import (
 from radiance_mcp.sources.env_files import read_env_file
 from radiance_mcp.sources.ledgers import read_boot
 from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.sources.settling import read_settled
 from radiance_mcp.tools import standing
 from radiance_mcp.tools.ledger import trace_reserves
-from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
@@ -329,7 +331,7 @@ def _budget_checks(boot: Boot, plan: gates.EnvPlan, model: ModelConstants,
 
 
 @FAMILY.tool("Verify a deploy and its predictions", open_world=True)
-async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
+async def verify_deploy(runtime: Runtime, args: VerifyDeployInput, ctx: Progress | None = None) -> VerifyDeployOutput:
     """Verify a deploy from its new boot: the referee line, sampler rows, settled floor, pair
     against the ceiling, pool against the contract, each with its line; then mark each
     prediction of the env file kept, killed or pending.
@@ -343,7 +345,7 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
     if not predictions:
         raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
                          "render_gates returned, with its predictions")
-    boot = await read_boot(runtime, args)
+    boot = await read_settled(functools.partial(read_boot, runtime, args), args, ctx)
     planned_from = gates.read_planned_from(text)
     mine = deploy.plan_boot(boot, capacity.read_budget(boot).cards[0], plan.weights_mib, plan.pool_mib, planned_from)
     if not mine.passed:

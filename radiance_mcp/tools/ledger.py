@@ -8,6 +8,7 @@ output model (models/ledger.py): one path and one shape for every engine.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -39,7 +40,8 @@ from radiance_mcp.models.ledger import (
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.runtime import Runtime
-from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.sources.settling import read_settled
+from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
@@ -109,27 +111,31 @@ def provenance_notes(boot: Boot) -> list[str]:
 
 
 @FAMILY.tool("Read the VRAM budget table", open_world=True)
-async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> ReadBudgetTableOutput:
+async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput,
+                            ctx: Progress | None = None) -> ReadBudgetTableOutput:
     """Read a boot ledger's per-card VRAM budget (total, pair, unclaimed, settled free, engine
     floor), each figure with its line.
 
     When: first, for any resize; it lists the reserve_candidates a reserve may cite. Rule: free
     memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
-    boot = await read_ledger(runtime, args)
-    reading = capacity.budget(boot)
+    boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
+    reading = capacity.budget(boot, unsettled=True)
     return ReadBudgetTableOutput(
         ledger=boot_ref(boot),
+        boot_status=boot.state.status,
         cards=[budget_card(boot, c) for c in reading.cards],
         flags=reading.flags,
-        pair_source=reading.cards[0].pair_source,
+        pair_source=reading.cards[0].pair_source if reading.cards else None,
         disagreements=[d for c in reading.cards for d in c.disagreements],
         reserve_candidates=candidates_out(reading),
+        notes=[finding(boot)] if boot.state.status == "unsettled" else [],
     )
 
 
 @FAMILY.tool("Compute the pair's ceiling", open_world=True)
-async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> ComputeCeilingOutput:
+async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput,
+                          ctx: Progress | None = None) -> ComputeCeilingOutput:
     """The largest pair each card can back: settled free - engine floor + current pair, in whole MiB;
     the smallest card binds.
 
@@ -137,7 +143,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     reserve_candidates line or is personal=true; figures the ceiling already counts are refused.
     Next: check_pool_contract.
     """
-    boot = await read_ledger(runtime, args)
+    boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
     reading = capacity.budget(boot)
     reserves = trace_reserves(reading, args.reserves)
     ranks = capacity.rank_ceilings(reading)
@@ -177,14 +183,17 @@ def ceiling_notes(boot: Boot, ranks: tuple[capacity.RankCeiling, ...], binding: 
 
 
 @FAMILY.tool("Check the KV pool contract", open_world=True)
-async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
+async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput,
+                              ctx: Progress | None = None) -> PoolContractOutput:
     """Check a KV pool against its contract: pool_mib >= seqs * max_model_len * rate + per-seq
     MiB * seqs + fixed MiB; values left out come from the ledger.
 
     When: seats, window, dtype or pool change. Rule: ok only if all checks passed (null: one
     unchecked). Next: render_gates.
     """
-    read = await read_ledger(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
+    named = _names_ledger(runtime, args)
+    read = await read_settled(functools.partial(read_ledger, runtime, _contract_ref(runtime, args)), args,
+                              ctx) if named else None
     given: dict[str, Any] = {name: getattr(args, name) for name in CONTRACT_INPUTS}
     boot = _contract_ledger(read, args, [k for k, v in given.items() if v is None])
     reading = boot_contract(boot, given, runtime.fleet.model_constants(args.service))
