@@ -44,7 +44,7 @@ async def read_settled(read: Callable[[], Awaitable[Boot]], wait: Settling, ctx:
     wait_s 0 reads once: a boot past the one named is still required, an unfinished one returned as read.
     """
     start = time.monotonic()
-    deadline, reported, longest = start + wait.wait_s, start, 0
+    deadline, reported, longest, rewritten = start + wait.wait_s, start, 0, False
     while True:
         same = True
         try:
@@ -57,10 +57,9 @@ async def read_settled(read: Callable[[], Awaitable[Boot]], wait: Settling, ctx:
             if boot.origin == "caller text" and wait.wait_s > 0:
                 raise InputError("wait_s: log_text is the caller's text, which no wait changes; name the service, "
                                  "or its log or container, to wait for its boot")
-            same = _names(wait, boot)
-            if same and boot.last_line < longest:
-                same = False  # rewritten from the same place: a new boot there
-            longest = max(longest, boot.last_line) if same else longest
+            rewritten = rewritten or (_names(wait, boot) and boot.last_line < longest)  # a new boot in its place
+            same = _names(wait, boot) and not rewritten
+            longest = max(longest, boot.last_line)
             if not same and (finished(boot) or wait.wait_s == 0):
                 return boot
         now = time.monotonic()

@@ -60,6 +60,10 @@ CARD_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "act
 """The card's figures that keep their name in the answer (the card total and static region gain a word)."""
 
 
+NOT_YET = "the boot has not finished starting, so it may yet print it (notes)"
+"""The remedy of a figure an unsettled boot has not printed: not the log level, nor a flag, but time."""
+
+
 def budget_card(boot: Boot, card: RankView) -> BudgetCard:
     """One card or rank of a boot of any engine as read_budget_table shows it."""
     return BudgetCard(
@@ -68,7 +72,8 @@ def budget_card(boot: Boot, card: RankView) -> BudgetCard:
         card_total_mib=figure_out(card.total_mib), static_region_mib=figure_out(card.static_mib),
         pair_mib=mib(card.pair.value) if card.pair else None, pair_source=card.pair_source,
         pair_lines=[line_ref(line) for line in card.pair.lines] if card.pair else [],
-        missing=[str(gap) for gap in card.missing],
+        missing=[str(gap if boot.state.status != "unsettled" else replace(gap, remedy=NOT_YET))
+                 for gap in card.missing],
         settings={name: out for name, f in boot.settings.items() if (out := figure_out(f)) is not None},
         kv_flag=engine_facts.KV_FLAGS[boot.engine], floor=engine_facts.FLOORS[boot.engine],
     )
