@@ -3,14 +3,14 @@
 Right after a restart the log holds the old boot, then the new one half-written. A ledger tool
 given ``wait_s`` (models.ledger_ref.Settling) reads its boot again every POLL_S until that boot
 is past the one ``after_line`` / ``after_byte`` name (a boot's identity: its first line and the
-byte offset of that line in the file) and has printed all it will (core.rules.settled.finished:
-refused, its settled or ready lines, or a later boot after it). A boot at another place than the
-one named is a later boot, or the file shrank or was replaced (rotation, copytruncate) and its
-boots are counted anew: either way it is the new boot. A boot named as still in place but shorter
-than it was a moment ago was rewritten from the same place: new too. While waiting, progress is
-reported about once a second; an MCP cancel stops the wait (its sleep is cancelled). At the bound,
-the boot read last is returned (the tool judges its state), or, when no boot past the one named
-has begun, BootNotSettled says so.
+byte offset of that line in the file, which decides where it is known) and has printed all it
+will (core.rules.settled.finished: refused, its settled or ready lines, or a later boot after
+it). A boot at another place than the one named is a later boot, or the file shrank or was
+replaced (rotation, copytruncate) and its boots are counted anew: either way it is the new boot.
+A boot named as still in place but shorter than it was a moment ago was rewritten from the same
+place: new too. While waiting, progress is reported about once a second; an MCP cancel stops
+the wait (its sleep is cancelled). At the bound, the boot read last is returned (the tool judges
+its state), or, when no boot past the one named has begun, BootNotSettled says so.
 """
 
 from __future__ import annotations
@@ -74,12 +74,15 @@ async def read_settled(read: Callable[[], Awaitable[Boot]], wait: Settling, ctx:
 
 
 def _names(wait: Settling, boot: Boot) -> bool:
-    """Whether boot is the one wait names (False where it names none: any boot will do)."""
-    if wait.after_line is None and wait.after_byte is None:
-        return False
-    if wait.after_byte is not None and boot.first_byte is not None and boot.first_byte != wait.after_byte:
-        return False
-    return wait.after_line is None or boot.first_line == wait.after_line
+    """Whether boot is the one wait names (False where it names none: any boot will do). Its byte offset decides
+    where both are known (a large file's line numbers may be counted from the boot on one read and from the file's
+    start on the next); else its first line."""
+    if wait.after_byte is not None and boot.first_byte is not None:
+        return boot.first_byte == wait.after_byte
+    if wait.after_line is None and wait.after_byte is not None:
+        raise InputError(f"after_byte={wait.after_byte}: {boot.where()} is read as lines, with no byte offsets (a "
+                         "host's lines): name the boot to wait past by after_line, its first_line")
+    return wait.after_line is not None and boot.first_line == wait.after_line
 
 
 def _after(wait: Settling) -> str:

@@ -15,6 +15,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from mcp import Client
 from mcp_call import call
 
 from radiance_mcp.app.server import build_server
-from radiance_mcp.sources.config import Fleet, ServerSettings, Service
+from radiance_mcp.sim import SimFleet
+from radiance_mcp.sources.config import Fleet, ServerSettings, Service, load
 from radiance_mcp.sources.runtime import Runtime
 
 LEDGERS = Path(__file__).parent.parent / "fixtures" / "ledgers"
@@ -197,3 +199,25 @@ def test_each_dialect_knows_the_line_that_ends_a_start_up(log: str, engine: Any,
     assert state.status == "settled" and ends in state.lines[-1].text
     cut = "".join(line for line in text.splitlines(keepends=True) if ends not in line and "compute buffer" not in line)
     assert read_engine_boot(cut, source=log, engine=engine).state.lines == ()  # an excerpt: settled by its KV lines
+
+
+async def test_verify_deploy_waits_past_the_planned_boot_for_the_deploy(tmp_path: Path) -> None:
+    # radiance's own ledger (the simulated fleet, which appends each boot to the service's log): the deploy
+    # starts once verify_deploy has reported that it waits past the boot the plan was read from.
+    async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
+        async with Client(build_server(Runtime(load(fleet.config_path)))) as client:
+            _, plan = await call(client, "render_gates", service="frank-archon", vram_kv_mib=6_969, seqs=4)
+            shape = replace(fleet.services["frank-archon"].shape, vram_kv_mib=6_969, seqs=4)
+            deploys: list[asyncio.Task[Any]] = []
+
+            def deploy() -> None:
+                deploys.append(asyncio.create_task(fleet.redeploy("frank-archon", shape)))
+
+            planned = plan["ledger"]
+            error, out, reports = await waiting_call(
+                client, "verify_deploy", [deploy], service="frank-archon", env_text=plan["env_text"], wait_s=BOUND_S,
+                after_line=planned["first_line"], after_byte=planned["first_byte"])
+            await asyncio.gather(*deploys)
+    assert planned["boot"] == 1 and planned["first_byte"] == 0 and reports >= 1
+    assert not error and out["ledger"]["boot"] == 2 and out["ledger"]["first_byte"] > 0
+    assert out["ok"] is True and all(c["ok"] for c in out["checks"])
