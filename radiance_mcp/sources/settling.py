@@ -25,8 +25,9 @@ from radiance_mcp.core.errors import BootNotSettled, InputError, LedgerError, So
 from radiance_mcp.core.rules.settled import finished
 from radiance_mcp.models.ledger_ref import Settling
 
-POLL_S = 0.25
-"""How often a waiting tool reads its boot again (a log read is a few ms; the finding's boot settled 1.4 s on)."""
+POLL_S = 0.5
+"""How often a waiting tool reads its boot again (a local read is a few ms, a host's one command; the finding's boot
+settled 1.4 s after the half-written read)."""
 REPORT_S = 1.0
 """How often it reports progress while it waits."""
 
