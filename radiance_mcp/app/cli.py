@@ -406,11 +406,12 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
 
 def _needs_loop(spec: ToolSpec, tool_input: BaseModel, fleet: Fleet) -> bool:
     """Whether the call reaches past given text and this machine's files, as only an event loop can:
-    an endpoint (the probes), a host over SSH (a host it names, or a fleet service on one) or a
-    process (the dry runs of the modes it names). Every other call runs with no loop (offload.drive):
-    no asyncio to import, its reads inline under the same time limit. The one place the CLI decides.
+    an endpoint (the probes), a host over SSH (a host it names, or a fleet service on one), a
+    process (the dry runs of the modes it names) or a wait for a boot to settle (wait_s, which sleeps
+    between reads). Every other call runs with no loop (offload.drive): no asyncio to import, its
+    reads inline under the same time limit. The one place the CLI decides.
     """
-    if spec.name in FAMILIES["probes"]:
+    if spec.name in FAMILIES["probes"] or getattr(tool_input, "wait_s", 0) > 0:
         return True
     given = [name for name, value in tool_input if value is not None]
     if any(name == "host" or name.endswith(("_host", "_mode")) for name in given):

@@ -174,6 +174,8 @@ class CutBoot:
     were not counted: line numbers count from 1 at the line that starts at this byte offset (line n
     is `tail -c +<offset + 1> FILE | sed -n <n>p`), index counts from the end (-1 the newest) and
     boots_seen is None."""
+    first_byte: int | None = None
+    """The byte offset of the boot's first line in the file (None where a host cut it)."""
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,8 @@ class BootState:
     status: BootStatus
     lines: tuple[Line, ...]
     """refused: the refusals' lines in log order; settled: the settled lines (radiance's 'card N settled
-    at'; the other engines print none); unsettled: none."""
+    at'; the other engines' lines that end a start-up, none where they judged the boot by its KV cache
+    lines or a later boot: core.engines.common.boot_state); unsettled: none."""
 
 
 UNSETTLED = BootState("unsettled", ())
@@ -306,6 +309,9 @@ class Boot:
     """None: line numbers are the source's. Else the lines before were not counted (a remote read from
     the end): line numbers count from 1 at the line that starts at this byte offset, and index counts
     from the end (-1 the newest)."""
+    first_byte: int | None = None
+    """The byte offset of first_line in the file (None: not known, as for caller text or a host's lines): with
+    first_line, the boot's identity, which a wait for a later boot names (sources.settling)."""
     engine: LedgerEngine = "radiance"
     state: BootState = UNSETTLED
     refusals: tuple[Refusal, ...] = ()

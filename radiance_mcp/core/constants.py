@@ -162,7 +162,9 @@ MAX_RESERVES = 64
 MAX_BOOT = 1_000_000
 """`boot` counts boots of one log from either end (0 is no boot); no ledger holds more."""
 MAX_LINE_NUMBER = 1 << 40
-"""A ledger line number: a 1 TiB log of one-byte lines has no more lines."""
+"""A ledger line number: a 1 TiB log of one-byte lines has no more lines (and a byte offset of one, no larger)."""
+MAX_WAIT_S = 600
+"""The longest a ledger tool waits for a boot to settle (wait_s): a start-up that takes longer is waited for again."""
 MAX_SEQS = 1 << 16
 """--max-num-seqs: sequences one engine holds at once; serving engines cap it in the thousands."""
 MAX_WINDOW_TOKENS = 1 << 24

@@ -31,6 +31,7 @@ from radiance_mcp.core.constants import (
     MAX_PATH_CHARS,
     MAX_POOL_MIB,
     MAX_SEQS,
+    MAX_WAIT_S,
     MAX_WINDOW_TOKENS,
 )
 from radiance_mcp.core.rules.book import Check
@@ -99,6 +100,8 @@ SizeMib = Annotated[float, Field(allow_inf_nan=False, le=MAX_POOL_MIB), *_NUMBER
 Seqs = Annotated[int, Field(ge=1, le=MAX_SEQS), *_INT]
 Tokens = Annotated[int, Field(le=MAX_WINDOW_TOKENS), *_INT]
 Seconds = Annotated[float, Field(allow_inf_nan=False, gt=0), *_NUMBER]
+WaitSeconds = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_WAIT_S), *_NUMBER]
+ByteOffset = Annotated[int, Field(ge=0, le=MAX_LINE_NUMBER), *_INT]
 
 
 
@@ -135,6 +138,10 @@ class BootRef(Output):
     )
     verified: bool = Field(
         False, description="False for caller text: its figures are the caller's, not read from a host or file."
+    )
+    first_byte: int | None = Field(
+        default=None, description="Byte offset of first_line in the file (null: not known). With first_line, the "
+        "boot's identity: pass both as after_line / after_byte to wait past this boot.",
     )
     lines_from_byte: int | None = Field(
         default=None,
@@ -174,6 +181,7 @@ def boot_ref(boot: Boot) -> BootRef:
         last_line=boot.last_line,
         origin=boot.origin,
         verified=boot.origin != "caller text",
+        first_byte=boot.first_byte,
         lines_from_byte=boot.lines_from_byte,
     )
 

@@ -7,7 +7,7 @@ from pydantic import Field, field_validator
 from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype
 from radiance_mcp.models.base import BootRef, Int, LineRef, MaxChars, Output, PathArg, Seqs
 from radiance_mcp.models.ledger import OUTSIDE_FREE_DESCRIPTION, OutsideFreeInput, ReserveInput
-from radiance_mcp.models.ledger_ref import LedgerRef
+from radiance_mcp.models.ledger_ref import LedgerRef, Settling
 from radiance_mcp.models.plan import json_list
 
 MAX_ENV_BYTES = 256 * 1024
@@ -74,7 +74,7 @@ class RenderGatesOutput(Output):
     notes: list[str]
 
 
-class VerifyDeployInput(LedgerRef):
+class VerifyDeployInput(Settling, LedgerRef):
     """The new boot (service, log, log_text or container), and the env file render_gates wrote."""
 
     env_text: Annotated[str, MaxChars(MAX_ENV_BYTES)] | None = Field(

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from radiance_mcp.core.boot import BootStatus
 from radiance_mcp.core.constants import MAX_RESERVES, KVDtype, LedgerEngine
 from radiance_mcp.models.base import (
     BootIndex,
@@ -23,7 +24,7 @@ from radiance_mcp.models.base import (
     Tokens,
     mib,
 )
-from radiance_mcp.models.ledger_ref import LedgerRef, given_sources, ledger_field, source_problem
+from radiance_mcp.models.ledger_ref import LedgerRef, Settling, given_sources, ledger_field, source_problem
 
 if TYPE_CHECKING:
     from radiance_mcp.core.rules.capacity import CardCeiling
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 # Inputs
 
 
-class ReadBudgetTableInput(LedgerRef):
+class ReadBudgetTableInput(Settling, LedgerRef):
     pass
 
 
@@ -76,13 +77,13 @@ def _reserves_from_json(value: Any) -> Any:
 Reserves = Annotated[list[ReserveInput], Field(max_length=MAX_RESERVES, description=RESERVES_DESCRIPTION)]
 
 
-class ComputeCeilingInput(LedgerRef):
+class ComputeCeilingInput(Settling, LedgerRef):
     reserves: Reserves = Field(default_factory=list)
 
     _json_string = field_validator("reserves", mode="before")(_reserves_from_json)
 
 
-class CheckPoolContractInput(Input):
+class CheckPoolContractInput(Settling):
     pool_mib: SizeMib | None = Field(
         None, gt=0, description="KV pool per card (--vram-kv-mib)."
     )
@@ -177,6 +178,7 @@ class ReserveCandidate(Output):
 
 class ReadBudgetTableOutput(Output):
     ledger: BootRef
+    boot_status: BootStatus = Field("settled", description="unsettled: figures so far; see notes.")
     cards: list[BudgetCard] = Field(default_factory=list, description="Per card or rank, for every engine.")
     flags: dict[str, str] = Field(default_factory=dict, description="Echoed flags of the boot, by name without dashes.")
     pair_source: Literal["echoed flags", "table rows"] | None = Field(
@@ -189,6 +191,7 @@ class ReadBudgetTableOutput(Output):
         default_factory=list,
         description="The figures of this boot a traced reserve may cite; anything else is personal.",
     )
+    notes: list[str] = Field(default_factory=list)
 
 
 class CeilingCard(Output):

@@ -13,7 +13,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
-from radiance_mcp.models.base import BootIndex, Input, LedgerText, Name, PathArg
+from radiance_mcp.models.base import BootIndex, ByteOffset, Input, LedgerText, LineNumber, Name, PathArg, WaitSeconds
 
 SOURCE_KINDS = ("service", "log", "log_text", "container")
 """The ways to name a ledger; exactly one names it."""
@@ -132,3 +132,12 @@ class LedgerRef(Input):
 def given_sources(model: Input, prefix: str = "") -> list[str]:
     """The names of the ledger sources given on model (prefix: 'proven_' or 'candidate_')."""
     return [f"{prefix}{k}" for k in SOURCE_KINDS if getattr(model, f"{prefix}{k}", None) is not None]
+
+
+class Settling(Input):
+    """The wait for a new boot to settle (sources.settling): past the boot after_line / after_byte name (its
+    first_line and first_byte as an answer's ledger gave them), for at most wait_s seconds."""
+
+    wait_s: WaitSeconds = Field(0, description="Seconds to wait for a settled boot (0: none).")
+    after_line: LineNumber | None = Field(None, description="first_line of the boot to wait past.")
+    after_byte: ByteOffset | None = Field(None, description="Its first_byte.")

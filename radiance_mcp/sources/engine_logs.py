@@ -14,11 +14,13 @@ log's lines of every engine and tells the engine from them.
 from __future__ import annotations
 
 import functools
+import itertools
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from radiance_mcp.core.boot import Boot, Origin, StopCheck
+from radiance_mcp.core.boot import Boot, StopCheck
 from radiance_mcp.core.constants import LedgerEngine
 from radiance_mcp.core.errors import LedgerError, SourceError
 from radiance_mcp.core.ledger import holds_radiance_words, read_text
@@ -55,7 +57,7 @@ def configured_engine(runtime: Runtime, ref: LedgerRef) -> LedgerEngine | None:
     return runtime.fleet.service(ref.service).engine
 
 
-def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: StopCheck) -> str:
+def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: StopCheck) -> bytes:
     """Up to limit bytes of the file, in chunks (the checkpoint runs per chunk); whole: refuse a larger file."""
     chunks: list[bytes] = []
     size = 0
@@ -73,7 +75,15 @@ def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: StopC
             f"{path}: over {limit // (1024 * 1024)} MiB, more than an engine's start-up log; cut the boot you need "
             "out of it (its lines from the engine's first start-up line on)"
         )
-    return b"".join(chunks)[:limit].decode("utf-8", "replace")
+    return b"".join(chunks)[:limit]
+
+
+def line_offset(raw: bytes, number: int) -> int:
+    """The byte offset of line `number` (1-based, lines split at b'\\n' as the dialects count them) in raw."""
+    if number <= 1:
+        return 0
+    found = next(itertools.islice(re.finditer(b"\n", raw), number - 2, None), None)
+    return found.end() if found is not None else len(raw)
 
 
 def _engine_of(text: str, label: str, *, checkpoint: StopCheck) -> LedgerEngine:
@@ -136,27 +146,33 @@ async def engine_boot(runtime: Runtime, ref: LedgerRef) -> Boot | None:
     engine = configured_engine(runtime, ref)
     if engine == "radiance":
         return None
-    origin: Origin = "caller text"
     if ref.log_text is not None:
-        text, label = ref.log_text, "log_text"
-    else:
-        where = _where(runtime, ref)
-        if where is None:
-            return None
-        if not isinstance(where, LocalFileSource):
-            return await remote_boot(where, engine, ref.boot) if engine is not None else None
-        label, origin = where.label, "local file"
-        with where.reading():
-            if engine is None:
-                head = await run(functools.partial(_read, where, DETECT_BYTES, whole=False), label=label,
-                                 remedy="name the engine's start-up log")
-                engine = await run(functools.partial(_engine_of, head, label), label=label, remedy="name the engine")
-                if engine == "radiance":
-                    return None
-            text = await run(functools.partial(_read, where, MAX_ENGINE_LOG_BYTES, whole=True), label=label,
-                             remedy="cut the boot you need out of the log")
-    view = await run(functools.partial(_read_boot, text, engine, label, ref.boot), label=label, remedy=REMEDY)
-    return replace(view, origin=origin) if view is not None else None
+        return await run(functools.partial(_read_boot, ref.log_text, engine, "log_text", ref.boot), label="log_text",
+                         remedy=REMEDY)
+    where = _where(runtime, ref)
+    if where is None:
+        return None
+    if not isinstance(where, LocalFileSource):
+        return await remote_boot(where, engine, ref.boot) if engine is not None else None
+    label = where.label
+    with where.reading():
+        if engine is None:
+            head = await run(functools.partial(_read, where, DETECT_BYTES, whole=False), label=label,
+                             remedy="name the engine's start-up log")
+            engine = await run(functools.partial(_engine_of, head.decode("utf-8", "replace"), label),
+                               label=label, remedy="name the engine")
+            if engine == "radiance":
+                return None
+        raw = await run(functools.partial(_read, where, MAX_ENGINE_LOG_BYTES, whole=True), label=label,
+                        remedy="cut the boot you need out of the log")
+    view = await run(functools.partial(_file_boot, raw, engine, label, ref.boot), label=label, remedy=REMEDY)
+    return replace(view, origin="local file") if view is not None else None
+
+
+def _file_boot(raw: bytes, engine: LedgerEngine | None, label: str, boot: int, *, checkpoint: StopCheck) -> Boot | None:
+    """_read_boot on a file's bytes, with where its boot starts in them (the boot's identity)."""
+    view = _read_boot(raw.decode("utf-8", "replace"), engine, label, boot, checkpoint=checkpoint)
+    return replace(view, first_byte=line_offset(raw, view.first_line)) if view is not None else None
 
 
 def _where(runtime: Runtime, ref: LedgerRef) -> LocalFileSource | RemoteSource | None:

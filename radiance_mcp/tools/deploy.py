@@ -8,6 +8,7 @@ seats and ceiling. It writes nothing to a host. Its models live in models/gates.
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from pathlib import Path
 
@@ -33,8 +34,9 @@ from radiance_mcp.models.gates import (
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.env_files import read_env_file
 from radiance_mcp.sources.runtime import Runtime
+from radiance_mcp.sources.settling import read_settled
 from radiance_mcp.tools import standing
-from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
@@ -146,7 +148,7 @@ def _budget_checks(boot: Boot, plan: gates.EnvPlan, model: ModelConstants,
 
 
 @FAMILY.tool("Verify a deploy and its predictions", open_world=True)
-async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDeployOutput:
+async def verify_deploy(runtime: Runtime, args: VerifyDeployInput, ctx: Progress | None = None) -> VerifyDeployOutput:
     """Verify a deploy from its new boot: the referee line, sampler rows, settled floor, pair
     against the ceiling, pool against the contract, each with its line; then mark each
     prediction of the env file kept, killed or pending.
@@ -160,7 +162,7 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput) -> VerifyDepl
     if not predictions:
         raise InputError("the env file records no predictions ('# prediction KEY = VALUE: ...'): pass the env_text "
                          "render_gates returned, with its predictions")
-    boot = await read_ledger(runtime, args)
+    boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
     if boot.engine != plan.engine:
         raise InputError(f"the env file sets {plan.engine}'s knobs ({plan.prefix}_*) and {boot.where()} is a "
                          f"{boot.engine} boot: verify the service the plan was rendered for")

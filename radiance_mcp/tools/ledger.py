@@ -8,6 +8,7 @@ output model (models/ledger.py): one path and one shape for every engine.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -39,7 +40,8 @@ from radiance_mcp.models.ledger import (
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.runtime import Runtime
-from radiance_mcp.tools.registry import ToolFamily
+from radiance_mcp.sources.settling import read_settled
+from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
 
@@ -58,6 +60,10 @@ CARD_FIGURES = ("weights_mib", "kv_mib", "kv_tokens", "kv_bytes_per_token", "act
 """The card's figures that keep their name in the answer (the card total and static region gain a word)."""
 
 
+NOT_YET = "the boot has not finished starting, so it may yet print it (notes)"
+"""The remedy of a figure an unsettled boot has not printed: not the log level, nor a flag, but time."""
+
+
 def budget_card(boot: Boot, card: RankView) -> BudgetCard:
     """One card or rank of a boot of any engine as read_budget_table shows it."""
     return BudgetCard(
@@ -66,7 +72,8 @@ def budget_card(boot: Boot, card: RankView) -> BudgetCard:
         card_total_mib=figure_out(card.total_mib), static_region_mib=figure_out(card.static_mib),
         pair_mib=mib(card.pair.value) if card.pair else None, pair_source=card.pair_source,
         pair_lines=[line_ref(line) for line in card.pair.lines] if card.pair else [],
-        missing=[str(gap) for gap in card.missing],
+        missing=[str(gap if boot.state.status != "unsettled" else replace(gap, remedy=NOT_YET))
+                 for gap in card.missing],
         settings={name: out for name, f in boot.settings.items() if (out := figure_out(f)) is not None},
         kv_flag=engine_facts.KV_FLAGS[boot.engine], floor=engine_facts.FLOORS[boot.engine],
     )
@@ -109,27 +116,31 @@ def provenance_notes(boot: Boot) -> list[str]:
 
 
 @FAMILY.tool("Read the VRAM budget table", open_world=True)
-async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput) -> ReadBudgetTableOutput:
+async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput,
+                            ctx: Progress | None = None) -> ReadBudgetTableOutput:
     """Read a boot ledger's per-card VRAM budget (total, pair, unclaimed, settled free, engine
     floor), each figure with its line.
 
     When: first, for any resize; it lists the reserve_candidates a reserve may cite. Rule: free
     memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
     """
-    boot = await read_ledger(runtime, args)
-    reading = capacity.budget(boot)
+    boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
+    reading = capacity.budget(boot, unsettled=True)
     return ReadBudgetTableOutput(
         ledger=boot_ref(boot),
+        boot_status=boot.state.status,
         cards=[budget_card(boot, c) for c in reading.cards],
         flags=reading.flags,
-        pair_source=reading.cards[0].pair_source,
+        pair_source=reading.cards[0].pair_source if reading.cards else None,
         disagreements=[d for c in reading.cards for d in c.disagreements],
         reserve_candidates=candidates_out(reading),
+        notes=[finding(boot)] if boot.state.status == "unsettled" else [],
     )
 
 
 @FAMILY.tool("Compute the pair's ceiling", open_world=True)
-async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> ComputeCeilingOutput:
+async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput,
+                          ctx: Progress | None = None) -> ComputeCeilingOutput:
     """The largest pair each card can back: settled free - engine floor + current pair, in whole MiB;
     the smallest card binds.
 
@@ -137,7 +148,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput) -> Comput
     reserve_candidates line or is personal=true; figures the ceiling already counts are refused.
     Next: check_pool_contract.
     """
-    boot = await read_ledger(runtime, args)
+    boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
     reading = capacity.budget(boot)
     reserves = trace_reserves(reading, args.reserves)
     ranks = capacity.rank_ceilings(reading)
@@ -177,14 +188,17 @@ def ceiling_notes(boot: Boot, ranks: tuple[capacity.RankCeiling, ...], binding: 
 
 
 @FAMILY.tool("Check the KV pool contract", open_world=True)
-async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput) -> PoolContractOutput:
+async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput,
+                              ctx: Progress | None = None) -> PoolContractOutput:
     """Check a KV pool's contract: pool_mib >= seqs * (max_model_len * rate + per-seq MiB) +
     fixed MiB.
 
     When: seats, window, dtype or pool change. Rule: ok only if all checks passed (null: one
     unchecked). Next: render_gates.
     """
-    read = await read_ledger(runtime, _contract_ref(runtime, args)) if _names_ledger(runtime, args) else None
+    named = _names_ledger(runtime, args)
+    read = await read_settled(functools.partial(read_ledger, runtime, _contract_ref(runtime, args)), args,
+                              ctx) if named else None
     given: dict[str, Any] = {name: getattr(args, name) for name in CONTRACT_INPUTS}
     boot = _contract_ledger(read, args, [k for k, v in given.items() if v is None])
     reading = boot_contract(boot, given, runtime.fleet.model_constants(args.service))

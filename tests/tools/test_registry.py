@@ -50,5 +50,8 @@ def test_every_family_is_registered_once_in_declaration_order() -> None:
         "compare_arms", "plan_free_vram",
         "render_gates", "verify_deploy",
     ]
-    # Only the boundary probe reports progress, so only it asks for the request's context.
-    assert {spec.name: spec.context_param for spec in TOOLS if spec.context_param} == {"boundary_probe": "ctx"}
+    # The boundary probe reports progress, and so do the tools that wait for a boot to settle (wait_s): only they
+    # ask for the request's context.
+    waits = ("read_budget_table", "compute_ceiling", "check_pool_contract", "verify_deploy")
+    assert {spec.name: spec.context_param for spec in TOOLS if spec.context_param} == {
+        "boundary_probe": "ctx", **dict.fromkeys(waits, "ctx")}

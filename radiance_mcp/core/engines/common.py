@@ -20,6 +20,7 @@ from decimal import ROUND_DOWN, Decimal
 from typing import Literal
 
 from radiance_mcp.core.boot import (
+    UNSETTLED,
     Boot,
     BootState,
     Figure,
@@ -198,6 +199,10 @@ class LedgerDialect:
     host_words: tuple[str, ...] = ()
     """Plain words standing in for the empty keyword of a phrase (the marker): every line its pattern
     matches holds one of them. A host sends only the lines holding a word (grep_words)."""
+    finished: frozenset[str] = frozenset()
+    """Phrases whose line ends a boot's start-up (a ready line, llama.cpp's last buffers): see boot_state."""
+    sizes_kv: frozenset[str] = frozenset()
+    """Phrases whose line sizes the KV cache (its memory, tokens or blocks): see boot_state."""
 
 
 def grep_words(dialect: LedgerDialect) -> tuple[str, ...]:
@@ -258,8 +263,9 @@ def read_lines(dialect: LedgerDialect, lines: Sequence[Line], *, source: str, bo
     except LedgerError as exc:  # a malformed figure: name the source beside its line
         raise LedgerError(f"{source}: {exc}") from exc
     index, seen = (position + 1, len(starts)) if not dropped else (position - len(starts), None)
+    state = boot_state(dialect, built, hits, newest=position + 1 == len(starts))
     return Boot(source, index, seen, first_line, last, tuple(hits), skipped, engine=dialect.engine,
-                state=served(built.refusals), refusals=built.refusals, settings=built.settings,
+                state=state, refusals=built.refusals, settings=built.settings,
                 ranks=placed(built.ranks),
                 phrases={phrase.key: phrase for phrase in dialect.phrases})
 
@@ -272,14 +278,25 @@ def placed(ranks: Sequence[RankView]) -> tuple[RankView, ...]:
     return tuple(replace(r, card=-1 if total and r.rank == "all" else next(cards)) for r in ranks)
 
 
-def served(refusals: Sequence[Refusal]) -> BootState:
-    """An open engine's boot refused when one of its refusals is final (one it did not recover from); else it
-    served: these engines print no line that says a boot settled, so none is unsettled."""
-    final = tuple(r.line for r in refusals if r.final)
-    return BootState("refused", final) if final else SERVED
+def boot_state(dialect: LedgerDialect, built: Built, hits: Sequence[Hit], *, newest: bool) -> BootState:
+    """An open engine's boot: refused when one of its refusals is final (one it did not recover from); else
+    settled when it printed its finished line (the state's lines), when a later boot follows it (it printed all it
+    will), or when it printed a line that sizes its KV cache (an excerpt that ends before the finished line, as
+    pasted logs do, is read as far as it goes); else unsettled: the log's newest boot, still starting (or cut)
+    before its KV cache, whose missing figures may yet be printed."""
+    final = tuple(r.line for r in built.refusals if r.final)
+    if final:
+        return BootState("refused", final)
+    ends = tuple(hit.line for hit in hits if hit.key in dialect.finished)
+    if ends:
+        return BootState("settled", ends)
+    if not newest or any(hit.key in dialect.sizes_kv for hit in hits):
+        return SERVED
+    return UNSETTLED
 
 
 SERVED = BootState("settled", ())
+"""Settled with no finished line: by a later boot, or by the KV cache figures it holds (boot_state)."""
 
 
 def _no_ledger(dialect: LedgerDialect, source: str, first_line: int, last_line: int) -> LedgerError:

@@ -266,7 +266,10 @@ ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots", "fit_leav
                   "python_server", "llama_server"})
 MARKER_WORDS = ("meta", "device", "build:")
 """A word of each of MARKER's three lines (its pattern's blanks are runs of any blank, so no word spans one)."""
-DIALECT = LedgerDialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build, MARKER_WORDS)
+FINISHED = frozenset({"compute_buffer", "python_server", "llama_server"})
+"""A boot's start-up ends at its compute buffers (the last buffers it sizes) or its server's start."""
+DIALECT = LedgerDialect("llama.cpp", PHRASES, MARKER, ONCE, rank_of, _build, MARKER_WORDS, FINISHED,
+                        frozenset({"kv_buffer", "kv_size", "iswa_full", "kv_self", "kv_init"}))
 
 
 def read_llamacpp(text: str, *, source: str, boot: int = -1) -> Boot:

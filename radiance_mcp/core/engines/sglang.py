@@ -96,6 +96,10 @@ PHRASES = (
     phrase("profiled", "larger than the profiled value",
            r"max_total_tokens=(?P<asked>\d++) is larger than the profiled value (?P<profiled>-?\d++)",
            "max_total_tokens=T is larger than the profiled value P. Use the profiled value instead."),
+    # The server is up: its HTTP server started (after the scheduler sized the pool), then its warm-up passed.
+    phrase("ready", "Uvicorn running on", r"Uvicorn running on", "INFO:     Uvicorn running on http://HOST:PORT"),
+    phrase("ready", "fired up and ready to roll", r"The server is fired up and ready to roll",
+           "The server is fired up and ready to roll!"),
 )
 
 _PREFIX = re.compile(r"\[(?P<inside>[^\[\]\n]{1,160}+)\]", re.ASCII)
@@ -245,7 +249,8 @@ def _build(hits: list[Hit]) -> Built:
 
 
 ONCE = frozenset({"load_end", "kv_alloc", "summary", "not_enough", "fraction", "profiled"})
-DIALECT = LedgerDialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build)
+DIALECT = LedgerDialect("sglang", PHRASES, MARKER, ONCE, rank_of, _build, finished=frozenset({"ready"}),
+                       sizes_kv=frozenset({"kv_alloc", "summary"}))
 
 
 def read_sglang(text: str, *, source: str, boot: int = -1) -> Boot:

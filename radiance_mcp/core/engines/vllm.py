@@ -121,6 +121,10 @@ PHRASES = (
     phrase("serve_window", "To serve at least one request",
            r"To serve at least one request with the models?'s max seq len \((?P<window>{NUM})\)",
            "To serve at least one request with the model's max seq len (W), ..."),
+    # The engine is up (its profile, KV cache and warm-up done), then its API server starts.
+    phrase("ready", "init engine (profile", r"init engine \(profile, create kv cache, warmup model\) took",
+           "init engine (profile, create kv cache, warmup model) took N seconds"),
+    phrase("ready", "Starting vLLM API server", r"Starting vLLM API server", "Starting vLLM API server on http://HOST:PORT"),
     phrase("refused_v1", "KV cache is needed",
            r"(?<![\d.,])(?P<needed>{NUM}) ?GiB KV cache is needed, which is larger than the available KV cache memory "
            r"\((?P<available>{NUM}) ?GiB\)",
@@ -421,7 +425,11 @@ that names no rank (`(VllmWorkerProcess pid=N)`); the blocks line is the driver'
 def dialect(block_size_tokens: int | None = None) -> LedgerDialect:
     if block_size_tokens is not None and block_size_tokens <= 0:
         raise LedgerError(f"block_size_tokens={block_size_tokens}: a vLLM block holds 1 or more tokens (--block-size)")
-    return LedgerDialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens), MARKER_WORDS)
+    return LedgerDialect("vllm", PHRASES, MARKER, ONCE, rank_of, partial(_build, block_size_tokens), MARKER_WORDS,
+                         frozenset({"ready"}), SIZES_KV)
+
+
+SIZES_KV = frozenset({"profile_v06", "breakdown_v08", "available", "kv_tokens", "blocks"})
 
 
 def read_vllm(text: str, *, source: str, boot: int = -1, block_size_tokens: int | None = None) -> Boot:

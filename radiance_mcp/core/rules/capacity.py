@@ -121,12 +121,15 @@ ENGINE_PAIR = "engine's weights and KV memory"
 """Where another engine's pair comes from (radiance's: its echoed flags or its table rows)."""
 
 
-def budget(boot: Boot) -> BudgetReading:
+def budget(boot: Boot, *, unsettled: bool = False) -> BudgetReading:
     """The cards of a settled boot of any engine: radiance's budget reading (read_budget: the table rows, the
-    settled lines, the pair), another engine's ranks as its dialect read them. BootNotSettled otherwise."""
+    settled lines, the pair), another engine's ranks as its dialect read them. BootNotSettled otherwise;
+    unsettled: another engine's boot that has not finished starting is read as far as it went (read_budget_table
+    shows it, with its state), as radiance's has no cards before it settles."""
     if boot.engine == "radiance":
         return read_budget(boot)
-    require_settled(boot)
+    if not (unsettled and boot.state.status == "unsettled"):
+        require_settled(boot)
     return BudgetReading(boot, boot.ranks, {})
 
 

@@ -186,12 +186,13 @@ class _Reader:
             self.index = _extended(self.index, self.stream, start, self.marker, self.checkpoint)
         if start > self.index.last.offset:
             index = -1 - self.boots_after
-            return CutBoot(index, None, tuple(lines), cut.all_skipped(), 1, last_line, lines_from_byte=start)
+            return CutBoot(index, None, tuple(lines), cut.all_skipped(), 1, last_line, lines_from_byte=start,
+                           first_byte=start)
         before = _counted_to(self.index, self.stream, start, self.marker, self.checkpoint)
         shift = before.newlines
         numbered = tuple(Line(line.number + shift, line.text) for line in lines)
         return CutBoot(before.boots + 1, before.boots + 1 + self.boots_after, numbered, cut.all_skipped(), 1 + shift,
-                       last_line + shift)
+                       last_line + shift, first_byte=start)
 
 
 def index_file(path: Path, *, marker: bytes = BOOT_MARKER.encode(), checkpoint: StopCheck = never_stop,
@@ -225,7 +226,7 @@ def read_file(path: Path, *, source: str, boot: int = -1, checkpoint: StopCheck 
         return _read_unmarked(path, source=source, boot=boot, checkpoint=checkpoint, follow_symlinks=follow_symlinks)
     parsed = parse_boot(cut.lines, source=source, index=cut.index, boots_seen=cut.boots_seen, checkpoint=checkpoint)
     return replace(parsed, last_line=cut.last_line, skipped_long_lines=cut.skipped_long_lines,
-                   lines_from_byte=cut.lines_from_byte)
+                   lines_from_byte=cut.lines_from_byte, first_byte=cut.first_byte)
 
 
 def _usable(line: Line) -> bool:
