@@ -42,8 +42,6 @@ if TYPE_CHECKING:  # serve's sockets load when it runs
     from radiance_mcp.app.http_guard import HttpLimits
 
 
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = _parser(_tools_for(argv))
