@@ -55,7 +55,7 @@ from mcp.types import CallToolResult, TextContent
 from radiance_mcp.app.skills import SKILLS_DIR, parse
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS
-from radiance_mcp.evals.fleet import scenario_fleet
+from radiance_mcp.evals.fleet import SERVICE_NAMES, scenario_fleet
 from radiance_mcp.evals.record import RECORD_VERSION, Event, read_record
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import Fact, Scenario, load_scenarios
@@ -189,7 +189,7 @@ def report_of(state: TaskState) -> Report:
     scenario = Scenario.model_validate(state.metadata["scenario"])
     stored: list[dict[str, Any]] = state.store.get(STORE_RECORD, [])
     events = [Event.model_validate(e) for e in stored]
-    return score(scenario, events, state.output.completion)
+    return score(scenario, events, state.output.completion, SERVICE_NAMES)
 
 
 def score_of(report: Report) -> Score:
