@@ -212,6 +212,7 @@ def render_table(reports: Sequence[Report]) -> str:
         kept = sum(x.kept for x in r.rules)
         verdict = "pass" if r.passed else "FAIL " + ", ".join(
             [f"missed {f.name}" for f in r.facts if not f.found] + [f"broke {n}" for n in r.broken])
+        verdict += " (answer read from text)" if r.answer == "text" else ""
         lines.append(f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(r.rules):<3} "
                      f"{r.score:>6.0%}  {verdict}")
     lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7}"]
