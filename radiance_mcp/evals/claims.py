@@ -21,26 +21,31 @@ named before it) is not credited. Each result says that it was read from text.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Literal
 
-from radiance_mcp.evals.numbers import MIB_PER, PLAIN, Quantity, convert, dimension, normalise, quantities, slack
+from radiance_mcp.evals.numbers import MIB_PER, Quantity, convert, normalise, quantities, slack
 from radiance_mcp.evals.scenario import Fact, Scenario, Trap
 from radiance_mcp.models.answer import FigureClaim, SubmitAnswerInput
 
 RESTATED = 0.05
 """A figure within 5 % of a fact, offered as a correction or an alternative, is a claim of the fact."""
-_NEGATORS = re.compile(r"\b(?:not|never|no|nor|neither|without|isn't|wasn't|doesn't|didn't|won't|cannot|can't)\b"
-                       r"(?:\W+\w+){0,2}\W*$", re.IGNORECASE)
-"""A negation among the three words before a claim, in its clause."""
+NEGATORS = frozenset({"not", "never", "no", "nor", "neither", "without", "cannot"})
+"""Words that negate a claim among the three words before it, in its clause (and any word ending in n't)."""
+HEDGES = frozenset({"about", "around", "roughly", "maybe", "perhaps"})
+"""Words between 'or' and a figure it offers: '30,282 or about 30,400'."""
 _CORRECTION = re.compile(r"\b(?:on second thought|instead|actually|correction|rather|scratch that|use)\b",
                          re.IGNORECASE)
-_ALTERNATIVE = re.compile(r"\bor(?: about| around| roughly| maybe| perhaps)? *$", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?:[^\n.!?]|[.!?](?=\S))+[.!?]*\n?")
 """A sentence: up to a full stop, ! or ? before a space, or a line's end (3,524.45 holds no full stop)."""
-_CLAUSE_BREAK = re.compile(r",(?!\d)|[;:()\u2014]")
-"""Where a clause ends: a comma that is no thousands separator, a semicolon, a colon, a bracket, a dash."""
+_TOKEN = re.compile(r"(?P<word>[\w']+)|,(?!\d)|[;:()\u2014\n]|[.!?](?=\s|$)")
+"""A word, or where a clause ends: a comma that is no thousands separator, a semicolon, a colon, a bracket, a
+dash, a line's or a sentence's end."""
+LOOK_BACK_CHARS = 160
+"""How far back in its sentence a figure's correction cue is looked for."""
 
 
 @dataclass(frozen=True)
@@ -89,11 +94,10 @@ def _of_fact(fact: Fact, scenario: Scenario) -> frozenset[str]:
 
 
 def _within(value: float, unit: str | None, decimals: int, fact: Fact | Trap, to: str | None) -> bool:
+    """The figure, in the fact's unit, states the fact's value (None: it measures something else)."""
     converted = convert(value, unit, to)
-    if converted is None or (to is None and dimension(unit) != "count") or (unit in PLAIN and to not in PLAIN
-                                                                                and to is not None):
-        return False
-    return abs(converted - fact.value) <= fact.tolerance + slack(unit, to, decimals) + 1e-9  # type: ignore[operator]
+    assert fact.value is not None
+    return converted is not None and abs(converted - fact.value) <= fact.tolerance + slack(unit, to, decimals) + 1e-9
 
 
 def _wrong_unit(value: float, unit: str | None, fact: Fact | Trap, to: str | None) -> bool:
@@ -118,7 +122,7 @@ def submitted_fact(fact: Fact, scenario: Scenario, answer: Answer, services: Col
             chosen = answer.verdict == fact.verdict
             return Claim(chosen, f"the submitted verdict is {answer.verdict}" + ("" if chosen else
                                                                                    f", not {fact.verdict}"))
-        read = text_fact(fact, scenario, answer.text, services, default=answer.service)
+        read = text_fact(fact, scenario, read_text(answer.text, services, default=answer.service))
         return Claim(read.found, f"{read.evidence} (the submitted text)")
     of = _of_fact(fact, scenario)
     unit = fact_unit(fact)
@@ -146,86 +150,125 @@ def submitted_traps(trap: Trap, answer: Answer) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Text:
-    """A normalised answer, its sentences with the services each names (or carries from before)."""
+class Seen:
+    """A figure of the answer, and what its words before it say: negated, offered as another value, a correction."""
+
+    figure: Quantity
+    negated: bool
+    offers: bool
+    corrects: bool
+
+
+@dataclass(frozen=True)
+class Text:
+    """A normalised answer, read once for every fact: its sentences (where each starts, the services it names
+    or carries from before), its words and clause breaks (a break is an empty word), the places of its
+    correction cues, and its figures."""
 
     text: str
-    sentences: tuple[tuple[int, int, frozenset[str]], ...]
+    starts: tuple[int, ...]
+    services: tuple[frozenset[str], ...]
+    word_starts: tuple[int, ...] = ()
+    words: tuple[str, ...] = ()
+    cues: tuple[int, ...] = ()
+    figures: tuple[Seen, ...] = ()
 
-    @classmethod
-    def read(cls, answer: str, services: Collection[str], default: str | None = None) -> _Text:
-        text = normalise(answer)
-        names = sorted(services, key=len, reverse=True)
-        pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])") if names else None
-        sentences = []
-        carried = frozenset({default} if default else ())
-        for match in _SENTENCE.finditer(text):
-            named = frozenset(pattern.findall(match.group(0))) if pattern else frozenset()
-            carried = named or carried
-            sentences.append((match.start(), match.end(), carried))
-        return cls(text, tuple(sentences))
+    def _index(self, at: int, starts: tuple[int, ...]) -> int:
+        return max(0, bisect.bisect_right(starts, at) - 1)
 
-    def sentence(self, at: int) -> tuple[int, int, frozenset[str]]:
-        return next((s for s in self.sentences if s[0] <= at < s[1]), (0, len(self.text), frozenset()))
-
-    def clause_before(self, at: int) -> str:
-        start = self.sentence(at)[0]
-        before = self.text[start:at]
-        breaks = list(_CLAUSE_BREAK.finditer(before))
-        return before[breaks[-1].end():] if breaks else before
+    def last_words(self, at: int) -> list[str]:
+        """The clause's last three words before ``at``, lower-cased."""
+        out: list[str] = []
+        for word in reversed(self.words[max(0, bisect.bisect_left(self.word_starts, at) - 3):
+                                        bisect.bisect_left(self.word_starts, at)]):
+            if not word:
+                break
+            out.insert(0, word)
+        return out
 
     def negated(self, at: int) -> bool:
-        return _NEGATORS.search(self.clause_before(at)) is not None
+        return any(w in NEGATORS or w.endswith("n't") for w in self.last_words(at))
+
+    def offered(self, at: int) -> bool:
+        """The figure is offered after 'or': another value."""
+        words = self.last_words(at)
+        return bool(words) and (words[-1] == "or" or (len(words) > 1 and words[-2] == "or" and words[-1] in HEDGES))
+
+    def corrected(self, at: int) -> bool:
+        """A correction cue earlier in the figure's sentence, within LOOK_BACK_CHARS."""
+        since = max(self.starts[self._index(at, self.starts)] if self.starts else 0, at - LOOK_BACK_CHARS)
+        return bisect.bisect_left(self.cues, at) > bisect.bisect_left(self.cues, since)
 
     def whose(self, at: int) -> frozenset[str]:
-        return self.sentence(at)[2]
+        return self.services[self._index(at, self.starts)] if self.starts else frozenset()
 
 
-def _service_problem(text: _Text, at: int, of: frozenset[str]) -> str | None:
+def read_text(answer: str, services: Collection[str], default: str | None = None) -> Text:
+    """The answer read once for every fact: services are the names a sentence may give a figure to; default,
+    the service of the sentences before any is named."""
+    text = normalise(answer)
+    names = sorted(services, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])") if names else None
+    starts, whose = [], []
+    carried = frozenset({default} if default else ())
+    for match in _SENTENCE.finditer(text):
+        named = frozenset(pattern.findall(match.group(0))) if pattern else frozenset()
+        carried = named or carried
+        starts.append(match.start())
+        whose.append(carried)
+    tokens = [(m.start(), (m.group("word") or "").lower()) for m in _TOKEN.finditer(text)]
+    read = Text(text, tuple(starts), tuple(whose), tuple(t[0] for t in tokens), tuple(t[1] for t in tokens),
+                tuple(m.start() for m in _CORRECTION.finditer(text)))
+    seen = tuple(Seen(q, read.negated(q.start), read.offered(q.start), read.corrected(q.start))
+                 for q in quantities(text))
+    return Text(text, read.starts, read.services, read.word_starts, read.words, read.cues, seen)
+
+
+def _service_problem(text: Text, at: int, of: frozenset[str]) -> str | None:
     whose = text.whose(at)
     if of and whose and not whose & of:
         return f"said of {', '.join(sorted(whose))}, not of {', '.join(sorted(of))}"
     return None
 
 
-Kind = str
-"""How a figure claims a fact: 'states' it, 'corrects' it (a correction near it), offers an 'alternative'
-(a hedge: '30,282 or 30,400'), or states it with a 'wrong unit'."""
+Kind = Literal["states", "corrects", "offers", "wrong unit"]
+"""How a figure claims a fact: it states it (within tolerance); near it, it corrects it ('use 31,000') or offers
+another value ('30,282 or 30,400': a hedge); or it states the fact's figure with the wrong unit."""
 
 
-def _claims(text: _Text, fact: Fact | Trap, unit: str | None) -> list[tuple[Quantity, Kind]]:
+def _claims(text: Text, fact: Fact | Trap, unit: str | None) -> list[tuple[Quantity, Kind]]:
     """The figures claiming the fact, in order, each with how it claims it; negated figures are none."""
-    out = []
+    out: list[tuple[Quantity, Kind]] = []
     assert fact.value is not None
-    for q in quantities(text.text):
-        if text.negated(q.start):
+    near = RESTATED * abs(fact.value)
+    for seen in text.figures:
+        q = seen.figure
+        converted = convert(q.value, q.unit, unit)
+        if seen.negated or converted is None:
             continue
-        alternative = _ALTERNATIVE.search(text.clause_before(q.start)) is not None
-        if _within(q.value, q.unit, q.decimals, fact, unit):
-            out.append((q, "alternative" if alternative else "states"))
+        off = abs(converted - fact.value)
+        if off <= fact.tolerance + slack(q.unit, unit, q.decimals) + 1e-9:
+            out.append((q, "states"))
         elif _wrong_unit(q.value, q.unit, fact, unit):
             out.append((q, "wrong unit"))
-        elif (converted := convert(q.value, q.unit, unit)) is not None and fact.value and \
-                abs(converted - fact.value) <= RESTATED * abs(fact.value):
-            if alternative:
-                out.append((q, "alternative"))
-            elif _CORRECTION.search(text.text[text.sentence(q.start)[0]:q.start]):
+        elif off <= near:
+            if seen.offers:
+                out.append((q, "offers"))
+            elif seen.corrects:
                 out.append((q, "corrects"))
     return out
 
 
-def text_fact(fact: Fact, scenario: Scenario, answer: str, services: Collection[str],
-              default: str | None = None) -> Claim:
-    text = _Text.read(answer, services, default)
+def text_fact(fact: Fact, scenario: Scenario, text: Text) -> Claim:
+    """The fact judged on the answer's words: the final claim of it, of its service, not negated."""
     of = _of_fact(fact, scenario)
     if fact.value is None:
         return _phrase(fact, text, of)
     every = _claims(text, fact, fact_unit(fact))
     claims = [(q, kind) for q, kind in every if _service_problem(text, q.start, of) is None]
-    offered = [q for q, kind in claims if kind in ("states", "alternative")]
-    if any(kind == "alternative" for _, kind in claims) and len({q.value for q in offered}) > 1:
-        return Claim(False, f"read from text: the answer hedges between {' and '.join(q.written for q in offered)}")
-    claims = [(q, "states" if kind == "alternative" else kind) for q, kind in claims]
+    if any(kind == "offers" for _, kind in claims) and any(kind == "states" for _, kind in claims):
+        offered = " and ".join(q.written for q, kind in claims if kind in ("states", "offers"))
+        return Claim(False, f"read from text: the answer hedges between {offered}")
     mislabelled = next((q for q, kind in claims if kind == "wrong unit"), None)
     if mislabelled is not None:
         return Claim(False, f"read from text: the answer states {mislabelled.written}: the figure with the wrong unit")
@@ -241,27 +284,27 @@ def text_fact(fact: Fact, scenario: Scenario, answer: str, services: Collection[
     return Claim(True, f"read from text: the answer states {last.written}")
 
 
-def _phrase(fact: Fact, text: _Text, of: frozenset[str]) -> Claim:
+def _phrase(fact: Fact, text: Text, of: frozenset[str]) -> Claim:
+    """A verdict: one of its phrases said of the fact's service; any phrase of it negated denies it."""
     lowered = text.text.casefold()
-    found = None
+    found, elsewhere = None, None
     for phrase in fact.any_of:
-        wanted = normalise(phrase).casefold()
-        for match in re.finditer(re.escape(wanted), lowered):
+        for match in re.finditer(re.escape(normalise(phrase).casefold()), lowered):
             if text.negated(match.start()):
                 return Claim(False, f"read from text: the answer negates {phrase!r}: "
                                     f"{text.text[max(0, match.start() - 24):match.end()].strip()!r}")
             problem = _service_problem(text, match.start(), of)
             if problem:
-                return Claim(False, f"read from text: {phrase!r} {problem}")
-            found = found or phrase
-    if found is None:
-        return Claim(False, "read from text: none of the phrases")
-    return Claim(True, f"read from text: the answer says {found!r}")
+                elsewhere = elsewhere or f"{phrase!r} {problem}"
+            else:
+                found = found or phrase
+    if found is not None:
+        return Claim(True, f"read from text: the answer says {found!r}")
+    return Claim(False, f"read from text: {elsewhere or 'none of the phrases'}")
 
 
-def text_traps(trap: Trap, scenario: Scenario, answer: str, services: Collection[str]) -> list[str]:
-    text = _Text.read(answer, services)
+def text_traps(trap: Trap, scenario: Scenario, text: Text) -> list[str]:
+    """What the answer's words claim of the trap's figure (not negated, not of another service)."""
     of = frozenset(scenario.asked_services)
     return [f"the answer states {q.written}" for q, kind in _claims(text, trap, trap.unit)
             if kind == "states" and _service_problem(text, q.start, of) is None]
-

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from radiance_mcp.core.constants import MIN_DECODE_TOKENS
-from radiance_mcp.evals.claims import Answer, submitted_fact, submitted_traps, text_fact, text_traps
+from radiance_mcp.evals.claims import Answer, read_text, submitted_fact, submitted_traps, text_fact, text_traps
 from radiance_mcp.evals.numbers import numbers_in
 from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, Rule
@@ -158,7 +158,7 @@ def _required_met(rule: Rule, calls: Sequence[Event]) -> bool:
     return False
 
 
-def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], traps: dict[int, list[str]]) -> list[Evidence]:
+def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], traps: Sequence[list[str]]) -> list[Evidence]:
     evidence: list[Evidence] = []
     for call in calls:
         if "refusal" in rule.detection and not call.ok and call.rule == rule.name:
@@ -184,15 +184,17 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
     calls = [e for e in events if e.kind == "tool_call" and e.tool != SUBMIT_ANSWER]
     names = {*scenario.service_names, *scenario.asked_services, *services}
     submitted = submitted_answer(events)
-    facts = []
-    for fact in scenario.facts:
-        claim = (submitted_fact(fact, scenario, submitted, names) if submitted is not None
-                 else text_fact(fact, scenario, answer, names))
-        facts.append(FactResult(name=fact.name, found=claim.found, evidence=claim.evidence,
-                                expected=_expected(fact.value, fact.tolerance, fact.any_of),
-                                read_from="submitted" if submitted is not None else "text"))
-    traps = {n: (submitted_traps(t, submitted) if submitted is not None else text_traps(t, scenario, answer, names))
-             for n, t in enumerate(scenario.traps)}
+    if submitted is not None:
+        claims = [submitted_fact(f, scenario, submitted, names) for f in scenario.facts]
+        traps = [submitted_traps(t, submitted) for t in scenario.traps]
+    else:
+        text = read_text(answer, names)
+        claims = [text_fact(f, scenario, text) for f in scenario.facts]
+        traps = [text_traps(t, scenario, text) for t in scenario.traps]
+    read_from: AnswerSource = "submitted" if submitted is not None else "text"
+    facts = tuple(FactResult(name=f.name, found=c.found, evidence=c.evidence, read_from=read_from,
+                             expected=_expected(f.value, f.tolerance, f.any_of))
+                  for f, c in zip(scenario.facts, claims, strict=True))
     results = []
     for rule in BY_NAME.values():
         evidence = _rule(rule, scenario, calls, traps)
@@ -200,8 +202,8 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
         if listed or evidence:
             results.append(RuleResult(name=rule.name, statement=rule.statement, kept=not evidence, listed=listed,
                                       evidence=tuple(evidence)))
-    return Report(scenario=scenario.name, procedure=scenario.procedure, facts=tuple(facts), rules=tuple(results),
-                  calls=len(calls), answer="submitted" if submitted is not None else "text")
+    return Report(scenario=scenario.name, procedure=scenario.procedure, facts=facts, rules=tuple(results),
+                  calls=len(calls), answer=read_from)
 
 
 def render_table(reports: Sequence[Report]) -> str:
