@@ -323,7 +323,7 @@ class FromMemory(FaultyAgent):
         found = pool_contract(Decimal(pool), seqs, window, plan.kv_cache_dtype, DEFAULT_MODEL)
         self.contract_answer(service, {
             "contract_ok": found.ok, "refusal": found.refusal, "required_mib": float(found.required_mib),
- "max_seqs_at_window": found.max_seqs_at_window,
+            "max_seqs_at_window": found.max_seqs_at_window,
             "max_model_len": window, "max_window_at_seqs": found.max_window_at_seqs, "seqs": seqs,
             "formula": f"{seqs} x {window:,} x {found.rate_bytes_per_token:,} B + ... = "
                        f"{found.required_mib:,.2f} MiB against pool {pool:,} MiB",

@@ -39,8 +39,6 @@ UNITS = {"MiB": "MiB", "GiB": "GiB", "KiB": "KiB", "B": "B", "%": "%", "t/s": "t
 """A unit as written -> the unit it is (models.answer.Unit's names)."""
 MIB_PER = {"B": 1 / (1024 * 1024), "KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0}
 """Memory units in MiB, the unit of record."""
-PLAIN = frozenset({"tokens", "seqs", "count"})
-"""Counts: a fact without a unit compares with these, or with a figure written without one."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +86,7 @@ def read_figure(text: str) -> tuple[float, str | None] | None:
 
 
 def dimension(unit: str | None) -> str:
-    """What a unit measures: memory, a share, a rate, or a count (a figure written without a unit counts)."""
+    """What a unit measures: memory, a share, a rate, or a count (tokens, seqs, count; a fact without a unit)."""
     if unit in MIB_PER:
         return "memory"
     return unit if unit in ("%", "t/s") else "count"

@@ -53,8 +53,6 @@ class FactResult(BaseModel):
     expected: str
     evidence: str
     """The answer's figure or phrase that matched, or what it lacked."""
-    read_from: AnswerSource = "text"
-    """'submitted': judged on the answer submit_answer took; 'text': read from the answer's words."""
 
 
 class RuleResult(BaseModel):
@@ -77,7 +75,8 @@ class Report(BaseModel):
     rules: tuple[RuleResult, ...]
     calls: int
     answer: AnswerSource = "text"
-    """Where the facts were judged: the submitted answer, or the final answer's text."""
+    """Where the facts were judged: 'submitted', the answer submit_answer took last; 'text', read from the
+    final answer's words."""
 
     @property
     def passed(self) -> bool:
@@ -192,7 +191,7 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
         claims = [text_fact(f, scenario, text) for f in scenario.facts]
         traps = [text_traps(t, scenario, text) for t in scenario.traps]
     read_from: AnswerSource = "submitted" if submitted is not None else "text"
-    facts = tuple(FactResult(name=f.name, found=c.found, evidence=c.evidence, read_from=read_from,
+    facts = tuple(FactResult(name=f.name, found=c.found, evidence=c.evidence,
                              expected=_expected(f.value, f.tolerance, f.any_of))
                   for f, c in zip(scenario.facts, claims, strict=True))
     results = []
