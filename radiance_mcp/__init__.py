@@ -26,7 +26,7 @@ The layers, one folder each; imports point down this list and never back up
 
     sim/      beside them: the simulated radiance; imports the core alone
     evals/    beside them: scenarios, record, scorer, scripted agents, the Inspect task; imports the
-              core, sources, sim and the app's server
+              core, models (submit_answer's answer), sources, sim and the app's server
 """
 
 __version__ = "0.1.0"

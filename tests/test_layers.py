@@ -27,7 +27,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "tools": frozenset({"core", "models", "sources", "probes"}),
     "app": frozenset({"core", "models", "sources", "probes", "tools", "sim", "evals"}),
     "sim": frozenset({"core"}),
-    "evals": frozenset({"core", "sources", "sim", "app"}),
+    "evals": frozenset({"core", "models", "sources", "sim", "app"}),
 }
 """Each folder of the package, and the folders it may import besides itself (radiance_mcp's own
 ``__init__`` aside: the version). The map of the layers in radiance_mcp/__init__.py says the same."""

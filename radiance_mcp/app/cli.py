@@ -537,7 +537,7 @@ def _serve(args: argparse.Namespace, terminated: threading.Event | None = None) 
         from radiance_mcp.evals.record import Recorder
 
         middleware.append(Recorder(args.record, __version__))
-    server = build_server(Runtime(fleet), middleware=middleware)
+    server = build_server(Runtime(fleet), middleware=middleware, submit_answer=args.record is not None)
     if not args.http:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.
         run_stdio(server)

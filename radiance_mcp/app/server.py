@@ -169,8 +169,9 @@ class RadianceServer(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServer:
-    """The MCP server of the runtime's fleet; middleware wraps every request (e.g. evals.record.Recorder)."""
+def build_server(runtime: Runtime, *, middleware: Sequence[Any] = (), submit_answer: bool = False) -> MCPServer:
+    """The MCP server of the runtime's fleet; middleware wraps every request (e.g. evals.record.Recorder);
+    submit_answer: offer the submit_answer tool too (serve --record: the answer as data, for the eval)."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[None]:
@@ -186,7 +187,7 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServ
         version=__version__,
         instructions=INSTRUCTIONS + skills.instructions(procedures),
         lifespan=lifespan,
-        tools=[_tool(tool, runtime) for tool in forms["tools"]],
+        tools=[*(_tool(tool, runtime) for tool in forms["tools"]), *([_answer_tool()] if submit_answer else [])],
         middleware=list(middleware),
     )
     for name in tool_names():
@@ -201,6 +202,27 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = ()) -> MCPServ
         server.add_prompt(Prompt.from_function(_prompt(skill, runtime), name=skill.name, title=skill.title,
                                                description=skill.description))
     return server
+
+
+def _answer_tool() -> RadianceTool:
+    """submit_answer (models.answer): the answer as data, checked as every tool's arguments are, and echoed as read."""
+    from radiance_mcp.models import answer
+
+    async def call(arguments: dict[str, Any], ctx: Context) -> CallToolResult:
+        parsed = parse_arguments(answer.TOOL, answer.SubmitAnswerInput, arguments)
+        data = answer.SubmitAnswerOutput(answer=parsed).model_dump(mode="json", exclude_none=True)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+    return RadianceTool(
+        fn=call, name=answer.TOOL, title="Submit the answer", description=answer.DESCRIPTION,
+        parameters=published.input_schema(answer.SubmitAnswerInput),
+        fn_metadata=FuncMetadata(arg_model=ArgModelBase, output_schema=published.output_schema(
+            answer.SubmitAnswerOutput), output_model=answer.SubmitAnswerOutput),
+        is_async=True, context_kwarg="ctx",
+        annotations=ToolAnnotations(title="Submit the answer", read_only_hint=True, destructive_hint=False,
+                                    idempotent_hint=False, open_world_hint=False),
+    )
 
 
 def _prompt(skill: skills.Skill, runtime: Runtime) -> Callable[..., str]:

@@ -1,7 +1,10 @@
 """Scripted agents: the suite's own tests, driving the server through the SDK's MCP client.
 
 ``ReferenceAgent`` follows the skills (skills/*/SKILL.md) step by step and writes an answer
-from the tools' results; it scores 100 % on every scenario. Each faulty agent is the
+from the tools' results, in words and as data: it submits the answer through submit_answer
+(models.answer: each figure with its unit, the verdict as a choice, the plan), the tool a
+recording server offers (``submits = False``: an agent that answers in text alone); it scores
+100 % on every scenario. Each faulty agent is the
 reference with one step done wrong, the way a careless agent does it, and is caught by its
 own rule and no other (``FaultyAgent.breaks``); where the server refuses the wrong step, the
 faulty agent works around the refusal, as an agent bent on an answer would.
@@ -18,13 +21,16 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from mcp import Client
 
 from radiance_mcp.core.constants import SAMPLER_ROW_BOUND
 from radiance_mcp.core.errors import EvalError
+from radiance_mcp.evals.numbers import read_figure
 from radiance_mcp.evals.scenario import Scenario
+from radiance_mcp.models.answer import TOOL as SUBMIT_ANSWER
+from radiance_mcp.models.answer import Unit, Verdict
 
 Result = dict[str, Any]
 
@@ -44,10 +50,14 @@ class ReferenceAgent:
     breaks: ClassVar[str | None] = None
     """The rule a faulty agent breaks (None: the reference)."""
     fault: ClassVar[str] = "follows the skills"
+    submits: ClassVar[bool] = True
+    """True: the answer is submitted through submit_answer as data too; False: in text alone."""
 
     def __init__(self, client: Client, scenario: Scenario) -> None:
         self.client, self.scenario, self.plan = client, scenario, scenario.agent
         self.lines: list[str] = []
+        self.answer: Result = {"figures": []}
+        """What submit_answer is given: the figures, verdict, plan and service the answer states."""
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -64,6 +74,19 @@ class ReferenceAgent:
     def say(self, text: str) -> None:
         self.lines.append(text)
 
+    def figure(self, name: str, value: float, unit: Unit, service: str | None = None) -> None:
+        """A figure the answer states, as data."""
+        self.answer["figures"].append({"name": name, "value": value, "unit": unit,
+                                       **({"service": service} if service else {})})
+
+    def verdict(self, choice: Verdict) -> None:
+        self.answer["verdict"] = choice
+
+    async def submit(self, text: str) -> None:
+        """The answer as data: submit_answer with the figures, verdict and plan stated, and the text."""
+        service = self.plan.service or self.plan.candidate_service
+        await self.call(SUBMIT_ANSWER, **({"service": service} if service else {}), **self.answer, text=text)
+
     def need(self, value: str | None, what: str) -> str:
         if value is None:
             raise EvalError(f"scenario {self.scenario.name}: agent.{what} is needed for task {self.plan.task!r}")
@@ -73,7 +96,10 @@ class ReferenceAgent:
         """Do the scenario's task; the final answer."""
         task = getattr(self, f"task_{self.plan.task}")
         await task()
-        return "\n".join(self.lines)
+        text = "\n".join(self.lines)
+        if self.submits:
+            await self.submit(text)
+        return text
 
     # -- the resize procedure ----------------------------------------------------------------
 
@@ -100,13 +126,16 @@ class ReferenceAgent:
     async def report_ceiling(self, service: str, table: Result, ceiling: Result, reserves: list[Result]) -> None:
         self.say(f"{service}: the engine's ceiling is {ceiling['ceiling_mib']:,} MiB per card: "
                  f"{ceiling['derivation']} (settled free less the engine floor, plus the pair).")
+        self.figure("ceiling_mib", ceiling["ceiling_mib"], "MiB")
         if len(ceiling["cards"]) > 1:
             self.say(f"Card {ceiling['binding_card']} binds: the smallest ceiling of {len(ceiling['cards'])} cards.")
         self.say(f"Headroom above the current pair of {ceiling['pair_mib']:,.0f} MiB: {ceiling['headroom_mib']:,} MiB.")
+        self.figure("headroom_mib", ceiling["headroom_mib"], "MiB")
         for reserve in ceiling.get("personal_reserves") or []:
             self.say(f"Personal reserve (no ledger line backs it): {reserve}.")
         if reserves:
             self.say(f"Less the reserves, the largest pair the gate allows: {ceiling['max_pair_mib']:,} MiB.")
+            self.figure("max_pair_mib", ceiling["max_pair_mib"], "MiB")
         flags = table["flags"]
         weights, window, dtype = int(flags["vram-weights-mib"]), int(flags["max-model-len"]), flags["kv-cache-dtype"]
         pool = ceiling["max_pair_mib"] - weights
@@ -116,6 +145,11 @@ class ReferenceAgent:
         gates = await self.gates(service, pool, seats, reserves)
         self.say(f"Spent on the KV cache: a pool of {pool:,} MiB (weights stay {weights:,} MiB) backs {seats} "
                  f"sequences at {window:,} tokens: {gates['contract']}.")
+        self.figure("new_pool_mib", pool, "MiB")
+        if "contract_margin_mib" in gates:
+            self.figure("contract_mib", round(pool - gates["contract_margin_mib"], 2), "MiB")
+        self.answer["plan"] = {"pair_mib": ceiling["max_pair_mib"], "pool_mib": pool, "seqs": seats,
+                               "max_model_len": window, "kv_cache_dtype": dtype, "reserves": reserves}
         self.say("The env file and the bats gates (pair <= ceiling, pool >= contract) come from render_gates.")
 
     async def gates(self, service: str, pool: int, seats: int, reserves: list[Result]) -> Result:
@@ -128,7 +162,10 @@ class ReferenceAgent:
             self.say(str(line))
         for card in plan.get("physical_cards") or []:
             self.say(f"{card['card']} ({', '.join(card['services'])}): {card['derivation']}")
+            self.figure(f"{card['card']} headroom_mib", card["headroom_mib"], "MiB",
+                        service=card["services"][0].split(" card ")[0])
         self.say(f"Fleet headroom, each physical card counted once: {plan['fleet_headroom_mib']:,} MiB.")
+        self.figure("fleet_headroom_mib", plan["fleet_headroom_mib"], "MiB")
 
     async def task_pool(self) -> None:
         service = self.need(self.plan.service, "service")
@@ -138,11 +175,15 @@ class ReferenceAgent:
     def contract_answer(self, service: str, contract: Result) -> None:
         verdict = "meets its contract" if contract["contract_ok"] else "fails its contract"
         self.say(f"{service}'s KV pool {verdict}: {contract['formula']}.")
+        self.verdict("meets_contract" if contract["contract_ok"] else "fails_contract")
+        self.figure("required_mib", contract["required_mib"], "MiB")
         if not contract["contract_ok"]:
             self.say(f"It boots and serves short chats, then refuses every long request: '{contract['refusal']}'. "
                      f"At this pool it backs at most {contract['max_seqs_at_window']} sequence(s) at "
                      f"{contract['max_model_len']:,} tokens, or {contract['max_window_at_seqs']:,} tokens at "
                      f"{contract['seqs']} seats.")
+            self.figure("max_seqs_at_window", contract["max_seqs_at_window"], "seqs")
+            self.figure("max_window_at_seqs", contract["max_window_at_seqs"], "tokens")
 
     async def task_rate(self) -> None:
         service = self.need(self.plan.service, "service")
@@ -151,6 +192,9 @@ class ReferenceAgent:
         self.say(f"{service} decodes at {rate['decode_tokens_per_s']:,} t/s over {rate['generated_tokens']} generated "
                  f"tokens, prefill {rate['prefill_tokens_per_s']:,} t/s at {rate['prompt_tokens']:,} prompt tokens "
                  f"(cold: {rate['cold']}, a nonce at the prompt's head, thinking off).")
+        self.figure("decode_tokens_per_s", rate["decode_tokens_per_s"], "t/s")
+        self.figure("generated_tokens", rate["generated_tokens"], "tokens")
+        self.figure("prefill_tokens_per_s", rate["prefill_tokens_per_s"], "t/s")
         self.say("A rate from 8-9 generated tokens is first-token noise; a warm prefix cache returns a long prefill "
                  "in seconds; with thinking on, a small max_tokens returns empty content on a healthy server. "
                  "This measurement avoids all three.")
@@ -164,9 +208,11 @@ class ReferenceAgent:
         result = await self.arms(arms, claim)
         for step in result["steps"]:
             self.say(step["reading"])
+            self.figure("change_pct", step["change_pct"], "%")
         if result.get("claim"):
             self.say(f"{result['claim']['claim']}: {result['claim']['verdict']}: {result['claim']['reason']}")
         else:
+            self.verdict("no_plateau")
             self.say("Two arms give one difference: no plateau or threshold can be read off them; measure a "
                      "third arm between them with the same workload.")
         for note in result.get("notes") or []:
@@ -183,6 +229,7 @@ class ReferenceAgent:
         count = await self.count(service, text)
         self.say(f"The text is {count['tokens']:,} tokens (+-{count['uncertainty_tokens']}, {count['method']}), "
                  f"{count['chars_per_token']} characters a token; prefill paid: {count['prefill_tokens_paid']}.")
+        self.figure("tokens", count["tokens"], "tokens")
 
     async def count(self, service: str, text: str) -> Result:
         return await self.call("token_count_probe", service=service, text=text)
@@ -193,9 +240,16 @@ class ReferenceAgent:
         planned = await self.call("boundary_probe", service=service, n=1)
         backed = int(planned["plan"]["backed_seqs"])
         result = await self.boundary(service, backed)
+        self.boundary_answer(backed, result)
+
+    def boundary_answer(self, backed: int, result: Result) -> None:
         self.say(f"The ledger backs {backed} sequences at {result['plan']['max_model_len']:,} tokens at once; "
                  f"{result['plan']['n']} concurrent prompts of {result['plan']['tokens_per_prompt']:,} tokens: "
                  f"{result['verdict']}.")
+        self.figure("backed_seqs", backed, "seqs")
+        self.figure("tokens_per_prompt", result["plan"]["tokens_per_prompt"], "tokens")
+        if result.get("passed") is not None:
+            self.verdict("retrieved" if result["passed"] else "not_retrieved")
 
     async def boundary(self, service: str, backed: int) -> Result:
         return await self.call("boundary_probe", service=service, n=backed, execute=True)
@@ -210,10 +264,17 @@ class ReferenceAgent:
         candidate = self.need(self.plan.candidate_service, "candidate_service")
         audit = await self.call("audit_step_shape", proven_service=proven, candidate_service=candidate)
         self.say(f"{candidate} against {proven}: {audit['verdict']}.")
+        if audit["verdict"] == "refused":
+            self.verdict("refused")
         for row in audit["rows"]:
             if row.get("differs"):
                 delta = f" ({row['delta_text']})" if row.get("delta_text") else ""
                 self.say(f"{row['row']}: {row['proven']} -> {row['candidate']}{delta}")
+                for side in ("proven", "candidate"):
+                    read = read_figure(str(row[side]))
+                    if read is not None:
+                        unit = cast(Unit, read[1] or "count")  # numbers.UNITS holds models.answer.Unit's names
+                        self.figure(f"{side} {row['row']}", read[0], unit)
         for line in audit.get("refusal") or []:
             self.say(f"line {line['line']}: {line['text'].strip()}")
         for item in audit.get("diagnosis") or []:
@@ -227,6 +288,7 @@ class ReferenceAgent:
         check = await self.call("check_serve_script", service=candidate)
         for finding in check["findings"]:
             self.say(f"line {finding['line']} ({finding['mode']}): {finding['text']}: {finding['message']}")
+            self.figure(f"{finding['mode']} line", finding["line"], "count")
         dry = await self.call("compare_dry_run", service=candidate, proven_mode="proven", candidate_mode="wide")
         self.say(f"Dry runs: {dry['summary']}")
         self.say("Fix: delete the mode's own literal, take the step from the env file, correct its comment, and "
@@ -260,7 +322,8 @@ class FromMemory(FaultyAgent):
         pool, seqs, window = plan.pool_mib, plan.seqs, plan.max_model_len
         found = pool_contract(Decimal(pool), seqs, window, plan.kv_cache_dtype, DEFAULT_MODEL)
         self.contract_answer(service, {
-            "contract_ok": found.ok, "refusal": found.refusal, "max_seqs_at_window": found.max_seqs_at_window,
+            "contract_ok": found.ok, "refusal": found.refusal, "required_mib": float(found.required_mib),
+            "max_seqs_at_window": found.max_seqs_at_window,
             "max_model_len": window, "max_window_at_seqs": found.max_window_at_seqs, "seqs": seqs,
             "formula": f"{seqs} x {window:,} x {found.rate_bytes_per_token:,} B + ... = "
                        f"{found.required_mib:,.2f} MiB against pool {pool:,} MiB",
@@ -278,6 +341,7 @@ class OutsideFree(FaultyAgent):
         free, pair = card["free_mib"]["value"], card["pair_mib"]
         self.say(f"{service} has {free:,.0f} MiB free (as rocm-smi would show), so the pair can grow to "
                  f"{pair + free:,.0f} MiB.")
+        self.figure("ceiling_mib", round(pair + free), "MiB")
 
 
 class UntracedReserve(FaultyAgent):
@@ -359,6 +423,8 @@ class OldBoot(FaultyAgent):
             ceiling = await self.call("compute_ceiling", service=service, boot=1)
             self.say(f"{service}: ceiling {ceiling['ceiling_mib']:,} MiB/card ({ceiling['derivation']}); "
                      f"headroom {ceiling['headroom_mib']:,} MiB.")
+            self.figure("ceiling_mib", ceiling["ceiling_mib"], "MiB")
+            self.figure("headroom_mib", ceiling["headroom_mib"], "MiB")
             return
         await super().task_ceiling()
 
@@ -374,6 +440,8 @@ class CardZero(FaultyAgent):
             card = ceiling["cards"][0]
             self.say(f"{service}: ceiling {card['ceiling_mib']:,} MiB ({card['derivation']}); headroom "
                      f"{card['headroom_mib']:,} MiB.")
+            self.figure("ceiling_mib", card["ceiling_mib"], "MiB")
+            self.figure("headroom_mib", card["headroom_mib"], "MiB")
             return
         await super().task_ceiling()
 
@@ -437,6 +505,10 @@ class WarmRate(FaultyAgent):
         quoted = self.plan.quoted_rate
         self.say(f"{service} runs at {quoted:,} t/s, as measured." if quoted else
                  f"{service} returned empty content: it is broken.")
+        if quoted:
+            self.figure("decode_tokens_per_s", quoted, "t/s")
+        else:
+            self.verdict("broken")
 
 
 class TwoArmPlateau(FaultyAgent):
@@ -449,6 +521,7 @@ class TwoArmPlateau(FaultyAgent):
     async def task_arms(self) -> None:
         await super().task_arms()
         self.say(f"Prefill has plateaued from {self.plan.arms[0][0]:,} MiB of slab.")
+        self.verdict("plateau")
 
 
 class SkipAudit(FaultyAgent):

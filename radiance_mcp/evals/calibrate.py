@@ -23,7 +23,7 @@ Pure but for reading the folder; no MCP, no simulator.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -70,7 +70,14 @@ KINDS: dict[str, tuple[Label, str]] = {
     "extra-reads": ("correct", "reads the skill and list_fleet first"),
     "corrected-typo": ("correct", "a call with a misspelled service, read and corrected"),
     "terse": ("correct", "only the figures asked, each from a tool"),
+    "typed-in-gib": ("correct", "a submitted answer with the ceiling in GiB, the unit given"),
+    "typed-corrected": ("correct", "a submitted answer corrected by a second one: the last counts"),
+    "corrected-figure": ("correct", "a wrong figure stated, then corrected in words"),
     "scripted-faulty": ("faulty", "a faulty agent of agents.py, where its fault fires"),
+    "typed-unit-mislabelled": ("faulty", "a submitted figure with the wrong unit (30,969 GiB)"),
+    "typed-overridden": ("faulty", "a submitted answer overridden by a second, wrong one"),
+    "typed-wrong-service": ("faulty", "a submitted answer naming another service"),
+    "typed-wrong-verdict": ("faulty", "a submitted verdict the tools contradict"),
     "ceiling-after-failed-call": ("faulty", "a ceiling stated after compute_ceiling failed"),
     "example-ledger-only": ("faulty", "figures read off the shipped example ledger"),
     "own-log-text": ("faulty", "figures read off the agent's own log_text"),
@@ -247,8 +254,9 @@ def _rate(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
-def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario]) -> Calibration:
-    """Score every labelled run with today's scorer (radiance_mcp.evals.score)."""
+def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario],
+              services: Collection[str] = ()) -> Calibration:
+    """Score every labelled run with today's scorer (radiance_mcp.evals.score); services as score's."""
     verdicts = []
     for run in runs:
         scenario = scenarios.get(run.scenario)
@@ -258,7 +266,7 @@ def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario]) ->
         if run.refused is not None:
             verdicts.append(Verdict(run, False, (), ()))
             continue
-        report = score(scenario, run.events, run.answer)
+        report = score(scenario, run.events, run.answer, services)
         verdicts.append(Verdict(run, report.passed, report.broken,
                                 tuple(f.name for f in report.facts if not f.found)))
     return Calibration(tuple(verdicts))

@@ -103,6 +103,7 @@ async def _run(name: str, scenarios: list[Scenario]) -> list[Any]:
 
 
 def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
+    from radiance_mcp.evals.fleet import SERVICE_NAMES
     from radiance_mcp.evals.record import read_record
     from radiance_mcp.evals.score import MAX_ANSWER_BYTES, score
 
@@ -118,7 +119,7 @@ def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
                         "few KiB of text: pass the answer alone, not a transcript or a log")
     for note in notes:  # what the record lost or cut: the score stands on the rest, and says so
         print(f"radiance-mcp eval: {note}", file=sys.stderr)
-    return score(scenario, events, raw.decode("utf-8", errors="replace"))
+    return score(scenario, events, raw.decode("utf-8", errors="replace"), SERVICE_NAMES)
 
 
 def _print_reports(name: str, reports: list[Report], as_json: bool) -> int:
@@ -155,9 +156,10 @@ def _matrix(rows: list[dict[str, Any]]) -> str:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from radiance_mcp.evals.calibrate import calibrate, load_set, render
+    from radiance_mcp.evals.fleet import SERVICE_NAMES
 
     runs = load_set(None if args.calibrate is True else args.calibrate)
-    result = calibrate(runs, {s.name: s for s in load_scenarios(args.scenarios_dir)})
+    result = calibrate(runs, {s.name: s for s in load_scenarios(args.scenarios_dir)}, SERVICE_NAMES)
     print(json.dumps(result.to_json(), indent=2) if args.json else render(result))
     return 0 if result.calibrated else FAILED
 

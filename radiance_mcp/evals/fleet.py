@@ -21,6 +21,8 @@ from radiance_mcp.core.errors import EvalError, RadianceMCPError
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.sim import DEFAULT_SERVICES, ServiceSpec, Shape, SimFleet
 
+SERVICE_NAMES = tuple(s.name for s in DEFAULT_SERVICES)
+"""The demo fleet's services: the names an answer may give a figure to (the scorer's ``services``)."""
 TIME_SCALE = 0.001
 """The simulated clock for evals: a 22 s full-window prefill takes 22 ms."""
 _SHAPE_FIELDS = {f.name for f in fields(Shape)} - {"model", "name"}

@@ -7,8 +7,10 @@ One sample per scenario (its id is the scenario's name; ``-T scenario=NAME`` kee
 Per sample, the solver starts the scenario's simulated fleet, runs ``radiance-mcp serve
 --config <fleet> --record <file>`` as a stdio MCP server (Inspect's ``mcp_server_stdio``) and
 hands its tools to Inspect's ``react()`` agent, the question as the input; the fleet and the
-server live exactly as long as the sample's agent. The scorer is ``radiance_mcp.evals.score``:
-the record and the submitted answer in, facts found and rules kept out.
+server live exactly as long as the sample's agent. The server records, so it offers submit_answer
+(models.answer): the agent is told to submit its answer through it as data, then in words
+through react()'s submit. The scorer is ``radiance_mcp.evals.score``: the record (whose last
+submit_answer call is the answer judged) and the submitted text in, facts found and rules kept out.
 
 Where the record comes from: the server's own ``--record`` file, the same record any other
 MCP client's session gives the scorer, with the server's view of each call (its arguments
@@ -55,7 +57,7 @@ from mcp.types import CallToolResult, TextContent
 from radiance_mcp.app.skills import SKILLS_DIR, parse
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS
-from radiance_mcp.evals.fleet import scenario_fleet
+from radiance_mcp.evals.fleet import SERVICE_NAMES, scenario_fleet
 from radiance_mcp.evals.record import RECORD_VERSION, Event, read_record
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import Fact, Scenario, load_scenarios
@@ -95,7 +97,9 @@ def _expected(fact: Fact) -> str:
 def _instructions(scenario: Scenario, skills: bool) -> str:
     head = (
         "You operate radiance inference endpoints through the tools of the radiance MCP server. "
-        "Answer the question with the figures the tools give you, and submit the answer with its figures."
+        "Answer the question with the figures the tools give you. When you have the answer, call submit_answer "
+        "with it as data (the service, each figure with its unit, the verdict, the plan if the question asks for "
+        "one, and the answer in words as text), then submit the same answer in words."
     )
     if not skills:
         return head
@@ -189,7 +193,7 @@ def report_of(state: TaskState) -> Report:
     scenario = Scenario.model_validate(state.metadata["scenario"])
     stored: list[dict[str, Any]] = state.store.get(STORE_RECORD, [])
     events = [Event.model_validate(e) for e in stored]
-    return score(scenario, events, state.output.completion)
+    return score(scenario, events, state.output.completion, SERVICE_NAMES)
 
 
 def score_of(report: Report) -> Score:

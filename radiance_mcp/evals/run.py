@@ -19,7 +19,7 @@ from radiance_mcp import __version__
 from radiance_mcp.app.server import build_server
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS, FAULTY, ReferenceAgent
-from radiance_mcp.evals.fleet import running_fleet
+from radiance_mcp.evals.fleet import SERVICE_NAMES, running_fleet
 from radiance_mcp.evals.record import Event, Recorder, read_record
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import Report, score
@@ -50,7 +50,7 @@ async def run_agent(scenario: Scenario, agent: str = "reference", record: Path |
         path = record or fleet.root / "record.jsonl"
         answer = await recorded_session(fleet, scenario, cls, path)
         events = read_record(path)
-    return Run(agent, answer, tuple(events), score(scenario, events, answer))
+    return Run(agent, answer, tuple(events), score(scenario, events, answer, SERVICE_NAMES))
 
 
 async def recorded_session(fleet: SimFleet, scenario: Scenario, cls: type[ReferenceAgent], path: Path) -> str:
@@ -58,7 +58,7 @@ async def recorded_session(fleet: SimFleet, scenario: Scenario, cls: type[Refere
     the agent's answer."""
     recorder = Recorder(path, __version__)
     try:
-        server = build_server(Runtime(load(fleet.config_path)), middleware=[recorder])
+        server = build_server(Runtime(load(fleet.config_path)), middleware=[recorder], submit_answer=True)
         async with Client(server) as client:
             return await cls(client, scenario).run()
     finally:

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from radiance_mcp.core.constants import KVDtype
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.rules import BY_NAME
+from radiance_mcp.models.answer import Unit, Verdict
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "evals" / "scenarios"
 """The shipped scenarios (a checkout's evals/scenarios/)."""
@@ -63,7 +64,13 @@ class Fact(_Strict):
     name: str
     value: float | None = None
     tolerance: float = Field(0, ge=0)
+    unit: Unit | None = None
+    """The figure's unit; omitted: read off the name (_mib, _gib, _pct, _per_s), else a count."""
     any_of: tuple[str, ...] = ()
+    verdict: Verdict | None = None
+    """The submitted answer's verdict (models.answer.Verdict) that states it; omitted: read from its text."""
+    services: tuple[str, ...] = ()
+    """Whose figure it is; omitted: the service the question asks about (the agent plan's)."""
     why: str = ""
 
     def model_post_init(self, _: Any) -> None:
@@ -77,6 +84,7 @@ class Trap(_Strict):
     rule: str
     value: float
     tolerance: float = Field(0, ge=0)
+    unit: Unit = "MiB"
     why: str = ""
 
 
@@ -134,6 +142,17 @@ class Scenario(_Strict):
         if unknown:
             raise ValueError(f"unknown rule(s) {unknown}; the rules: {', '.join(BY_NAME)}")
         return rules
+
+    @property
+    def asked_services(self) -> tuple[str, ...]:
+        """The services the question asks about (the agent plan names them); none: the fleet."""
+        plan = self.agent
+        return tuple(s for s in (plan.service, plan.proven_service, plan.candidate_service) if s)
+
+    @property
+    def service_names(self) -> tuple[str, ...]:
+        """The names of the fleet's services."""
+        return tuple(s.name or s.like for s in self.fleet.services)
 
     def model_post_init(self, _: Any) -> None:
         unknown = [t.rule for t in self.traps if t.rule not in BY_NAME]

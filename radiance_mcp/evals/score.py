@@ -1,31 +1,38 @@
 """The scorer: a scenario, the record of a run and the agent's final answer -> a Report.
 
-Pure: events and text in, a Report out. A fact is found when the answer states its figure
-within the tolerance (thousands separators and decimals read: '30,969', '30 969', '1849.5'),
-or, for a verdict, one of its phrases (case-insensitive). A rule is broken when the record or
-the answer holds its evidence (radiance_mcp.evals.rules says how each is caught); the rules a
-scenario lists are reported kept otherwise, and any other rule the run broke is reported too.
-The report passes when every fact is found and no rule is broken.
+Pure: events and text in, a Report out. The answer is the one the agent submitted through
+submit_answer (the record's last accepted call of it) when there is one, else the final answer's
+text; radiance_mcp.evals.claims judges each fact and trap on it (typed values, or claims read
+from text as people write them: radiance_mcp.evals.numbers), and each result says which it was
+read from. A rule is broken when the record or the answer holds its evidence
+(radiance_mcp.evals.rules says how each is caught); the rules a scenario lists are reported kept
+otherwise, and any other rule the run broke is reported too. submit_answer is the answer, not a
+step of the procedure: its calls count for no rule. The report passes when every fact is found
+and no rule is broken.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from radiance_mcp.core.constants import MIN_DECODE_TOKENS
+from radiance_mcp.evals.claims import Answer, read_text, submitted_fact, submitted_traps, text_fact, text_traps
+from radiance_mcp.evals.numbers import numbers_in
 from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, Rule
-from radiance_mcp.evals.scenario import Fact, Scenario
+from radiance_mcp.evals.scenario import Scenario
+from radiance_mcp.models.answer import TOOL as SUBMIT_ANSWER
+from radiance_mcp.models.answer import SubmitAnswerInput
+
+__all__ = ["MAX_ANSWER_BYTES", "Report", "numbers_in", "render_table", "score", "submitted_answer"]
 
 MAX_ANSWER_BYTES = 1024 * 1024
 """The longest final answer eval reads (--answer): an agent's is a few KiB; 100 MB took 72 s and 0.5 GB to score."""
-_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:[,\u202f\u00a0]\d{3})+(?:\.\d+)?(?!\d)|(?<![\w.])-?\d+(?:\.\d+)?")
-"""A figure: '30,969', '30\u202f969' (a narrow no-break space), '1849.5'; a plain space separates two figures."""
+AnswerSource = Literal["submitted", "text"]
 
 
 class Evidence(BaseModel):
@@ -67,6 +74,9 @@ class Report(BaseModel):
     facts: tuple[FactResult, ...]
     rules: tuple[RuleResult, ...]
     calls: int
+    answer: AnswerSource = "text"
+    """Where the facts were judged: 'submitted', the answer submit_answer took last; 'text', read from the
+    final answer's words."""
 
     @property
     def passed(self) -> bool:
@@ -87,32 +97,19 @@ class Report(BaseModel):
                 "broken": list(self.broken)}
 
 
-def numbers_in(text: str) -> list[float]:
-    """Every figure the text states, thousands separators and decimals read."""
-    found = []
-    for match in _NUMBER.finditer(text):
-        raw = re.sub(r"[,\u202f\u00a0]", "", match.group(0))
-        try:
-            found.append(float(raw))
-        except ValueError:
-            continue
-    return found
+def submitted_answer(events: Sequence[Event]) -> Answer | None:
+    """The last answer submit_answer accepted in the record (its result: the answer as the server read it)."""
+    for event in reversed(events):
+        if event.kind == "tool_call" and event.tool == SUBMIT_ANSWER and event.ok and event.result:
+            try:
+                return Answer.of(SubmitAnswerInput.model_validate(event.result.get("answer")))
+            except ValidationError:
+                continue
+    return None
 
 
-def _near(numbers: Sequence[float], value: float, tolerance: float) -> float | None:
-    return next((n for n in numbers if abs(n - value) <= tolerance + 1e-9), None)
-
-
-def _fact(fact: Fact, answer: str, numbers: Sequence[float]) -> FactResult:
-    if fact.value is not None:
-        expected = f"{fact.value:,g} +- {fact.tolerance:g}"
-        hit = _near(numbers, fact.value, fact.tolerance)
-        return FactResult(name=fact.name, found=hit is not None, expected=expected,
-                          evidence=f"the answer states {hit:,g}" if hit is not None else "no figure within tolerance")
-    lowered = answer.casefold()
-    phrase = next((p for p in fact.any_of if p.casefold() in lowered), None)
-    return FactResult(name=fact.name, found=phrase is not None, expected=" | ".join(fact.any_of),
-                      evidence=f"the answer says {phrase!r}" if phrase else "none of the phrases")
+def _expected(value: float | None, tolerance: float, any_of: Sequence[str]) -> str:
+    return f"{value:,g} +- {tolerance:g}" if value is not None else " | ".join(any_of)
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -160,7 +157,7 @@ def _required_met(rule: Rule, calls: Sequence[Event]) -> bool:
     return False
 
 
-def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], numbers: Sequence[float]) -> list[Evidence]:
+def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], traps: Sequence[list[str]]) -> list[Evidence]:
     evidence: list[Evidence] = []
     for call in calls:
         if "refusal" in rule.detection and not call.ok and call.rule == rule.name:
@@ -168,29 +165,44 @@ def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], numbers: Seque
         elif "call" in rule.detection and (seen := _call_evidence(rule, call)):
             evidence.append(Evidence(call=call.seq, tool=call.tool, text=seen))
     if "trap" in rule.detection:
-        for trap in scenario.traps:
-            if trap.rule == rule.name and (hit := _near(numbers, trap.value, trap.tolerance)) is not None:
-                evidence.append(Evidence(text=f"the answer states {hit:,g}: {trap.why or 'a trap figure'}"))
+        for number, trap in enumerate(scenario.traps):
+            if trap.rule == rule.name and traps[number]:
+                evidence.append(Evidence(text=f"{traps[number][0]}: {trap.why or 'a trap figure'}"))
     if "required" in rule.detection and rule.name in scenario.rules and not _required_met(rule, calls):
         tools = ", ".join(sorted(rule.required_tools))
         evidence.append(Evidence(text=f"no successful call of {tools} in the run's {len(calls)} call(s)"))
     return evidence
 
 
-def score(scenario: Scenario, events: Sequence[Event], answer: str) -> Report:
-    """Score one run: the scenario, the record's events and the agent's final answer."""
-    calls = [e for e in events if e.kind == "tool_call"]
-    numbers = numbers_in(answer)
-    facts = tuple(_fact(f, answer, numbers) for f in scenario.facts)
+def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Collection[str] = ()) -> Report:
+    """Score one run: the scenario, the record's events and the agent's final answer.
+
+    services: names of services an answer may name besides the scenario's (evals.fleet.SERVICE_NAMES), so
+    a figure said of one of them is not credited to the service asked.
+    """
+    calls = [e for e in events if e.kind == "tool_call" and e.tool != SUBMIT_ANSWER]
+    names = {*scenario.service_names, *scenario.asked_services, *services}
+    submitted = submitted_answer(events)
+    if submitted is not None:
+        claims = [submitted_fact(f, scenario, submitted, names) for f in scenario.facts]
+        traps = [submitted_traps(t, submitted) for t in scenario.traps]
+    else:
+        text = read_text(answer, names)
+        claims = [text_fact(f, scenario, text) for f in scenario.facts]
+        traps = [text_traps(t, scenario, text) for t in scenario.traps]
+    read_from: AnswerSource = "submitted" if submitted is not None else "text"
+    facts = tuple(FactResult(name=f.name, found=c.found, evidence=c.evidence,
+                             expected=_expected(f.value, f.tolerance, f.any_of))
+                  for f, c in zip(scenario.facts, claims, strict=True))
     results = []
     for rule in BY_NAME.values():
-        evidence = _rule(rule, scenario, calls, numbers)
+        evidence = _rule(rule, scenario, calls, traps)
         listed = rule.name in scenario.rules
         if listed or evidence:
             results.append(RuleResult(name=rule.name, statement=rule.statement, kept=not evidence, listed=listed,
                                       evidence=tuple(evidence)))
     return Report(scenario=scenario.name, procedure=scenario.procedure, facts=facts, rules=tuple(results),
-                  calls=len(calls))
+                  calls=len(calls), answer=read_from)
 
 
 def render_table(reports: Sequence[Report]) -> str:
@@ -201,6 +213,7 @@ def render_table(reports: Sequence[Report]) -> str:
         kept = sum(x.kept for x in r.rules)
         verdict = "pass" if r.passed else "FAIL " + ", ".join(
             [f"missed {f.name}" for f in r.facts if not f.found] + [f"broke {n}" for n in r.broken])
+        verdict += " (answer read from text)" if r.answer == "text" else ""
         lines.append(f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(r.rules):<3} "
                      f"{r.score:>6.0%}  {verdict}")
     lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7}"]

@@ -28,6 +28,7 @@ from radiance_mcp.evals.calibrate import (
     calibrate,
     load_set,
 )
+from radiance_mcp.evals.fleet import SERVICE_NAMES
 from radiance_mcp.evals.record import RECORD_VERSION
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import load_scenarios
@@ -138,7 +139,7 @@ def test_a_label_without_its_record_is_refused(tmp_path: Path) -> None:
 
 def test_calibrate_prints_the_rates_and_the_matrix(cli: CliRunner) -> None:
     done = cli("eval", "--calibrate", cwd=ROOT)
-    result = calibrate(RUNS, SCENARIOS)
+    result = calibrate(RUNS, SCENARIOS, SERVICE_NAMES)
     assert done.returncode == (0 if result.calibrated else 3), done.stderr
     out = done.stdout
     assert f"calibration: {len(RUNS)} labelled runs ({result.faulty} faulty, {result.correct} correct)" in out
@@ -160,7 +161,7 @@ def _synthetic(folder: Path, agreeing: int, wrong: dict[str, str]) -> Path:
     scorer passes against its label (a false negative); a caught faulty run labelled correct, a false
     positive.
     """
-    verdicts = {v.run.name: v for v in calibrate(RUNS, SCENARIOS).verdicts}
+    verdicts = {v.run.name: v for v in calibrate(RUNS, SCENARIOS, SERVICE_NAMES).verdicts}
     right = [n for n, v in verdicts.items() if v.agrees and n not in wrong][:agreeing]
     for name in [*right, *wrong]:
         shutil.copy(CALIBRATION_DIR / f"{name}.jsonl", folder)

@@ -212,7 +212,8 @@ async def test_a_scripted_agent_scores_the_same_under_inspect(agent: str, name: 
     [sample] = log.samples or []
     result = (sample.scores or {})["radiance_scorer"]
     assert verdicts(result.metadata or {}) == verdicts(direct)
-    assert result.metadata is not None and result.metadata["broken"] == ([] if agent == "reference" else [
+    assert result.metadata is not None and result.metadata["answer"] == direct["answer"] == "submitted"
+    assert result.metadata["broken"] == ([] if agent == "reference" else [
         AGENTS[agent].breaks])
     # Inspect's own summary of the run: the pass rate, and each listed rule's share kept.
     summary = {s.name: s.metrics for s in (log.results.scores if log.results else [])}

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from radiance_mcp.evals.agents import FaultyAgent, ReferenceAgent, Result, ToolRefused
+from radiance_mcp.models.answer import Unit
 from radiance_mcp.sources.config import EXAMPLES_DIR
 
 
@@ -41,14 +42,13 @@ class PlanThenExecute(ReferenceAgent):
         service = self.need(self.plan.service, "service")
         planned = await self.call("boundary_probe", service=service, n=1)
         backed = int(planned["plan"]["backed_seqs"])
-        result = await self.boundary(service, backed)
-        self.say(f"The ledger backs {backed} sequences at {result['plan']['max_model_len']:,} tokens at once; "
-                 f"{result['plan']['n']} concurrent prompts of {result['plan']['tokens_per_prompt']:,} tokens: "
-                 f"{result['verdict']}.")
+        self.boundary_answer(backed, await self.boundary(service, backed))
 
 
 class FailedCeiling(FaultyAgent):
     """compute_ceiling fails (a boot the log does not hold); the pool's contract is read; the ceiling is recited."""
+
+    submits = False  # its figures are in its words alone
 
     async def task_ceiling(self) -> None:
         service = self.need(self.plan.service, "service")
@@ -66,7 +66,7 @@ class ExampleLedger(ReferenceAgent):
     """Reads the shipped example ledger (list_fleet's examples), not the service's, and answers from it."""
 
     async def call(self, tool: str, **arguments: Any) -> Result:
-        if arguments.pop("service", None) is not None and tool != "list_fleet":
+        if tool not in ("list_fleet", "submit_answer") and arguments.pop("service", None) is not None:
             arguments[self.ledger_key] = self.ledger_value
         return await super().call(tool, **arguments)
 
@@ -111,6 +111,8 @@ class OneLedgerCall(FaultyAgent):
 class PlanWithoutGates(FaultyAgent):
     """Reads the ceiling, then recommends a pool past it, with a seat more than it backs, never calling render_gates."""
 
+    submits = False  # its figures are in its words alone
+
     async def task_ceiling(self) -> None:
         service = self.need(self.plan.service, "service")
         await self.call("read_budget_table", service=service)
@@ -131,6 +133,8 @@ class PlanWithoutGates(FaultyAgent):
 class ReserveByHand(ReferenceAgent):
     """Subtracts the question's reserve by hand: no tool is ever given it."""
 
+    submits = False  # its figures are in its words alone
+
     async def task_ceiling(self) -> None:
         service = self.need(self.plan.service, "service")
         await self.call("read_budget_table", service=service)
@@ -144,6 +148,8 @@ class ReserveByHand(ReferenceAgent):
 
 class PlateauInWords(ReferenceAgent):
     """Reads the arms in its head, no compare_arms call, and calls a plateau."""
+
+    submits = False  # its figures are in its words alone
 
     async def task_arms(self) -> None:
         (low, low_rate), (high, high_rate) = self.plan.arms[:2]
@@ -198,6 +204,8 @@ class AuditThenImage(ReferenceAgent):
 class ServeScriptGuessed(ReferenceAgent):
     """Audits, then names the mode and line from the audit's flags by guess: no check_serve_script, no dry run."""
 
+    submits = False  # its figures are in its words alone
+
     async def task_serve_script(self) -> None:
         await self.audit()
         self.say("The wide mode run_wide sets step=65536 of its own, at line 23 of the serve script, where the "
@@ -212,9 +220,7 @@ class ExecuteWithoutPlan(ReferenceAgent):
         service = self.need(self.plan.service, "service")
         await self.call("read_budget_table", service=service)
         result = await self.boundary(service, 2)
-        self.say(f"The ledger backs {result['plan']['backed_seqs']} sequences at {result['plan']['max_model_len']:,} "
-                 f"tokens at once; {result['plan']['n']} concurrent prompts of "
-                 f"{result['plan']['tokens_per_prompt']:,} tokens: {result['verdict']}.")
+        self.boundary_answer(int(result["plan"]["backed_seqs"]), result)
 
 
 class Silent(ReferenceAgent):
@@ -222,3 +228,65 @@ class Silent(ReferenceAgent):
 
     async def run(self) -> str:
         return ""
+
+
+# ---------------------------------------------------------------------------------------
+# Typed answers: the reference's answer submitted through submit_answer, one value changed
+
+
+class TypedCeilingInGib(ReferenceAgent):
+    """Submits the ceiling converted to GiB (30,969 MiB = 30.24 GiB), its unit given."""
+
+    def figure(self, name: str, value: float, unit: Unit, service: str | None = None) -> None:
+        if name == "ceiling_mib":
+            name, value, unit = "ceiling", round(value / 1024, 2), "GiB"
+        super().figure(name, value, unit, service)
+
+
+class TypedCeilingMislabelled(ReferenceAgent):
+    """Submits the ceiling's MiB figure with GiB as its unit (30,969 GiB: false)."""
+
+    def figure(self, name: str, value: float, unit: Unit, service: str | None = None) -> None:
+        super().figure(name, value, "GiB" if name == "ceiling_mib" else unit, service)
+
+
+class TypedOverridden(ReferenceAgent):
+    """Submits the reference's answer, then submits again with a pair and ceiling of 31,000 MiB: the last counts."""
+
+    async def submit(self, text: str) -> None:
+        await super().submit(text)
+        self.answer["figures"] = [{**f, "value": 31_000} if f["name"] == "ceiling_mib" else f
+                                  for f in self.answer["figures"]]
+        self.answer["plan"] = {**self.answer["plan"], "pair_mib": 31_000}
+        await super().submit(text + "\nOn second thought, use 31,000 MiB for the pair.")
+
+
+class TypedCorrected(ReferenceAgent):
+    """Submits the free-memory figure (31,178 MiB) as the ceiling first, then the reference's answer: the last
+    counts."""
+
+    async def submit(self, text: str) -> None:
+        await self.call("submit_answer", service=self.plan.service, text="The pair can grow to 31,178 MiB.",
+                        figures=[{"name": "ceiling_mib", "value": 31_178, "unit": "MiB"}])
+        await super().submit(text)
+
+
+class TypedWrongService(ReferenceAgent):
+    """Submits lowpool's figures as frank-archon's."""
+
+    async def submit(self, text: str) -> None:
+        await self.call("submit_answer", service="frank-archon", **self.answer, text=text)
+
+
+class TypedWrongVerdict(ReferenceAgent):
+    """Submits the verdict meets_contract for a pool that fails its contract (its text says it fails)."""
+
+    async def submit(self, text: str) -> None:
+        self.verdict("meets_contract")
+        await super().submit(text)
+
+
+class TextOnly(ReferenceAgent):
+    """The reference answering in text alone, as an agent outside Inspect that never calls submit_answer."""
+
+    submits = False

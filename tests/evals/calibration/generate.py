@@ -58,6 +58,13 @@ from behaviours import (  # noqa: E402
     ReserveByHand,
     ServeScriptGuessed,
     Silent,
+    TextOnly,
+    TypedCeilingInGib,
+    TypedCeilingMislabelled,
+    TypedCorrected,
+    TypedOverridden,
+    TypedWrongService,
+    TypedWrongVerdict,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -304,6 +311,34 @@ RUNS: list[Spec] = [
          "a plateau claimed on two arms sent as a JSON string; the server refused the claim", ("no_two_arm_claim",)),
     Spec("claim-arms-two-of-three", "two-arm-plateau-claim", ClaimOnTwoOfThree, "faulty", "claim-arms-two-of-three",
          "a third arm made up between the two, the claim resting on the two measured", ("no_two_arm_claim",)),
+    # -- typed answers (submit_answer) and text read as people write it ------------------------
+    Spec("typed-ceiling-in-gib", "resize-to-the-ceiling", TypedCeilingInGib, "correct", "typed-in-gib",
+         "the reference's typed answer with the ceiling submitted as 30.24 GiB (30,969 MiB)"),
+    Spec("typed-right-number-gib", "resize-to-the-ceiling", TypedCeilingMislabelled, "faulty",
+         "typed-unit-mislabelled", "the ceiling's figure submitted with GiB as its unit: 30,969 GiB is false",
+         ("answer_claims",)),
+    Spec("typed-overridden", "resize-to-the-ceiling", TypedOverridden, "faulty", "typed-overridden",
+         "the reference's typed answer, then a second one with a pair and ceiling of 31,000 MiB: over the ceiling",
+         ("answer_claims", "pair_within_ceiling")),
+    Spec("typed-corrected", "resize-to-the-ceiling", TypedCorrected, "correct", "typed-corrected",
+         "a first typed answer with the free-memory figure, corrected by the reference's: the last counts"),
+    Spec("typed-wrong-service", "pool-below-contract", TypedWrongService, "faulty", "typed-wrong-service",
+         "lowpool's figures submitted as frank-archon's", ("answer_claims",)),
+    Spec("typed-wrong-verdict", "pool-below-contract", TypedWrongVerdict, "faulty", "typed-wrong-verdict",
+         "the verdict submitted as meets_contract for a pool that fails its contract", ("answer_claims",)),
+    Spec("negated-verdict--boundary", "boundary-within-shape", "reference", "faulty", "negated-verdict",
+         "the count negated: the ledger never backs 2 sequences", ("answer_claims",),
+         answer=replaced(("backs 2 sequences", "never backs 2 sequences"))),
+    Spec("corrected-figure", "resize-to-the-ceiling", "reference", "correct", "corrected-figure",
+         "a wrong ceiling stated first, then corrected in words: the final claim is right",
+         answer=lambda run: replaced(("the engine's ceiling is 30,969 MiB per card",
+                                      "the engine's ceiling is 31,000 MiB per card"))(run)
+         + "\nCorrection: the ceiling is 30,969 MiB, not 31,000 MiB."),
+    Spec("unicode-minus-thin-space", "two-arm-plateau-claim", "reference", "correct", "unicode-minus",
+         "the change with a typographic minus and a thin space before the unit",
+         answer=replaced(("-3.15 %", "\u22123.15\u2009%"))),
+    Spec("fell-by-percent", "two-arm-plateau-claim", "reference", "correct", "fell-percent",
+         "the change as 'dropped by', without a sign", answer=replaced(("-3.15 %", "dropped by 3.15 %"))),
     # -- faulty: records anyone can write ------------------------------------------------------
     Spec("hand-written-line", "resize-to-the-ceiling", "reference", "faulty", "hand-written-line",
          "the reference's answer beside one hand-written line", ("record_genuine",), record=hand_written,
@@ -396,13 +431,17 @@ async def _record(name: str, scenario: Scenario, agent: type[ReferenceAgent],
         return Recorded(lines, normal.text(answer))
 
 
-def _agent(agent: type[ReferenceAgent] | str) -> type[ReferenceAgent]:
-    return AGENTS[agent] if isinstance(agent, str) else agent
+def _agent(agent: type[ReferenceAgent] | str, text_only: bool = False) -> type[ReferenceAgent]:
+    """The agent of a spec; text_only: the same agent answering in text alone (its answer is edited as text)."""
+    cls = AGENTS[agent] if isinstance(agent, str) else agent
+    if text_only and cls.submits:
+        return TextOnly if cls is ReferenceAgent else type(f"{cls.__name__}InText", (cls,), {"submits": False})
+    return cls
 
 
 async def _made(spec: Spec) -> tuple[list[Line], str]:
     scenario = SCENARIOS[spec.scenario]
-    run = await _record(spec.name, scenario, _agent(spec.agent), spec.first)
+    run = await _record(spec.name, scenario, _agent(spec.agent, spec.answer is not None), spec.first)
     lines = run.lines
     if spec.record_of is not None:
         lines = (await _record(spec.name, SCENARIOS[spec.record_of], _agent(spec.agent))).lines
