@@ -135,3 +135,26 @@ LOGITS_BYTES_PER_ENTRY = 4
 """llama-cpp-python's server keeps a float32 logit for every vocabulary entry of every context position in host
 memory: its ModelSettings.logits_all defaults to True (llama_cpp/server/settings.py) and Llama.__init__ then
 allocates scores of shape (n_ctx, n_vocab) float32 (llama_cpp/llama.py; 0.3.x). No line of its log prints it."""
+
+AUDIT_ROWS: dict[str, tuple[tuple[str, str], ...]] = {
+    # row key -> where another engine's boot prints it: a RankView figure of its binding rank, or a setting
+    "vllm": (("--max-model-len", "window_tokens"), ("arena", "activation_mib"), ("vram_kv", "kv_mib"),
+             ("weights_vram", "weights_mib"), ("sessions", "full_length_sequences")),
+    "sglang": (("--max-model-len", "window_tokens"), ("--max-num-seqs", "setting:max_running_requests"),
+               ("--max-num-batched-tokens", "setting:chunked_prefill_size"), ("arena", "graph_mib"),
+               ("vram_kv", "kv_mib"), ("weights_vram", "weights_mib"), ("sessions", "full_length_sequences")),
+    "llama.cpp": (("--max-model-len", "window_tokens"), ("--max-num-seqs", "setting:n_seq_max"),
+                  ("--max-num-batched-tokens", "setting:n_ubatch"), ("arena", "activation_mib"),
+                  ("vram_kv", "kv_mib"), ("weights_vram", "weights_mib"), ("sessions", "full_length_sequences")),
+}
+"""Each other engine's step shape in the audit's rows (radiance's row keys; the engine's own flags name them:
+AUDIT_FLAGS): the window, seats and step it prints, its activation (SGLang: its CUDA graphs) and KV memory,
+its weights and the full-length sequences its cache backs."""
+AUDIT_FLAGS: dict[str, dict[str, str]] = {
+    "vllm": {"--max-model-len": "--max-model-len"},
+    "sglang": {"--max-model-len": "--context-length", "--max-num-seqs": "--max-running-requests",
+               "--max-num-batched-tokens": "--chunked-prefill-size"},
+    "llama.cpp": {"--max-model-len": "n_ctx_seq (-c / -np)", "--max-num-seqs": "-np / --parallel",
+                  "--max-num-batched-tokens": "-ub / --ubatch-size"},
+}
+"""How each engine's own flags name the audit's flag rows."""

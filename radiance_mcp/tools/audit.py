@@ -35,6 +35,7 @@ from radiance_mcp.models.audit import (
 )
 from radiance_mcp.models.base import LineRef, boot_ref, line_ref, mib
 from radiance_mcp.models.ledger_ref import LedgerRef, given_sources
+from radiance_mcp.sources.engine_logs import configured_engine, read_ledger
 from radiance_mcp.sources.ledgers import PodmanLogsSource, RemoteFileSource, ledger_source, read_many
 from radiance_mcp.sources.offload import gather, run
 from radiance_mcp.sources.runtime import Runtime
@@ -58,10 +59,12 @@ async def read_two_boots(runtime: Runtime, proven: LedgerRef, candidate: LedgerR
     (the procedure's 'one ssh call, two logs'); any other pair is read concurrently.
     """
     a, b = ledger_source(runtime, proven), ledger_source(runtime, candidate)
-    if isinstance(a, RemoteFileSource | PodmanLogsSource) and isinstance(b, RemoteFileSource | PodmanLogsSource):
+    radiance = all(configured_engine(runtime, r) in (None, "radiance") for r in (proven, candidate))
+    if radiance and isinstance(a, RemoteFileSource | PodmanLogsSource) and isinstance(b, RemoteFileSource |
+                                                                                       PodmanLogsSource):
         boots = await read_many([(a, proven.boot), (b, candidate.boot)])
-    else:
-        boots = await gather(a.read(proven.boot), b.read(candidate.boot))
+    else:  # a boot of any engine, in its dialect (sources.engine_logs)
+        boots = await gather(read_ledger(runtime, proven), read_ledger(runtime, candidate))
     return boots[0], boots[1]
 
 

@@ -296,12 +296,12 @@ def _engine_predictions(boot: Boot, resize: rules_plan.ResizePlan, rate: Figure,
     out = [
         gates.Prediction("kv_mib", f"{memory:.2f}", f"the KV memory is {fmt_mib(memory, 2)} MiB per card "
                          f"({knobs.KNOBS[engine].knobs[0].flag} {kv:,})"),
-        gates.Prediction("kv_tokens", str(tokens), f"the KV cache holds {tokens:,} tokens"
-                         + (" at least" if knobs.KNOBS[engine].kv_unit == "bytes" else "")),
         gates.Prediction("bytes_per_token", f"{rate.value:.2f}", f"{rate.value:,.2f} B per token, as boot "
                          f"{boot.index} (line {rate.lines[0].number}): the rate the knobs are priced at"),
         gates.Prediction("window", str(window), f"each sequence's window is {window:,} tokens"),
     ]
+    if knobs.KNOBS[engine].kv_unit != "bytes":  # vLLM's tokens are its blocks': the contract bounds them
+        out.insert(1, gates.Prediction("kv_tokens", str(tokens), f"the KV cache holds {tokens:,} tokens"))
     if served_seats(boot) is not None:
         out.append(gates.Prediction("seats", str(seqs), f"the engine serves {seqs} sequence(s) at once"))
     out += [

@@ -22,6 +22,7 @@ from typing import Literal
 
 from radiance_mcp.core.boot import Boot, Hit, Line
 from radiance_mcp.core.constants import KV_DTYPES, KVDtype, ModelConstants
+from radiance_mcp.core.engine_facts import AUDIT_FLAGS, AUDIT_ROWS
 from radiance_mcp.core.errors import InputError, LedgerError
 from radiance_mcp.core.rules.capacity import pool_contract
 from radiance_mcp.core.units import fmt_gib, fmt_mib, parse_number
@@ -110,9 +111,33 @@ def _quantity(text: str) -> Decimal | None:
         return None
 
 
+def _engine_values(boot: Boot) -> dict[str, Value]:
+    """Another engine's step shape, off its binding rank's figures and its settings (contract.binding_rank)."""
+    from radiance_mcp.core.rules.contract import binding_rank  # the rule's home; the audit reads it only here
+
+    rank, values = binding_rank(boot), {}
+    for key, where in AUDIT_ROWS[boot.engine]:
+        figure = boot.settings.get(where.split(":", 1)[1]) if where.startswith("setting:") else getattr(rank, where)
+        if figure is not None and figure.lines:
+            unit = "" if figure.unit in ("tokens", "sequences") else f" {figure.unit}"
+            shown = figure.printed or f"{figure.value.normalize():f}{unit}"
+            values[key] = Value(shown, figure.lines[0], figure.value)
+    refusal = next((r for r in boot.refusals if r.final), None)
+    if refusal is not None:
+        values["refusal"] = Value(refusal.detail, refusal.line)
+    return values
+
+
 def read_shape(boot: Boot) -> StepShapeReading:
-    """The step-shape figures of one boot (the first line holding each phrase), with their lines."""
+    """The step-shape figures of one boot (the first line holding each phrase), with their lines: radiance's
+    step-shape ledger, or another engine's figures in the same rows (engine_facts.AUDIT_ROWS)."""
     src = boot.where()
+    if boot.engine != "radiance":
+        found = _engine_values(boot)
+        status: Status = "refused" if boot.state.status == "refused" else (
+            "booted" if boot.state.status == "settled" else "unknown")
+        missing = tuple(key for key, _ in AUDIT_ROWS[boot.engine] if key not in found)
+        return StepShapeReading(boot, found, None, None, None, None, status, missing)
     values: dict[str, Value] = {}
 
     def size(key: str, hit: Hit | None, field: str = "size") -> None:
@@ -385,6 +410,9 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
     The diagnosis reads in this order: which flags differ, what the arena took, the seats
     the KV cache backs, the engine's own refusal and fix text, then the arena's slope.
     """
+    if proven_boot.engine != candidate_boot.engine:
+        raise InputError(f"the proven boot is {proven_boot.engine}'s and the candidate {candidate_boot.engine}'s: the "
+                         "audit compares two boots of one engine; pass the candidate of the proven boot's engine")
     proven, candidate = read_shape(proven_boot), read_shape(candidate_boot)
     rows = diff_rows(proven, candidate)
     flag_changes = tuple(r for r in rows if r.spec.unit == "flag" and r.differs)
@@ -398,7 +426,12 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
         notes.append("one boot does not print 'activation arena': the arena's cost cannot be read from both")
     elif (arena := _arena_finding(by_key, candidate)) is not None:
         diagnosis.append(arena)
-    _seat_findings(proven, candidate, proven_seats, candidate_seats, diagnosis, notes)
+    if proven_boot.engine == "radiance":  # the seats its model's constants price (another engine: its own rows)
+        _seat_findings(proven, candidate, proven_seats, candidate_seats, diagnosis, notes)
+    else:
+        named = "; ".join(f"{row} is {flag}" for row, flag in AUDIT_FLAGS[proven_boot.engine].items())
+        notes.append(f"a {proven_boot.engine} boot in radiance's rows: {named}; its KV memory and full-length "
+                     "sequences are its own figures (check_pool_contract prices its seats)")
     diagnosis.extend(_engine_findings(proven, candidate, notes))
     if fix is not None:
         diagnosis.append(f"the engine's own fix text ({FIX_TEXT_SOURCE}, line {fix.line.number}): {fix.printed!r}")

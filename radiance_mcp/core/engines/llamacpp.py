@@ -92,6 +92,7 @@ PHRASES = (
            r"(?<!\S)(?P<device>\S++) compute buffer size = (?P<size>{NUM}) MiB", "CUDA0 compute buffer size = X MiB"),
     phrase("n_ctx", "n_ctx", _CTX + r" n_ctx = (?P<n>\d++)", "llama_context: n_ctx = N"),
     phrase("n_seq_max", "n_seq_max", _CTX + r" n_seq_max = (?P<n>\d++)", "llama_context: n_seq_max = S"),
+    phrase("n_ubatch", "n_ubatch", _CTX + r" n_ubatch = (?P<n>\d++)", "llama_context: n_ubatch = U"),
     phrase("n_ctx_seq", "n_ctx_", _CTX + r" n_ctx_(?:per_)?seq = (?P<n>\d++)", "llama_context: n_ctx_seq = W"),
     phrase("n_ctx_seq", "< n_ctx_train", r"n_ctx_(?:per_)?seq \((?P<n>\d++)\) < n_ctx_train",
            "n_ctx_seq (W) < n_ctx_train (T) -- the full capacity of the model will not be utilized"),
@@ -255,14 +256,16 @@ def _build(hits: list[Hit]) -> Built:
         views.append(derive(view, gaps, rate_from_pair=one_cache))
     settings: dict[str, Figure] = {}
     for key, name, field_ in (("n_ctx", "n_ctx", "n"), ("n_seq_max", "n_seq_max", "n"), ("slots", "slots", "slots"),
-                              ("fit_ctx", "fit_n_ctx", "n"), ("n_vocab", "n_vocab", "n")):
+                              ("fit_ctx", "fit_n_ctx", "n"), ("n_vocab", "n_vocab", "n"),
+                              ("n_ubatch", "n_ubatch", "n")):
         if (hit := _one(hits, key)) is not None:
-            unit = "tokens" if name.endswith("n_ctx") else "entries" if name == "n_vocab" else "sequences"
+            unit = ("tokens" if name.endswith(("n_ctx", "ubatch")) else "entries" if name == "n_vocab" else
+                    "sequences")
             settings[name] = count(hit, field_, unit)
     return Built(tuple(views), _refusals(hits), settings)
 
 
-ONCE = frozenset({"n_ctx", "n_seq_max", "kv_self", "kv_init", "slots", "fit_leave", "fit_margin", "n_vocab",
+ONCE = frozenset({"n_ctx", "n_seq_max", "n_ubatch", "kv_self", "kv_init", "slots", "fit_leave", "fit_margin", "n_vocab",
                   "python_server", "llama_server"})
 MARKER_WORDS = ("meta", "device", "build:")
 """A word of each of MARKER's three lines (its pattern's blanks are runs of any blank, so no word spans one)."""

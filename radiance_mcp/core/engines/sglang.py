@@ -240,9 +240,9 @@ def _build(hits: list[Hit]) -> Built:
     views = tuple(_rank_view(r, [grouped.get(r, {}), shared], graphs, unmeasured) for r in order or ["engine"])
     settings: dict[str, Figure] = {}
     if (summary := first([*grouped.values()], "summary")) is not None:
-        running = _summary_figure(summary, _pairs(summary), "max_running_requests", "sequences")
-        if running is not None:
-            settings["max_running_requests"] = running
+        for name, unit in (("max_running_requests", "sequences"), ("chunked_prefill_size", "tokens")):
+            if (figure := _summary_figure(summary, _pairs(summary), name, unit)) is not None:
+                settings[name] = figure
     if fraction is not None:
         settings["mem_fraction_static"] = count(fraction, "fraction", "fraction")
     return Built(views, _refusals(hits, views), settings)
