@@ -1,9 +1,10 @@
 """The ledger tools' models: read_budget_table, compute_ceiling, check_pool_contract."""
 
 import json
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from radiance_mcp.core.boot import BootStatus
 from radiance_mcp.core.constants import MAX_RESERVES, KVDtype, LedgerEngine
@@ -50,6 +51,11 @@ class OutsideFreeInput(Input):
     card: int | None = Field(None, ge=0, le=4096, description="Its card; omitted: every card.")
 
 
+def outside(given: list[OutsideFreeInput]) -> tuple[tuple[int | None, Decimal, str], ...]:
+    """The caller's free figures as capacity.with_outside_free takes them: (card, MiB, label)."""
+    return tuple((f.card, Decimal(str(f.mib)), f.label) for f in given)
+
+
 OUTSIDE_FREE_DESCRIPTION = "Only where the log prints no free memory: carried as unverified, labelled."
 
 
@@ -58,18 +64,20 @@ RESERVES_DESCRIPTION = (
 )
 
 
-def _reserves_from_json(value: Any) -> Any:
+def _reserves_from_json(value: Any, info: ValidationInfo) -> Any:
     """Clients sometimes send a list argument as a JSON string: read it, bounded."""
+    name = info.field_name
     if isinstance(value, str):
         if len(value) > MAX_RESERVES * 1024:  # what 64 reserves with their labels can take, and more
-            raise ValueError(f"reserves is a {len(value):,}-character string: pass at most {MAX_RESERVES} "
-                             "reserves, as a list of objects")
+            what = "reserves" if name == "reserves" else "figures"
+            raise ValueError(f"{name} is a {len(value):,}-character string: pass at most {MAX_RESERVES} "
+                             f"{what}, as a list of objects")
         try:
             return json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"reserves is a string but not JSON ({exc.msg}); pass a list of objects") from exc
+            raise ValueError(f"{name} is a string but not JSON ({exc.msg}); pass a list of objects") from exc
         except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting 100,000 deep
-            raise ValueError("reserves is a string of JSON too deep or with a number too long to read; "
+            raise ValueError(f"{name} is a string of JSON too deep or with a number too long to read; "
                              "pass a list of objects") from exc
     return value
 
@@ -79,8 +87,10 @@ Reserves = Annotated[list[ReserveInput], Field(max_length=MAX_RESERVES, descript
 
 class ComputeCeilingInput(Settling, LedgerRef):
     reserves: Reserves = Field(default_factory=list)
+    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
+                                                 description=OUTSIDE_FREE_DESCRIPTION)
 
-    _json_string = field_validator("reserves", mode="before")(_reserves_from_json)
+    _json_string = field_validator("reserves", "outside_free", mode="before")(_reserves_from_json)
 
 
 class CheckPoolContractInput(Settling):

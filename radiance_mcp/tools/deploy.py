@@ -31,11 +31,11 @@ from radiance_mcp.models.gates import (
     VerifyDeployInput,
     VerifyDeployOutput,
 )
+from radiance_mcp.models.ledger import outside
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.env_files import read_env_file
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.sources.settling import read_settled
-from radiance_mcp.tools import standing
 from radiance_mcp.tools.registry import Progress, ToolFamily
 
 FAMILY = ToolFamily()
@@ -167,7 +167,7 @@ async def verify_deploy(runtime: Runtime, args: VerifyDeployInput, ctx: Progress
         raise InputError(f"the env file sets {plan.engine}'s knobs ({plan.prefix}_*) and {boot.where()} is a "
                          f"{boot.engine} boot: verify the service the plan was rendered for")
     planned_from = gates.read_planned_from(text)
-    reading, said = capacity.with_outside_free(capacity.budget(boot), standing.outside(args.outside_free))
+    reading, said = capacity.with_outside_free(capacity.budget(boot), outside(args.outside_free))
     engine_kv = None if plan.kv is None else (knobs.KNOBS[plan.engine].kv_unit, plan.kv)
     card = binding_rank(boot) if engine_kv else reading.cards[0]
     mine = deploy.plan_boot(boot, card, plan.weights_mib, plan.pool_mib, planned_from, engine_kv)

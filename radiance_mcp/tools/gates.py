@@ -35,6 +35,7 @@ from radiance_mcp.models.gates import (
     RenderGatesInput,
     RenderGatesOutput,
 )
+from radiance_mcp.models.ledger import outside
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import standing
@@ -216,7 +217,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     start = boot.first("boot_start")
     name = args.service or (start.fields.get("name") if start else None) or "service"
     model = runtime.fleet.model_constants(args.service)
-    reading, said = capacity.with_outside_free(capacity.budget(boot), standing.outside(args.outside_free))
+    reading, said = capacity.with_outside_free(capacity.budget(boot), outside(args.outside_free))
     reserves = trace_reserves(reading, args.reserves)
     ceiling = capacity.compute_ceiling(reading, reserves)
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)

@@ -36,6 +36,7 @@ from radiance_mcp.models.ledger import (
     ReserveInput,
     ReserveOutput,
     ceiling_card,
+    outside,
 )
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources.engine_logs import read_ledger
@@ -149,7 +150,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput,
     Next: check_pool_contract.
     """
     boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
-    reading = capacity.budget(boot)
+    reading, said = capacity.with_outside_free(capacity.budget(boot), outside(args.outside_free))
     reserves = trace_reserves(reading, args.reserves)
     ranks = capacity.rank_ceilings(reading)
     result = capacity.hold_reserves(tuple(r.card for r in ranks), reserves)
@@ -170,7 +171,7 @@ async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput,
         # A flag the table contradicts: the ceiling stands on the flag, so the reader must see it.
         warnings=[*result.warnings, *(d for c in reading.cards for d in c.disagreements)],
         sources=[line_ref(line) for line in binding.lines],
-        notes=ceiling_notes(boot, ranks, binding),
+        notes=[*ceiling_notes(boot, ranks, binding), *said],
     )
 
 

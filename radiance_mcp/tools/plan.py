@@ -32,6 +32,7 @@ from radiance_mcp.core.rules import shared as shared_rule
 from radiance_mcp.core.rules.probe_shape import api_of
 from radiance_mcp.core.units import fmt_mib, round_down
 from radiance_mcp.models.base import boot_ref, mib, rule_check
+from radiance_mcp.models.ledger import outside
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
     CardPlan,
@@ -340,7 +341,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     for name, boot in boots.items():
         try:
             plans[name] = _card_plans(boot, runtime.fleet.services[name].cards if name else (), name, notes,
-                                      standing.outside(args.outside_free)
+                                      outside(args.outside_free)
                                       if single and name == names[0] else ())
         except RadianceMCPError as exc:
             if single and name == names[0]:

@@ -118,8 +118,3 @@ def standing_checks(boot: Boot, model: ModelConstants) -> list[book.Check]:
     if spec is not None and seqs is not None:
         checks.append(sampler.sampler_rows(int(seqs.number("value", boot.where())), spec, line))
     return checks
-
-
-def outside(given: list[Any]) -> tuple[tuple[int | None, Decimal, str], ...]:
-    """The caller's free figures (OutsideFreeInput) as capacity.with_outside_free takes them."""
-    return tuple((f.card, Decimal(str(f.mib)), f.label) for f in given)

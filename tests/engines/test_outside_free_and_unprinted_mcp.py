@@ -87,3 +87,18 @@ async def test_a_services_outside_free_figure_is_taken_as_a_log_texts_is() -> No
         error, out = await call(client, "plan_free_vram", service="cpu", outside_free=[HOST_FREE])
     assert not error, out
     assert out["services"][0]["cards"][0]["ceiling_mib"] == 4_379
+
+
+async def test_compute_ceiling_takes_the_labelled_figure_as_plan_free_vram_does() -> None:
+    async with Client(empty_fleet_server()) as client:
+        error, text = await call(client, "compute_ceiling", log_text=SERVER)
+        assert error and "free_mib: not printed" in text
+        error, out = await call(client, "compute_ceiling", log_text=SERVER, outside_free=[HOST_FREE])
+        _, planned = await call(client, "plan_free_vram", log_text=SERVER, outside_free=[HOST_FREE])
+    assert not error, out
+    # 283.82 + (4,096.00 - 0.00): the ceiling plan_free_vram's card shows
+    assert out["ceiling_mib"] == planned["services"][0]["cards"][0]["ceiling_mib"] == 4_379
+    assert any("is given outside the ledger, unverified: free -m on the CI host" in n for n in out["notes"])
+    async with Client(empty_fleet_server()) as client:
+        error, text = await call(client, "compute_ceiling", log_text=EXAMPLE, outside_free=[HOST_FREE])
+    assert error and "the ledger prints its free memory (2,058.24 MiB, line 26)" in text
