@@ -183,7 +183,7 @@ def _engine_shape(boot: Boot, args: RenderGatesInput, settled: RankView) -> Shap
                                                              f" ({seats_printed_as(engine) or 'vLLM: none at INFO'})")
     window = (args.max_model_len if args.max_model_len is not None
               else _printed(rank.window_tokens, "max_model_len", f"{where}: {window_gap}"))
-    if engine == "llama.cpp" and api_of(engine, boot) == "llama-cpp-python" and seqs != 1:
+    if api_of(engine, boot) == "llama-cpp-python" and seqs != 1:
         raise InputError(f"seqs={seqs}: {where} is llama-cpp-python's server, which serves one sequence at a time "
                          "(no --parallel); plan seqs=1, or serve the model with llama-server -np N")
     derived = knobs.pool_mib(engine, None, seqs, window, rate.value)
@@ -223,7 +223,7 @@ async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesO
     binding = next(c for c in ceiling.cards if c.card == ceiling.binding_card)
     settled = next(c for c in reading.cards if c.card == ceiling.binding_card)
     settled_free = settled.require("free_mib")
-    shape = _radiance_shape(boot, args) if boot.engine == "radiance" else _engine_shape(boot, args, settled)
+    shape = _radiance_shape(boot, args) if planning.sets_pair_in_mib(settled) else _engine_shape(boot, args, settled)
     resize, rate = shape.resize, shape.rate
     against = await standing.standing(runtime, args.service, boot, ceiling, model, shape.spec_line)
     against = replace(against, rate=rate.value if rate else None)

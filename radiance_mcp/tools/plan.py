@@ -14,7 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from radiance_mcp.core import engine_facts, planning
+from radiance_mcp.core import engine_facts, knobs, planning
 from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
     KV_DTYPES,
@@ -23,6 +23,7 @@ from radiance_mcp.core.constants import (
     PREFERRED_DECODE_TOKENS,
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
+    LedgerEngine,
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError, RadianceMCPError
@@ -519,7 +520,7 @@ def _engine_option_plans(reading: capacity.BudgetReading, view: RankView,
 
 
 def _with_plans(option: PlanOption, plans: list[rules_plan.ResizePlan], standing: rules_plan.Standing,
-                notes: list[str], engine: str = "radiance") -> PlanOption | None:
+                notes: list[str], engine: LedgerEngine = "radiance") -> PlanOption | None:
     """The option with each plan the rule book passes; a plan it fails is not offered, and said so in notes,
     nor an option none of whose plans passes."""
     kept = []
@@ -530,10 +531,10 @@ def _with_plans(option: PlanOption, plans: list[rules_plan.ResizePlan], standing
             notes.append(f"{option.name}: the plan {plan.weights_mib:,} + {plan.pool_mib:,} MiB at {plan.seqs} x "
                          f"{plan.window:,} is not offered: " + "; ".join(f"{c.rule}: {c.arithmetic}" for c in failed))
             continue
-        radiance = engine == "radiance"
+        unit = knobs.KNOBS[engine].kv_unit  # what the engine's env file sets: its pair in MiB, or its own knobs
         kept.append(ResizePlanOutput(
-            vram_weights_mib=plan.weights_mib if radiance else None,
-            vram_kv_mib=None if engine == "llama.cpp" else plan.pool_mib, seqs=plan.seqs, max_model_len=plan.window,
+            vram_weights_mib=plan.weights_mib if unit == "MiB" else None,
+            vram_kv_mib=None if unit == "cells" else plan.pool_mib, seqs=plan.seqs, max_model_len=plan.window,
             kv_cache_dtype=plan.dtype, spec=plan.spec,
             checks={c.rule: "pass" if c.passed else "unchecked" for c in checks}))
     return option.model_copy(update={"plans": kept}) if kept or not plans else None
