@@ -86,7 +86,9 @@ async def standing(runtime: Runtime, service: str | None, boot: Boot, ceiling: c
         return rules_plan.Standing(ceiling, ceiling.pair_mib, model, spec_line)
     cards, pairs = await shared_cards(runtime, service, boot)
     envs = dict(zip(pairs, await gather(*(service_env(runtime, other) for other in pairs)), strict=True))
-    cotenants = {o: rules_plan.Cotenant(pairs[o], e[0], e[1].prefix) if isinstance(e, tuple)
+    # The bats gate sources a co-tenant's env file for its pair in MiB: radiance's; another engine's knobs are not
+    # a pair the shell can add, so its pair counts as its boot's there (its planned growth is still spent here).
+    cotenants = {o: rules_plan.Cotenant(pairs[o], e[0], e[1].prefix) if isinstance(e, tuple) and e[1].kv is None
                  else rules_plan.Cotenant(pairs[o], None, None) for o, e in envs.items()}
     return rules_plan.Standing(
         ceiling, ceiling.pair_mib, model, spec_line, cards, {o: _growth(e, pairs[o]) for o, e in envs.items()},
