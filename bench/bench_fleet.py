@@ -10,9 +10,9 @@ one warm read (read_budget_table of one service over the same MCP session) and h
             directory); it records when each connection is accepted and logged in and when each
             command starts and ends (CLOCK_MONOTONIC, which this process reads too)
     fleet   services 0..S-1, 8 to a host (h000 holds s0000-s0007), each with a card of its own and
-            a log of its own: small (3 boots, 3 KiB, the newest the example ledger) or 20 MiB (two
-            boots of 10 MiB each, the newest the example followed by 10 MiB of request lines; all
-            hard links of one file, so the page cache holds 20 MiB, not 20 GiB)
+            a log of its own: small (3 boots, 3 KiB, the newest the example ledger) or 20 MiB (an
+            older boot and 19 MiB of its request lines, then the newest, the example, and 1 MiB of
+            its own; all hard links of one file, so the page cache holds 20 MiB, not 20 GiB)
     server  `python -m radiance_mcp serve --config FLEET` spawned by the SDK's client over stdio
             (mcp.Client); spawn and initialize are not timed
     cold    the first plan_free_vram {} (the whole fleet) of a fresh server: every host connected
@@ -131,8 +131,9 @@ class Hosts:
 
 
 def cpu_s(pid: int) -> float:
+    """CPU seconds of the process and of its children it has waited for (a host's sh and awk, the server's grep)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def server_pid() -> int:
@@ -155,12 +156,19 @@ def server_pid() -> int:
 
 def write_files(base: Path, hosts: int) -> None:
     """The keys, and each host's directory with PER_HOST small logs and PER_HOST links to the 20 MiB log."""
-    from bench_remote import EXAMPLE, older_boot, write_log
+    from bench_remote import EXAMPLE, FILLER, older_boot
 
     for name in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / name)], check=True)
     big = base / "big.log"
-    write_log(big, BIG_MIB, 2)
+    with big.open("w") as out:  # an older boot and 19 MiB of its requests, then the newest boot and 1 MiB
+        end = 0
+        for boot, mib in ((older_boot(EXAMPLE), BIG_MIB - 1), (EXAMPLE, 1)):
+            out.write(boot)
+            end, n = end + mib * 2**20, 0
+            while out.tell() < end:
+                out.write(FILLER.format(m=n // 60 % 60, s=n % 60, ms=n % 1000, n=n, p=1000 + n * 7 % 90_000))
+                n += 1
     small = older_boot(EXAMPLE) * 2 + EXAMPLE
     for h in range(hosts):
         for kind in ("small", "20mib"):
