@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from radiance_mcp.core.boot import Boot, Line
+from radiance_mcp.core.boot import Boot, CutBoot
 from radiance_mcp.core.constants import CONTROL
 from radiance_mcp.core.errors import InputError, SourceError
 from radiance_mcp.core.ledger import parse_boot, read_text
@@ -303,12 +303,22 @@ class PodmanLogsSource:
 RemoteSource = RemoteFileSource | PodmanLogsSource
 
 
-@functools.lru_cache(maxsize=256)
-def _parse_cut(lines: tuple[Line, ...], source: str, index: int, boots_seen: int | None) -> Boot:
-    """parse_boot of a small cut (at most offload.INLINE_CHARS), on the event loop, and kept: a warm read of
-    an unchanged log gets the host's same lines again. 32 services read at once spent more time handing
-    their parses to threads and parsing the same lines anew than on the wire."""
-    return parse_boot(lines, source=source, index=index, boots_seen=boots_seen)
+def _parse_cut(pool: SSHPool, target: SSHTarget, label: str, cut: CutBoot) -> Boot:
+    """parse_boot of a small cut (at most offload.INLINE_CHARS), on the event loop, and kept in the pool
+    (SSHPool.parses, per host entry): a warm read of an unchanged log gets the host's same lines again. 32
+    services read at once spent more time handing their parses to threads and parsing the same lines anew
+    than on the wire."""
+    from radiance_mcp.sources.remote.kept import lines_bytes
+
+    key = (target, label)
+    kept = pool.parses.get(key)
+    if kept is not None and kept[0] == cut.lines and (kept[1].index, kept[1].boots_seen) == (cut.index,
+                                                                                            cut.boots_seen):
+        parsed = kept[1]
+    else:
+        parsed = parse_boot(cut.lines, source=label, index=cut.index, boots_seen=cut.boots_seen)
+    pool.parses.keep(key, (cut.lines, parsed), lines_bytes(cut.lines))
+    return parsed
 
 
 async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
@@ -329,7 +339,7 @@ async def read_many(reads: Sequence[tuple[RemoteSource, int]]) -> list[Boot]:
         boots = []
         for request, cut in zip(requests, cuts, strict=True):
             if sum(len(line.text) for line in cut.lines) <= INLINE_CHARS:
-                parsed = _parse_cut(cut.lines, request.label, cut.index, cut.boots_seen)
+                parsed = _parse_cut(first.pool, first.target, request.label, cut)
             else:
                 parse = functools.partial(parse_boot, cut.lines, source=request.label, index=cut.index,
                                           boots_seen=cut.boots_seen)

@@ -22,7 +22,7 @@ from radiance_mcp.core.errors import InputError, SourceError
 from radiance_mcp.core.ledger import read_text
 from radiance_mcp.models import ReadBudgetTableInput
 from radiance_mcp.sources.ledgers import RemoteFileSource
-from radiance_mcp.sources.remote import Limits, SSHPool
+from radiance_mcp.sources.remote import MAX_BATCH, Limits, SSHPool
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools.ledger import read_budget_table
 
@@ -88,8 +88,8 @@ async def test_32_small_logs_at_once_answer_as_one_by_one(ssh_host: LoopbackHost
         assert [t.model_dump() for t in tables] == one_by_one, round_
         for (text, pair), table in zip(logs, tables, strict=True):
             matches_local(table, text, pair)
-        # Cold, no size is known (4 logs a command); then the 32 small files go in one command.
-        assert small_pool.transfer.commands - before == (SERVICES // 4 if round_ == "cold" else 1), round_
+        # Cold, no size is known (MAX_BATCH logs a command); then the 32 small files go in one command.
+        assert small_pool.transfer.commands - before == (SERVICES // MAX_BATCH if round_ == "cold" else 1), round_
     assert small_pool.open_connections() == 1
 
 

@@ -23,6 +23,7 @@ the CLI or the simulator; only the core's ledger, engines, constants and errors)
     commands.py   a program from programs/ plus its settings and call lines: the text sent
     answers.py    what a section of the answer means: a boot, a file, a dry run, or the error
     connect.py    connecting, host keys verified against known_hosts
+    kept.py       Kept: what a read leaves for the next (checkpoints, parses), per host entry and bounded
     pool.py       SSHPool: connections per host entry, limits, batching, checkpoints
 
 Every use of asyncssh lives in connect.py and pool.py, imported inside the functions that need
@@ -48,7 +49,8 @@ from radiance_mcp.sources.remote.commands import (
 )
 from radiance_mcp.sources.remote.connect import connect, known_hosts_files
 from radiance_mcp.sources.remote.framing import REMOTE_COMMAND, parse_frames, parse_output
-from radiance_mcp.sources.remote.pool import MAX_BATCH, MAX_CHECKPOINTS, MAX_SMALL_BATCH, Doing, SSHPool, Transfer
+from radiance_mcp.sources.remote.kept import MAX_CHECKPOINTS, MAX_KEPT_BYTES, Kept
+from radiance_mcp.sources.remote.pool import MAX_BATCH, MAX_SMALL_BATCH, Doing, SSHPool, Transfer
 from radiance_mcp.sources.remote.records import (
     STDERR_TAIL_BYTES,
     DryRun,
@@ -65,6 +67,7 @@ __all__ = [
     "CONTAINER_NAME",
     "MAX_BATCH",
     "MAX_CHECKPOINTS",
+    "MAX_KEPT_BYTES",
     "MAX_SMALL_BATCH",
     "MODE_PATTERN",
     "REMOTE_COMMAND",
@@ -72,6 +75,7 @@ __all__ = [
     "ReadMark",
     "CutBoot",
     "Doing",
+    "Kept",
     "DryRun",
     "EngineLines",
     "EngineRequest",

@@ -8,6 +8,7 @@ honoured, and asyncssh is never told not to verify (a known_hosts of None).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 from collections.abc import Sequence
@@ -132,6 +133,11 @@ async def _handshake(target: SSHTarget, options: asyncssh.SSHClientConnectionOpt
     """asyncssh.connect, tried again after a handshake the server dropped."""
     import asyncssh
 
+    quiet = logging.getLogger("asyncssh")
+    if quiet.level == logging.NOTSET:
+        # asyncssh says every connection and channel at INFO: 1,500 lines on stderr for one plan of a
+        # 1,000-service fleet, formatted by the server's log handler on the event loop (set a level to keep them).
+        quiet.setLevel(logging.WARNING)
     for attempt in range(_HANDSHAKE_TRIES):
         try:
             return await asyncssh.connect(target.address, options=options, known_hosts=files)

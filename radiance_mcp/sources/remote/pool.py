@@ -4,9 +4,9 @@ Connections are reused across tool calls and closed when idle; at most
 Limits.channels_per_host commands run at once on one. Every command is ``REMOTE_COMMAND``
 with a program on stdin (commands.py); its output is capped, timed and framed (framing.py).
 Ledger reads of one host that arrive in the same turn of the event loop go as one command
-(MAX_BATCH logs at most; MAX_SMALL_BATCH of files the last read found small, which the host
-reads in one pass together), and the last read of each file is remembered (MAX_CHECKPOINTS) so
-the next one reads only what was added. A read of another engine's log (vLLM, SGLang,
+(MAX_BATCH logs at most, MAX_SMALL_BATCH with the files the last read found small, which the host
+reads in one pass together), and the last read of each file is remembered (kept.py: MAX_CHECKPOINTS
+per host entry) so the next one reads only what was added. A read of another engine's log (vLLM, SGLang,
 llama.cpp: read_engine_log) is a command of its own.
 
 asyncssh is imported inside the functions that use it, so the server starts without loading it.
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from radiance_mcp.core.boot import CutBoot
+from radiance_mcp.core.boot import Boot, CutBoot, Line
 from radiance_mcp.core.errors import RemoteError
 from radiance_mcp.sources.remote.answers import dry_run_result, engine_lines, file_text, section_boot
 from radiance_mcp.sources.remote.commands import (
@@ -39,6 +39,7 @@ from radiance_mcp.sources.remote.framing import (
     parse_frames,
     parse_output,
 )
+from radiance_mcp.sources.remote.kept import Kept, lines_bytes
 from radiance_mcp.sources.remote.records import (
     DryRun,
     EngineLines,
@@ -93,15 +94,17 @@ class Transfer:
 _ReadKey = tuple[SSHTarget, str, str, int, tuple[str, ...]]
 """What makes two log reads the same read: host entry, kind, path or container, boot, roots."""
 
-MAX_BATCH = 4
-"""Logs read in one command at most. The host runs a command's reads one after the other; more logs
-go as further commands on the same connection, which the host runs side by side (at most
+MAX_BATCH = 16
+"""Logs not known to be small read in one command at most, so a host's services (a handful) cost one
+command a call, cold or warm: a command is a session and a shell started on the host, and a fleet's
+hosts run theirs side by side. The host runs a command's reads one after the other; more logs go as
+further commands on the same connection, which the host runs side by side (at most
 Limits.channels_per_host at once)."""
 
 MAX_SMALL_BATCH = 64
-"""Files the last read found small (at most Limits.small_file_bytes) read in one command at most:
-the host reads them all in one awk pass, with no process per file, so one command costs about
-what one small read does; side by side, each would pay a session and its start-up."""
+"""Reads in one command at most, the files the last read found small (at most Limits.small_file_bytes)
+included: the host reads those in one awk pass at the end, with no process per file, so they cost about
+what one small read does."""
 
 
 @dataclass(eq=False)  # compared and hashed by identity
@@ -109,16 +112,12 @@ class _Batch:
     """Log reads of one host entry that go to the host as one command."""
 
     target: SSHTarget
-    small: bool
-    """Only files the last read found small (MAX_SMALL_BATCH of them), or any reads (MAX_BATCH)."""
     requests: list[LogRequest] = field(default_factory=list)
+    large: int = 0
+    """Of the requests, those not known to be small (MAX_BATCH at most)."""
     keys: list[_ReadKey] = field(default_factory=list)
     task: asyncio.Task[list[Section]] = field(init=False)
     waiters: int = 0
-
-
-MAX_CHECKPOINTS = 256
-"""Logs whose last read is remembered (a few KiB each); the least recently read go first."""
 
 
 class SSHPool:
@@ -126,15 +125,17 @@ class SSHPool:
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self.checkpoints: dict[tuple[SSHTarget, str], ReadMark] = {}
-        self.small_files: dict[tuple[SSHTarget, str], None] = {}
-        """Files the last read found small, the most recently read last (MAX_CHECKPOINTS at most)."""
+        self.checkpoints: Kept[ReadMark] = Kept()
+        self.small_files: Kept[None] = Kept()
+        """Files the last read found small."""
+        self.parses: Kept[tuple[tuple[Line, ...], Boot]] = Kept()
+        """Per log read, its last cut's lines and their parse (sources.ledgers.read_many keeps them): an
+        unchanged log's warm read gets the same lines again."""
         self.transfer = Transfer()
         self._entries: dict[SSHTarget, _Entry] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: dict[tuple[SSHTarget, bool], _Batch] = {}
-        """Per host entry (and small or not), the batch that calls of this loop turn join (its command not yet
-        sent)."""
+        self._pending: dict[SSHTarget, _Batch] = {}
+        """Per host entry, the batch that calls of this loop turn join (its command not yet sent)."""
         self._inflight: dict[_ReadKey, tuple[_Batch, int]] = {}
         """Each read waiting or running, and where its answer will be."""
 
@@ -144,9 +145,9 @@ class SSHPool:
         """Cut the requested boot of each log on the host, in one command with the host's other reads.
 
         Fan-out: the reads of every call that reaches here in the same turn of the event loop
-        (many services read at once, say) go to the host together, MAX_BATCH logs per command,
-        the commands side by side on the one connection (files the last read found small go
-        MAX_SMALL_BATCH to a command: the host reads those in one pass); a read identical to one already
+        (many services read at once, say) go to the host together, MAX_BATCH logs per command
+        (MAX_SMALL_BATCH with the files the last read found small: the host reads those in one pass),
+        the commands side by side on the one connection; a read identical to one already
         waiting or running (same log or container, boot and roots) is not sent again, it shares
         that read's answer (so it may miss lines written after that read began). A command is
         stopped only when every call waiting on it is cancelled.
@@ -172,28 +173,30 @@ class SSHPool:
         found = self._inflight.get(key)
         if found is not None and not found[0].task.done():
             return found
-        small = request.kind == "file" and (target, request.name) in self.small_files
-        batch = self._pending.get((target, small))
-        if batch is None or batch.task.done() or len(batch.requests) >= (MAX_SMALL_BATCH if small else MAX_BATCH):
-            batch = _Batch(target, small)
-            self._pending[target, small] = batch
+        large = not (request.kind == "file" and (target, request.name) in self.small_files)
+        batch = self._pending.get(target)
+        if (batch is None or batch.task.done() or len(batch.requests) >= MAX_SMALL_BATCH
+                or large and batch.large >= MAX_BATCH):
+            batch = _Batch(target)
+            self._pending[target] = batch
             batch.task = asyncio.get_running_loop().create_task(self._run_batch(batch))
             # Forget the batch however it ends: answered, failed, or cancelled before it began.
             batch.task.add_done_callback(functools.partial(self._forget, batch))
         batch.requests.append(request)
+        batch.large += large
         batch.keys.append(key)
         self._inflight[key] = (batch, len(batch.requests) - 1)
         return self._inflight[key]
 
     async def _run_batch(self, batch: _Batch) -> list[Section]:
         await asyncio.sleep(0)  # the calls started in this turn of the loop join the batch first
-        if self._pending.get((batch.target, batch.small)) is batch:
-            del self._pending[batch.target, batch.small]
+        if self._pending.get(batch.target) is batch:
+            del self._pending[batch.target]
         return await self._read_sections(batch.target, batch.requests)
 
     def _forget(self, batch: _Batch, _task: object = None) -> None:
-        if self._pending.get((batch.target, batch.small)) is batch:
-            del self._pending[batch.target, batch.small]
+        if self._pending.get(batch.target) is batch:
+            del self._pending[batch.target]
         for key in batch.keys:
             if self._inflight.get(key, (None, 0))[0] is batch:
                 del self._inflight[key]
@@ -284,18 +287,16 @@ class SSHPool:
 
     def _note_size(self, key: tuple[SSHTarget, str], small: bool) -> None:
         """Remember whether the file was small (read whole), the most recent last."""
-        self.small_files.pop(key, None)
+        self.small_files.pop(key)
         if small:
-            self.small_files[key] = None
-            while len(self.small_files) > MAX_CHECKPOINTS:
-                del self.small_files[next(iter(self.small_files))]
+            self.small_files.keep(key, None)
 
     def _remember(self, key: tuple[SSHTarget, str], section: Section, previous: ReadMark | None) -> None:
         """Keep the newest marker (and, for the newest boot, its lines so far) for the next read."""
         anchor = section.checkpoint
         if anchor is None:
             if section.error:
-                self.checkpoints.pop(key, None)
+                self.checkpoints.pop(key)
             return
         same_anchor = previous is not None and (
             previous.inode, previous.offset, previous.line, previous.boot, previous.text, previous.base) == (
@@ -307,10 +308,7 @@ class SSHPool:
             kept = tuple(item for item in section.lines if item.number < line)
             anchor = replace(anchor, tail_offset=offset, tail_line=line, tail_cksum=cksum, lines=kept,
                              skipped=section.skipped)
-        self.checkpoints.pop(key, None)
-        self.checkpoints[key] = anchor  # the most recent last; the oldest go past MAX_CHECKPOINTS
-        while len(self.checkpoints) > MAX_CHECKPOINTS:
-            del self.checkpoints[next(iter(self.checkpoints))]
+        self.checkpoints.keep(key, anchor, lines_bytes(anchor.lines))
 
     async def run(self, target: SSHTarget, script: str, *, what: str, verb: str = "reading",
                   timeout_s: float | None = None) -> bytes:

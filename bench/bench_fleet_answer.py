@@ -1,0 +1,113 @@
+"""Where a whole-fleet plan_free_vram spends its time after the host commands: the plan, then its answer.
+
+bench_fleet.py times the call over MCP stdio; this splits it, in one process, on the same fleet of
+asyncssh hosts (bench_fleet.Hosts): the reads alone, the tool's run (the reads, warm by then, and
+the plan), then each step the server and the SDK take with the answer (model_dump, the text copy,
+the SVG, the SDK's validation of the structured output, the JSON-RPC dump) and the client's
+reading of it (parse and CallToolResult validation, the output schema's check), each with its
+CPU seconds, and the answer's size on the wire (issue 26 items 1 and 2).
+
+    .venv/bin/python bench/bench_fleet_answer.py [--services 1000] [--logs small|20mib]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_fleet  # noqa: E402
+
+
+def timed(label: str, step: Callable[[], Any]) -> Any:
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = step()
+    print(f"  {label:50} {time.perf_counter() - wall:6.2f} s wall {time.process_time() - cpu:6.2f} s CPU")
+    return result
+
+
+async def main() -> None:
+    import jsonschema
+    from mcp import Client
+    from mcp.server.mcpserver.utilities.func_metadata import _pydantic_readable_typeddict
+    from mcp.types import CallToolResult, ImageContent, TextContent
+    from pydantic import TypeAdapter
+
+    from radiance_mcp.app.arguments import parse_arguments
+    from radiance_mcp.app.server import build_server
+    from radiance_mcp.models.ledger_ref import LedgerRef
+    from radiance_mcp.sources.config import load
+    from radiance_mcp.sources.engine_logs import read_ledger
+    from radiance_mcp.sources.offload import gather
+    from radiance_mcp.sources.runtime import Runtime
+    from radiance_mcp.tools import tool_spec
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--services", type=int, default=1000)
+    parser.add_argument("--logs", default="small", choices=["small", "20mib"])
+    options = parser.parse_args()
+    host_count = (options.services + bench_fleet.PER_HOST - 1) // bench_fleet.PER_HOST
+    base = Path(tempfile.mkdtemp(prefix="bench-answer-", dir="/tmp"))
+    hosts = None
+    try:
+        bench_fleet.write_files(base, host_count)
+        hosts = bench_fleet.Hosts(host_count, base)
+        key = " ".join((base / "host_key.pub").read_text().split()[:2])
+        (base / "known_hosts").write_text("".join(f"[127.0.0.1]:{port} {key}\n" for port in hosts.ports))
+        runtime = Runtime(load(bench_fleet.fleet_toml(base, options.services, options.logs, hosts.ports)))
+        async with Client(build_server(runtime)) as client:
+            tools = (await client.list_tools()).tools
+        schema = next(t for t in tools if t.name == "plan_free_vram").output_schema
+        spec = tool_spec("plan_free_vram")
+        args = parse_arguments(spec.name, spec.input_model, {})
+        names = sorted(runtime.fleet.services)
+        output = None
+        for label in ("cold", "warm", "warm"):
+            print(f"{label}, {options.services} services, {options.logs} logs:")
+            cpu, wall = time.process_time(), time.perf_counter()
+            await gather(*(read_ledger(runtime, LedgerRef(service=n, boot=-1)) for n in names))
+            print(f"  {'the reads alone':50} {time.perf_counter() - wall:6.2f} s wall "
+                  f"{time.process_time() - cpu:6.2f} s CPU")
+            cpu, wall = time.process_time(), time.perf_counter()
+            output = await spec.run(runtime, args)
+            print(f"  {'the tool: the reads again (warm) and the plan':50} {time.perf_counter() - wall:6.2f} s wall "
+                  f"{time.process_time() - cpu:6.2f} s CPU")
+        assert output is not None and spec.picture is not None
+        picture = spec.picture
+        print("the answer of the last:")
+        data = timed("server: model_dump", lambda: output.model_dump(mode="json", by_alias=True))
+        text = timed("server: the text copy (json.dumps)",
+                     lambda: json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+        svg = timed("server: the SVG, base64", lambda: base64.b64encode(picture(output).encode()).decode())
+        adapter = TypeAdapter(_pydantic_readable_typeddict(spec.output_model))
+        timed("server: the SDK's check of the structured output", lambda: adapter.validate_python(data))
+        result = CallToolResult(content=[TextContent(type="text", text=text),
+                                         ImageContent(type="image", data=svg, mime_type="image/svg+xml")],
+                                structured_content=data)
+        wire = timed("server: the JSON-RPC dump", lambda: result.model_dump_json(by_alias=True, exclude_unset=True))
+        back = timed("client: parse, CallToolResult", lambda: CallToolResult.model_validate_json(wire))
+        checker = jsonschema.validators.validator_for(schema)(schema)
+        timed("client: the output schema's check", lambda: list(checker.iter_errors(back.structured_content)))
+        print(f"  on the wire {len(wire) / 1e6:.1f} MB: structured {len(json.dumps(data)) / 1e6:.1f} MB, "
+              f"text {len(text) / 1e6:.1f} MB, SVG {len(svg) / 1e6:.1f} MB")
+        await runtime.close()
+    finally:
+        if hosts is not None:
+            hosts.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
