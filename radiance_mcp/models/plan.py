@@ -6,10 +6,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import (
     Field,
     PrivateAttr,
-    SerializerFunctionWrapHandler,
     Strict,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
@@ -114,8 +112,7 @@ Source = Literal["ledger", "model constant", "config", "argument", "arithmetic"]
 
 
 class Traced(Output):
-    """A figure and where it comes from: a ledger line, a model constant, the config, or arithmetic on those
-    (source, published unless it is arithmetic)."""
+    """A figure and where it comes from: a ledger line, a model constant, the config, or arithmetic on those."""
 
     name: str
     value: float
@@ -125,12 +122,6 @@ class Traced(Output):
     text: str = Field(description="The ledger line as printed, the constant's name, or the arithmetic.")
     now: float | None = Field(default=None, description="A gain's figure as the service runs now.")
 
-    @model_serializer(mode="wrap")
-    def _published(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        if out.get("source") == "arithmetic":
-            del out["source"]
-        return out
 
 
 class PlanFreeVramInput(Input):
@@ -175,7 +166,7 @@ class PlanFreeVramInput(Input):
 
 class CardPlan(Output):
     card: int
-    physical: str | None = Field(None, description="The physical card from the config's cards; absent: not said.")
+    physical: str | None = Field(None, description="The physical card from the config's cards; null: not said.")
     # The picture's own figures, not the ceiling's (compute_ceiling shows them): kept out of the published plan.
     card_total: Traced | None = Field(None, exclude=True)
     vram_weights: Traced
@@ -196,12 +187,12 @@ class ResizePlanOutput(Output):
     reserves this plan was priced with) and it renders; checks are the rule book's verdicts on it, by rule (a plan
     a rule fails is not offered: the option's notes give its arithmetic)."""
 
-    vram_weights_mib: int | None = Field(None, description="Absent: another engine's, the model's weights.")
-    vram_kv_mib: int | None = Field(None, description="Absent: llama.cpp's, which follows from seqs x max_model_len "
+    vram_weights_mib: int | None = Field(None, description="null: another engine's, the model's weights.")
+    vram_kv_mib: int | None = Field(None, description="null: llama.cpp's, which follows from seqs x max_model_len "
                                                       "cells.")
     seqs: int
     max_model_len: int
-    kv_cache_dtype: str | None = Field(None, description="Absent: another engine's, whose rate is its boot's.")
+    kv_cache_dtype: str | None = Field(None, description="null: another engine's, whose rate is its boot's.")
     spec: int | None = None
     checks: dict[str, Literal["pass", "unchecked"]]
 
@@ -231,10 +222,11 @@ class ServicePlan(Output):
     personal_reserves: list[str] = Field(default_factory=list)
     headroom_mib: int = Field(description="The binding card's headroom, counted once where a card is shared.")
     usable_mib: int = Field(description="headroom_mib less every reserve: what the options spend.")
-    slope: Traced | None = Field(None, description="Resident expert slots per slab MiB (radiance; absent for "
+    slope: Traced | None = Field(None, description="Resident expert slots per slab MiB (radiance; null for "
                                                    "another engine).")
     slab: Traced | None = Field(None, description="Resident slots now, from the `slab slots` line.")
     options: list[PlanOption] = Field(default_factory=list)
+    decode: str
     sharing: Literal["known", "unknown"]
     checks: list[RuleCheck] = Field(default_factory=list, description=(
         "The rule book's rules on the service as it runs (the pool contract, the sampler bound): a failed one is "
@@ -286,20 +278,8 @@ class Problem(Output):
     detail: str = Field(description="What the first of them says.")
 
 
-def _published(value: Any) -> Any:
-    """The published form: no null, no empty list (every list field defaults to empty), whole numbers as such."""
-    if isinstance(value, dict):
-        return {k: _published(v) for k, v in value.items() if v is not None and v != []}
-    if isinstance(value, list):
-        return [_published(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 class PlanFreeVramOutput(Output):
-    """The plan, published without nulls or empty lists (an absent field is none or empty): the answer is
-    bounded (tools/plan_fleet.py)."""
+    """The plan of one service (or ledger), or the whole fleet's bounded answer (tools/plan_fleet.py)."""
 
     services: list[ServicePlan] = Field(default_factory=list, description=(
         "The plan of the service (or ledger) asked for; none for the whole fleet (see rows)."))
@@ -312,19 +292,14 @@ class PlanFreeVramOutput(Output):
         description="known: every service names its cards (cards = [...] in the config); unknown: none does."
     )
     summary: list[str] = Field(default_factory=list, description="The answer in a few lines.")
-    decode: str = Field(description="What no option here prices: decode.")
     rows: list[ServiceRow] = Field(default_factory=list, description="Whole fleet: one page of services, by name.")
     best: list[BestOption] = Field(default_factory=list, description=(
         "Whole fleet: the best options by each measure, most gained first."))
     problems: list[Problem] = Field(default_factory=list, description=(
         "Whole fleet: every problem, grouped where services say the same."))
     services_total: int = Field(description="How many services this answer covers (the fleet's, or a host's).")
-    next_cursor: str | None = Field(default=None, description="Pass as cursor for the next page of rows; absent: the last.")
+    next_cursor: str | None = Field(default=None, description="The cursor of the next page of rows; null: the last.")
     notes: list[str] = Field(default_factory=list)
     _pictured: list[ServicePlan] = PrivateAttr(default_factory=list)
     """Whole fleet: the page's plans, for the picture (not published)."""
 
-    @model_serializer(mode="wrap")
-    def _published(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = _published(handler(self))
-        return out

@@ -78,9 +78,9 @@ def traced(name: str, figure: Figure) -> Traced:
 
 
 DECODE = (
-    "decode is a separate axis, priced by no option here: it follows the KV dtype, bandwidth and draft "
-    f"acceptance, not the slab or pool; measure it (at least {MIN_DECODE_TOKENS} generated tokens, "
-    f"{PREFERRED_DECODE_TOKENS} preferred)"
+    "decode is a separate axis: it follows the KV dtype, memory bandwidth and draft acceptance, not the slab "
+    f"nor the pool size; no option here is priced in decode t/s: measure it (at least {MIN_DECODE_TOKENS} "
+    f"generated tokens, {PREFERRED_DECODE_TOKENS} preferred)"
 )
 
 
@@ -400,14 +400,14 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     if single:
         return PlanFreeVramOutput(services=services, physical_cards=physical,
                                   unreadable=[Unreadable(service=n, error=str(e)) for n, e in failures.items()],
-                                  fleet_headroom_mib=fleet_headroom, sharing=sharing, decode=DECODE,
+                                  fleet_headroom_mib=fleet_headroom, sharing=sharing,
                                   summary=[_summary(plan) for plan in services],
                                   services_total=1, notes=notes)
     where = f" on {args.host}" if args.host else ""
 
     def head(summary_tail: list[str], pictured: list[ServicePlan], **parts: Any) -> PlanFreeVramOutput:
         out = PlanFreeVramOutput(
-            fleet_headroom_mib=fleet_headroom, sharing=sharing, decode=DECODE, services_total=len(names),
+            fleet_headroom_mib=fleet_headroom, sharing=sharing, services_total=len(names),
             summary=[f"{len(names):,} services{where}, {len(services):,} planned: {fleet_headroom:,} MiB of "
                      f"headroom, each physical card once ({sharing})", *summary_tail],
             notes=notes, **parts)
@@ -505,6 +505,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
         slope=None if slope is None else _slope(slope),
         slab=_ledger("slab slots resident", slab.resident_slots, "slots", slab.line) if slab else None,
         options=options,
+        decode=DECODE,
         sharing="known" if all(c.physical for c in cards) else "unknown",
         checks=[rule_check(c) for c in checks],
         notes=notes,

@@ -184,6 +184,5 @@ def _page(by_name: dict[str, ServicePlan], failures: dict[str, RadianceMCPError]
         lines.append(f"rows: services {start + 1:,}-{start + len(page):,} of {total:,}{more}; service=NAME for "
                      "one service's whole plan, host=HOST for a host's")
     return head(rows=rows, best=best, problems=found, physical_cards=shared, next_cursor=next_cursor,
-                unreadable=[Unreadable(service=n, error=f"{_kind(failures[n])}: problems says why")
-                            for n in page if n in failures],
+                unreadable=[Unreadable(service=n, error=str(failures[n])) for n in page if n in failures],
                 summary_tail=lines, pictured=[by_name[n] for n in page if n in by_name])
