@@ -30,8 +30,6 @@ from radiance_mcp.models.plan import (
 
 FLEET_ANSWER_CHARS = 16_000
 """The whole fleet's answer, in characters of compact JSON structured content (issue 26)."""
-SERVICE_PLAN_CHARS = 6_000
-"""One service's plan, likewise (tests/test_result_sizes.py keeps both)."""
 PAGE_ROWS = 40
 """Services per page at most; fewer where their lines would pass FLEET_ANSWER_CHARS."""
 BEST_PER_MEASURE = 5
