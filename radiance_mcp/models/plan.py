@@ -148,7 +148,7 @@ class PlanFreeVramInput(Input):
     def _sources(self) -> Self:
         given = given_sources(self)
         problem = source_problem(
-            given, self.host is not None, required=False, host_alone=True,
+            given, self.host is not None, required=False, host_alone=not given,  # host alone: its services
             count=f"give at most one of service, log, log_text or container (found: {', '.join(given)}); "
                   "none plans the whole fleet",
         )
