@@ -26,7 +26,6 @@ JARGON = {
     "pool": r"\bpool\b",
     "contract": r"\bcontract\b",
     "slab": r"\bslab\b",
-    "lender, ledger mover": r"\bmover\b",
     "probe": r"\bprobes?\b",
     "headroom": r"\bheadroom\b",
     "arm": r"\barms\b",

@@ -93,7 +93,7 @@ async def test_plan_free_vram_answers_every_engine_in_one_form(log: Path) -> Non
         assert card["settled_free"]["value"] == next(c["settled_free_mib"] for c in out["cards"]
                                                      if c["card"] == card["card"])
         for field, name in CARD_FIGURES.items():
-            assert card[field] is None or card[field]["name"] == name, (field, card[field])
+            assert card.get(field) is None or card[field]["name"] == name, (field, card.get(field))
     # The binding card has the least headroom, spent once; each option spends what the reserves leave.
     binding = next(c for c in plan["cards"] if c["card"] == plan["binding_card"])
     assert binding["headroom_once_mib"] == min(c["headroom_once_mib"] for c in plan["cards"]) == plan["headroom_mib"]

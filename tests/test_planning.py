@@ -157,8 +157,10 @@ async def test_one_call_on_the_example_answers_with_every_figure_traced(example_
 async def test_the_whole_fleet_counts_a_shared_card_once(tmp_path: Path) -> None:
     async with SimFleet.start(tmp_path, time_scale=0.0001) as fleet:
         runtime = Runtime(load(fleet.config_path))
-        whole, twin = await asyncio.gather(call(runtime), call(runtime, service="twin"))
-    plans = {p["service"]: p for p in whole["services"]}
+        whole, twin, lowpool = await asyncio.gather(call(runtime), call(runtime, service="twin"),
+                                                    call(runtime, service="lowpool"))
+    # The fleet's answer holds a row per service (its headroom, its options in a line each), not its plan.
+    plans = {p["service"]: p for p in whole["rows"]}
     assert set(plans) == {"frank-archon", "qwen38-proven", "twin", "lowpool"}
     assert [u["service"] for u in whole["unreadable"]] == ["qwen38-wide"]  # refused: no settled line
     assert "read the ceiling from a boot that settled" in whole["unreadable"][0]["error"]
@@ -168,14 +170,16 @@ async def test_the_whole_fleet_counts_a_shared_card_once(tmp_path: Path) -> None
     assert cards["gpubox:1"]["headroom_mib"] == 1_577 and sorted(cards["gpubox:1"]["services"]) == [
         "lowpool card 0", "twin card 1"]
     assert plans["lowpool"]["headroom_mib"] == plans["twin"]["headroom_mib"] == 1_577
-    assert plans["lowpool"]["cards"][0]["headroom_mib"] == 3_968 and plans["lowpool"]["sharing"] == "known"
-    own = {n: p["cards"][0]["headroom_mib"] for n, p in plans.items() if n in ("frank-archon", "qwen38-proven")}
+    (alone,) = lowpool["services"]
+    assert alone["cards"][0]["headroom_mib"] == 3_968 and alone["sharing"] == "known"
+    own = {n: p["headroom_mib"] for n, p in plans.items() if n in ("frank-archon", "qwen38-proven")}
     # counted once: gpubox:0 (1,849) + gpubox:1 (1,577) + the two dankserver services, whose cards are not named
     assert whole["fleet_headroom_mib"] == 1_849 + 1_577 + sum(own.values())
     assert whole["sharing"] == "partial" and any("frank-archon, qwen38-proven" in n for n in whole["notes"])
     # asked for twin alone, lowpool is still read: it shares twin's card 1
     assert [p["service"] for p in twin["services"]] == ["twin"]
-    assert twin["physical_cards"] == whole["physical_cards"]
+    # the fleet's answer names its shared cards (the page's); twin's own plan names all of twin's
+    assert [c for c in twin["physical_cards"] if len(c["services"]) > 1] == whole["physical_cards"]
     assert any("shared with lowpool" in n for n in twin["services"][0]["notes"])
 
 
@@ -237,7 +241,7 @@ async def test_a_config_whose_cards_do_not_match_the_boot_says_sharing_is_unknow
         ({"service": "nope"}, "service 'nope' is not in the fleet"),
         ({"service": "x", "log_text": "y"}, "at most one of service, log, log_text or container"),
         ({"log_text": "I radiance boot: x\nhello\n"}, "settled at"),
-        ({"host": "h"}, "host goes with log"),
+        ({"host": "h"}, "host 'h' is not in the fleet config"),
     ],
 )
 async def test_bad_requests_say_what_to_give(arguments: dict[str, Any], message: str) -> None:

@@ -103,7 +103,7 @@ def _describe(error: ErrorDetails, model: type[BaseModel], spell: Callable[[str]
     info = _walk(model, loc)[0]
     value = error.get("input")
     if kind == "missing":
-        about = _about(info).rstrip(".")
+        about = _about(info, loc).rstrip(".")
         return f"{name} is required" + (f" ({about[:1].lower()}{about[1:]})" if about else "")
     if kind == "extra_forbidden":
         known = _fields_of(model, loc[:-1])
@@ -122,7 +122,7 @@ def _describe(error: ErrorDetails, model: type[BaseModel], spell: Callable[[str]
         return f"{name}={_shown(value)} is out of range: send {allowed}"
     if kind in _JSON_TYPE:
         return f"{name}={_shown(value)}: {_sent(value)} is not read as {_JSON_TYPE[kind]} here; send {allowed}"
-    about = _about(info).rstrip(".")
+    about = _about(info, loc).rstrip(".")
     about = f" ({about[:1].lower()}{about[1:]})" if about else ""
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         fields = _fields_of(model, loc)
@@ -173,21 +173,54 @@ UNPUBLISHED_HELP = {
     "timeout_s": "the longest wait, in seconds, for each answer of the endpoint",
     "total_timeout_s": "the seconds the whole probe may take, every request included",
     "use_tokenize_endpoint": "count with the engine's tokenize endpoint where it has one (else from its refusals)",
+    # The shared arguments, which the server's instructions word once for tools/list (app/server.py).
+    "service": "a service list_fleet names",
+    "log": "a ledger file under the log roots (on host, if given)",
+    "log_text": "ledger text (unverified)",
+    "host": "a fleet host of log or container (SSH)",
+    "container": "a container on host (podman logs)",
+    "boot": "-1 newest, -2 the one before, 1 oldest",
+    "wait_s": "seconds to wait for a settled boot (0: none)",
+    "after_line": "first_line of the boot to wait past",
+    "after_byte": "its first_byte",
+    "reserves.mib": "MiB held back below the ceiling",
+    "reserves.label": "what the reserve is for",
+    "reserves.line": "its reserve_candidates line",
+    "reserves.personal": "no line backs it: labelled personal",
+    "outside_free.mib": "free MiB read outside the engine",
+    "outside_free.label": "where it was read (e.g. 'nvidia-smi 10:02')",
+    "outside_free.card": "its card; omitted: every card",
+    "dialect": "auto: detected from the first refusal",
+    "api": "chat (thinking off) or completions",
+    "model": "the served model's name",
+    "chars_per_token": "filler characters per token",
+    "max_window_tokens": "above an unknown window; a refusal names it",
 }
-"""What the input fields whose model has no description mean, for the CLI's --help: tools/list publishes
-every description on each turn of an agent, and these stay out of its budget (tests/test_tools_list_size.py)."""
+"""What the input fields whose model has no description mean, for the CLI's --help and the argument errors:
+tools/list publishes every description on each turn of an agent, and these stay out of its budget
+(tests/test_tools_list_size.py); a nested field is named by its list and its own name."""
 
 
 def field_help(name: str, info: FieldInfo) -> str:
     """An input field's help on the command line: its description, else UNPUBLISHED_HELP's with its default."""
     if info.description:
         return info.description
-    text = UNPUBLISHED_HELP.get(name, "")
+    text = _unpublished(name)
     return f"{text} (default {json.dumps(info.default)})" if text and not info.is_required() else text
 
 
-def _about(info: FieldInfo | None) -> str:
-    return (info.description or "") if info is not None else ""
+def _unpublished(name: str) -> str:
+    side = name.removeprefix("proven_").removeprefix("candidate_")
+    return UNPUBLISHED_HELP.get(name) or UNPUBLISHED_HELP.get(side, "")
+
+
+def _about(info: FieldInfo | None, loc: tuple[int | str, ...] = ()) -> str:
+    if info is not None and info.description:
+        return info.description
+    names = [str(part) for part in loc if isinstance(part, str)]
+    if not names:
+        return ""
+    return UNPUBLISHED_HELP.get(".".join(names[-2:])) or _unpublished(names[-1])
 
 
 def _allowed(info: FieldInfo | None) -> str:

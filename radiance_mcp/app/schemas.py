@@ -5,17 +5,19 @@ Pure: a schema in, a smaller schema out, accepting exactly the same values an ag
 
 - ``compact`` (input schemas, and output schemas' shared parts): drops the ``title`` pydantic
   writes for every property and model (the property's name already says it) and the
-  ``"default": null`` of an optional argument (absent and null mean the same to the server),
+  ``"default": null`` of an optional argument (absent and null mean the same to the server), and
+  in an input schema a default of false or [] (an omitted flag is off, an omitted list empty)
+  and each nested record written in place rather than under ``$defs``,
   writes a nullable ``anyOf`` as a type list, and names the bounds pydantic leaves as ``ge`` /
   ``le`` on a nullable field with JSON Schema's words (``minimum`` / ``maximum``). In an input
   schema an optional argument is published with its own type alone: leaving it out says
   "none" (the server also reads an explicit null so).
   Everything that constrains a value stays: types, enums, bounds, maxLength, required,
   additionalProperties.
-- ``shallow`` (output schemas): the top level of a tool's structured output, each property with
-  its JSON type (and enum), nested records as plain objects and arrays, and no ``required``
-  list (every property of an output is always present; listing them again would repeat every
-  name). The structured output is a value of the full schema, so it is a value of this one too;
+- ``shallow`` (output schemas): the top level of a tool's structured output, each property by
+  its name (and its enum, where its values are a few words), no types and no ``required`` list
+  (an agent reads the names; the types are paid on every turn for a check the server already
+  made). The structured output is a value of the full schema, so it is a value of this one too;
   the full schema of every tool is served as a resource (``schema://<tool>/output``) for a
   client that wants it.
 """
@@ -41,7 +43,25 @@ def compact(schema: Schema, *, arguments: bool = False) -> Schema:
     with its own type alone: leaving it out is how an agent says nothing, and the server reads
     an explicit null the same way. The schema then accepts every value but that null.
     """
-    out: Schema = _compact(schema, arguments)
+    out: Schema = _compact(_inlined(schema) if arguments else schema, arguments)
+    return out
+
+
+def _inlined(schema: Schema) -> Schema:
+    """An input schema with each nested model written where it is used, not under $defs and a $ref (the
+    arguments nest one level: a list of records, never a model inside itself)."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node and len(node) == 1:
+            return walk(defs[node["$ref"].rsplit("/", 1)[-1]])
+        return {key: walk(value) for key, value in node.items() if key != "$defs"}
+
+    out: Schema = walk(schema)
     return out
 
 
@@ -54,7 +74,7 @@ def _compact(node: Any, arguments: bool) -> Any:
     for key, value in node.items():
         if key == "title" and isinstance(value, str):
             continue
-        if key == "default" and value is None:
+        if key == "default" and (value is None or (arguments and (value is False or value == []))):
             continue
         if key in _NAME_MAPS and isinstance(value, dict):
             out[key] = {name: _compact(sub, arguments) for name, sub in value.items()}
@@ -88,26 +108,22 @@ def _nullable_as_type_list(node: dict[str, Any], *, drop_null: bool = False) -> 
 
 
 def shallow(schema: Schema) -> Schema:
-    """The top level of an object schema: each property's JSON type(s), enums kept, nesting cut."""
+    """The top level of an object schema: each property's name, with its enum where it has one; the
+    types and the nesting are the full schema's (a resource)."""
     defs = schema.get("$defs", {})
     properties = {name: _shallow_property(sub, defs) for name, sub in schema.get("properties", {}).items()}
     return {"type": "object", "properties": properties}
 
 
 def _shallow_property(node: Schema, defs: Schema) -> Schema:
-    types: list[str] = []
     enum: list[Any] | None = None
+    nullable = False
     for arm in node.get("anyOf", [node]):
         arm = defs.get(arm["$ref"].rsplit("/", 1)[-1], {}) if "$ref" in arm else arm
-        kind = arm.get("type", "object" if "properties" in arm else None)
-        if kind is None:  # a schema that admits anything: say nothing of its type
-            return {}
-        for one in kind if isinstance(kind, list) else [kind]:
-            if one not in types:
-                types.append(one)
-        if "enum" in arm:
+        if arm.get("type") == "null":
+            nullable = True
+        elif "enum" in arm and arm.get("type") == "string":
             enum = [*(enum or []), *arm["enum"]]
-    out: Schema = {"type": types[0] if len(types) == 1 else types}
-    if enum is not None and set(types) <= {"string", "null"}:
-        out["enum"] = [*enum, *([None] if "null" in types else [])]
-    return out
+        else:
+            return {}  # a number, a record, a list: its type is the full schema's
+    return {} if enum is None else {"enum": [*enum, *([None] if nullable else [])]}

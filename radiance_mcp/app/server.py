@@ -68,6 +68,23 @@ the ceiling is the engine's (settled free minus its floor, plus the pair), never
 memory seen from outside; every reserve must cite a ledger line or be labelled personal.
 """
 
+LEDGER_ARGUMENTS = """\
+Ledger arguments (every tool that reads a boot ledger): one of service (a name list_fleet gives), log (a
+ledger file under the log roots; on host, over SSH, if given), log_text (the caller's text: unverified) or
+container with host (its podman logs); boot: -1 the newest, -2 the one before, 1 the oldest. wait_s: seconds
+to wait for a settled boot (0: none), past the boot whose first_line / first_byte are after_line / after_byte.
+audit_step_shape's proven_* and candidate_* are each side's source; unprefixed, one source for both sides.
+reserves: each {mib, label} held below the ceiling cites its reserve_candidates line (line=N) or is
+personal=true. outside_free, only where the log prints no free memory: {mib, label (where it was read),
+card (omitted: every card)}, carried as unverified.
+Probe arguments: service (a name list_fleet gives); dialect: auto (detected from the first refusal) or an
+engine's; api: chat (thinking off) or completions; model: the served model's name; chars_per_token: filler
+characters per token; max_window_tokens: the bound above an unknown window (a refusal names the window).
+A field of a tool that words these otherwise says so in its own description.
+"""
+"""The shared ledger arguments in words, said once here rather than in every tool's schema (tools/list is paid
+on every turn); models/ledger_ref.py FIELDS words a role's arguments where they differ."""
+
 
 class RadianceTool(Tool):
     """The SDK's Tool, with our input model reading the raw arguments.
@@ -185,7 +202,7 @@ def build_server(runtime: Runtime, *, middleware: Sequence[Any] = (), submit_ans
     server: MCPServer = RadianceServer(
         "radiance-mcp",
         version=__version__,
-        instructions=INSTRUCTIONS + skills.instructions(procedures),
+        instructions=INSTRUCTIONS + LEDGER_ARGUMENTS + skills.instructions(procedures),
         lifespan=lifespan,
         tools=[*(_tool(tool, runtime) for tool in forms["tools"]), *([_answer_tool()] if submit_answer else [])],
         middleware=list(middleware),

@@ -129,7 +129,7 @@ class BootRef(Output):
     source: str
     boot: int = Field(description="Which boot was read, 1 = oldest; -1 = the newest, -2 ... when the boots "
                                   "before it were not counted (lines_from_byte set).")
-    boots_seen: int | None = Field(description="How many boots the source holds (null: not counted).")
+    boots_seen: int | None = Field(None, description="How many boots the source holds (null: not counted).")
     first_line: int
     last_line: int
     origin: Literal["host", "local file", "caller text"] = Field(
@@ -157,7 +157,7 @@ class RuleCheck(Output):
     rule: str
     verdict: Literal["pass", "fail", "unchecked"]
     arithmetic: str
-    lines: list[LineRef]
+    lines: list[LineRef] = Field(default_factory=list)
     remedy: str = Field(description="Failed: what to do instead; unchecked: what would let it be checked.")
 
 

@@ -6,7 +6,7 @@ from pydantic import Field, field_validator
 
 from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype
 from radiance_mcp.models.base import BootRef, Int, LineRef, MaxChars, Output, PathArg, Seqs
-from radiance_mcp.models.ledger import OUTSIDE_FREE_DESCRIPTION, OutsideFreeInput, ReserveInput
+from radiance_mcp.models.ledger import OutsideFreeInput, ReserveInput
 from radiance_mcp.models.ledger_ref import LedgerRef, Settling
 from radiance_mcp.models.plan import json_list
 
@@ -26,21 +26,16 @@ class RenderGatesInput(LedgerRef):
     max_model_len: Int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
     kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
     spec: Int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
-    reserves: list[ReserveInput] = Field(
-        default_factory=list, max_length=64,
-        description="Reserves below the ceiling; each cites a ledger line (line=N) or is personal=true.",
-    )
+    reserves: list[ReserveInput] = Field(default_factory=list, max_length=64)
     env_prefix: Annotated[str, MaxChars(63)] | None = Field(
         None, pattern=r"^[A-Z][A-Z0-9_]{0,62}$",
-        description="The env variables' prefix, e.g. SVC for SVC_VRAM_KV_MIB. Omitted: from the service's name.",
+        description="e.g. SVC for SVC_VRAM_KV_MIB. Omitted: from the service's name.",
     )
     env_file: PathArg | None = Field(
-        None, description="Where the env file lives, for the bats file to source. Omitted: the "
-        "service's env_file from the config, else <name>.env beside the bats file.",
+        None, description="Where the bats file sources it. Omitted: the config's, else <name>.env beside it.",
     )
 
-    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
-                                                 description=OUTSIDE_FREE_DESCRIPTION)
+    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64)
 
     @field_validator("reserves", "outside_free", mode="before")
     @classmethod
@@ -81,8 +76,7 @@ class VerifyDeployInput(Settling, LedgerRef):
         None, description="The env file's text as render_gates wrote it (its predictions). "
         "Omitted: the service's env_file from the config, on this machine.",
     )
-    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
-                                                 description=OUTSIDE_FREE_DESCRIPTION)
+    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64)
 
     @field_validator("outside_free", mode="before")
     @classmethod

@@ -39,16 +39,20 @@ class ReadBudgetTableInput(Settling, LedgerRef):
 
 
 class ReserveInput(Input):
-    mib: SizeMib = Field(ge=0, description="MiB held back below the ceiling.")
-    label: Name = Field(min_length=1, description="What the reserve is for.")
-    line: LineNumber | None = Field(None, description="Its reserve_candidates line.")
-    personal: Flag = Field(False, description="No line backs it: labelled personal.")
+    # MiB held back below the ceiling, labelled: its reserve_candidates line, or personal (no line backs it).
+    # Worded once, in the server's instructions (app/server.py LEDGER_ARGUMENTS): tools/list is paid every turn.
+    mib: SizeMib = Field(ge=0)
+    label: Name = Field(min_length=1)
+    line: LineNumber | None = None
+    personal: Flag = False
 
 
 class OutsideFreeInput(Input):
-    mib: SizeMib = Field(ge=0, description="Free MiB read outside the engine.")
-    label: Name = Field(min_length=1, description="Where it was read (e.g. 'nvidia-smi 10:02').")
-    card: int | None = Field(None, ge=0, le=4096, description="Its card; omitted: every card.")
+    # Free MiB read outside the engine, labelled where (e.g. 'nvidia-smi 10:02'), on one card (omitted: every
+    # card); worded once, in the server's instructions.
+    mib: SizeMib = Field(ge=0)
+    label: Name = Field(min_length=1)
+    card: int | None = Field(None, ge=0, le=4096)
 
 
 def outside(given: list[OutsideFreeInput]) -> tuple[tuple[int | None, Decimal, str], ...]:
@@ -56,12 +60,7 @@ def outside(given: list[OutsideFreeInput]) -> tuple[tuple[int | None, Decimal, s
     return tuple((f.card, Decimal(str(f.mib)), f.label) for f in given)
 
 
-OUTSIDE_FREE_DESCRIPTION = "Only where the log prints no free memory: carried as unverified, labelled."
-
-
-RESERVES_DESCRIPTION = (
-    "Each cites a reserve_candidates line (line=N) or is personal=true."
-)
+# outside_free and reserves are worded once, in the server's instructions (app/server.py LEDGER_ARGUMENTS).
 
 
 def _reserves_from_json(value: Any, info: ValidationInfo) -> Any:
@@ -82,13 +81,12 @@ def _reserves_from_json(value: Any, info: ValidationInfo) -> Any:
     return value
 
 
-Reserves = Annotated[list[ReserveInput], Field(max_length=MAX_RESERVES, description=RESERVES_DESCRIPTION)]
+Reserves = Annotated[list[ReserveInput], Field(max_length=MAX_RESERVES)]
 
 
 class ComputeCeilingInput(Settling, LedgerRef):
     reserves: Reserves = Field(default_factory=list)
-    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
-                                                 description=OUTSIDE_FREE_DESCRIPTION)
+    outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64)
 
     _json_string = field_validator("reserves", "outside_free", mode="before")(_reserves_from_json)
 

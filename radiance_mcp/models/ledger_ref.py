@@ -26,51 +26,53 @@ Role = Literal["ledger", "contract", "plan", "proven", "candidate", "shared"]
 compute_ceiling, render_gates, verify_deploy), the ledger behind a pool contract, a plan's
 ledger (none: the whole fleet), or audit_step_shape's sides and shared source."""
 
+# The shared wording of these arguments is said once, in the server's instructions (app/server.py
+# LEDGER_ARGUMENTS), not in every tool's schema: "" where a role words an argument as it does.
 FIELDS: dict[str, dict[Role, str]] = {
     "service": {
         "plan": "A service list_fleet names. Omit every source: the whole fleet.",
-        "ledger": "A service list_fleet names.",
+        "ledger": "",
         "contract": "A fleet service: its model and ledger fill gaps.",
-        "proven": "Its newest boot is the proven one.",
-        "candidate": "Its newest boot is the candidate.",
-        "shared": "One service for both sides.",
+        "proven": "",
+        "candidate": "",
+        "shared": "",
     },
     "log": {
-        "plan": "Ledger file under the log roots (on host, if given).",
-        "ledger": "Ledger file under the log roots (on host, if given).",
+        "plan": "",
+        "ledger": "",
         "contract": "Ledger file for omitted values (on host, if given).",
-        "proven": "Ledger file of the proven boot.",
-        "candidate": "Ledger file of the candidate boot.",
-        "shared": "One ledger file for both sides.",
+        "proven": "",
+        "candidate": "",
+        "shared": "",
     },
     "log_text": {
-        "plan": "Ledger text (unverified).",
-        "ledger": "Ledger text (unverified).",
+        "plan": "",
+        "ledger": "",
         "contract": "Ledger text for omitted values.",
-        "proven": "Ledger text of the proven boot.",
-        "candidate": "Ledger text of the candidate boot.",
-        "shared": "One ledger text for both sides.",
+        "proven": "",
+        "candidate": "",
+        "shared": "",
     },
     "container": {
-        "plan": "Container on host (podman logs).",
-        "ledger": "Container on host (podman logs).",
-        "contract": "Container on host (podman logs).",
-        "proven": "Container on host (proven).",
-        "candidate": "Container on host (candidate).",
-        "shared": "One container on host for both sides.",
+        "plan": "",
+        "ledger": "",
+        "contract": "",
+        "proven": "",
+        "candidate": "",
+        "shared": "",
     },
     "host": {
-        "plan": "Fleet host of log or container (SSH).",
-        "ledger": "Fleet host of log or container (SSH).",
-        "contract": "Fleet host of log or container (SSH).",
-        "shared": "Fleet host of the log / container sources (SSH).",
+        "plan": "Fleet host of log or container (SSH); alone: that host's services.",
+        "ledger": "",
+        "contract": "",
+        "shared": "",
     },
     "boot": {
-        "plan": "-1 newest, -2 the one before, 1 oldest.",
-        "ledger": "-1 newest, -2 the one before, 1 oldest.",
-        "contract": "-1 newest, -2 the one before, 1 oldest.",
+        "plan": "",
+        "ledger": "",
+        "contract": "",
         "proven": "-1 newest (default); -2 with a shared source.",
-        "candidate": "-1 newest (default).",
+        "candidate": "",
     },
 }
 
@@ -82,7 +84,7 @@ def ledger_field(role: Role, name: str) -> Any:
     depends on whether the source is shared).
     """
     default = -1 if name == "boot" and role in ("ledger", "contract", "plan") else None
-    return Field(default, description=FIELDS[name][role])
+    return Field(default, description=FIELDS[name][role] or None)
 
 
 def source_problem(
@@ -138,6 +140,7 @@ class Settling(Input):
     """The wait for a new boot to settle (sources.settling): past the boot after_line / after_byte name (its
     first_line and first_byte as an answer's ledger gave them), for at most wait_s seconds."""
 
-    wait_s: WaitSeconds = Field(0, description="Seconds to wait for a settled boot (0: none).")
-    after_line: LineNumber | None = Field(None, description="first_line of the boot to wait past.")
-    after_byte: ByteOffset | None = Field(None, description="Its first_byte.")
+    # Said once, in the server's instructions (app/server.py LEDGER_ARGUMENTS), as the ledger sources are.
+    wait_s: WaitSeconds = 0
+    after_line: LineNumber | None = None
+    after_byte: ByteOffset | None = None

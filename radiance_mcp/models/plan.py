@@ -3,12 +3,16 @@
 import json
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, Strict, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    Strict,
+    field_validator,
+    model_validator,
+)
 
 from radiance_mcp.core import planning
-from radiance_mcp.core.constants import (
-    NOISE_BAND,
-)
+from radiance_mcp.core.constants import MAX_NAME_CHARS, NOISE_BAND
 from radiance_mcp.models.base import (
     BootIndex,
     BootRef,
@@ -21,7 +25,11 @@ from radiance_mcp.models.base import (
     PathArg,
     RuleCheck,
 )
-from radiance_mcp.models.ledger import OUTSIDE_FREE_DESCRIPTION, OutsideFreeInput, ReserveInput, ReserveOutput
+from radiance_mcp.models.ledger import (
+    OutsideFreeInput,
+    ReserveInput,
+    ReserveOutput,
+)
 from radiance_mcp.models.ledger_ref import given_sources, ledger_field, source_problem
 
 
@@ -109,9 +117,11 @@ class Traced(Output):
     name: str
     value: float
     unit: str
-    source: Source
-    line: int | None = Field(description="The ledger line number, for source=ledger.")
+    source: Source = "arithmetic"
+    line: int | None = Field(None, description="The ledger line number, for source=ledger.")
     text: str = Field(description="The ledger line as printed, the constant's name, or the arithmetic.")
+    now: float | None = Field(default=None, description="A gain's figure as the service runs now.")
+
 
 
 class PlanFreeVramInput(Input):
@@ -123,10 +133,11 @@ class PlanFreeVramInput(Input):
     boot: BootIndex = ledger_field("plan", "boot")
     reserves: list[ReserveInput] = Field(
         default_factory=list, max_length=64,
-        description="Reserves below the ceiling: each cites a ledger line (line=N) or is personal=true.",
     )
     outside_free: list[OutsideFreeInput] = Field(default_factory=list, max_length=64,
-                                                 description=OUTSIDE_FREE_DESCRIPTION + " One ledger only.")
+                                                 description="One ledger only.")
+    cursor: Annotated[str, MaxChars(MAX_NAME_CHARS * 2)] | None = Field(
+        None, description="Whole fleet: next_cursor of the page before.")
 
     @field_validator("reserves", "outside_free", mode="before")
     @classmethod
@@ -137,7 +148,7 @@ class PlanFreeVramInput(Input):
     def _sources(self) -> Self:
         given = given_sources(self)
         problem = source_problem(
-            given, self.host is not None, required=False,
+            given, self.host is not None, required=False, host_alone=not given,  # host alone: its services
             count=f"give at most one of service, log, log_text or container (found: {', '.join(given)}); "
                   "none plans the whole fleet",
         )
@@ -147,23 +158,27 @@ class PlanFreeVramInput(Input):
             raise ValueError("reserves cite the lines of one ledger: give a service (or log) with them")
         if self.outside_free and not given:
             raise ValueError("outside_free is read off one service's cards: give a service (or log) with it")
+        if self.cursor is not None and given:
+            raise ValueError("cursor pages the whole fleet's rows: give it without service, log, log_text or "
+                             "container")
         return self
 
 
 class CardPlan(Output):
     card: int
-    physical: str | None = Field(description="The physical card from the config's cards; null: not said.")
-    card_total: Traced | None
+    physical: str | None = Field(None, description="The physical card from the config's cards; null: not said.")
+    # The picture's own figures, not the ceiling's (compute_ceiling shows them): kept out of the published plan.
+    card_total: Traced | None = Field(None, exclude=True)
     vram_weights: Traced
     vram_kv: Traced
-    activation_arena: Traced | None
+    activation_arena: Traced | None = Field(None, exclude=True)
     engine_floor: Traced
     settled_free: Traced
-    unclaimed: Traced | None
+    unclaimed: Traced | None = Field(None, exclude=True)
     ceiling_mib: int
     derivation: str
     headroom_mib: int = Field(description="ceiling - pair as this service reads it.")
-    shared_with: list[str] = Field(description="Other services on this physical card.")
+    shared_with: list[str] = Field(default_factory=list, description="Other services on this physical card.")
     headroom_once_mib: int = Field(description="The headroom counted once on a shared card; else headroom_mib.")
 
 
@@ -172,48 +187,51 @@ class ResizePlanOutput(Output):
     reserves this plan was priced with) and it renders; checks are the rule book's verdicts on it, by rule (a plan
     a rule fails is not offered: the option's notes give its arithmetic)."""
 
-    vram_weights_mib: int | None = Field(description="null: another engine's, the model's weights.")
-    vram_kv_mib: int | None = Field(description="null: llama.cpp's, which follows from seqs x max_model_len cells.")
+    vram_weights_mib: int | None = Field(None, description="null: another engine's, the model's weights.")
+    vram_kv_mib: int | None = Field(None, description="null: llama.cpp's, which follows from seqs x max_model_len "
+                                                      "cells.")
     seqs: int
     max_model_len: int
-    kv_cache_dtype: str | None = Field(description="null: another engine's, whose rate is its boot's.")
-    spec: int | None
+    kv_cache_dtype: str | None = Field(None, description="null: another engine's, whose rate is its boot's.")
+    spec: int | None = None
     checks: dict[str, Literal["pass", "unchecked"]]
 
 
 class PlanOption(Output):
     name: str
-    axis: str = Field(description="What it moves: capacity (seats, window) or prefill throughput.")
+    axis: str = Field(description="What it moves: capacity (seats, window) or prefill throughput (the slab).")
     adds_mib: int
-    flags: list[str] = Field(description="The flag changes, per card.")
-    gains: list[Traced]
-    takes: list[Traced] = Field(description="What it takes from the other option (slab or KV).")
+    flags: list[str] = Field(default_factory=list, description="The flag changes, per card.")
+    gains: list[Traced] = Field(default_factory=list)
+    takes: list[Traced] = Field(default_factory=list, description="What it takes from the other option (slab or KV).")
     plans: list[ResizePlanOutput] = Field(default_factory=list, description=(
         "The option as plans render_gates accepts (more KV: the seats at the window, then the window at the "
         "seats); none where the boot does not set its pair in MiB."))
-    notes: list[str]
+    notes: list[str] = Field(default_factory=list)
 
 
 class ServicePlan(Output):
-    service: str | None
+    service: str | None = None
     ledger: BootRef
     model: str
-    shape: list[Traced]
-    kv_cache_dtype: str | None
+    shape: list[Traced] = Field(default_factory=list)
+    kv_cache_dtype: str | None = None
     cards: list[CardPlan]
     binding_card: int
-    reserves: list[ReserveOutput]
-    personal_reserves: list[str]
+    reserves: list[ReserveOutput] = Field(default_factory=list)
+    personal_reserves: list[str] = Field(default_factory=list)
     headroom_mib: int = Field(description="The binding card's headroom, counted once where a card is shared.")
     usable_mib: int = Field(description="headroom_mib less every reserve: what the options spend.")
-    slope: Traced | None = Field(description="Resident expert slots per slab MiB (radiance; null for another engine).")
-    slab: Traced | None = Field(description="Resident slots now, from the `slab slots` line.")
-    options: list[PlanOption]
+    slope: Traced | None = Field(None, description="Resident expert slots per slab MiB (radiance; null for "
+                                                   "another engine).")
+    slab: Traced | None = Field(None, description="Resident slots now, from the `slab slots` line.")
+    options: list[PlanOption] = Field(default_factory=list)
     decode: str
     sharing: Literal["known", "unknown"]
-    checks: list[RuleCheck] = Field(description="The rule book's rules on the service as it runs (the pool "
-                                    "contract, the sampler bound): a failed one is worth fixing before spending.")
-    notes: list[str]
+    checks: list[RuleCheck] = Field(default_factory=list, description=(
+        "The rule book's rules on the service as it runs (the pool contract, the sampler bound): a failed one is "
+        "worth fixing before spending."))
+    notes: list[str] = Field(default_factory=list)
 
 
 class PhysicalCard(Output):
@@ -228,13 +246,60 @@ class Unreadable(Output):
     error: str
 
 
+class ServiceRow(Output):
+    """One service on a page of the whole fleet's answer: its headroom and what each option buys, in a line each."""
+
+    service: str
+    host: str | None = None
+    headroom_mib: int = Field(description="The binding card's headroom, counted once where a card is shared.")
+    usable_mib: int
+    options: list[str] = Field(default_factory=list, description="Each option: what it adds and buys.")
+
+
+class BestOption(Output):
+    """One of the fleet's best options by one measure: what it buys over what the service has now."""
+
+    by: Literal["seats at the window", "window at the seats", "resident slots"]
+    service: str
+    option: str
+    adds_mib: int
+    value: float = Field(description="The measure after the option.")
+    gain: float = Field(description="value less what the service has now.")
+
+
+class Problem(Output):
+    """What many services say alike, said once: a kind, how many say it, the first of them, one of their texts."""
+
+    kind: Literal["refused boot", "unsettled boot", "unreadable ledger", "below its contract", "fails a rule",
+                  "stranded headroom"]
+    rule: str | None = None
+    count: int
+    services: list[str] = Field(description="The first services that say it (count gives them all).")
+    detail: str = Field(description="What the first of them says.")
+
+
 class PlanFreeVramOutput(Output):
-    services: list[ServicePlan]
-    physical_cards: list[PhysicalCard]
-    unreadable: list[Unreadable] = Field(description="Services whose ledger could not be planned, and why.")
+    """The plan of one service (or ledger), or the whole fleet's bounded answer (tools/plan_fleet.py)."""
+
+    services: list[ServicePlan] = Field(default_factory=list, description=(
+        "The plan of the service (or ledger) asked for; none for the whole fleet (see rows)."))
+    physical_cards: list[PhysicalCard] = Field(default_factory=list, description=(
+        "The config's physical cards of these services (whole fleet: the shared ones, first page's)."))
+    unreadable: list[Unreadable] = Field(default_factory=list, description=(
+        "Services whose ledger could not be planned, and why (whole fleet: this page's; problems has them all)."))
     fleet_headroom_mib: int = Field(description="Every card's headroom counted once (shared cards once).")
     sharing: Literal["known", "unknown", "partial"] = Field(
         description="known: every service names its cards (cards = [...] in the config); unknown: none does."
     )
-    summary: list[str] = Field(description="The answer in a few lines: each service's headroom and its options.")
-    notes: list[str]
+    summary: list[str] = Field(default_factory=list, description="The answer in a few lines.")
+    rows: list[ServiceRow] = Field(default_factory=list, description="Whole fleet: one page of services, by name.")
+    best: list[BestOption] = Field(default_factory=list, description=(
+        "Whole fleet: the best options by each measure, most gained first."))
+    problems: list[Problem] = Field(default_factory=list, description=(
+        "Whole fleet: every problem, grouped where services say the same."))
+    services_total: int = Field(description="How many services this answer covers (the fleet's, or a host's).")
+    next_cursor: str | None = Field(default=None, description="The cursor of the next page of rows; null: the last.")
+    notes: list[str] = Field(default_factory=list)
+    _pictured: list[ServicePlan] = PrivateAttr(default_factory=list)
+    """Whole fleet: the page's plans, for the picture (not published)."""
+

@@ -23,19 +23,12 @@ class Repeated(Output):
         return [cls(text=text, count=count) for text, count in collapse_alike(texts)]
 
 
-_SERVICE = Field(description="A service list_fleet names.")
-_DIALECT: ApiChoice = Field(
-    "auto",
-    description="auto: detected from the first refusal.",
-)
-_MODEL = Field(None, description="Served model name.")
-_MAX_WINDOW = Field(
-    DEFAULT_MAX_WINDOW_TOKENS,
-    ge=16,
-    le=4_194_304,
-    description="Above an unknown window; a refusal names it.",
-)
-_WINDOW = "The window; must equal the ledger's. Omitted: the ledger's."
+# The probes' shared arguments are worded once, in the server's instructions (app/server.py PROBE_ARGUMENTS).
+_SERVICE = Field()
+_DIALECT: ApiChoice = Field("auto")
+_MODEL = Field(None)
+_MAX_WINDOW = Field(DEFAULT_MAX_WINDOW_TOKENS, ge=16, le=4_194_304)
+_WINDOW = "The window: the ledger's (omitted: read from it)."
 """A probe's window argument (checked_window holds the rule)."""
 MAX_BOUNDARY_N = 64
 """The most concurrent requests one boundary probe sends."""
@@ -94,9 +87,9 @@ class BoundaryProbeInput(Input):
         False, description="Allow n above the backed sequences.",
     )
     dialect: ApiChoice = _DIALECT
-    api: Api = Field("chat", description="chat (thinking off) or completions.")
+    api: Api = Field("chat")
     chars_per_token: Number = Field(
-        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler chars per token."
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False
     )
     max_window_tokens: Int = _MAX_WINDOW
     model: Name | None = _MODEL
@@ -177,14 +170,14 @@ class DecodeProbeInput(Input):
     )
     max_model_len: Tokens | None = Field(None, ge=64, description=_WINDOW)
     dialect: ApiChoice = _DIALECT
-    api: Api = Field("chat", description="chat (thinking off) or completions.")
+    api: Api = Field("chat")
     count_prompt: Flag = Field(
         True,
         description="Count the prompt after (no prefill) if unreported.",
     )
     max_window_tokens: Int = _MAX_WINDOW
     chars_per_token: Number = Field(
-        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False, description="Filler chars per token."
+        CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False
     )
     model: Name | None = _MODEL
     timeout_s: Seconds = Field(900, le=7200, description="Longest silence on the stream.")

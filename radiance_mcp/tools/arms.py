@@ -13,11 +13,10 @@ FAMILY = ToolFamily()
 
 @FAMILY.tool("Compare measured arms against the noise")
 async def compare_arms(runtime: Runtime, args: CompareArmsInput) -> CompareArmsOutput:
-    """Compare measured arms of one knob (value and rate each) against the noise band, and refuse a
-    plateau or threshold read off fewer than three arms.
+    """Compare measured arms of one knob against the noise band.
 
-    When: before writing a law or a prediction from a throughput campaign. Rule: a change inside
-    the band (default 3 %) is noise; a refused claim names the value to measure next.
+    When: before a law or prediction from a campaign. Rule: a change inside the band (default 3 %)
+    is noise; a plateau or threshold needs three arms.
     """
     comparison = planning.compare_arms(
         [planning.Arm(a.value, a.rate) for a in args.arms], args.noise_band_pct, args.claim, args.claim_arms

@@ -146,12 +146,10 @@ def _lines(shape: step_shape.StepShapeReading) -> list[LineRef]:
 
 @FAMILY.tool("Audit a step-shape change from two boots", open_world=True)
 async def audit_step_shape(runtime: Runtime, args: AuditStepShapeInput) -> AuditStepShapeOutput:
-    """Compare a proven boot with a candidate row by row (flags, arena, claimable, vram_kv, weight
-    tiers, sessions, refusal), with a diagnosis and the engine's fix text.
+    """Compare a proven boot with a candidate row by row, with a diagnosis and the engine's fix.
 
-    When: a shape change boots differently or runs out of memory. Rule: a wider step
-    (--max-num-batched-tokens) grows the arena, charged before weights and KV. Next:
-    check_serve_script.
+    When: a shape change boots differently or runs out of memory. Rule: a wider step grows the
+    arena, charged before weights and KV. Next: check_serve_script.
     """
     from radiance_mcp.core.audit import step_shape
 
@@ -311,11 +309,9 @@ async def _script_and_env(runtime: Runtime, args: CheckServeScriptInput, notes: 
 
 @FAMILY.tool("Find per-mode shape literals in a serve script", open_world=True)
 async def check_serve_script(runtime: Runtime, args: CheckServeScriptInput) -> CheckServeScriptOutput:
-    """Find serve-script modes passing their own shape flags (seats, step, window, KV) instead of
-    the env file's, by file and line.
+    """Find serve-script modes passing their own shape flags instead of the env file's.
 
-    When: audit_step_shape blames a mode. Rule: the env file owns the shape.
-    Next: compare_dry_run.
+    When: audit_step_shape blames a mode. Rule: the env file owns the shape. Next: compare_dry_run.
     """
     from radiance_mcp.core.audit import serve_script
 
@@ -386,8 +382,7 @@ def _refuse_without_dry_run(label: str, text: str) -> None:
 # Runs '<script> <mode> --dry-run' (argv, timeout, cap), here or on a host: not read-only, never destructive.
 @FAMILY.tool("Compare two modes' dry-run argv byte for byte", read_only=False, open_world=True)
 async def compare_dry_run(runtime: Runtime, args: CompareDryRunInput) -> CompareDryRunOutput:
-    """Compare two modes' dry-run argv byte for byte, running `<script> <mode> --dry-run` or reading
-    two given outputs.
+    """Compare two modes' dry-run argv byte for byte (run, or two given outputs).
 
     When: to prove a fixed mode inherits the proven shape. Rule: only a serve_script the config
     names is run. Next: deploy, then verify_deploy.

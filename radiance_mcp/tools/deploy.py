@@ -149,12 +149,11 @@ def _budget_checks(boot: Boot, plan: gates.EnvPlan, model: ModelConstants,
 
 @FAMILY.tool("Verify a deploy and its predictions", open_world=True)
 async def verify_deploy(runtime: Runtime, args: VerifyDeployInput, ctx: Progress | None = None) -> VerifyDeployOutput:
-    """Verify a deploy from its new boot: the referee line, sampler rows, settled floor, pair
-    against the ceiling, pool against the contract, each with its line; then mark each
-    prediction of the env file kept, killed or pending.
+    """Verify a deploy from its new boot (each check with its line) and mark each prediction of
+    the env file kept, killed or pending.
 
     When: after the deploy boots. Rule: the ledger first, then the probes; a killed prediction
-    is recorded too. The env file with verdicts is returned, never written.
+    is recorded too.
     """
     text = await _env_text(runtime, args)
     plan = gates.read_env_plan(text)

@@ -45,9 +45,8 @@ def fleet_listing(fleet: Fleet) -> ListFleetOutput:
 
 @FAMILY.tool("List the fleet's services and hosts")
 async def list_fleet(runtime: Runtime, args: ListFleetInput) -> ListFleetOutput:
-    """List the services (host, ledger, endpoint, model, serve script, env file), hosts with their
-    log roots, and example ledgers.
+    """List the services, hosts and example ledgers of the config.
 
-    When: first; other tools take a service by name. Reads only the config.
+    When: first; other tools take a service by name.
     """
     return fleet_listing(runtime.fleet)

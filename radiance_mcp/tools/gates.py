@@ -206,12 +206,11 @@ def _printed(figure: Figure | None, name: str, why: str) -> int:
 
 @FAMILY.tool("Render the env file and bats gates", open_world=True)
 async def render_gates(runtime: Runtime, args: RenderGatesInput) -> RenderGatesOutput:
-    """Render a planned resize's env-file pair with falsifiable predictions and the bats gates
-    (pair <= ceiling less reserves, pool >= contract, each reserve labelled), for any engine in its own knobs.
+    """Render a planned resize's env-file pair, its predictions and bats gates, in the engine's knobs.
 
-    When: after choosing a pair (plan_free_vram's plans are its arguments). Rule: a plan over the
-    ceiling, under its contract, past the sampler bound or past a shared card's headroom is
-    refused; text is returned, never written to a host. Next: deploy, then verify_deploy.
+    When: after choosing a plan (plan_free_vram's plans are its arguments). Rule: a plan over the
+    ceiling, under its contract, past the sampler bound or a shared card's headroom is refused;
+    text is returned, never written. Next: deploy, then verify_deploy.
     """
     boot = await read_ledger(runtime, args)
     start = boot.first("boot_start")

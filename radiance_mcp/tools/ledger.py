@@ -119,11 +119,10 @@ def provenance_notes(boot: Boot) -> list[str]:
 @FAMILY.tool("Read the VRAM budget table", open_world=True)
 async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput,
                             ctx: Progress | None = None) -> ReadBudgetTableOutput:
-    """Read a boot ledger's per-card VRAM budget (total, pair, unclaimed, settled free, engine
-    floor), each figure with its line.
+    """Read a boot ledger's per-card VRAM budget, each figure with its line.
 
-    When: first, for any resize; it lists the reserve_candidates a reserve may cite. Rule: free
-    memory seen outside the engine is not spare; a refused boot is named. Next: compute_ceiling.
+    When: first, for any resize (its reserve_candidates are what a reserve may cite). Rule: free
+    memory seen outside the engine is not spare. Next: compute_ceiling.
     """
     boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
     reading = capacity.budget(boot, unsettled=True)
@@ -142,12 +141,10 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput,
 @FAMILY.tool("Compute the pair's ceiling", open_world=True)
 async def compute_ceiling(runtime: Runtime, args: ComputeCeilingInput,
                           ctx: Progress | None = None) -> ComputeCeilingOutput:
-    """The largest pair each card can back: settled free - engine floor + current pair, in whole MiB;
-    the smallest card binds.
+    """The largest pair each card backs: settled free - engine floor + the pair; the smallest binds.
 
-    When: before changing --vram-kv-mib or --vram-weights-mib. Rule: a reserve cites a
-    reserve_candidates line or is personal=true; figures the ceiling already counts are refused.
-    Next: check_pool_contract.
+    When: before changing the pair. Rule: a reserve cites a reserve_candidates line or is
+    personal; figures the ceiling counts are refused. Next: check_pool_contract.
     """
     boot = await read_settled(functools.partial(read_ledger, runtime, args), args, ctx)
     reading, said = capacity.with_outside_free(capacity.budget(boot), outside(args.outside_free))
@@ -191,10 +188,9 @@ def ceiling_notes(boot: Boot, ranks: tuple[capacity.RankCeiling, ...], binding: 
 @FAMILY.tool("Check the KV pool contract", open_world=True)
 async def check_pool_contract(runtime: Runtime, args: CheckPoolContractInput,
                               ctx: Progress | None = None) -> PoolContractOutput:
-    """Check a KV pool's contract: pool_mib >= seqs * (max_model_len * rate + per-seq MiB) +
-    fixed MiB.
+    """Check a KV pool's contract: pool >= seqs * (window * rate + per-seq MiB) + fixed MiB.
 
-    When: seats, window, dtype or pool change. Rule: ok only if all checks passed (null: one
+    When: seats, window, dtype or pool change. Rule: ok only if every check passed (null: one
     unchecked). Next: render_gates.
     """
     named = _names_ledger(runtime, args)

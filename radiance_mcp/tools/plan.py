@@ -50,7 +50,7 @@ from radiance_mcp.models.plan import (
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.offload import gather
 from radiance_mcp.sources.runtime import Runtime
-from radiance_mcp.tools import standing
+from radiance_mcp.tools import plan_fleet, standing
 from radiance_mcp.tools.ledger import reserves_out, trace_reserves
 from radiance_mcp.tools.registry import ToolFamily
 
@@ -65,8 +65,10 @@ def _ledger(name: str, value: Decimal | int, unit: str, line: Line) -> Traced:
     return Traced(name=name, value=mib(Decimal(value)), unit=unit, source="ledger", line=line.number, text=line.text)
 
 
-def _arith(name: str, value: Decimal | int, unit: str, text: str, source: Source = "arithmetic") -> Traced:
-    return Traced(name=name, value=mib(Decimal(value)), unit=unit, source=source, line=None, text=text)
+def _arith(name: str, value: Decimal | int, unit: str, text: str, source: Source = "arithmetic",
+           now: Decimal | int | None = None) -> Traced:
+    return Traced(name=name, value=mib(Decimal(value)), unit=unit, source=source, line=None, text=text,
+                  now=None if now is None else mib(Decimal(now)))
 
 
 def traced(name: str, figure: Figure) -> Traced:
@@ -114,19 +116,18 @@ def _kv_option(prices: planning.PoolPrices, price: planning.KVPrice, usable: int
                slope_text: str) -> PlanOption:
     """The pool grown by the headroom at one dtype: seats and window the contract allows, and the slots it takes."""
     assert prices.seqs is not None and prices.window is not None  # price_pool prices no dtype without them
-    seqs, window, rate, slope = prices.seqs, prices.window, price.rate_bytes_per_token, prices.slope
+    seqs, window, rate = prices.seqs, prices.window, price.rate_bytes_per_token
     seats_text = (f"({price.pool_mib:,} - {model.fixed_mib}) MiB / ({window:,} x {rate:,} B + {model.per_seq_mib} "
                   f"MiB) = {price.spare_mib:,} / {fmt_mib(price.sequence_mib, 2)} -> {price.pool_seats_at_window}")
     if prices.sampler is not None and price.seats_at_window < price.pool_seats_at_window:
         line = f", line {prices.sampler.lines[0].number}" if prices.sampler.lines else ""
         seats_text += f"; the sampler bound allows {price.seats_at_window}: {prices.sampler.arithmetic}{line}"
-    seats_text += f"; now {price.seats_now}"
     window_text = (f"({price.pool_mib:,} - {model.fixed_mib} - {model.per_seq_mib} x {seqs}) MiB / ({seqs} x "
-                   f"{rate:,} B) -> {price.window_at_seats:,} tokens; now {price.window_now:,}")
+                   f"{rate:,} B) -> {price.window_at_seats:,} tokens")
 
     def mover(name: str, slots: int, pool_text: str, shape: str, idle_mib: Decimal) -> Traced:
-        return _arith(name, slots, "slots", f"pool {pool_text} - contract at {shape} = "
-                      f"{fmt_mib(idle_mib, 2)} MiB idle x {slope_text}")
+        return _arith(name, slots, "slots", f"({pool_text} - contract at {shape}) = {fmt_mib(idle_mib, 2)} MiB "
+                      f"idle x {slope_text}")
 
     flags = [f"--vram-kv-mib {fmt_mib(prices.pool_mib)} -> {price.pool_mib:,}"]
     if prices.dtype != price.dtype:
@@ -134,12 +135,12 @@ def _kv_option(prices: planning.PoolPrices, price: planning.KVPrice, usable: int
     new_pool = f"{price.pool_mib:,}"
     return PlanOption(
         name=f"more KV, {price.dtype}",
-        axis="capacity: seats at the window, or the window at the seats",
+        axis="capacity: seats at the window, window at the seats",
         adds_mib=usable,
         flags=flags,
         gains=[
-            _arith(f"seats at {window:,} tokens", price.seats_at_window, "seats", seats_text),
-            _arith(f"window at {_seats(seqs)}", price.window_at_seats, "tokens", window_text),
+            _arith(f"seats at {window:,} tokens", price.seats_at_window, "seats", seats_text, now=price.seats_now),
+            _arith(f"window at {_seats(seqs)}", price.window_at_seats, "tokens", window_text, now=price.window_now),
         ],
         takes=[
             _arith("slab slots forgone", price.slab_slots_forgone, "slots",
@@ -151,14 +152,21 @@ def _kv_option(prices: planning.PoolPrices, price: planning.KVPrice, usable: int
             mover(f"mover slots, {_seats(seqs)} full at {price.window_at_seats:,}", price.mover_window_slots,
                   new_pool, f"{seqs} x {price.window_at_seats:,}", price.idle_window_mib),
         ],
-        notes=[f"a bigger pool takes residency twice: the {usable:,} MiB never reach the slab, and once the new "
-               "seats or window fill, the idle KV the mover lends to the experts is taken back (the mover slots: "
-               "idle KV when every seat is full, now and with this option)",
-               f"the mover lends {fmt_mib(slope.slots)} slots at boot (line {slope.line.number})"
-               if slope.line else "the boot prints no ledger mover line: the slope is the model's constant"]
-        + (["a window past the model's own context length buys nothing; that length is not in the ledger"]
-           if price.window_at_seats > window else []),
+        notes=[],
     )
+
+
+def _kv_notes(prices: planning.PoolPrices, usable: int) -> list[str]:
+    """What every more-KV option shares, said once in the service's notes."""
+    slope = prices.slope
+    longer = any(price.window_at_seats > (prices.window or 0) for price in prices.kv)
+    window = ["more KV: a window past the model's own context length buys nothing; that length is not in the "
+              "ledger"] if longer else []
+    return [*window,
+            f"more KV takes residency twice: the {usable:,} MiB never reach the slab, and the idle KV the mover "
+            "lends the experts is taken back as the seats fill (mover slots: idle KV, every seat full)",
+            f"the mover lends {fmt_mib(slope.slots)} slots at boot (line {slope.line.number})"
+            if slope.line else "the boot prints no ledger mover line: the slope is the model's constant"]
 
 
 def _slab_option(prices: planning.PoolPrices, usable: int, slope_text: str) -> PlanOption:
@@ -169,22 +177,22 @@ def _slab_option(prices: planning.PoolPrices, usable: int, slope_text: str) -> P
     gains = [_arith("resident expert slots gained", grow.slots_gained, "slots", f"{usable:,} MiB x {slope_text}{cap}")]
     if slab is not None and grow.resident_after is not None:
         gains.append(_arith("resident slots after", grow.resident_after, "slots",
-                            f"{slab.resident_slots:,} (line {slab.line.number}) + {grow.slots_gained:,}"))
+                            f"{slab.resident_slots:,} (line {slab.line.number}) + {grow.slots_gained:,}",
+                            now=slab.resident_slots))
     return PlanOption(
         name="more slab",
-        axis="prefill throughput: resident experts leave the pinned host pool, the slow path",
+        axis="prefill throughput: resident experts leave the host pool",
         adds_mib=usable,
         flags=[f"--vram-weights-mib {fmt_mib(prices.weights_mib)} -> {grow.weights_mib:,}"],
         gains=gains,
-        takes=[_arith("KV MiB forgone", usable, "MiB",
-                      "the same headroom the KV options would spend; the pool, its seats and window stay as they are")],
+        takes=[_arith("KV MiB forgone", usable, "MiB", "the headroom the KV options would spend; the pool stays")],
         notes=["slab MiB is throughput, but the law is not linear: measure arms (compare_arms) before predicting t/s"],
     )
 
 
 def _slope_text(slope: planning.Slope) -> str:
-    return (f"{fmt_mib(slope.slots)} slots / {fmt_mib(slope.mib, 2)} MiB (ledger line {slope.line.number})"
-            if slope.line else f"{SLAB_SLOTS_PER_STEP:,} slots / {SLAB_MIB_PER_STEP:,} MiB (model constant)")
+    """The slope in an option's arithmetic: the plan's slope figure says where it comes from."""
+    return "the slope"
 
 
 def _pool_options(prices: planning.PoolPrices, card: CardPlan, usable: int, model: ModelConstants,
@@ -198,6 +206,8 @@ def _pool_options(prices: planning.PoolPrices, card: CardPlan, usable: int, mode
     elif prices.unpriced_flags:
         notes.append(f"the boot does not echo {' and '.join(prices.unpriced_flags)}: the KV options cannot be priced")
     options = [_kv_option(prices, p, usable, model, slope_text) for p in prices.kv]
+    if options:
+        notes += _kv_notes(prices, usable)
     return [*options, _slab_option(prices, usable, slope_text)], notes
 
 
@@ -215,7 +225,8 @@ def _engine_kv_option(price: planning.EngineKVPrice, kv_flag: str, boot: Boot) -
                             f"{price.tokens_after:,} tokens"))
         if price.sequences_after is not None:
             gains.append(_arith("full-length sequences", price.sequences_after, "sequences",
-                                f"{price.tokens_after:,} / {price.window_tokens:,} tokens = {price.sequences_after}"))
+                                f"{price.tokens_after:,} / {price.window_tokens:,} tokens = {price.sequences_after}",
+                                now=price.tokens_now / price.window_tokens if price.window_tokens else None))
     return PlanOption(name="more KV", axis="capacity (full-length sequences at the window)", adds_mib=usable,
                       flags=[f"+{usable:,} MiB of KV memory per card: {kv_flag}"], gains=gains, takes=[], notes=notes)
 
@@ -230,8 +241,15 @@ def _names(runtime: Runtime, args: PlanFreeVramInput, single: bool) -> list[str]
         mine = set(fleet.service(args.service).cards)
         names = [args.service] + sorted(n for n, s in fleet.services.items()
                                         if n != args.service and mine & set(s.cards))
+    if not single and args.host is not None:
+        if args.host not in fleet.hosts:
+            raise InputError(f"host {args.host!r} is not in the fleet config; its hosts: "
+                             f"{plan_fleet.named(sorted(fleet.hosts)) or 'none'}. Give host with log or "
+                             "container for a ledger there, or alone for the services on it")
+        names = [n for n in names if fleet.services[n].host == args.host]
     if not single and not names:
-        raise InputError("the fleet config names no services: name a ledger (service, log or log_text) to plan")
+        raise InputError(f"the fleet config names no services{' on host ' + args.host if args.host else ''}: "
+                         "name a ledger (service, log or log_text) to plan")
     return names
 
 
@@ -243,25 +261,25 @@ def _ref(args: PlanFreeVramInput, name: str, boot: int) -> LedgerRef:
 
 
 async def _read_boots(runtime: Runtime, args: PlanFreeVramInput, names: list[str], single: bool,
-                      ) -> tuple[dict[str, Boot], list[Unreadable]]:
+                      ) -> tuple[dict[str, Boot], dict[str, RadianceMCPError]]:
     """The boots to plan, read concurrently, each in its engine's dialect, and the reads that failed.
 
-    The asked ledger's failure is the call's; another service's goes to unreadable with its reason.
+    The asked ledger's failure is the call's; another service's goes to the failures, with its reason.
     """
     # The asked service's boot as asked; the others' (co-tenants of its cards, or the fleet) newest.
     wanted = [args.boot if single and i == 0 else -1 for i in range(len(names))]
     reads: list[Any] = await gather(*(read_ledger(runtime, _ref(args, n, b))
                                       for n, b in zip(names, wanted, strict=True)), return_exceptions=True)
     boots: dict[str, Boot] = {}
-    unreadable: list[Unreadable] = []
+    failures: dict[str, RadianceMCPError] = {}
     for name, result in zip(names, reads, strict=True):
         if isinstance(result, RadianceMCPError) and not (single and name == names[0]):
-            unreadable.append(Unreadable(service=name, error=str(result)))
+            failures[name] = result
         elif isinstance(result, BaseException):
             raise result
         else:
             boots[name] = result
-    return boots, unreadable
+    return boots, failures
 
 
 Cards = tuple[capacity.BudgetReading, tuple[capacity.RankCeiling, ...], list[CardPlan]]
@@ -290,7 +308,7 @@ def picture(out: PlanFreeVramOutput) -> str:
     from radiance_mcp.core import svg  # on first picture: tools/list does not draw
 
     bars = []
-    for plan in out.services:
+    for plan in out.services or out._pictured:
         for card in plan.cards:
             held = sum(r.mib for r in plan.reserves if r.card in (None, card.card))
             free, floor = card.settled_free.value, card.engine_floor.value
@@ -327,16 +345,15 @@ def picture(out: PlanFreeVramOutput) -> str:
 
 @FAMILY.tool("Plan what the free VRAM can buy", open_world=True, picture=picture)
 async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeVramOutput:
-    """What the free VRAM can buy per card: the headroom above the pair less reserves, then each
-    option priced and traced: more KV (seats, window; fp8 and bf16) or more slab, and what each
-    takes from the other.
+    """What the free VRAM buys per card: the headroom above the pair less reserves, each option
+    priced and traced (more KV: seats, window, per dtype; more slab) and what it takes.
 
-    When: asked what to do with free VRAM, for a service or the whole fleet. Rule: services
-    sharing a card (config cards) share its headroom once. Next: render_gates.
+    When: for a service, a host or the fleet (bounded: best options, problems, rows; next_cursor
+    pages). Rule: a shared card's headroom counts once. Next: render_gates.
     """
     single = any(getattr(args, n) is not None for n in ("service", "log", "log_text", "container"))
     names = _names(runtime, args, single)
-    boots, unreadable = await _read_boots(runtime, args, names, single)
+    boots, failures = await _read_boots(runtime, args, names, single)
     plans: dict[str, Cards] = {}
     notes: list[str] = []
     for name, boot in boots.items():
@@ -347,7 +364,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
         except RadianceMCPError as exc:
             if single and name == names[0]:
                 raise
-            unreadable.append(Unreadable(service=name, error=str(exc)))
+            failures[name] = exc
     every = {name: cards for name, (_, _, cards) in plans.items()}
     views = [v for name, (_, ranks, _) in plans.items()
              for v in standing.headroom_views(name, ranks, runtime.fleet.services[name].cards if name else ())]
@@ -378,13 +395,29 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
         "known" if not unmapped else "unknown" if not mapped else "partial"
     )
     if unmapped:
-        listed = ", ".join(sorted({n or "the ledger" for n, _ in unmapped}))
+        listed = plan_fleet.named(sorted({n or "the ledger" for n, _ in unmapped}))
         notes.append(f"which physical card {listed} run on is not in the config (cards = [\"host:0\", ...] per "
                      "service): if two of them share a card, its headroom is counted once per service here, so "
                      "the fleet total is an upper bound")
-    return PlanFreeVramOutput(services=services, physical_cards=physical, unreadable=unreadable,
-                              fleet_headroom_mib=fleet_headroom, sharing=sharing,
-                              summary=[line for plan in services for line in _summary(plan)], notes=notes)
+    if single:
+        return PlanFreeVramOutput(services=services, physical_cards=physical,
+                                  unreadable=[Unreadable(service=n, error=str(e)) for n, e in failures.items()],
+                                  fleet_headroom_mib=fleet_headroom, sharing=sharing,
+                                  summary=[_summary(plan) for plan in services],
+                                  services_total=1, notes=notes)
+    where = f" on {args.host}" if args.host else ""
+
+    def head(summary_tail: list[str], pictured: list[ServicePlan], **parts: Any) -> PlanFreeVramOutput:
+        out = PlanFreeVramOutput(
+            fleet_headroom_mib=fleet_headroom, sharing=sharing, services_total=len(names),
+            summary=[f"{len(names):,} services{where}, {len(services):,} planned: {fleet_headroom:,} MiB of "
+                     f"headroom, each physical card once ({sharing})", *summary_tail],
+            notes=notes, **parts)
+        out._pictured = pictured
+        return out
+
+    hosts = {n: runtime.fleet.services[n].host for n in names}
+    return plan_fleet.answer(services, failures, physical, head, names, hosts, args.cursor)
 
 
 def _value(figure: Traced) -> str:
@@ -394,19 +427,14 @@ def _value(figure: Traced) -> str:
         f"{figure.value:,.2f} {figure.unit}"
 
 
-def _summary(plan: ServicePlan) -> list[str]:
+def _summary(plan: ServicePlan) -> str:
+    """The plan's headline: the binding card's ceiling and headroom, what the reserves leave (options: its own)."""
     card = next(c for c in plan.cards if c.card == plan.binding_card)
     who = plan.service or plan.ledger.source
     shared = f", shared with {', '.join(card.shared_with)}: {card.headroom_once_mib:,} MiB counted once" \
         if card.shared_with else ""
-    lines = [f"{who}: card {card.card} ceiling {card.derivation}; headroom {card.headroom_mib:,} MiB{shared}; "
-             f"{plan.usable_mib:,} MiB to spend after reserves"]
-    for option in plan.options:
-        gains = "; ".join(f"{g.name}: {_value(g)}" for g in option.gains)
-        takes = "; ".join(f"{t.name}: {_value(t)}" for t in option.takes)
-        lines.append(f"  {option.name} (+{option.adds_mib:,} MiB, {', '.join(option.flags)}) gives {gains}. "
-                     f"Takes {takes}")
-    return lines
+    return (f"{who}: card {card.card} ceiling {card.derivation}; headroom {card.headroom_mib:,} MiB{shared}; "
+            f"{plan.usable_mib:,} MiB to spend after reserves, {len(plan.options)} option(s)")
 
 
 def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading: capacity.BudgetReading,

@@ -37,8 +37,7 @@ async def service_ledger(runtime: Runtime, service: str) -> tuple[ProbeShape | N
 # Sends only prompts above the window (refused before prefill) or tokenize calls.
 @FAMILY.tool("Count prompt tokens from a refusal (no prefill)", name="token_count_probe", open_world=True)
 async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) -> TokenCountProbeOutput:
-    """Count a text's tokens on the service's tokenizer without prefill: from a refusal of a prompt
-    above the window, or a tokenize endpoint.
+    """Count a text's tokens on the service's tokenizer without prefill.
 
     When: to size prompts or calibrate chars per token. Rule: never sends a prompt that might fit
     the window. Next: boundary_probe.
@@ -57,11 +56,10 @@ async def run_token_count_probe(runtime: Runtime, args: TokenCountProbeInput) ->
 async def run_boundary_probe(
     runtime: Runtime, args: BoundaryProbeInput, ctx: Progress | None = None
 ) -> BoundaryProbeOutput:
-    """Send n concurrent window-filling prompts, each with a unique marker at its head; check every
-    marker comes back.
+    """Send n concurrent window-filling prompts, each marked at its head; check every marker returns.
 
-    When: after a deploy, to prove the shape the ledger promises. Rule: n may not exceed the
-    sequences the ledger backs; nothing is sent unless execute=true. Next: decode_probe.
+    When: after a deploy, to prove the shape. Rule: n at most the sequences the ledger backs;
+    nothing is sent unless execute=true. Next: decode_probe.
     """
     from radiance_mcp.probes.boundary import boundary_probe
 
@@ -75,11 +73,10 @@ async def run_boundary_probe(
 @FAMILY.tool("Prefill and decode rates of a cold request", name="decode_probe", read_only=False, open_world=True,
              idempotent=False)
 async def run_decode_probe(runtime: Runtime, args: DecodeProbeInput) -> DecodeProbeOutput:
-    """Measure prefill and decode rates of one cold request (nonce at its head, thinking off) at a
-    given context.
+    """Measure prefill and decode rates of one cold request at a given context.
 
-    When: for any throughput figure. Rule: at least 128 generated tokens; context plus generation
-    must fit the window. Next: compare_arms.
+    When: for any throughput figure. Rule: at least 128 generated tokens, within the window.
+    Next: compare_arms.
     """
     from radiance_mcp.probes.decode import decode_probe
 

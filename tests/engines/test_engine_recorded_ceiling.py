@@ -196,7 +196,7 @@ async def test_the_fleet_plan_spends_what_the_real_logs_back_and_lists_the_rest(
     async with served() as client:
         error, out = await call(client, "plan_free_vram")
     assert not error, out
-    planned = {s["service"]: s["usable_mib"] for s in out["services"]}
+    planned = {s["service"]: s["usable_mib"] for s in out["rows"]}
     assert planned == {"qwen-sgl": -672, "pythia": 12_354}
     unreadable = {u["service"]: u["error"] for u in out["unreadable"]}
     assert set(unreadable) == {"old-vllm", "xinference", "pipeline"}

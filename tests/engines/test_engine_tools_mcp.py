@@ -187,7 +187,7 @@ async def test_plan_free_vram_plans_engine_services_beside_radiance() -> None:
     assert plan["cards"][0]["vram_kv"]["value"] == pytest.approx(1_607.68) and plan["cards"][0]["vram_kv"]["line"] == 3
     assert any("no headroom to spend" in note for note in plan["notes"])
     assert not fleet_error, fleet
-    assert {p["service"] for p in fleet["services"]} == {"told", "example"}
+    assert {r["service"] for r in fleet["rows"]} == {"told", "example"}  # the fleet's answer: a row each
     unreadable = {u["service"]: u["error"] for u in fleet["unreadable"]}
     assert "free_mib" in unreadable["a40"] and "radiance ledger phrase" in unreadable["mislabelled"]
     assert refused and "refused to start" in message and "line 3:" in message
