@@ -16,7 +16,7 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 BUDGET_CHARS = {
     "list_fleet": 2_000,
-    "read_budget_table": 30_000,  # llama.cpp's 8-slot server: every slot's figures
+    "read_budget_table": 31_000,  # llama.cpp's 8-slot server: every slot's figures and its settings (n_ubatch too)
     "compute_ceiling": 13_500,  # SGLang v0.5.10 without graphs: every figure missing, each named
     "check_pool_contract": 15_000,
     "plan_free_vram": 9_500,  # one service; issue 26 asks 6,000 (twin, two cards, three options: 9,396)
