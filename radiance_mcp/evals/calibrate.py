@@ -13,7 +13,7 @@ names the rules a faulty run breaks: rules of radiance_mcp.evals.rules, or of ``
 (what the procedures say that today's rule book does not name). ``calibrate`` scores every run
 with today's scorer and counts where the two disagree: a faulty run the scorer passed is a false
 negative, a correct run it failed a false positive. A record the reader refuses counts as a run
-the scorer failed. Per rule, the confusion matrix counts the runs labelled as breaking it against
+the scorer failed, breaking record_genuine. Per rule, the confusion matrix counts the runs labelled as breaking it against
 the runs the scorer caught breaking it. The scorer is calibrated when at most
 ``MAX_DISAGREEMENT`` of the runs disagree and no correct run failed.
 
@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from radiance_mcp.core.errors import EvalError
-from radiance_mcp.evals.record import Event, read_record
+from radiance_mcp.evals.record import Event, read_run
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import score
@@ -137,7 +137,7 @@ def _labelled(path: Path) -> LabelledRun:
     events: tuple[Event, ...] = ()
     refused = None
     try:
-        events = tuple(read_record(record))
+        events = tuple(read_run(record))
     except EvalError as exc:
         if not record.is_file():
             raise EvalError(f"{where}: no record beside it ({record.name})") from None
@@ -264,7 +264,7 @@ def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario],
             raise EvalError(f"calibration run {run.name}: scenario {run.scenario!r} unknown; the scenarios: "
                             f"{', '.join(scenarios)}")
         if run.refused is not None:
-            verdicts.append(Verdict(run, False, (), ()))
+            verdicts.append(Verdict(run, False, ("record_genuine",), ()))
             continue
         report = score(scenario, run.events, run.answer, services)
         verdicts.append(Verdict(run, report.passed, report.broken,

@@ -22,6 +22,7 @@ named before it) is not credited. Each result says that it was read from text.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -203,10 +204,26 @@ class Text:
         return self.services[self._index(at, self.starts)] if self.starts else frozenset()
 
 
+def _without_data(text: str) -> str:
+    """The text with each line that is a JSON object or array blanked (kept as long): a tool's result pasted
+    whole is data quoted, not a claim, and an answer of nothing else claims nothing."""
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped[:1] in "{[" and stripped:
+            try:
+                data = json.loads(stripped)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(data, dict | list):
+                lines[number] = " " * len(line.rstrip("\n")) + line[len(line.rstrip("\n")):]
+    return "".join(lines)
+
+
 def read_text(answer: str, services: Collection[str], default: str | None = None) -> Text:
     """The answer read once for every fact: services are the names a sentence may give a figure to; default,
     the service of the sentences before any is named."""
-    text = normalise(answer)
+    text = _without_data(normalise(answer))
     names = sorted(services, key=len, reverse=True)
     pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])") if names else None
     starts, whose = [], []

@@ -104,11 +104,11 @@ async def _run(name: str, scenarios: list[Scenario]) -> list[Any]:
 
 def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     from radiance_mcp.evals.fleet import SERVICE_NAMES
-    from radiance_mcp.evals.record import read_record
+    from radiance_mcp.evals.record import read_run
     from radiance_mcp.evals.score import MAX_ANSWER_BYTES, score
 
     notes: list[str] = []
-    events = read_record(record, notes)
+    events = read_run(record, notes)
     try:
         with answer.open("rb") as file:
             raw = file.read(MAX_ANSWER_BYTES + 1)

@@ -29,9 +29,9 @@ Detection = Literal["refusal", "call", "trap", "required"]
 
 LEDGER_TOOLS = frozenset({
     "read_budget_table", "compute_ceiling", "check_pool_contract", "audit_step_shape", "plan_free_vram",
-    "render_gates", "verify_deploy",
+    "render_gates", "verify_deploy", "boundary_probe",
 })
-"""The tools that read the engine's boot ledger."""
+"""The tools that read the engine's boot ledger (boundary_probe reads it for the shape it backs)."""
 
 
 @dataclass(frozen=True)
