@@ -15,7 +15,9 @@ per fact, the claims are the figures within its tolerance, and the figures near 
 ``RESTATED``) that correct it ('on second thought, use 31,000 MiB') or offer another ('30,282
 or 30,400'): the last claim counts. A figure or phrase under a negation in its clause ('not
 31,178', 'never fails its contract') is no claim, and a verdict the answer negates anywhere is
-not found. A claim of a service other than the fact's (named in its sentence, or the last one
+not found. A trap's figure in a sentence that goes on to deny it (a negation after it that no later
+figure takes: 'card 0 alone would allow 30,969 MiB, but it does not bind') is said for contrast, no
+claim. A claim of a service other than the fact's (named in its sentence, or the last one
 named before it) is not credited. Each result says that it was read from text.
 """
 
@@ -200,6 +202,17 @@ class Text:
         since = max(self.starts[self._index(at, self.starts)] if self.starts else 0, at - LOOK_BACK_CHARS)
         return bisect.bisect_left(self.cues, at) > bisect.bisect_left(self.cues, since)
 
+    def disowned(self, at: int) -> bool:
+        """Later in the figure's sentence a negation that no later figure takes: the sentence states the figure
+        to deny it ('card 0 alone would allow 30,969 MiB, but it does not bind', '31,178 MiB is not spare
+        capacity'), where '31,178 MiB, not 30,969' negates the figure after it."""
+        number = self._index(at, self.starts)
+        end = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
+        words = self.words[bisect.bisect_right(self.word_starts, at):bisect.bisect_left(self.word_starts, end)]
+        denials = sum(w in NEGATORS or w.endswith("n't") for w in words)
+        taken = sum(s.negated for s in self.figures if at < s.figure.start < end)
+        return denials > taken
+
     def whose(self, at: int) -> frozenset[str]:
         return self.services[self._index(at, self.starts)] if self.starts else frozenset()
 
@@ -324,4 +337,4 @@ def text_traps(trap: Trap, scenario: Scenario, text: Text) -> list[str]:
     """What the answer's words claim of the trap's figure (not negated, not of another service)."""
     of = frozenset(scenario.asked_services)
     return [f"the answer states {q.written}" for q, kind in _claims(text, trap, trap.unit)
-            if kind == "states" and _service_problem(text, q.start, of) is None]
+            if kind == "states" and _service_problem(text, q.start, of) is None and not text.disowned(q.start)]
