@@ -40,6 +40,17 @@ NEGATORS = frozenset({"not", "never", "no", "nor", "neither", "without", "cannot
 """Words that negate a claim among the three words before it, in its clause (and any word ending in n't)."""
 HEDGES = frozenset({"about", "around", "roughly", "maybe", "perhaps"})
 """Words between 'or' and a figure it offers: '30,282 or about 30,400'."""
+VERDICT_WORDS: dict[str, tuple[str, ...]] = {
+    "fails_contract": ("fails its contract", "too small for its contract", "short of its contract",
+                       "smaller than its contract", "below its contract"),
+    "meets_contract": ("meets its contract", "holds its contract"),
+    "thinking_on": ("thinks first", "thinking on", "model thinks", "thinks before"),
+    "warm_prefix_cache": ("warm prefix cache", "prefix cache hit", "cached prefix"),
+    "first_token_noise": ("first-token noise", "first token noise"),
+    "no_plateau": ("no plateau", "cannot show a plateau", "not to read a plateau"),
+}
+"""Other words people give a verdict in, by the submitted verdict (models.answer.Verdict) they state: a verdict
+fact is found by its own phrases or these."""
 _CORRECTION = re.compile(r"\b(?:on second thought|instead|actually|correction|rather|scratch that|use)\b",
                          re.IGNORECASE)
 _SENTENCE = re.compile(r"(?:[^\n.!?]|[.!?](?=\S))+[.!?]*\n?")
@@ -318,7 +329,7 @@ def _phrase(fact: Fact, text: Text, of: frozenset[str]) -> Claim:
     """A verdict: one of its phrases said of the fact's service; any phrase of it negated denies it."""
     lowered = text.text.casefold()
     found, elsewhere = None, None
-    for phrase in fact.any_of:
+    for phrase in (*fact.any_of, *VERDICT_WORDS.get(fact.verdict or "", ())):
         for match in re.finditer(re.escape(normalise(phrase).casefold()), lowered):
             if text.negated(match.start()):
                 return Claim(False, f"read from text: the answer negates {phrase!r}: "
