@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.record import Event, read_run
-from radiance_mcp.evals.rules import BY_NAME
+from radiance_mcp.evals.rules import BY_NAME, STEPS
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import score
 
@@ -49,9 +49,6 @@ MORE_RULES: dict[str, str] = {
                      "or negated.",
     "record_genuine": "The record is the server's, whole, of this run's one session on this scenario's fleet: no "
                       "line written by hand, reordered, forged, or taken from another run or session.",
-    "plan_before_execute": "boundary_probe plans before it executes (execute=true).",
-    "serve_script_checked": "A serve-script finding comes from check_serve_script, and the fix is proven with "
-                            "compare_dry_run.",
 }
 """Rules the procedures hold that radiance_mcp.evals.rules does not name yet; the labels use them."""
 
@@ -161,9 +158,9 @@ def label_problem(run: LabelledRun) -> str | None:
         return f"kind {run.kind!r} is a {KINDS[run.kind][0]} run, labelled {run.label!r}"
     if (run.label == "faulty") != bool(run.breaks):
         return "a faulty run names the rules it breaks, a correct one none"
-    unknown = [r for r in run.breaks if r not in BY_NAME and r not in MORE_RULES]
+    unknown = [r for r in run.breaks if r not in BY_NAME and r not in STEPS and r not in MORE_RULES]
     if unknown:
-        return f"rule(s) {unknown} unknown; the rules: {', '.join([*BY_NAME, *MORE_RULES])}"
+        return f"rule(s) {unknown} unknown; the rules: {', '.join([*BY_NAME, *STEPS, *MORE_RULES])}"
     return None
 
 
@@ -227,7 +224,7 @@ class Calibration:
     def matrix(self) -> dict[str, dict[str, int]]:
         """Per rule: runs labelled breaking it and caught (tp) or passed over (fn), caught though kept (fp), tn."""
         table = {}
-        for name in [*BY_NAME, *MORE_RULES]:
+        for name in [*BY_NAME, *STEPS, *MORE_RULES]:
             cells = {"tp": 0, "fn": 0, "fp": 0, "tn": 0}
             for v in self.verdicts:
                 labelled, caught = name in v.run.breaks, name in v.broken

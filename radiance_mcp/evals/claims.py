@@ -32,7 +32,7 @@ from typing import Literal
 
 from radiance_mcp.evals.numbers import MIB_PER, Quantity, convert, normalise, quantities, slack
 from radiance_mcp.evals.scenario import Fact, Scenario, Trap
-from radiance_mcp.models.answer import FigureClaim, SubmitAnswerInput
+from radiance_mcp.models.answer import FigureClaim, PlanClaim, SubmitAnswerInput
 
 RESTATED = 0.05
 """A figure within 5 % of a fact, offered as a correction or an alternative, is a claim of the fact."""
@@ -76,6 +76,7 @@ class Answer:
     figures: tuple[FigureClaim, ...]
     verdict: str | None
     text: str
+    plan: PlanClaim | None = None
 
     @classmethod
     def of(cls, submitted: SubmitAnswerInput) -> Answer:
@@ -88,7 +89,7 @@ class Answer:
                 if value is not None:
                     figures[f"plan.{name}"] = FigureClaim.model_validate({"name": f"plan.{name}", "value": value,
                                                                           "unit": unit})
-        return cls(submitted.service, tuple(figures.values()), submitted.verdict, submitted.text)
+        return cls(submitted.service, tuple(figures.values()), submitted.verdict, submitted.text, plan)
 
 
 def fact_unit(fact: Fact) -> str | None:
@@ -342,6 +343,21 @@ def _phrase(fact: Fact, text: Text, of: frozenset[str]) -> Claim:
     if found is not None:
         return Claim(True, f"read from text: the answer says {found!r}")
     return Claim(False, f"read from text: {elsewhere or 'none of the phrases'}")
+
+
+_BLAME = re.compile(r"\b(?:image|environment)\b[^.;\n]{0,40}?\b(?:at fault|to blame|the cause|caused)\b"
+                    r"|\b(?:roll(?:ing)?|revert(?:ing)?) (?:back )?(?:to )?(?:the |an? )?(?:\w+ ){0,2}image\b"
+                    r"|\bblam(?:e|es|ed|ing) (?:the |an? )?(?:\w+ ){0,2}(?:image|environment)\b")
+"""Words that blame the container image or the environment: 'the image is at fault', 'roll the image back'."""
+
+
+def blames_image(text: Text) -> str | None:
+    """Where the answer blames the image or the environment, not negated (before it or within the words)."""
+    for match in _BLAME.finditer(text.text):
+        inside = re.findall(r"[\w']+", match.group(0).lower())
+        if not text.negated(match.start()) and not any(w in NEGATORS or w.endswith("n't") for w in inside):
+            return text.text[max(0, match.start() - 40):match.end()].strip()
+    return None
 
 
 def text_traps(trap: Trap, scenario: Scenario, text: Text) -> list[str]:

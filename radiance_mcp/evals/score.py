@@ -20,10 +20,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from radiance_mcp.core.constants import MIN_DECODE_TOKENS
-from radiance_mcp.evals.claims import Answer, read_text, submitted_fact, submitted_traps, text_fact, text_traps
+from radiance_mcp.evals.claims import (
+    Answer,
+    Text,
+    blames_image,
+    read_text,
+    submitted_fact,
+    submitted_traps,
+    text_fact,
+    text_traps,
+)
 from radiance_mcp.evals.numbers import numbers_in
+from radiance_mcp.evals.plans import judge_plan, plan_of
 from radiance_mcp.evals.record import Event
-from radiance_mcp.evals.rules import BY_NAME, Rule
+from radiance_mcp.evals.rules import BY_NAME, STEPS, Rule
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.models.answer import TOOL as SUBMIT_ANSWER
 from radiance_mcp.models.answer import SubmitAnswerInput
@@ -121,7 +131,7 @@ def _call_evidence(rule: Rule, call: Event) -> str | None:
     """The argument that breaks the rule in an accepted or refused call, if any."""
     args = call.arguments or {}
     if rule.name == "reserve_traced":
-        for reserve in _reserves(args):
+        for reserve in _listed(args, "reserves"):
             if isinstance(reserve, dict) and reserve.get("line") is None and reserve.get("personal") is not True:
                 return f"a reserve with neither line nor personal=true: {_short(reserve)}"
     elif rule.name == "decode_tokens" and call.tool == "decode_probe":
@@ -132,14 +142,15 @@ def _call_evidence(rule: Rule, call: Event) -> str | None:
         if args.get("over_shape") is True or args.get("over_shape") == "true":
             return f"over_shape=true with n={args.get('n')}"
     elif rule.name == "no_two_arm_claim" and call.tool == "compare_arms":
-        arms = args.get("arms")
-        if args.get("claim") and isinstance(arms, list) and len(arms) < 3:
+        arms = _listed(args, "arms")
+        if args.get("claim") and len(arms) < 3:
             return f"claim={args.get('claim')!r} on {len(arms)} arms"
     return None
 
 
-def _reserves(args: dict[str, Any]) -> list[Any]:
-    value = args.get("reserves")
+def _listed(args: dict[str, Any], key: str) -> list[Any]:
+    """A list argument; clients sometimes send a nested list as a JSON string, which the server reads as one."""
+    value = args.get(key)
     if isinstance(value, str):  # clients sometimes send a nested list as a JSON string
         try:
             value = json.loads(value)
@@ -153,25 +164,86 @@ def _required_met(rule: Rule, calls: Sequence[Event]) -> bool:
         if call.ok and call.tool in rule.required_tools:
             if rule.name == "cold_rate" and not ((call.result or {}).get("cold") and (call.result or {}).get("valid")):
                 continue
+            if rule.name == "reserve_traced" and not _listed(call.arguments or {}, "reserves"):
+                continue
             return True
     return False
 
 
-def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], traps: Sequence[list[str]]) -> list[Evidence]:
+def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], traps: Sequence[list[str]],
+          seen: dict[str, list[Evidence]]) -> list[Evidence]:
     evidence: list[Evidence] = []
     for call in calls:
         if "refusal" in rule.detection and not call.ok and call.rule == rule.name:
             evidence.append(Evidence(call=call.seq, tool=call.tool, text=f"refused: {_short(call.error or '')}"))
-        elif "call" in rule.detection and (seen := _call_evidence(rule, call)):
-            evidence.append(Evidence(call=call.seq, tool=call.tool, text=seen))
+        elif "call" in rule.detection and (said := _call_evidence(rule, call)):
+            evidence.append(Evidence(call=call.seq, tool=call.tool, text=said))
     if "trap" in rule.detection:
         for number, trap in enumerate(scenario.traps):
             if trap.rule == rule.name and traps[number]:
                 evidence.append(Evidence(text=f"{traps[number][0]}: {trap.why or 'a trap figure'}"))
     if "required" in rule.detection and rule.name in scenario.rules and not _required_met(rule, calls):
         tools = ", ".join(sorted(rule.required_tools))
-        evidence.append(Evidence(text=f"no successful call of {tools} in the run's {len(calls)} call(s)"))
-    return evidence
+        given = " given a reserve" if rule.name == "reserve_traced" else ""
+        evidence.append(Evidence(text=f"no successful call of {tools}{given} in the run's {len(calls)} call(s)"))
+    return evidence + seen.get(rule.name, [])
+
+
+def _answer_evidence(scenario: Scenario, calls: Sequence[Event], submitted: Answer | None,
+                     text: Text) -> dict[str, list[Evidence]]:
+    """What the answer itself breaks: its plan judged by the rule book, the image blamed after the audit."""
+    seen: dict[str, list[Evidence]] = {}
+    plan = plan_of(submitted.plan if submitted else None, submitted.text if submitted else text.text)
+    service = (submitted.service if submitted else None) or next(iter(scenario.asked_services), None)
+    if plan is not None and scenario.procedure == "radiance-kv-cache-resize":
+        for check in judge_plan(plan, calls, service):
+            seen.setdefault(check.rule, []).append(Evidence(text=f"{plan.where}: {check.arithmetic}"))
+    audit = next((c.result for c in reversed(calls) if c.ok and c.tool == "audit_step_shape" and c.result), None)
+    blamed = blames_image(text)
+    if blamed is not None and audit is not None and audit.get("verdict") == "refused":
+        seen["audit_before_image"] = [Evidence(text=f"the answer blames the image: {blamed!r}, after an audit that "
+                                                    "refused the candidate's step shape")]
+    return seen
+
+
+def _ok_index(calls: Sequence[Event], tool: str, after: int = -1, **arguments: Any) -> int | None:
+    """The place of the first successful call of the tool after ``after`` (with those arguments), if any."""
+    for index, call in enumerate(calls):
+        args = call.arguments or {}
+        if index > after and call.ok and call.tool == tool and all(
+                (args.get(k) in (None, False, "false")) == (v is None) for k, v in arguments.items()):
+            return index
+    return None
+
+
+def _step(name: str, scenario: Scenario, calls: Sequence[Event]) -> list[Evidence] | None:
+    """The evidence a step-order rule is broken (empty: kept), or None: nothing exercised it."""
+    tools = [c.tool for c in calls]
+    if name == "plan_before_execute":
+        executed = next((i for i, c in enumerate(calls) if c.tool == "boundary_probe"
+                         and (c.arguments or {}).get("execute") in (True, "true")), None)
+        if executed is None:
+            return None
+        planned = _ok_index(calls, "boundary_probe", execute=None)
+        return [] if planned is not None and planned < executed else [Evidence(
+            call=calls[executed].seq, tool="boundary_probe", text="execute=true with no boundary_probe plan before it")]
+    if name == "serve_script_checked":
+        if name not in scenario.rules and not {"check_serve_script", "compare_dry_run"} & set(tools):
+            return None
+        at = -1
+        for tool in ("audit_step_shape", "check_serve_script", "compare_dry_run"):
+            found = _ok_index(calls, tool, at)
+            if found is None:
+                return [Evidence(text=f"no successful {tool} after the step before it (audit_step_shape, then "
+                                      "check_serve_script, then compare_dry_run)")]
+            at = found
+        return []
+    verified = _ok_index(calls, "verify_deploy")
+    if verified is None:
+        return None
+    gates = _ok_index(calls, "render_gates")
+    return [] if gates is not None and gates < verified else [Evidence(
+        call=calls[verified].seq, tool="verify_deploy", text="verify_deploy with no render_gates before it")]
 
 
 def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Collection[str] = ()) -> Report:
@@ -186,6 +258,7 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
     if submitted is not None:
         claims = [submitted_fact(f, scenario, submitted, names) for f in scenario.facts]
         traps = [submitted_traps(t, submitted) for t in scenario.traps]
+        text = read_text(submitted.text, names, default=submitted.service)
     else:
         text = read_text(answer, names)
         claims = [text_fact(f, scenario, text) for f in scenario.facts]
@@ -194,13 +267,19 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
     facts = tuple(FactResult(name=f.name, found=c.found, evidence=c.evidence,
                              expected=_expected(f.value, f.tolerance, f.any_of))
                   for f, c in zip(scenario.facts, claims, strict=True))
+    seen = _answer_evidence(scenario, calls, submitted, text)
     results = []
     for rule in BY_NAME.values():
-        evidence = _rule(rule, scenario, calls, traps)
+        evidence = _rule(rule, scenario, calls, traps, seen)
         listed = rule.name in scenario.rules
         if listed or evidence:
             results.append(RuleResult(name=rule.name, statement=rule.statement, kept=not evidence, listed=listed,
                                       evidence=tuple(evidence)))
+    for name, statement in STEPS.items():
+        found = _step(name, scenario, calls)
+        if found is not None:
+            results.append(RuleResult(name=name, statement=statement, kept=not found, listed=name in scenario.rules,
+                                      evidence=tuple(found)))
     return Report(scenario=scenario.name, procedure=scenario.procedure, facts=facts, rules=tuple(results),
                   calls=len(calls), answer=read_from)
 
