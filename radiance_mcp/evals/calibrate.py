@@ -9,12 +9,12 @@ tests/evals/calibration/runs/; its README.md says how the set is made)::
                   "agent": ..., "answer": "..."}
 
 The label is a reader's verdict on what the procedures (skills/*/SKILL.md) mean; ``breaks``
-names the rules a faulty run breaks: rules of radiance_mcp.evals.rules, or of ``MORE_RULES``
+names the rules a faulty run breaks: rules of radiance_mcp.evals.rules (RULES and STEPS), or of ``MORE_RULES``
 (what the procedures say that today's rule book does not name). ``calibrate`` scores every run
 with today's scorer and counts where the two disagree: a faulty run the scorer passed is a false
-negative, a correct run it failed a false positive. A record the reader refuses counts as a run
-the scorer failed, breaking record_genuine. Per rule, the confusion matrix counts the runs labelled as breaking it against
-the runs the scorer caught breaking it. The scorer is calibrated when at most
+negative, a correct run it failed a false positive. A record the reader refuses (record.read_run)
+counts as a run the scorer failed, breaking record_genuine. Per rule, the confusion matrix counts
+the runs labelled as breaking it against the runs the scorer caught breaking it. The scorer is calibrated when at most
 ``MAX_DISAGREEMENT`` of the runs disagree and no correct run failed.
 
 Pure but for reading the folder; no MCP, no simulator.

@@ -360,6 +360,18 @@ def blames_image(text: Text) -> str | None:
     return None
 
 
+_RESERVE = re.compile(r"\breserve[sd]?\b[^.;\n]{0,40}?(?<![\w.,])\d[\d,]*(?:\.\d+)? ?(?:MiB|GiB)\b", re.IGNORECASE)
+"""A reserve taken with its figure: 'less our personal reserve of 512 MiB'."""
+
+
+def takes_reserve(text: Text) -> str | None:
+    """Where the answer takes a reserve of a figure, not negated."""
+    for match in _RESERVE.finditer(text.text):
+        if not text.negated(match.start()):
+            return match.group(0)
+    return None
+
+
 def text_traps(trap: Trap, scenario: Scenario, text: Text) -> list[str]:
     """What the answer's words claim of the trap's figure (not negated, not of another service)."""
     of = frozenset(scenario.asked_services)

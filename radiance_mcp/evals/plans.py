@@ -19,10 +19,9 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
-from radiance_mcp.core.constants import ModelConstants
+from radiance_mcp.core.constants import KVDtype, ModelConstants
 from radiance_mcp.core.errors import RadianceMCPError
-from radiance_mcp.core.rules import capacity
-from radiance_mcp.core.rules.book import Check
+from radiance_mcp.core.rules import book, capacity
 from radiance_mcp.evals.numbers import normalise
 from radiance_mcp.evals.record import Event
 from radiance_mcp.models.answer import PlanClaim
@@ -93,9 +92,9 @@ def _weights(result: dict[str, Any]) -> int | None:
     return None
 
 
-def judge_plan(plan: Plan, calls: Sequence[Event], service: str | None) -> list[Check]:
+def judge_plan(plan: Plan, calls: Sequence[Event], service: str | None) -> list[book.Check]:
     """The rule book's checks of the plan that fail, against the run's own results for the service."""
-    failed: list[Check] = []
+    failed: list[book.Check] = []
     try:
         ceiling = _last(calls, "compute_ceiling", service)
         weights = _weights(ceiling) if ceiling else None
@@ -103,13 +102,14 @@ def judge_plan(plan: Plan, calls: Sequence[Event], service: str | None) -> list[
             failed.append(capacity.pair_within_ceiling(weights, plan.pool_mib, _ceiling(ceiling)))
         priced = _last(calls, "check_pool_contract", service)
         dtype = plan.dtype or (priced or {}).get("kv_cache_dtype")
-        if priced is not None and plan.seqs is not None and dtype == priced["kv_cache_dtype"]:
-            model = ModelConstants(str(priced["model"]), MappingProxyType({dtype: int(priced["rate_bytes_per_token"])}),
+        if priced is not None and plan.seqs is not None and dtype == priced["kv_cache_dtype"] in ("fp8", "bf16"):
+            kv: KVDtype = "fp8" if dtype == "fp8" else "bf16"
+            model = ModelConstants(str(priced["model"]), MappingProxyType({kv: int(priced["rate_bytes_per_token"])}),
                                    int(priced["per_seq_total_mib"]) // max(1, int(priced["seqs"])),
                                    int(priced["fixed_mib"]))
             window = plan.window or int(priced["max_model_len"])
             failed.append(capacity.contract_check(capacity.pool_contract(
-                Decimal(plan.pool_mib), plan.seqs, window, dtype, model)))
+                Decimal(plan.pool_mib), plan.seqs, window, kv, model)))
     except (KeyError, TypeError, ValueError, RadianceMCPError):
         pass  # a result that lacks what a check needs (another engine's, a forged one): not judged by it
     return [c for c in failed if c.verdict == "fail"]

@@ -13,13 +13,12 @@ or more of these ways:
 - ``trap``: the answer states a figure only a wrong method gives (a ceiling from free memory
   without the engine floor, an older boot's ceiling): the scenario names those figures.
 - ``required``: the run must have made a successful call of one of these tools before it
-  answered (the ledger read, the step-shape audit, a cold decode probe, a token-count probe, a
-  reserve passed to a tool).
+  answered (the ledger read, the step-shape audit, a cold decode probe, a token-count probe).
 - ``plan``: the plan the answer gives (submitted, or the flags its text recommends) fails the
   rule book's check against the run's own results (radiance_mcp.evals.plans), with or without
   render_gates.
-- ``answer``: the answer says what the run's results contradict (the image blamed after an
-  audit that found the step shape).
+- ``answer``: the answer says what the run does not back (the image blamed after an audit that
+  found the step shape; a reserve subtracted that no call was given).
 
 ``STEPS`` are the order the skills give their steps in (plan before execute; audit, then the
 serve-script check, then the dry run; gates before a deploy is called verified): no tool refuses
@@ -70,9 +69,9 @@ RULES: tuple[Rule, ...] = (
     Rule("newest_boot", ("trap",), "the answer states an older boot's figure (the scenario's newest_boot traps)"),
     Rule("binding_card", ("trap",),
          "the answer states a card's figure that does not bind (the scenario's binding_card traps)"),
-    Rule("reserve_traced", ("refusal", "call", "required"),
-         "a reserve with neither line nor personal=true in a call, a refusal naming reserve_traced, or (listed) "
-         "no successful compute_ceiling or render_gates given a reserve", frozenset({"compute_ceiling", "render_gates"})),
+    Rule("reserve_traced", ("refusal", "call", "answer"),
+         "a reserve with neither line nor personal=true in a call, a refusal naming reserve_traced, or the answer "
+         "taking a reserve of a figure no call was given"),
     _refused("reserve_not_counted"),
     _refused("argument_names"),
     Rule("pair_within_ceiling", ("refusal", "plan"),

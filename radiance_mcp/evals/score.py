@@ -14,6 +14,7 @@ and no rule is broken.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from radiance_mcp.evals.claims import (
     read_text,
     submitted_fact,
     submitted_traps,
+    takes_reserve,
     text_fact,
     text_traps,
 )
@@ -164,8 +166,6 @@ def _required_met(rule: Rule, calls: Sequence[Event]) -> bool:
         if call.ok and call.tool in rule.required_tools:
             if rule.name == "cold_rate" and not ((call.result or {}).get("cold") and (call.result or {}).get("valid")):
                 continue
-            if rule.name == "reserve_traced" and not _listed(call.arguments or {}, "reserves"):
-                continue
             return True
     return False
 
@@ -184,20 +184,23 @@ def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], traps: Sequenc
                 evidence.append(Evidence(text=f"{traps[number][0]}: {trap.why or 'a trap figure'}"))
     if "required" in rule.detection and rule.name in scenario.rules and not _required_met(rule, calls):
         tools = ", ".join(sorted(rule.required_tools))
-        given = " given a reserve" if rule.name == "reserve_traced" else ""
-        evidence.append(Evidence(text=f"no successful call of {tools}{given} in the run's {len(calls)} call(s)"))
+        evidence.append(Evidence(text=f"no successful call of {tools} in the run's {len(calls)} call(s)"))
     return evidence + seen.get(rule.name, [])
 
 
 def _answer_evidence(scenario: Scenario, calls: Sequence[Event], submitted: Answer | None,
                      text: Text) -> dict[str, list[Evidence]]:
-    """What the answer itself breaks: its plan judged by the rule book, the image blamed after the audit."""
+    """What the answer itself breaks: its plan judged by the rule book, a reserve it takes that no tool was given,
+    the image blamed after the audit."""
     seen: dict[str, list[Evidence]] = {}
     plan = plan_of(submitted.plan if submitted else None, submitted.text if submitted else text.text)
     service = (submitted.service if submitted else None) or next(iter(scenario.asked_services), None)
     if plan is not None and scenario.procedure == "radiance-kv-cache-resize":
         for check in judge_plan(plan, calls, service):
             seen.setdefault(check.rule, []).append(Evidence(text=f"{plan.where}: {check.arithmetic}"))
+    reserve = takes_reserve(text)
+    if reserve is not None and not any(_listed(c.arguments or {}, "reserves") for c in calls):
+        seen["reserve_traced"] = [Evidence(text=f"the answer takes a reserve no tool was given: {reserve!r}")]
     audit = next((c.result for c in reversed(calls) if c.ok and c.tool == "audit_step_shape" and c.result), None)
     blamed = blames_image(text)
     if blamed is not None and audit is not None and audit.get("verdict") == "refused":
@@ -216,7 +219,11 @@ def _ok_index(calls: Sequence[Event], tool: str, after: int = -1, **arguments: A
     return None
 
 
-def _step(name: str, scenario: Scenario, calls: Sequence[Event]) -> list[Evidence] | None:
+_SERVE_SCRIPT = re.compile(r"\bserve[- ]script\b", re.IGNORECASE)
+"""How an answer names the serve script it makes a finding of."""
+
+
+def _step(name: str, scenario: Scenario, calls: Sequence[Event], text: Text) -> list[Evidence] | None:
     """The evidence a step-order rule is broken (empty: kept), or None: nothing exercised it."""
     tools = [c.tool for c in calls]
     if name == "plan_before_execute":
@@ -227,14 +234,16 @@ def _step(name: str, scenario: Scenario, calls: Sequence[Event]) -> list[Evidenc
         planned = _ok_index(calls, "boundary_probe", execute=None)
         return [] if planned is not None and planned < executed else [Evidence(
             call=calls[executed].seq, tool="boundary_probe", text="execute=true with no boundary_probe plan before it")]
-    if name == "serve_script_checked":
-        if name not in scenario.rules and not {"check_serve_script", "compare_dry_run"} & set(tools):
+    if name == "serve_script_checked":  # judged where the answer makes a serve-script finding, or a call checked
+        finding = name in scenario.rules and _SERVE_SCRIPT.search(text.text) is not None
+        if not finding and not {"check_serve_script", "compare_dry_run"} & set(tools):
             return None
-        at = -1
-        for tool in ("audit_step_shape", "check_serve_script", "compare_dry_run"):
+        at = _ok_index(calls, "audit_step_shape")  # an audit missing is audit_before_image's to say
+        at = -1 if at is None else at
+        for tool in ("check_serve_script", "compare_dry_run"):
             found = _ok_index(calls, tool, at)
             if found is None:
-                return [Evidence(text=f"no successful {tool} after the step before it (audit_step_shape, then "
+                return [Evidence(text=f"no successful {tool} after the step before it (the audit, then "
                                       "check_serve_script, then compare_dry_run)")]
             at = found
         return []
@@ -276,7 +285,7 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
             results.append(RuleResult(name=rule.name, statement=rule.statement, kept=not evidence, listed=listed,
                                       evidence=tuple(evidence)))
     for name, statement in STEPS.items():
-        found = _step(name, scenario, calls)
+        found = _step(name, scenario, calls, text)
         if found is not None:
             results.append(RuleResult(name=name, statement=statement, kept=not found, listed=name in scenario.rules,
                                       evidence=tuple(found)))

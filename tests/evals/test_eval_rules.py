@@ -79,7 +79,7 @@ def test_a_scenario_file_named_otherwise_than_its_scenario_is_refused(tmp_path: 
         load_scenario(copy)
 
 
-@pytest.mark.parametrize("module", ["scenario", "rules", "score", "claims", "numbers"])
+@pytest.mark.parametrize("module", ["scenario", "rules", "score", "claims", "numbers", "plans"])
 def test_the_scorer_is_pure(module: str) -> None:
     """scenario, rules and score import no MCP, server, CLI, simulator or network code (read with ast)."""
     path = PACKAGE / "evals" / f"{module}.py"
@@ -93,7 +93,7 @@ def test_the_scorer_is_pure(module: str) -> None:
                         "radiance_mcp.core.rules",  # the rule book: pure
                         "radiance_mcp.evals.rules",
                         "radiance_mcp.evals.scenario", "radiance_mcp.evals.record",
-                        "radiance_mcp.evals.numbers", "radiance_mcp.evals.claims",
+                        "radiance_mcp.evals.numbers", "radiance_mcp.evals.claims", "radiance_mcp.evals.plans",
                         "radiance_mcp.models.answer"}  # submit_answer's answer: pydantic, pure
     wrong = sorted(m for m in imported if m.split(".")[0] in {"mcp", "httpx", "asyncssh", "anyio"}
                    or (m.startswith("radiance_mcp") and m not in allowed_internal))
