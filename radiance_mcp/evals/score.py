@@ -4,11 +4,14 @@ Pure: events and text in, a Report out. The answer is the one the agent submitte
 submit_answer (the record's last accepted call of it) when there is one, else the final answer's
 text; radiance_mcp.evals.claims judges each fact and trap on it (typed values, or claims read
 from text as people write them: radiance_mcp.evals.numbers), and each result says which it was
-read from. A rule is broken when the record or the answer holds its evidence
-(radiance_mcp.evals.rules says how each is caught); the rules a scenario lists are reported kept
-otherwise, and any other rule the run broke is reported too. submit_answer is the answer, not a
-step of the procedure: its calls count for no rule. The report passes when every fact is found
-and no rule is broken.
+read from. A figure is credited only where a successful tool result for the scenario's services
+holds it (within the fact's tolerance and ``GROUND_SLACK``); one the run's results do not hold is
+"ungrounded", not found. A rule is broken when the record or the answer holds its evidence
+(radiance_mcp.evals.rules says how each is caught; the answer's plan is judged by the rule book
+in radiance_mcp.evals.plans); the rules a scenario lists are reported kept otherwise, and any
+other rule the run broke is reported too. The skills' step order (rules.STEPS) is reported where
+the run exercised it. submit_answer is the answer, not a step of the procedure: its calls count
+for no rule. The report passes when every fact is found and no rule is broken.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from radiance_mcp.core.constants import MIN_DECODE_TOKENS
 from radiance_mcp.evals.claims import (
     Answer,
+    Claim,
     Text,
     blames_image,
+    fact_unit,
     read_text,
     submitted_fact,
     submitted_traps,
@@ -32,11 +37,11 @@ from radiance_mcp.evals.claims import (
     text_fact,
     text_traps,
 )
-from radiance_mcp.evals.numbers import numbers_in
+from radiance_mcp.evals.numbers import MIB_PER, convert, normalise, numbers_in, quantities
 from radiance_mcp.evals.plans import judge_plan, plan_of
 from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, STEPS, Rule
-from radiance_mcp.evals.scenario import Scenario
+from radiance_mcp.evals.scenario import Fact, Scenario
 from radiance_mcp.models.answer import TOOL as SUBMIT_ANSWER
 from radiance_mcp.models.answer import SubmitAnswerInput
 
@@ -188,6 +193,52 @@ def _rule(rule: Rule, scenario: Scenario, calls: Sequence[Event], traps: Sequenc
     return evidence + seen.get(rule.name, [])
 
 
+GROUND_SLACK = 0.5
+"""How far a tool's figure may sit from a fact and still hold it: a result's 30,969.12 holds 30,969."""
+
+
+def _figures(value: Any) -> list[tuple[float, str | None]]:
+    """Every figure a tool result holds: its numbers (no unit: the result's own, MiB for memory) and the figures
+    its strings write ('10.65 GiB')."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [(float(value), None)]
+    if isinstance(value, str):
+        return [(q.value, q.unit) for q in quantities(normalise(value))]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [figure for item in items for figure in _figures(item)]
+
+
+def _grounded(fact: Fact, held: Sequence[tuple[float, str | None]]) -> bool:
+    """Some successful result holds the fact's figure (a bare number read in the fact's unit, or in MiB for
+    memory), within the fact's tolerance and GROUND_SLACK of the unit it is in."""
+    unit = fact_unit(fact)
+    assert fact.value is not None
+    for value, written in held:
+        for read_as in [written] if written else [unit, "MiB"] if unit in MIB_PER else [unit]:
+            converted, slack = convert(value, read_as, unit), convert(GROUND_SLACK, read_as, unit)
+            if converted is not None and slack is not None and abs(converted - fact.value) <= fact.tolerance + slack:
+                return True
+    return False
+
+
+def _ground(claims: list[Claim], scenario: Scenario, calls: Sequence[Event]) -> list[Claim]:
+    """A figure credited only where a successful tool result for the scenario's services holds it (a call that
+    names another service, or reads the agent's own log_text, grounds none); else ungrounded."""
+    ours = set(scenario.service_names)
+
+    def grounds(call: Event) -> bool:
+        args = call.arguments or {}
+        named = {v for k, v in args.items() if k.endswith("service") and isinstance(v, str)}
+        return bool(call.ok and call.result) and named <= ours and not any(k.endswith("log_text") for k in args)
+
+    held = [f for c in calls if grounds(c) for f in _figures(c.result)]
+    return [claim if not claim.found or fact.value is None or _grounded(fact, held) else
+            Claim(False, f"{claim.evidence}; ungrounded: no successful tool result of the run holds it")
+            for fact, claim in zip(scenario.facts, claims, strict=True)]
+
+
 def _answer_evidence(scenario: Scenario, calls: Sequence[Event], submitted: Answer | None,
                      text: Text) -> dict[str, list[Evidence]]:
     """What the answer itself breaks: its plan judged by the rule book, a reserve it takes that no tool was given,
@@ -272,6 +323,7 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
         text = read_text(answer, names)
         claims = [text_fact(f, scenario, text) for f in scenario.facts]
         traps = [text_traps(t, scenario, text) for t in scenario.traps]
+    claims = _ground(claims, scenario, calls)
     read_from: AnswerSource = "submitted" if submitted is not None else "text"
     facts = tuple(FactResult(name=f.name, found=c.found, evidence=c.evidence,
                              expected=_expected(f.value, f.tolerance, f.any_of))
