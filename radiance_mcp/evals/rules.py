@@ -51,6 +51,10 @@ class Rule:
     """How a run is caught breaking it, in one line."""
     required_tools: frozenset[str] = field(default_factory=frozenset)
     """For ``required``: a successful call of one of these must come before the answer."""
+    exercised_by: frozenset[str] | None = None
+    """The tools whose calls (accepted or refused) put the rule to the test; None: every call (argument_names).
+    A rule judged by ``required`` or ``trap`` is exercised by the scenario itself, one judged by ``plan`` by the
+    answer's plan too; a rule nothing exercised is not judged."""
 
     @property
     def statement(self) -> str:
@@ -58,8 +62,13 @@ class Rule:
         return book.BY_NAME[self.name].statement
 
 
-def _refused(name: str) -> Rule:
-    return Rule(name, ("refusal",), f"a refusal naming {name}")
+def _refused(name: str, *tools: str) -> Rule:
+    return Rule(name, ("refusal",), f"a refusal naming {name}", exercised_by=frozenset(tools))
+
+
+_RESERVES = frozenset({"compute_ceiling", "render_gates", "plan_free_vram", "check_pool_contract"})
+_PLANS = frozenset({"render_gates", "check_pool_contract", "verify_deploy", "plan_free_vram"})
+_BOUNDARY = frozenset({"boundary_probe"})
 
 
 RULES: tuple[Rule, ...] = (
@@ -71,30 +80,34 @@ RULES: tuple[Rule, ...] = (
          "the answer states a card's figure that does not bind (the scenario's binding_card traps)"),
     Rule("reserve_traced", ("refusal", "call", "answer"),
          "a reserve with neither line nor personal=true in a call, a refusal naming reserve_traced, or the answer "
-         "taking a reserve of a figure no call was given"),
-    _refused("reserve_not_counted"),
-    _refused("argument_names"),
+         "taking a reserve of a figure no call was given", exercised_by=_RESERVES),
+    _refused("reserve_not_counted", *_RESERVES),
+    Rule("argument_names", ("refusal",), "a refusal naming argument_names"),
     Rule("pair_within_ceiling", ("refusal", "plan"),
-         "a refusal naming pair_within_ceiling, or the answer's plan over the ceiling the run read"),
-    _refused("shared_card"),
+         "a refusal naming pair_within_ceiling, or the answer's plan over the ceiling the run read",
+         exercised_by=_PLANS),
+    _refused("shared_card", "render_gates", "plan_free_vram", "verify_deploy"),
     Rule("pool_contract", ("refusal", "plan"),
-         "a refusal naming pool_contract, or the answer's plan under the contract the run priced"),
-    _refused("sampler_rows"),
+         "a refusal naming pool_contract, or the answer's plan under the contract the run priced",
+         exercised_by=_PLANS),
+    _refused("sampler_rows", *_PLANS),
     Rule("count_above_window", ("refusal", "required"),
          "a refusal naming count_above_window, or (listed) no successful token_count_probe",
          frozenset({"token_count_probe"})),
     Rule("decode_tokens", ("refusal", "call"),
-         "decode_probe called with gen_tokens below 128, or a refusal naming decode_tokens"),
+         "decode_probe called with gen_tokens below 128, or a refusal naming decode_tokens",
+         exercised_by=frozenset({"decode_probe"})),
     Rule("probe_within_shape", ("refusal", "call"),
-         "boundary_probe with over_shape=true, or a refusal naming probe_within_shape"),
+         "boundary_probe with over_shape=true, or a refusal naming probe_within_shape", exercised_by=_BOUNDARY),
     Rule("cold_rate", ("required",), "no successful decode_probe that came back cold and valid",
          frozenset({"decode_probe"})),
-    Rule("no_two_arm_claim", ("call",), "compare_arms called with a claim on fewer than three arms"),
+    Rule("no_two_arm_claim", ("call",), "compare_arms called with a claim on fewer than three arms",
+         exercised_by=frozenset({"compare_arms"})),
     Rule("audit_before_image", ("required", "answer"),
          "no successful audit_step_shape call in the record, or the answer blames the image or the environment "
          "after an audit that refused the candidate's step shape", frozenset({"audit_step_shape"})),
-    _refused("window_from_ledger"),
-    _refused("boundary_tokens"),
+    _refused("window_from_ledger", "token_count_probe", "boundary_probe"),
+    _refused("boundary_tokens", *_BOUNDARY),
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 

@@ -81,6 +81,9 @@ class RuleResult(BaseModel):
     listed: bool
     """True when the scenario lists the rule; a rule broken but not listed is reported all the same."""
     evidence: tuple[Evidence, ...] = ()
+    judged: bool = True
+    """False: nothing in the run put the rule to the test (no call of a tool that enforces it, no plan given);
+    reported kept, and left out of the score."""
 
 
 class Report(BaseModel):
@@ -105,9 +108,10 @@ class Report(BaseModel):
 
     @property
     def score(self) -> float:
-        """Facts found and rules kept, over all of them (1.0 is 100 %)."""
-        total = len(self.facts) + len(self.rules)
-        return (sum(f.found for f in self.facts) + sum(r.kept for r in self.rules)) / total if total else 1.0
+        """Facts found and rules kept, over the facts and the rules judged (1.0 is 100 %)."""
+        judged = [r for r in self.rules if r.judged]
+        total = len(self.facts) + len(judged)
+        return (sum(f.found for f in self.facts) + sum(r.kept for r in judged)) / total if total else 1.0
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_dump(mode="json"), "passed": self.passed, "score": round(self.score, 4),
@@ -239,6 +243,16 @@ def _ground(claims: list[Claim], scenario: Scenario, calls: Sequence[Event]) -> 
             for fact, claim in zip(scenario.facts, claims, strict=True)]
 
 
+def _exercised(rule: Rule, scenario: Scenario, calls: Sequence[Event], planned: bool) -> bool:
+    """Something in the run put the rule to the test: the scenario itself (a required call, a trap figure), a
+    call of a tool that enforces it (any call, for argument_names), or a plan the answer gives."""
+    if "required" in rule.detection or any(t.rule == rule.name for t in scenario.traps):
+        return True
+    if "plan" in rule.detection and planned:
+        return True
+    return any(rule.exercised_by is None or c.tool in rule.exercised_by for c in calls)
+
+
 def _answer_evidence(scenario: Scenario, calls: Sequence[Event], submitted: Answer | None,
                      text: Text) -> dict[str, list[Evidence]]:
     """What the answer itself breaks: its plan judged by the rule book, a reserve it takes that no tool was given,
@@ -330,12 +344,14 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
                   for f, c in zip(scenario.facts, claims, strict=True))
     seen = _answer_evidence(scenario, calls, submitted, text)
     results = []
+    planned = plan_of(submitted.plan if submitted else None, text.text) is not None
     for rule in BY_NAME.values():
         evidence = _rule(rule, scenario, calls, traps, seen)
         listed = rule.name in scenario.rules
         if listed or evidence:
             results.append(RuleResult(name=rule.name, statement=rule.statement, kept=not evidence, listed=listed,
-                                      evidence=tuple(evidence)))
+                                      evidence=tuple(evidence),
+                                      judged=bool(evidence) or _exercised(rule, scenario, calls, planned)))
     for name, statement in STEPS.items():
         found = _step(name, scenario, calls, text)
         if found is not None:
@@ -346,22 +362,27 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
 
 
 def render_table(reports: Sequence[Report]) -> str:
-    """Plain text: one row per scenario, then one per rule (kept / broken across the runs), then the evidence."""
+    """Plain text: one row per scenario (rules kept of those judged), then one per rule (kept, broken, not judged
+    across the runs), then the evidence."""
     lines = [f"{'scenario':<34} {'facts':>7} {'rules':>7} {'score':>6}  result"]
     for r in reports:
         found = sum(f.found for f in r.facts)
-        kept = sum(x.kept for x in r.rules)
+        judged = [x for x in r.rules if x.judged]
+        kept = sum(x.kept for x in judged)
         verdict = "pass" if r.passed else "FAIL " + ", ".join(
             [f"missed {f.name}" for f in r.facts if not f.found] + [f"broke {n}" for n in r.broken])
         verdict += " (answer read from text)" if r.answer == "text" else ""
-        lines.append(f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(r.rules):<3} "
+        unjudged = [x.name for x in r.rules if not x.judged]
+        verdict += f" (not judged: {', '.join(unjudged)})" if unjudged else ""
+        lines.append(f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(judged):<3} "
                      f"{r.score:>6.0%}  {verdict}")
-    lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7}"]
-    for name in BY_NAME:
-        kept = sum(1 for r in reports for x in r.rules if x.name == name and x.kept)
-        broken = sum(1 for r in reports for x in r.rules if x.name == name and not x.kept)
-        if kept or broken:
-            lines.append(f"{name:<22} {kept:>5} {broken:>7}")
+    lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7} {'not judged':>11}"]
+    for name in [*BY_NAME, *STEPS]:
+        rows = [x for r in reports for x in r.rules if x.name == name]
+        kept = sum(x.kept and x.judged for x in rows)
+        broken = sum(not x.kept for x in rows)
+        if rows:
+            lines.append(f"{name:<22} {kept:>5} {broken:>7} {sum(not x.judged for x in rows):>11}")
     details = [(r, x) for r in reports for x in r.rules if not x.kept]
     if details:
         lines += ["", "evidence:"]
