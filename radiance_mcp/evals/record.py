@@ -165,7 +165,11 @@ def read_record(path: str | Path, notes: list[str] | None = None) -> list[Event]
 def read_run(path: str | Path, notes: list[str] | None = None) -> list[Event]:
     """The events of one run's record (read_record), or EvalError naming what shows it is not one
     (record_problem): the record a score stands on is the server's, of one session."""
-    events = read_record(path, notes)
+    return check_run(read_record(path, notes), path)
+
+
+def check_run(events: list[Event], path: str | Path) -> list[Event]:
+    """The events, or EvalError naming what shows they are not one run's record (record_problem)."""
     problem = record_problem(events)
     if problem is not None:
         raise EvalError(f"record {path}: refused: {problem}; score the record the server wrote for this one run "
