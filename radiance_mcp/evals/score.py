@@ -38,7 +38,7 @@ from radiance_mcp.evals.claims import (
     text_traps,
 )
 from radiance_mcp.evals.numbers import MIB_PER, convert, normalise, numbers_in, quantities
-from radiance_mcp.evals.plans import judge_plan, plan_of
+from radiance_mcp.evals.plans import Plan, judge_plan, plan_of
 from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, STEPS, Rule
 from radiance_mcp.evals.scenario import Fact, Scenario
@@ -162,7 +162,7 @@ def _call_evidence(rule: Rule, call: Event) -> str | None:
 def _listed(args: dict[str, Any], key: str) -> list[Any]:
     """A list argument; clients sometimes send a nested list as a JSON string, which the server reads as one."""
     value = args.get(key)
-    if isinstance(value, str):  # clients sometimes send a nested list as a JSON string
+    if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
@@ -253,12 +253,11 @@ def _exercised(rule: Rule, scenario: Scenario, calls: Sequence[Event], planned: 
     return any(rule.exercised_by is None or c.tool in rule.exercised_by for c in calls)
 
 
-def _answer_evidence(scenario: Scenario, calls: Sequence[Event], submitted: Answer | None,
-                     text: Text) -> dict[str, list[Evidence]]:
+def _answer_evidence(scenario: Scenario, calls: Sequence[Event], submitted: Answer | None, text: Text,
+                     plan: Plan | None) -> dict[str, list[Evidence]]:
     """What the answer itself breaks: its plan judged by the rule book, a reserve it takes that no tool was given,
     the image blamed after the audit."""
     seen: dict[str, list[Evidence]] = {}
-    plan = plan_of(submitted.plan if submitted else None, submitted.text if submitted else text.text)
     service = (submitted.service if submitted else None) or next(iter(scenario.asked_services), None)
     if plan is not None and scenario.procedure == "radiance-kv-cache-resize":
         for check in judge_plan(plan, calls, service):
@@ -342,16 +341,16 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
     facts = tuple(FactResult(name=f.name, found=c.found, evidence=c.evidence,
                              expected=_expected(f.value, f.tolerance, f.any_of))
                   for f, c in zip(scenario.facts, claims, strict=True))
-    seen = _answer_evidence(scenario, calls, submitted, text)
+    plan = plan_of(submitted.plan if submitted else None, text.text)
+    seen = _answer_evidence(scenario, calls, submitted, text, plan)
     results = []
-    planned = plan_of(submitted.plan if submitted else None, text.text) is not None
     for rule in BY_NAME.values():
         evidence = _rule(rule, scenario, calls, traps, seen)
         listed = rule.name in scenario.rules
         if listed or evidence:
             results.append(RuleResult(name=rule.name, statement=rule.statement, kept=not evidence, listed=listed,
                                       evidence=tuple(evidence),
-                                      judged=bool(evidence) or _exercised(rule, scenario, calls, planned)))
+                                      judged=bool(evidence) or _exercised(rule, scenario, calls, plan is not None)))
     for name, statement in STEPS.items():
         found = _step(name, scenario, calls, text)
         if found is not None:
