@@ -180,19 +180,20 @@ def check_run(events: list[Event], path: str | Path) -> list[Event]:
 def record_problem(events: Sequence[Event]) -> str | None:
     """What shows a record is not one session as the server wrote it, if anything (None: nothing seen).
 
-    The server's record of a run opens with its session line (seq 0), numbers the session's
-    requests in increasing ``seq``, stamps each with an ISO time, and holds one session: a line
-    before the session line, a ``seq`` repeated or going back, a time that is no time, or a second
-    session (one agent credited with another's calls) is not that record. Version 1 lines name
-    no session: they are one.
+    The server's record of a run opens with its session line (seq 0), gives each of the session's
+    requests its own ``seq`` (a call answered later is written later, keeping its place: seqs need
+    not come in order, but never repeat), stamps each with an ISO time, and holds one session: a
+    line before the session line, a ``seq`` repeated, a time that is no time, or a second session
+    (one agent credited with another's calls) is not that record. Version 1 lines name no session:
+    they are one.
     """
     if not events:
         return "no events"
     first = events[0]
     if first.kind != "session" or first.seq != 0:
-        return (f"its first line (seq {first.seq}, {first.kind} {first.tool or first.name or first.uri or ''})"
-                " is not the session line the server writes first").replace(" )", ")")
-    last = first.seq
+        what = " ".join(str(x) for x in (first.kind, first.tool or first.name or first.uri) if x)
+        return f"its first line (seq {first.seq}, {what}) is not the session line the server writes first"
+    seen: set[int] = set()
     for event in events:
         try:
             datetime.fromisoformat(event.time)
@@ -201,10 +202,11 @@ def record_problem(events: Sequence[Event]) -> str | None:
         if event.session != first.session:
             return (f"two sessions ({first.session} and {event.session}): a record of one run holds one; "
                     "serve --record a new file for each run")
-        if event is not first and (event.kind == "session" or event.seq <= last):
-            what = "a second session line" if event.kind == "session" else f"seq {event.seq} after seq {last}"
-            return f"{what}: the server numbers a session's lines in increasing order from its one session line"
-        last = event.seq
+        if event is not first and event.kind == "session":
+            return "a second session line: the server writes one, first"
+        if event.seq in seen:
+            return f"seq {event.seq} repeated: the server gives each request of a session its own"
+        seen.add(event.seq)
     return None
 
 

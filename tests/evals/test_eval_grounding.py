@@ -57,9 +57,9 @@ CALL = {"kind": "tool_call", "tool": "compute_ceiling", "arguments": {"service":
 
 @pytest.mark.parametrize(("lines", "found"), [
     ([_line(seq=1, **CALL)], r"its first line \(seq 1, tool_call compute_ceiling\) is not the session line"),
-    ([SESSION, _line(seq=2, **CALL), _line(seq=1, **CALL)], r"seq 1 after seq 2"),
-    ([SESSION, _line(seq=1, **CALL), _line(seq=1, **CALL)], r"seq 1 after seq 1"),
+    ([SESSION, _line(seq=1, **CALL), _line(seq=1, **CALL)], r"seq 1 repeated"),
     ([SESSION, _line(seq=1, **CALL), SESSION], r"a second session line"),
+    ([_line(seq=2, **CALL), _line(seq=1, **CALL), SESSION], r"its first line \(seq 2, tool_call compute_ceiling\)"),
     ([SESSION, _line(seq=1, **CALL) .replace('"s1"', '"s2"')], r"two sessions \(s1 and s2\)"),
     ([SESSION, _line(seq=1, **CALL).replace(TIME, "x")], r"seq 1: time 'x' is not the ISO time"),
 ])
@@ -71,8 +71,11 @@ def test_a_record_the_server_did_not_write_is_refused_naming_what_was_found(
         read_run(path)
 
 
-def test_a_record_of_one_session_in_order_is_read() -> None:
+def test_a_record_of_one_session_is_read_with_a_call_answered_later_written_later(tmp_path: Path) -> None:
     assert len(read_run(CALIBRATION_DIR / "reference--resize-to-the-ceiling.jsonl")) > 3
+    path = tmp_path / "run.jsonl"  # seq 2 answered before seq 1: the server writes each when it is answered
+    path.write_text(SESSION + _line(seq=2, **CALL) + _line(seq=1, **CALL), encoding="utf-8")
+    assert [e.seq for e in read_run(path)] == [0, 2, 1]
 
 
 def test_a_figure_no_successful_tool_result_holds_is_ungrounded() -> None:
