@@ -9,12 +9,12 @@ tests/evals/calibration/runs/; its README.md says how the set is made)::
                   "agent": ..., "answer": "..."}
 
 The label is a reader's verdict on what the procedures (skills/*/SKILL.md) mean; ``breaks``
-names the rules a faulty run breaks: rules of radiance_mcp.evals.rules, or of ``MORE_RULES``
+names the rules a faulty run breaks: rules of radiance_mcp.evals.rules (RULES and STEPS), or of ``MORE_RULES``
 (what the procedures say that today's rule book does not name). ``calibrate`` scores every run
 with today's scorer and counts where the two disagree: a faulty run the scorer passed is a false
-negative, a correct run it failed a false positive. A record the reader refuses counts as a run
-the scorer failed. Per rule, the confusion matrix counts the runs labelled as breaking it against
-the runs the scorer caught breaking it. The scorer is calibrated when at most
+negative, a correct run it failed a false positive. A record the reader refuses (record.read_run)
+counts as a run the scorer failed, breaking record_genuine. Per rule, the confusion matrix counts
+the runs labelled as breaking it against the runs the scorer caught breaking it. The scorer is calibrated when at most
 ``MAX_DISAGREEMENT`` of the runs disagree and no correct run failed.
 
 Pure but for reading the folder; no MCP, no simulator.
@@ -31,8 +31,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from radiance_mcp.core.errors import EvalError
-from radiance_mcp.evals.record import Event, read_record
-from radiance_mcp.evals.rules import BY_NAME
+from radiance_mcp.evals.record import Event, read_run
+from radiance_mcp.evals.rules import BY_NAME, STEPS
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import score
 
@@ -49,9 +49,6 @@ MORE_RULES: dict[str, str] = {
                      "or negated.",
     "record_genuine": "The record is the server's, whole, of this run's one session on this scenario's fleet: no "
                       "line written by hand, reordered, forged, or taken from another run or session.",
-    "plan_before_execute": "boundary_probe plans before it executes (execute=true).",
-    "serve_script_checked": "A serve-script finding comes from check_serve_script, and the fix is proven with "
-                            "compare_dry_run.",
 }
 """Rules the procedures hold that radiance_mcp.evals.rules does not name yet; the labels use them."""
 
@@ -137,7 +134,7 @@ def _labelled(path: Path) -> LabelledRun:
     events: tuple[Event, ...] = ()
     refused = None
     try:
-        events = tuple(read_record(record))
+        events = tuple(read_run(record))
     except EvalError as exc:
         if not record.is_file():
             raise EvalError(f"{where}: no record beside it ({record.name})") from None
@@ -161,9 +158,9 @@ def label_problem(run: LabelledRun) -> str | None:
         return f"kind {run.kind!r} is a {KINDS[run.kind][0]} run, labelled {run.label!r}"
     if (run.label == "faulty") != bool(run.breaks):
         return "a faulty run names the rules it breaks, a correct one none"
-    unknown = [r for r in run.breaks if r not in BY_NAME and r not in MORE_RULES]
+    unknown = [r for r in run.breaks if r not in BY_NAME and r not in STEPS and r not in MORE_RULES]
     if unknown:
-        return f"rule(s) {unknown} unknown; the rules: {', '.join([*BY_NAME, *MORE_RULES])}"
+        return f"rule(s) {unknown} unknown; the rules: {', '.join([*BY_NAME, *STEPS, *MORE_RULES])}"
     return None
 
 
@@ -227,7 +224,7 @@ class Calibration:
     def matrix(self) -> dict[str, dict[str, int]]:
         """Per rule: runs labelled breaking it and caught (tp) or passed over (fn), caught though kept (fp), tn."""
         table = {}
-        for name in [*BY_NAME, *MORE_RULES]:
+        for name in [*BY_NAME, *STEPS, *MORE_RULES]:
             cells = {"tp": 0, "fn": 0, "fp": 0, "tn": 0}
             for v in self.verdicts:
                 labelled, caught = name in v.run.breaks, name in v.broken
@@ -264,7 +261,7 @@ def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario],
             raise EvalError(f"calibration run {run.name}: scenario {run.scenario!r} unknown; the scenarios: "
                             f"{', '.join(scenarios)}")
         if run.refused is not None:
-            verdicts.append(Verdict(run, False, (), ()))
+            verdicts.append(Verdict(run, False, ("record_genuine",), ()))
             continue
         report = score(scenario, run.events, run.answer, services)
         verdicts.append(Verdict(run, report.passed, report.broken,

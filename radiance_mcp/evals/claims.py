@@ -15,13 +15,16 @@ per fact, the claims are the figures within its tolerance, and the figures near 
 ``RESTATED``) that correct it ('on second thought, use 31,000 MiB') or offer another ('30,282
 or 30,400'): the last claim counts. A figure or phrase under a negation in its clause ('not
 31,178', 'never fails its contract') is no claim, and a verdict the answer negates anywhere is
-not found. A claim of a service other than the fact's (named in its sentence, or the last one
+not found. A trap's figure in a sentence that goes on to deny it (a negation after it that no later
+figure takes: 'card 0 alone would allow 30,969 MiB, but it does not bind') is said for contrast, no
+claim. A claim of a service other than the fact's (named in its sentence, or the last one
 named before it) is not credited. Each result says that it was read from text.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -29,7 +32,7 @@ from typing import Literal
 
 from radiance_mcp.evals.numbers import MIB_PER, Quantity, convert, normalise, quantities, slack
 from radiance_mcp.evals.scenario import Fact, Scenario, Trap
-from radiance_mcp.models.answer import FigureClaim, SubmitAnswerInput
+from radiance_mcp.models.answer import FigureClaim, PlanClaim, SubmitAnswerInput
 
 RESTATED = 0.05
 """A figure within 5 % of a fact, offered as a correction or an alternative, is a claim of the fact."""
@@ -37,6 +40,17 @@ NEGATORS = frozenset({"not", "never", "no", "nor", "neither", "without", "cannot
 """Words that negate a claim among the three words before it, in its clause (and any word ending in n't)."""
 HEDGES = frozenset({"about", "around", "roughly", "maybe", "perhaps"})
 """Words between 'or' and a figure it offers: '30,282 or about 30,400'."""
+VERDICT_WORDS: dict[str, tuple[str, ...]] = {
+    "fails_contract": ("fails its contract", "too small for its contract", "short of its contract",
+                       "smaller than its contract", "below its contract"),
+    "meets_contract": ("meets its contract", "holds its contract"),
+    "thinking_on": ("thinks first", "thinking on", "model thinks", "thinks before"),
+    "warm_prefix_cache": ("warm prefix cache", "prefix cache hit", "cached prefix"),
+    "first_token_noise": ("first-token noise", "first token noise"),
+    "no_plateau": ("no plateau", "cannot show a plateau", "not to read a plateau"),
+}
+"""Other words people give a verdict in, by the submitted verdict (models.answer.Verdict) they state: a verdict
+fact is found by its own phrases or these."""
 _CORRECTION = re.compile(r"\b(?:on second thought|instead|actually|correction|rather|scratch that|use)\b",
                          re.IGNORECASE)
 _SENTENCE = re.compile(r"(?:[^\n.!?]|[.!?](?=\S))+[.!?]*\n?")
@@ -62,6 +76,7 @@ class Answer:
     figures: tuple[FigureClaim, ...]
     verdict: str | None
     text: str
+    plan: PlanClaim | None = None
 
     @classmethod
     def of(cls, submitted: SubmitAnswerInput) -> Answer:
@@ -74,7 +89,7 @@ class Answer:
                 if value is not None:
                     figures[f"plan.{name}"] = FigureClaim.model_validate({"name": f"plan.{name}", "value": value,
                                                                           "unit": unit})
-        return cls(submitted.service, tuple(figures.values()), submitted.verdict, submitted.text)
+        return cls(submitted.service, tuple(figures.values()), submitted.verdict, submitted.text, plan)
 
 
 def fact_unit(fact: Fact) -> str | None:
@@ -199,14 +214,41 @@ class Text:
         since = max(self.starts[self._index(at, self.starts)] if self.starts else 0, at - LOOK_BACK_CHARS)
         return bisect.bisect_left(self.cues, at) > bisect.bisect_left(self.cues, since)
 
+    def disowned(self, at: int) -> bool:
+        """Later in the figure's sentence a negation that no later figure takes: the sentence states the figure
+        to deny it ('card 0 alone would allow 30,969 MiB, but it does not bind', '31,178 MiB is not spare
+        capacity'), where '31,178 MiB, not 30,969' negates the figure after it."""
+        number = self._index(at, self.starts)
+        end = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
+        words = self.words[bisect.bisect_right(self.word_starts, at):bisect.bisect_left(self.word_starts, end)]
+        denials = sum(w in NEGATORS or w.endswith("n't") for w in words)
+        taken = sum(s.negated for s in self.figures if at < s.figure.start < end)
+        return denials > taken
+
     def whose(self, at: int) -> frozenset[str]:
         return self.services[self._index(at, self.starts)] if self.starts else frozenset()
+
+
+def _without_data(text: str) -> str:
+    """The text with each line that is a JSON object or array blanked (kept as long): a tool's result pasted
+    whole is data quoted, not a claim, and an answer of nothing else claims nothing."""
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped[:1] in "{[" and stripped:
+            try:
+                data = json.loads(stripped)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(data, dict | list):
+                lines[number] = " " * len(line.rstrip("\n")) + line[len(line.rstrip("\n")):]
+    return "".join(lines)
 
 
 def read_text(answer: str, services: Collection[str], default: str | None = None) -> Text:
     """The answer read once for every fact: services are the names a sentence may give a figure to; default,
     the service of the sentences before any is named."""
-    text = normalise(answer)
+    text = _without_data(normalise(answer))
     names = sorted(services, key=len, reverse=True)
     pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])") if names else None
     starts, whose = [], []
@@ -288,7 +330,7 @@ def _phrase(fact: Fact, text: Text, of: frozenset[str]) -> Claim:
     """A verdict: one of its phrases said of the fact's service; any phrase of it negated denies it."""
     lowered = text.text.casefold()
     found, elsewhere = None, None
-    for phrase in fact.any_of:
+    for phrase in (*fact.any_of, *VERDICT_WORDS.get(fact.verdict or "", ())):
         for match in re.finditer(re.escape(normalise(phrase).casefold()), lowered):
             if text.negated(match.start()):
                 return Claim(False, f"read from text: the answer negates {phrase!r}: "
@@ -303,8 +345,35 @@ def _phrase(fact: Fact, text: Text, of: frozenset[str]) -> Claim:
     return Claim(False, f"read from text: {elsewhere or 'none of the phrases'}")
 
 
+_BLAME = re.compile(r"\b(?:image|environment)\b[^.;\n]{0,40}?\b(?:at fault|to blame|the cause|caused)\b"
+                    r"|\b(?:roll(?:ing)?|revert(?:ing)?) (?:back )?(?:to )?(?:the |an? )?(?:\w+ ){0,2}image\b"
+                    r"|\bblam(?:e|es|ed|ing) (?:the |an? )?(?:\w+ ){0,2}(?:image|environment)\b")
+"""Words that blame the container image or the environment: 'the image is at fault', 'roll the image back'."""
+
+
+def blames_image(text: Text) -> str | None:
+    """Where the answer blames the image or the environment, not negated (before it or within the words)."""
+    for match in _BLAME.finditer(text.text):
+        inside = re.findall(r"[\w']+", match.group(0).lower())
+        if not text.negated(match.start()) and not any(w in NEGATORS or w.endswith("n't") for w in inside):
+            return text.text[max(0, match.start() - 40):match.end()].strip()
+    return None
+
+
+_RESERVE = re.compile(r"\breserve[sd]?\b[^.;\n]{0,40}?(?<![\w.,])\d[\d,]*(?:\.\d+)? ?(?:MiB|GiB)\b", re.IGNORECASE)
+"""A reserve taken with its figure: 'less our personal reserve of 512 MiB'."""
+
+
+def takes_reserve(text: Text) -> str | None:
+    """Where the answer takes a reserve of a figure, not negated."""
+    for match in _RESERVE.finditer(text.text):
+        if not text.negated(match.start()):
+            return match.group(0)
+    return None
+
+
 def text_traps(trap: Trap, scenario: Scenario, text: Text) -> list[str]:
     """What the answer's words claim of the trap's figure (not negated, not of another service)."""
     of = frozenset(scenario.asked_services)
     return [f"the answer states {q.written}" for q, kind in _claims(text, trap, trap.unit)
-            if kind == "states" and _service_problem(text, q.start, of) is None]
+            if kind == "states" and _service_problem(text, q.start, of) is None and not text.disowned(q.start)]

@@ -104,7 +104,7 @@ async def _run(name: str, scenarios: list[Scenario]) -> list[Any]:
 
 def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     from radiance_mcp.evals.fleet import SERVICE_NAMES
-    from radiance_mcp.evals.record import read_record
+    from radiance_mcp.evals.record import check_run, read_record
     from radiance_mcp.evals.score import MAX_ANSWER_BYTES, score
 
     notes: list[str] = []
@@ -117,6 +117,7 @@ def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     if len(raw) > MAX_ANSWER_BYTES:
         raise EvalError(f"--answer {answer}: larger than {MAX_ANSWER_BYTES:,} bytes; an agent's final answer is a "
                         "few KiB of text: pass the answer alone, not a transcript or a log")
+    check_run(events, record)  # the record read, the answer taken: then whether the record is one run's
     for note in notes:  # what the record lost or cut: the score stands on the rest, and says so
         print(f"radiance-mcp eval: {note}", file=sys.stderr)
     return score(scenario, events, raw.decode("utf-8", errors="replace"), SERVICE_NAMES)

@@ -200,18 +200,18 @@ def score_of(report: Report) -> Score:
     """The report as an Inspect Score.
 
     value: ``passed`` (1 or 0), ``score`` (facts found and rules kept over all), ``facts`` and
-    ``rules`` (the share found, kept), ``fact:NAME`` for each of the scenario's facts, and
+    ``rules`` (the share found, kept of those judged), ``fact:NAME`` for each of the scenario's facts, and
     ``rule:NAME`` for every rule there is: 1 kept, 0 broken, NaN where the run was not judged
     on it (Inspect leaves NaN out of a metric), so one set of keys serves every scenario.
     """
     facts = {f"fact:{f.name}": float(f.found) for f in report.facts}
-    judged = {r.name: float(r.kept) for r in report.rules}
+    judged = {r.name: float(r.kept) for r in report.rules if r.judged}
     rules = {f"rule:{name}": judged.get(name, math.nan) for name in BY_NAME}
     value: dict[str, float] = {
         "passed": float(report.passed),
         "score": report.score,
         "facts": sum(f.found for f in report.facts) / len(report.facts) if report.facts else 1.0,
-        "rules": sum(r.kept for r in report.rules) / len(report.rules) if report.rules else 1.0,
+        "rules": sum(judged.values()) / len(judged) if judged else 1.0,
         **facts,
         **rules,
     }

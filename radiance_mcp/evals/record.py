@@ -52,7 +52,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -160,6 +160,54 @@ def read_record(path: str | Path, notes: list[str] | None = None) -> list[Event]
         said.append(f"record {source}: holds {sessions} sessions, scored as one run; to score one run alone, "
                     "serve --record a new file for each")
     return events
+
+
+def read_run(path: str | Path, notes: list[str] | None = None) -> list[Event]:
+    """The events of one run's record (read_record), or EvalError naming what shows it is not one
+    (record_problem): the record a score stands on is the server's, of one session."""
+    return check_run(read_record(path, notes), path)
+
+
+def check_run(events: list[Event], path: str | Path) -> list[Event]:
+    """The events, or EvalError naming what shows they are not one run's record (record_problem)."""
+    problem = record_problem(events)
+    if problem is not None:
+        raise EvalError(f"record {path}: refused: {problem}; score the record the server wrote for this one run "
+                        "(serve --record a new file for each)")
+    return events
+
+
+def record_problem(events: Sequence[Event]) -> str | None:
+    """What shows a record is not one session as the server wrote it, if anything (None: nothing seen).
+
+    The server's record of a run opens with its session line (seq 0), gives each of the session's
+    requests its own ``seq`` (a call answered later is written later, keeping its place: seqs need
+    not come in order, but never repeat), stamps each with an ISO time, and holds one session: a
+    line before the session line, a ``seq`` repeated, a time that is no time, or a second session
+    (one agent credited with another's calls) is not that record. Version 1 lines name no session:
+    they are one.
+    """
+    if not events:
+        return "no events"
+    first = events[0]
+    if first.kind != "session" or first.seq != 0:
+        what = " ".join(str(x) for x in (first.kind, first.tool or first.name or first.uri) if x)
+        return f"its first line (seq {first.seq}, {what}) is not the session line the server writes first"
+    seen: set[int] = set()
+    for event in events:
+        try:
+            datetime.fromisoformat(event.time)
+        except ValueError:
+            return f"seq {event.seq}: time {event.time[:40]!r} is not the ISO time the server writes"
+        if event.session != first.session:
+            return (f"two sessions ({first.session} and {event.session}): a record of one run holds one; "
+                    "serve --record a new file for each run")
+        if event is not first and event.kind == "session":
+            return "a second session line: the server writes one, first"
+        if event.seq in seen:
+            return f"seq {event.seq} repeated: the server gives each request of a session its own"
+        seen.add(event.seq)
+    return None
 
 
 class _CutLine(EvalError):

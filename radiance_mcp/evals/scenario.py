@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from radiance_mcp.core.constants import KVDtype
 from radiance_mcp.core.errors import EvalError
-from radiance_mcp.evals.rules import BY_NAME
+from radiance_mcp.evals.rules import BY_NAME, STEPS
 from radiance_mcp.models.answer import Unit, Verdict
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "evals" / "scenarios"
@@ -138,9 +138,9 @@ class Scenario(_Strict):
     @field_validator("rules")
     @classmethod
     def _known_rules(cls, rules: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [r for r in rules if r not in BY_NAME]
+        unknown = [r for r in rules if r not in BY_NAME and r not in STEPS]
         if unknown:
-            raise ValueError(f"unknown rule(s) {unknown}; the rules: {', '.join(BY_NAME)}")
+            raise ValueError(f"unknown rule(s) {unknown}; the rules: {', '.join([*BY_NAME, *STEPS])}")
         return rules
 
     @property

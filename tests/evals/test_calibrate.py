@@ -30,7 +30,7 @@ from radiance_mcp.evals.calibrate import (
 )
 from radiance_mcp.evals.fleet import SERVICE_NAMES
 from radiance_mcp.evals.record import RECORD_VERSION
-from radiance_mcp.evals.rules import BY_NAME
+from radiance_mcp.evals.rules import BY_NAME, STEPS
 from radiance_mcp.evals.scenario import load_scenarios
 from radiance_mcp.evals.score import MAX_ANSWER_BYTES
 
@@ -98,9 +98,10 @@ def test_every_label_is_well_formed(run: LabelledRun) -> None:
     assert run.scenario in SCENARIOS
     assert KINDS[run.kind][0] == run.label
     assert (run.label == "faulty") == bool(run.breaks)
-    assert all(rule in BY_NAME or rule in MORE_RULES for rule in run.breaks)
+    assert all(rule in BY_NAME or rule in STEPS or rule in MORE_RULES for rule in run.breaks)
     assert len(run.answer.encode()) <= MAX_ANSWER_BYTES
-    assert run.refused is None and run.events
+    # A record the reader refuses is one labelled not the server's (record.record_problem); every other is read.
+    assert (run.refused is None and run.events) or ("record_genuine" in run.breaks and "refused" in run.refused)
     assert all(e.version == RECORD_VERSION and e.session for e in run.events)
 
 
@@ -145,12 +146,13 @@ def test_calibrate_prints_the_rates_and_the_matrix(cli: CliRunner) -> None:
     assert f"calibration: {len(RUNS)} labelled runs ({result.faulty} faulty, {result.correct} correct)" in out
     assert f"false negatives (faulty runs passed): {result.false_negatives}/{result.faulty}" in out
     assert f"false positives (correct runs failed): {result.false_positives}/{result.correct}" in out
-    assert all(any(line.startswith(rule + " ") for line in out.splitlines()) for rule in [*BY_NAME, *MORE_RULES])
+    rules = [*BY_NAME, *STEPS, *MORE_RULES]
+    assert all(any(line.startswith(rule + " ") for line in out.splitlines()) for rule in rules)
     done = cli("eval", "--calibrate", "--json", cwd=ROOT)
     data = json.loads(done.stdout)
     assert (data["runs"], data["false_negatives"], data["false_positives"]) == (
         len(RUNS), result.false_negatives, result.false_positives)
-    assert set(data["matrix"]) == {*BY_NAME, *MORE_RULES}
+    assert set(data["matrix"]) == {*BY_NAME, *STEPS, *MORE_RULES}
     assert all(sum(cells.values()) == len(RUNS) for cells in data["matrix"].values())
 
 

@@ -23,7 +23,10 @@ RESIZE = load_scenario(SCENARIOS / "resize-to-the-ceiling.toml")
 POOL = load_scenario(SCENARIOS / "pool-below-contract.toml")
 ARMS = load_scenario(SCENARIOS / "two-arm-plateau-claim.toml")
 BOUNDARY = load_scenario(SCENARIOS / "boundary-within-shape.toml")
-LEDGER = Event(version=2, session="s", seq=1, time="t", kind="tool_call", tool="compute_ceiling", ok=True, result={})
+LEDGER = Event(version=2, session="s", seq=1, time="t", kind="tool_call", tool="compute_ceiling", ok=True, result={
+    "figures": [x.value for s in (RESIZE, POOL, ARMS, BOUNDARY) for x in (*s.facts, *s.traps) if x.value is not None]})
+"""A ledger read whose result holds every figure of these scenarios: the figures an answer states are grounded
+(grounding itself is tested in test_eval_grounding.py)."""
 
 
 @pytest.mark.parametrize(("text", "figures"), [

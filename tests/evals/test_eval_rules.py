@@ -11,7 +11,7 @@ import pytest
 import radiance_mcp
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.record import Event
-from radiance_mcp.evals.scenario import load_scenario, parse_scenario
+from radiance_mcp.evals.scenario import Scenario, load_scenario, parse_scenario
 from radiance_mcp.evals.score import numbers_in, score
 
 PACKAGE = Path(radiance_mcp.__file__).parent
@@ -30,14 +30,23 @@ def test_the_scorer_reads_figures_as_written(text: str, figures: list[float]) ->
     assert numbers_in(text) == figures
 
 
+def _holding(scenario: Scenario) -> Event:
+    """A successful ledger read whose result holds the scenario's figures: what an answer states is grounded
+    (grounding itself is tested in test_eval_grounding.py)."""
+    return Event(version=1, seq=1, time="t", kind="tool_call", tool="compute_ceiling", arguments={}, ok=True,
+                 result={"figures": [f.value for f in scenario.facts if f.value is not None]})
+
+
 def test_a_fact_within_its_tolerance_is_found_and_outside_it_missed() -> None:
     scenario = load_scenario(Path("evals/scenarios/resize-to-the-ceiling.toml"))
-    found = score(scenario, [], "ceiling 30,970 MiB; headroom 1,848; pool 6,969 MiB; contract 6,600.89 MiB")
+    found = score(scenario, [_holding(scenario)], "ceiling 30,970 MiB; headroom 1,848; pool 6,969 MiB; "
+                  "contract 6,600.89 MiB")
     assert [f.found for f in found.facts] == [True, True, True, True]
-    missed = score(scenario, [], "ceiling 30,968 MiB, headroom 1,851 MiB")  # 1,851 is 2 off: outside +-1
+    missed = score(scenario, [_holding(scenario)], "ceiling 30,968 MiB, headroom 1,851 MiB")  # 1,851: outside +-1
     assert [f.name for f in missed.facts if not f.found] == ["headroom_mib", "new_pool_mib", "contract_mib_at_4_seqs"]
-    # No call at all: the ledger was never read.
-    assert missed.broken == ("ledger_first",)
+    # No call at all: the ledger was never read, and no figure is grounded.
+    unread = score(scenario, [], "ceiling 30,970 MiB")
+    assert unread.broken == ("ledger_first",) and not unread.facts[0].found
 
 
 def test_a_refused_call_breaks_its_rule_even_when_the_run_goes_on() -> None:
@@ -47,7 +56,7 @@ def test_a_refused_call_breaks_its_rule_even_when_the_run_goes_on() -> None:
         Event(version=1, seq=1, time="t", kind="tool_call", tool="compute_ceiling", arguments={
             "service": "frank-archon", "reserves": untraced}, ok=False,
             error="reserve 'safety' ... [rule: reserve_traced]", rule="reserve_traced"),
-        Event(version=1, seq=2, time="t", kind="tool_call", tool="compute_ceiling", arguments={}, ok=True, result={}),
+        _holding(scenario).model_copy(update={"seq": 2}),
         # A server without the guard rail accepted it: the argument alone is the evidence.
         Event(version=1, seq=3, time="t", kind="tool_call", tool="render_gates", arguments={
             "service": "frank-archon", "reserves": untraced}, ok=True, result={}),
@@ -79,7 +88,7 @@ def test_a_scenario_file_named_otherwise_than_its_scenario_is_refused(tmp_path: 
         load_scenario(copy)
 
 
-@pytest.mark.parametrize("module", ["scenario", "rules", "score", "claims", "numbers"])
+@pytest.mark.parametrize("module", ["scenario", "rules", "score", "claims", "numbers", "plans"])
 def test_the_scorer_is_pure(module: str) -> None:
     """scenario, rules and score import no MCP, server, CLI, simulator or network code (read with ast)."""
     path = PACKAGE / "evals" / f"{module}.py"
@@ -93,7 +102,7 @@ def test_the_scorer_is_pure(module: str) -> None:
                         "radiance_mcp.core.rules",  # the rule book: pure
                         "radiance_mcp.evals.rules",
                         "radiance_mcp.evals.scenario", "radiance_mcp.evals.record",
-                        "radiance_mcp.evals.numbers", "radiance_mcp.evals.claims",
+                        "radiance_mcp.evals.numbers", "radiance_mcp.evals.claims", "radiance_mcp.evals.plans",
                         "radiance_mcp.models.answer"}  # submit_answer's answer: pydantic, pure
     wrong = sorted(m for m in imported if m.split(".")[0] in {"mcp", "httpx", "asyncssh", "anyio"}
                    or (m.startswith("radiance_mcp") and m not in allowed_internal))
