@@ -15,7 +15,6 @@ its state), or, when no boot past the one named has begun, BootNotSettled says s
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -71,6 +70,8 @@ async def read_settled(read: Callable[[], Awaitable[Boot]], wait: Settling, ctx:
         if ctx is not None and now - reported >= REPORT_S:
             reported = now
             await ctx.report_progress(now - start, wait.wait_s, _waiting(boot, wait))
+        import asyncio  # only a wait sleeps: a pure command's call (wait_s 0) loads no event loop
+
         await asyncio.sleep(min(POLL_S, deadline - now))
 
 
