@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from radiance_mcp.app.server import build_server
@@ -43,6 +44,7 @@ def size(structured: Any) -> int:
     return len(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
 
 
+@pytest.mark.slow  # 206 services planned page by page: about 11 s, so it runs with the slow ones (CI runs it)
 async def test_the_whole_fleets_answer_is_bounded_and_pages_by_cursor(tmp_path: Path) -> None:
     total = SETTLED + REFUSED + UNREADABLE
     async with Client(build_server(Runtime(load(fleet(tmp_path))))) as client:
