@@ -22,7 +22,7 @@ or more of these ways:
 
 ``STEPS`` are the order the skills give their steps in (plan before execute; audit, then the
 serve-script check, then the dry run; gates before a deploy is called verified): no tool refuses
-them, so they are the evals' own, judged from the record's order.
+them, so the evals judge them from the record's order; their statements are the book's.
 
 Pure: no I/O, no MCP. tests/test_rule_book.py checks that every rule here is one of the book's.
 """
@@ -111,12 +111,8 @@ RULES: tuple[Rule, ...] = (
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 
-STEPS: dict[str, str] = {
-    "plan_before_execute": "boundary_probe plans (no execute) before it executes (execute=true).",
-    "serve_script_checked": "A serve-script finding comes from check_serve_script after the audit, and the fix "
-                            "is proven with compare_dry_run after that.",
-    "gates_before_verified": "render_gates renders the plan's gates before verify_deploy calls a deploy verified.",
-}
+STEPS: dict[str, str] = {name: book.BY_NAME[name].statement
+                         for name in ("plan_before_execute", "serve_script_checked", "gates_before_verified")}
 """The skills' step order: rule name -> statement (judged by radiance_mcp.evals.score from the record's order)."""
 RuleName = str
 

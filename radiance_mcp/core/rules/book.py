@@ -80,6 +80,13 @@ RULES: tuple[Rule, ...] = (
          "before anything is sent.", "core.rules.probe_shape:checked_window"),
     Rule("boundary_tokens", "A boundary probe generates enough tokens to hold its marker: one a character, and one "
          "for the space before it.", "core.rules.probe_verdicts:check_boundary_tokens"),
+    # The skills' step order: no tool refuses it, so its home is the eval that judges a run's record by it.
+    Rule("plan_before_execute", "boundary_probe plans (no execute) before it executes (execute=true).",
+         "evals.score:_step"),
+    Rule("serve_script_checked", "A serve-script finding comes from check_serve_script after the audit, and the "
+         "fix is proven with compare_dry_run after that.", "evals.score:_step"),
+    Rule("gates_before_verified", "render_gates renders the plan's gates before verify_deploy calls a deploy "
+         "verified.", "evals.score:_step"),
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 
