@@ -91,12 +91,11 @@ def pool_of(engine: LedgerEngine, kv: int, rate: Decimal | None) -> Decimal:
     return Decimal(kv) * rate / MIB
 
 
-def pool_mib(engine: LedgerEngine, pool: int | None, seqs: int, window: int, rate: Decimal | None) -> int | None:
-    """The planned KV memory in whole MiB: as given, or (llama.cpp, given none) what seats x window cells take,
-    rounded up. None: not given, and the engine's KV memory does not follow from the shape."""
-    if pool is not None or KNOBS[engine].kv_unit != "cells":
-        return pool
-    assert rate is not None
+def cells_pool_mib(engine: LedgerEngine, seqs: int, window: int, rate: Decimal) -> int | None:
+    """The KV memory in whole MiB, rounded up, that seats x window cells take where the engine's KV memory follows
+    from its cells (llama.cpp); None where a knob sizes it (radiance, vLLM, SGLang)."""
+    if KNOBS[engine].kv_unit != "cells":
+        return None
     return math.ceil(Decimal(seqs * window) * rate / MIB)
 
 

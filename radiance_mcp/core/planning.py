@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 from typing import Literal
 
+from radiance_mcp.core import knobs
 from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
     MAX_POOL_MIB,
@@ -29,6 +30,7 @@ from radiance_mcp.core.constants import (
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
     KVDtype,
+    LedgerEngine,
     ModelConstants,
 )
 from radiance_mcp.core.errors import InputError
@@ -544,7 +546,7 @@ get_padding, with flash attention; 32 without): a plan's cells are a multiple of
 plan predicts whatever the build."""
 
 
-def engine_plans(engine: str, seats: int | None, window: int | None, rate: Decimal, pool_max_mib: int,
+def engine_plans(engine: LedgerEngine, seats: int | None, window: int | None, rate: Decimal, pool_max_mib: int,
                  one_seat: bool) -> tuple[tuple[int, int, int], ...]:
     """Another engine's plans for a KV memory of at most pool_max_mib, each (pool MiB, seats, window): the seats
     the memory holds at the window, then the window it holds at the seats (llama.cpp's cells seats x window a
@@ -553,7 +555,7 @@ def engine_plans(engine: str, seats: int | None, window: int | None, rate: Decim
     if seats is None or window is None or pool_max_mib <= 0:
         return ()
     tokens = int(Decimal(pool_max_mib) * MIB / rate)
-    cells = engine == "llama.cpp"
+    cells = knobs.KNOBS[engine].kv_unit == "cells"
     out = []
     shapes = [(seats, tokens // seats)] if one_seat else [(tokens // window, window), (seats, tokens // seats)]
     for s, w in shapes:
@@ -562,6 +564,7 @@ def engine_plans(engine: str, seats: int | None, window: int | None, rate: Decim
             w = w // step * step
         if s < 1 or w < 1:
             continue
-        pool = math.ceil(Decimal(s * w) * rate / MIB) if cells else pool_max_mib
+        by_cells = knobs.cells_pool_mib(engine, s, w, rate)
+        pool = pool_max_mib if by_cells is None else by_cells
         out.append((pool, s, w))
     return tuple(dict.fromkeys(out))

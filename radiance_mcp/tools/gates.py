@@ -26,7 +26,7 @@ from radiance_mcp.core.constants import (
 from radiance_mcp.core.errors import InputError, LedgerError
 from radiance_mcp.core.rules import book, capacity, sampler, unprinted
 from radiance_mcp.core.rules import plan as rules_plan
-from radiance_mcp.core.rules.contract import binding_rank, from_ledger, seats_printed_as, served_seats
+from radiance_mcp.core.rules.contract import binding_rank, from_ledger, given_or_read, seats_printed_as, served_seats
 from radiance_mcp.core.rules.probe_shape import api_of
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import boot_ref, line_ref, mib
@@ -179,14 +179,13 @@ def _engine_shape(boot: Boot, args: RenderGatesInput, settled: RankView) -> Shap
     except LedgerError as exc:
         raise InputError(f"{where}: {exc}; render_gates prices {engine}'s knobs at its own rate") from exc
     window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "it prints no window")
-    seqs = args.seqs if args.seqs is not None else _printed(served_seats(boot), "seqs", f"{where} prints no seats"
-                                                             f" ({seats_printed_as(engine) or 'vLLM: none at INFO'})")
-    window = (args.max_model_len if args.max_model_len is not None
-              else _printed(rank.window_tokens, "max_model_len", f"{where}: {window_gap}"))
+    seqs, _ = given_or_read(args.seqs, served_seats(boot), "seqs",
+                            f"{where} prints no seats ({seats_printed_as(engine) or 'vLLM: none at INFO'})")
+    window, _ = given_or_read(args.max_model_len, rank.window_tokens, "max_model_len", f"{where}: {window_gap}")
     if api_of(engine, boot) == "llama-cpp-python" and seqs != 1:
         raise InputError(f"seqs={seqs}: {where} is llama-cpp-python's server, which serves one sequence at a time "
                          "(no --parallel); plan seqs=1, or serve the model with llama-server -np N")
-    derived = knobs.pool_mib(engine, None, seqs, window, rate.value)
+    derived = knobs.cells_pool_mib(engine, seqs, window, rate.value)
     pool = args.vram_kv_mib if args.vram_kv_mib is not None else derived
     if pool is None:
         raise InputError(f"vram_kv_mib is needed: {engine}'s KV memory is set by {knobs.KNOBS[engine].knobs[0].flag}, "
@@ -197,11 +196,6 @@ def _engine_shape(boot: Boot, args: RenderGatesInput, settled: RankView) -> Shap
     resize = rules_plan.ResizePlan(math.ceil(weights.value), pool, seqs, window, None, None)
     return Shape(resize, None, rate)
 
-
-def _printed(figure: Figure | None, name: str, why: str) -> int:
-    if figure is None:
-        raise InputError(f"{name} was not given and {why}; pass {name}")
-    return int(figure.value)
 
 
 @FAMILY.tool("Render the env file and bats gates", open_world=True)

@@ -90,12 +90,12 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     else:
         tokens_figure = rank.require("kv_tokens")
     window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "the log prints no window")
-    window, window_line = _given_or_read(given["max_model_len"], rank.window_tokens, "max_model_len",
+    window, window_line = given_or_read(given["max_model_len"], rank.window_tokens, "max_model_len",
                                          f"{boot.where()}: {window_gap}")
     printed = seats_printed_as(boot.engine)
     seats_remedy = (f"{boot.where()} prints no {printed}" if printed else
                     "vLLM prints no --max-num-seqs at INFO (it is the server's --max-num-seqs, 256 unless set)")
-    seqs, seqs_line = _given_or_read(given["seqs"], served_seats(boot), "seqs", seats_remedy)
+    seqs, seqs_line = given_or_read(given["seqs"], served_seats(boot), "seqs", seats_remedy)
     if seqs < 1 or window < 1:
         raise InputError(f"seqs={seqs}, max_model_len={window}: both must be at least 1")
     if given["pool_mib"] is None:
@@ -190,7 +190,8 @@ def seats_printed_as(engine: str) -> str | None:
     return SEATS.get(engine)
 
 
-def _given_or_read(given: int | None, figure: Figure | None, name: str, remedy: str) -> tuple[int, Line | None]:
+def given_or_read(given: int | None, figure: Figure | None, name: str, remedy: str) -> tuple[int, Line | None]:
+    """The caller's value, else the boot's printed figure (with its line); InputError naming it where neither."""
     if given is not None:
         return given, None
     if figure is None:
