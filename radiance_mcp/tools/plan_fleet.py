@@ -36,6 +36,7 @@ BEST_PER_MEASURE = 5
 NAMED = 8
 """Services a problem or a note names before it counts the rest."""
 DETAIL_CHARS = 300
+"""A problem's detail past its location (the ledger's path and lines, kept whole) is clipped to this."""
 SHARED_CARDS = 10
 """Shared physical cards shown (the page's first); a service's own plan shows its cards."""
 
@@ -49,7 +50,11 @@ def named(names: Sequence[str]) -> str:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 3] + "..."
+    """The text's location ("PATH (boot 1 of 2, lines 1-26): ") whole, what it says clipped to DETAIL_CHARS: the
+    reason a problem gives does not get shorter as the ledger's path gets longer."""
+    at = text.find("): ")
+    head, said = (text[:at + 3], text[at + 3:]) if at >= 0 else ("", text)
+    return head + (said if len(said) <= DETAIL_CHARS else said[:DETAIL_CHARS - 3] + "...")
 
 
 def cursor_of(name: str) -> str:
