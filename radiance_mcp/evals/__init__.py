@@ -10,6 +10,7 @@
     command.py   radiance-mcp eval: the tables, the JSON and the exit status (edge)
     calibrate.py the labelled runs (tests/evals/calibration), scored: the scorer's false-negative and
                  false-positive rates and a per-rule confusion matrix (eval --calibrate)
+    versions.py  the scorer's version and the scenario set's (a digest of its files): every report names both
     inspect_task.py  the Inspect AI task, solver and scorer (edge; needs the evals extra)
 
 scenario, rules, score and calibrate are pure (no MCP, no I/O beyond reading a scenario file or

@@ -26,6 +26,7 @@ from typing import Any
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios
 from radiance_mcp.evals.score import Report, render_table
+from radiance_mcp.evals.versions import versions, versions_line
 
 FAILED = 3
 
@@ -54,10 +55,11 @@ def main(args: argparse.Namespace) -> int:
     if (args.record is None) != (args.answer is None):
         raise EvalError("--record and --answer go together: the record of the run and the agent's final answer")
     scenarios = _scenarios(args)
+    named = versions(args.scenarios_dir, [n for n in args.scenario or () if n.endswith(".toml")])
     if args.record is not None:
         if len(scenarios) != 1 or not args.scenario:
             raise EvalError("--record scores one run: name its scenario with one --scenario")
-        return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json)
+        return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json, named)
     from radiance_mcp.evals import run  # the server, the simulator and the MCP client, only to run agents
 
     # The server built in this process would set the root logger to INFO (the SDK's basicConfig), and every
@@ -74,10 +76,11 @@ def main(args: argparse.Namespace) -> int:
         if not runs:
             raise EvalError(f"--agent {name}: none of the scenarios chosen lists its rule {run.breaks(name)!r}")
         if args.json:
-            print(json.dumps(run.report_json(name, runs), indent=2))
+            print(json.dumps({**run.report_json(name, runs), **named}, indent=2))
         else:
             print(render_table([r.report for r in runs]))
             print(_verdict(name, [r.report for r in runs], run))
+            print(versions_line(named))
         return 0 if run.expected(name, [r.report for r in runs]) else FAILED
     ok = True
     rows: list[dict[str, Any]] = []
@@ -90,9 +93,10 @@ def main(args: argparse.Namespace) -> int:
                      "broken": sorted({b for r in reports for b in r.broken}),
                      "facts_missed": sum(not f.found for r in reports for f in r.facts)})
     if args.json:
-        print(json.dumps({"expected": ok, "agents": rows}, indent=2))
+        print(json.dumps({"expected": ok, "agents": rows, **named}, indent=2))
     else:
         print(_matrix(rows))
+        print(versions_line(named))
     return 0 if ok else FAILED
 
 
@@ -123,12 +127,13 @@ def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     return score(scenario, events, raw.decode("utf-8", errors="replace"), SERVICE_NAMES)
 
 
-def _print_reports(name: str, reports: list[Report], as_json: bool) -> int:
+def _print_reports(name: str, reports: list[Report], as_json: bool, named: dict[str, str | int]) -> int:
     if as_json:
         print(json.dumps({"agent": name, "passed": all(r.passed for r in reports),
-                          "reports": [r.to_json() for r in reports]}, indent=2))
+                          "reports": [r.to_json() for r in reports], **named}, indent=2))
     else:
         print(render_table(reports))
+        print(versions_line(named))
     return 0 if all(r.passed for r in reports) else FAILED
 
 
@@ -161,7 +166,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     runs = load_set(None if args.calibrate is True else args.calibrate)
     result = calibrate(runs, {s.name: s for s in load_scenarios(args.scenarios_dir)}, SERVICE_NAMES)
-    print(json.dumps(result.to_json(), indent=2) if args.json else render(result))
+    named = versions(args.scenarios_dir)
+    print(json.dumps({**result.to_json(), **named}, indent=2) if args.json else render(result) + "\n"
+          + versions_line(named))
     return 0 if result.calibrated else FAILED
 
 

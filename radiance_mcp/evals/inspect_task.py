@@ -1,9 +1,17 @@
 """Inspect AI: the scenarios as an Inspect task, the server as the agent's MCP tools, our scorer as Inspect's.
 
     inspect eval evals/inspect_tasks.py --model PROVIDER/MODEL [-T scenario=NAME] [-T skills=false]
+        [-T epochs=N] [-T reducer=mean,pass_at_N,pass_k_N] [-T time_limit=SECONDS] [-T message_limit=N]
 
 ``radiance_task()`` builds the task (evals/inspect_tasks.py names it for ``inspect eval``).
-One sample per scenario (its id is the scenario's name; ``-T scenario=NAME`` keeps one).
+One sample per scenario (its id is the scenario's name; ``-T scenario=NAME`` keeps one), run
+``EPOCHS`` times (``-T epochs=N``), the epochs reduced per scenario by ``reducers(N)``: the mean
+(the chance one run passes), ``pass_at_N`` (that at least one of N passes) and ``pass_k_N``
+(that all N pass: how reliably the model does the procedure); the metrics give each with its
+standard error over the scenarios. A sample stops after ``MESSAGE_LIMIT`` messages or
+``TIME_LIMIT`` seconds, whichever comes first, and is scored on what it did. The task's metadata
+and every sample's score metadata name the scorer's version and the scenario set's version
+(radiance_mcp.evals.versions), as ``radiance-mcp eval``'s reports do.
 Per sample, the solver starts the scenario's simulated fleet, runs ``radiance-mcp serve
 --config <fleet> --record <file>`` as a stdio MCP server (Inspect's ``mcp_server_stdio``) and
 hands its tools to Inspect's ``react()`` agent, the question as the input; the fleet and the
@@ -32,10 +40,11 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from inspect_ai import Task
+from inspect_ai import Epochs, Task
 from inspect_ai.agent import as_solver, react
 from inspect_ai.dataset import Sample
 from inspect_ai.model import (
@@ -62,14 +71,22 @@ from radiance_mcp.evals.record import RECORD_VERSION, Event, read_record
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import Fact, Scenario, load_scenarios
 from radiance_mcp.evals.score import Report, render_table, score
+from radiance_mcp.evals.versions import versions, versions_line
 
 STORE_RECORD = "radiance_mcp_record"
 """The sample store's key for the merged record (a list of events as JSON objects)."""
 MESSAGE_LIMIT = 120
 """Messages per sample before Inspect stops the agent (about 55 tool calls); the sample is still scored."""
+TIME_LIMIT = 900
+"""Seconds of clock time per sample (the fleet, the server and the agent) before Inspect stops it: 55 tool calls
+at about 15 s a model turn; the reference agent takes about a second. The sample is still scored."""
+EPOCHS = 3
+"""Runs of each scenario: more than one, so the reducers say how reliably a model does the procedure."""
 SERVER_NAME = "radiance"
 SUBMIT_TOOL = "submit"
 """react()'s tool for the final answer: Inspect's own, never sent to the server."""
+_REDUCER_K = re.compile(r"(?:pass_at|pass_k|at_least)_(\d+)")
+"""Inspect's reducers of k epochs, by name."""
 _UNKNOWN_ARGUMENT = re.compile(r"Additional properties are not allowed")
 """jsonschema's words, in Inspect's parsing error, for an argument the tool's schema does not have."""
 
@@ -150,7 +167,9 @@ def merge_record(events: Sequence[Event], messages: Sequence[ChatMessage]) -> li
     parsing error becomes a refused ``tool_call`` event; the turn's other calls (react's
     ``submit`` aside) take the server's next events, in the order the server saw them (a
     turn's parallel calls may arrive in any order). ``seq`` is renumbered over the merged
-    record, so the scorer's evidence points at one list.
+    record, so the scorer's evidence points at one list. A refusal of Inspect's carries the
+    record's session and, as Inspect's messages hold no time, the time of the event before it:
+    the merged record is one run's record as ``radiance-mcp eval --record`` reads it.
     """
     served = [e for e in events if e.kind == "tool_call"]
     refusals = {m.tool_call_id: m.error for m in messages if isinstance(m, ChatMessageTool) and m.error is not None}
@@ -163,7 +182,7 @@ def merge_record(events: Sequence[Event], messages: Sequence[ChatMessage]) -> li
         for call in message.tool_calls or ():
             error = refusals.get(call.id)
             if error is not None and error.type == "parsing":
-                merged.append(_inspect_refusal(call.function, call.arguments, error.message))
+                merged.append(_inspect_refusal(call.function, call.arguments, error.message, merged[-1:]))
             elif call.function != SUBMIT_TOOL:
                 sent += 1
         merged.extend(served[taken:taken + sent])
@@ -173,12 +192,13 @@ def merge_record(events: Sequence[Event], messages: Sequence[ChatMessage]) -> li
     return [e.model_copy(update={"seq": n}) for n, e in enumerate(merged)]
 
 
-def _inspect_refusal(tool: str, arguments: dict[str, Any], message: str) -> Event:
+def _inspect_refusal(tool: str, arguments: dict[str, Any], message: str, before: Sequence[Event]) -> Event:
     rule = "argument_names" if _UNKNOWN_ARGUMENT.search(message) else None
     return Event(
         version=RECORD_VERSION,
+        session=before[-1].session if before else None,
         seq=0,
-        time="",
+        time=before[-1].time if before else datetime.now(UTC).isoformat(timespec="milliseconds"),
         kind="tool_call",
         tool=tool,
         arguments=dict(arguments),
@@ -196,13 +216,30 @@ def report_of(state: TaskState) -> Report:
     return score(scenario, events, state.output.completion, SERVICE_NAMES)
 
 
-def score_of(report: Report) -> Score:
+def reducers(epochs: int) -> list[str]:
+    """The reducers of N epochs: the mean, pass_at_N (at least one of N passed), pass_k_N (all N passed)."""
+    return ["mean", f"pass_at_{epochs}", f"pass_k_{epochs}"]
+
+
+def _check_epochs(epochs: int, reducer: Sequence[str]) -> None:
+    """EvalError unless there is an epoch, and as many as each of the reducers' k (pass_k_3 needs 3)."""
+    if epochs < 1:
+        raise EvalError(f"-T epochs={epochs}: a scenario runs at least once; give 1 or more (default {EPOCHS})")
+    for name in reducer:
+        k = _REDUCER_K.fullmatch(name)
+        if k and int(k[1]) > epochs:
+            raise EvalError(f"-T reducer={name}: needs {k[1]} epochs; -T epochs={epochs} gives {epochs}: raise "
+                            f"epochs, or take {name.rsplit('_', 1)[0]}_{epochs}")
+
+
+def score_of(report: Report, named: dict[str, str | int] | None = None) -> Score:
     """The report as an Inspect Score.
 
     value: ``passed`` (1 or 0), ``score`` (facts found and rules kept over all), ``facts`` and
     ``rules`` (the share found, kept of those judged), ``fact:NAME`` for each of the scenario's facts, and
     ``rule:NAME`` for every rule there is: 1 kept, 0 broken, NaN where the run was not judged
-    on it (Inspect leaves NaN out of a metric), so one set of keys serves every scenario.
+    on it (Inspect leaves NaN out of a metric), so one set of keys serves every scenario. The metadata is the
+    report's JSON, with the scorer's and the scenario set's versions (named, default: the shipped scenarios').
     """
     facts = {f"fact:{f.name}": float(f.found) for f in report.facts}
     judged = {r.name: float(r.kept) for r in report.rules if r.judged}
@@ -215,23 +252,27 @@ def score_of(report: Report) -> Score:
         **facts,
         **rules,
     }
-    return Score(value=value, explanation=render_table([report]), metadata=report.to_json())
+    return Score(value=value, explanation=render_table([report]),
+                 metadata={**report.to_json(), **(named if named is not None else versions())})
 
 
 def metrics(scenarios: Sequence[Scenario]) -> dict[str, list[Metric]]:
-    """The task's metrics: the pass rate, the mean score, and the share kept of each rule its scenarios list."""
+    """The task's metrics: the pass rate, the mean score, facts and rules, each with its standard error over the
+    scenarios, and the share kept of each rule its scenarios list."""
     listed = [name for name in BY_NAME if any(name in s.rules for s in scenarios)]
-    return {"passed": [accuracy(), stderr()], "score": [mean()], "facts": [mean()], "rules": [mean()],
-            **{f"rule:{name}": [mean()] for name in listed}}
+    return {"passed": [accuracy(), stderr()], "score": [mean(), stderr()], "facts": [mean(), stderr()],
+            "rules": [mean(), stderr()], **{f"rule:{name}": [mean()] for name in listed}}
 
 
 @scorer(metrics=metrics([]))
-def radiance_scorer() -> Scorer:
-    """Our scorer (radiance_mcp.evals.score) on the sample's record and submitted answer."""
+def radiance_scorer(scenarios_dir: str | None = None) -> Scorer:
+    """Our scorer (radiance_mcp.evals.score) on the sample's record and submitted answer; its score names the
+    scorer's version and that of the scenario set of scenarios_dir (default: the shipped one)."""
+    named = versions(scenarios_dir)
 
     async def run(state: TaskState, target: Target) -> Score:
         report = report_of(state)
-        result = score_of(report)
+        result = score_of(report, named)
         result.answer = state.output.completion
         return result
 
@@ -240,22 +281,31 @@ def radiance_scorer() -> Scorer:
 
 def radiance_task(
     scenario: str | None = None, scenarios_dir: str | None = None, skills: bool = True,
-    agent: str | None = None, message_limit: int = MESSAGE_LIMIT,
+    agent: str | None = None, message_limit: int = MESSAGE_LIMIT, time_limit: int = TIME_LIMIT,
+    epochs: int = EPOCHS, reducer: str | Sequence[str] | None = None,
 ) -> Task:
     """The task over the scenarios of scenarios_dir (default: the shipped ones), or the one named;
-    agent: a scripted agent plays the model (see radiance_agent)."""
+    agent: a scripted agent plays the model (see radiance_agent); each scenario run epochs times, reduced by
+    reducer (Inspect's names; default: ``reducers(epochs)``)."""
+    reducer = reducers(epochs) if reducer is None else [reducer] if isinstance(reducer, str) else list(reducer)
+    _check_epochs(epochs, reducer)
     scenarios = load_scenarios(scenarios_dir)
     if scenario is not None:
         scenarios = [s for s in scenarios if s.name == scenario]
         if not scenarios:
             names = ", ".join(s.name for s in load_scenarios(scenarios_dir))
             raise EvalError(f"-T scenario={scenario}: no such scenario; the scenarios: {names}")
+    named = versions(scenarios_dir)
     return Task(
         dataset=samples(scenarios),
         solver=radiance_agent(skills=skills, agent=agent),
-        scorer=radiance_scorer(),
+        scorer=radiance_scorer(scenarios_dir),
         metrics=metrics(scenarios),
+        epochs=Epochs(epochs, reducer=reducer),
         message_limit=message_limit,
+        time_limit=time_limit,
+        version=versions_line(named),
+        metadata=dict(named),
     )
 
 
@@ -269,7 +319,9 @@ class _InspectClient:
     Each call the agent makes becomes the model's next output (a tool call); Inspect runs it
     through react() and the server, and the tool message it adds is handed back to the agent
     as a CallToolResult (the text content; an error as is_error). The agent's answer becomes
-    the call of react()'s submit tool.
+    the call of react()'s submit tool. A generate on messages with no model turn yet is a run's
+    first (a sample's, an epoch's): the agent plays again from the start, so one model serves
+    every epoch of a sample run one at a time, a run stopped by a limit included.
     """
 
     def __init__(self, play: Callable[[Client], Awaitable[str]]) -> None:
@@ -297,11 +349,16 @@ class _InspectClient:
 
     async def generate(self, messages: list[ChatMessage], *_: Any) -> ModelOutput:
         """mockllm's custom_outputs: the agent's next call, once the last one's result is handed back."""
-        if self._agent is None:
+        waiting, self._waiting = self._waiting, None
+        if not any(isinstance(m, ChatMessageAssistant) for m in messages):
+            # A run's first turn (a sample's, an epoch's): the agent plays from the start, whatever the last run
+            # left (one stopped by a limit leaves its agent waiting).
+            if self._agent is not None:
+                self._agent.cancel()
+            self._turns = asyncio.Queue()
             self._agent = asyncio.create_task(self._run())
-        elif self._waiting is not None:
-            call_id, answered = self._waiting
-            self._waiting = None
+        elif waiting is not None:
+            call_id, answered = waiting
             reply = next(m for m in reversed(messages) if isinstance(m, ChatMessageTool) and m.tool_call_id == call_id)
             answered.set_result(_call_tool_result(reply))
         turn = await self._turns.get()
@@ -328,8 +385,8 @@ def _output(output: ModelOutput) -> ModelOutput:
 def scripted_model(play: Callable[[Client], Awaitable[str]]) -> Model:
     """Inspect's mock model playing a scripted agent: ``play(client)`` calls tools and returns the answer.
 
-    One model per sample (``radiance_task(agent=...)`` makes one for each), or one sample at a
-    time (``eval(..., max_samples=1)``)::
+    One model per sample (``radiance_task(agent=...)`` makes one for each), or one sample, its
+    epochs run one at a time (``eval(..., max_samples=1)``)::
 
         model = scripted_model(lambda client: AGENTS["reference"](client, scenario).run())
     """

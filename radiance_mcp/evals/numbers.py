@@ -7,7 +7,8 @@ sign, unit and place, after ``normalise`` has written it the one way the rest re
   (U+202F) or a no-break space (U+00A0): ``30,969``, ``30 969``; a plain space separates two
   figures (``card 1 209 MiB`` is 1 and 209);
 - a minus may be typographic (U+2212 and the dashes U+2012, U+2013 before a digit);
-- a fall is a negative change: ``fell 3.15 %``, ``dropped by 3.15 %`` read -3.15;
+- a fall is a negative change: ``fell 3.15 %``, ``dropped by 3.15 %``, ``a drop of 3.15 %`` read -3.15, and so
+  does a share said to be lower after it: ``3.15 % lower`` (``down``, ``less``, ``slower``, ``smaller``, ``fewer``);
 - a small count may be a word: ``backs two sequences`` reads 2 (zero to twelve);
 - the unit after a figure is read (``MiB``, ``GiB``, ``KiB``, ``B``, ``%``, ``t/s``, ``tokens``,
   ``sequences``), and memory converts (``convert``: 1 GiB = 1,024 MiB), never matched as a string.
@@ -27,8 +28,11 @@ WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six":
          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
 """Small counts people write in words."""
 _WORD = re.compile(r"\b(" + "|".join(WORDS) + r")\b", re.IGNORECASE)
-_FALL = re.compile(r"\b(?:fell|fall(?:s|en)?|dropped|drops?|decreased|shrank|down|lower)(?: by)? *$", re.IGNORECASE)
-"""Words before a figure that make it a fall: 'fell 3.15 %' is -3.15."""
+_FALL = re.compile(r"\b(?:fell|fall(?:s|en)?|dropped|drops?|decrease[sd]?|declined?|declines|shrank|down|lower)"
+                   r"(?: by| of)? *$", re.IGNORECASE)
+"""Words before a figure that make it a fall: 'fell 3.15 %' and 'a drop of 3.15 %' are -3.15."""
+_LOWER = re.compile(r" *(?:lower|down|less|slower|smaller|fewer)\b", re.IGNORECASE)
+"""Words after a share that make it a fall: '3.15 % lower' is -3.15."""
 _NUMBER = re.compile(
     r"(?<![\w.])([-+]?)(\d{1,3}(?:[" + SEPARATORS + r"]\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)?)(?![\w])"
     r"(?:[ \u2009\u202f\u00a0]?(MiB|GiB|KiB|B|%|t/s|tokens?|sequences?|sequence\(s\)|seqs|seats?)(?![\w]))?"
@@ -66,7 +70,9 @@ def quantities(text: str) -> list[Quantity]:
     for match in _NUMBER.finditer(text):
         sign, digits, unit = match.group(1), match.group(2), match.group(3)
         value = float(re.sub(f"[{SEPARATORS}]", "", digits))
-        if sign == "-" or (not sign and _FALL.search(text[max(0, match.start() - 20):match.start()])):
+        falls = _FALL.search(text[max(0, match.start() - 20):match.start()]) or (
+            unit == "%" and _LOWER.match(text, match.end()))
+        if sign == "-" or (not sign and falls):
             value = -value
         decimals = len(digits.partition(".")[2])
         found.append(Quantity(value, UNITS.get(unit) if unit else None, decimals, match.start(), match.end(),

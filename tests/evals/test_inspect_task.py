@@ -5,10 +5,14 @@ Each run goes both ways on the same scenario and fleet: straight through the SDK
 (`eval_async` on `radiance_task`: react(), Inspect's stdio MCP client, `radiance-mcp serve
 --record` as a process). The verdicts (facts found, rules kept and broken, passed) must
 match. The model is Inspect's mockllm, its outputs the scripted agent's calls (no network).
+The task as shipped runs each scenario for 3 epochs: every epoch's record and answer, scored
+again by `radiance-mcp eval --record --answer`, gets the Inspect scorer's report, and the
+epochs reduce by the mean, pass_at_3 and pass_k_3. The tests that compare one run give epochs=1.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import math
@@ -22,6 +26,7 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="the Inspect task needs the evals extra: pip install -e '.[evals]'")
 
+from cli_run import CliRunner  # noqa: E402
 from inspect_ai import eval_async  # noqa: E402
 from inspect_ai.log import EvalLog  # noqa: E402
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser  # noqa: E402
@@ -33,7 +38,10 @@ from radiance_mcp.core.errors import EvalError  # noqa: E402
 from radiance_mcp.evals.agents import AGENTS  # noqa: E402
 from radiance_mcp.evals.fleet import scenario_fleet  # noqa: E402
 from radiance_mcp.evals.inspect_task import (  # noqa: E402
+    EPOCHS,
+    MESSAGE_LIMIT,
     STORE_RECORD,
+    TIME_LIMIT,
     merge_record,
     radiance_task,
     scripted_model,
@@ -42,11 +50,13 @@ from radiance_mcp.evals.record import RECORD_VERSION, Event, Recorder, read_reco
 from radiance_mcp.evals.run import run_agent  # noqa: E402
 from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios  # noqa: E402
 from radiance_mcp.evals.score import Report, score  # noqa: E402
+from radiance_mcp.evals.versions import SCORER_VERSION, scenario_set_version  # noqa: E402
 from radiance_mcp.sources.config import load  # noqa: E402
 from radiance_mcp.sources.runtime import Runtime  # noqa: E402
 
 Play = Callable[[Client], Awaitable[str]]
-TASK_FILE = Path(__file__).resolve().parents[2] / "evals" / "inspect_tasks.py"
+ROOT = Path(__file__).resolve().parents[2]
+TASK_FILE = ROOT / "evals" / "inspect_tasks.py"
 
 # Two warnings from inside Inspect (inspect-ai 0.3.285), not from this package: its retry set-up
 # passes tenacity a deprecated argument on every generate, and an anyio memory stream of its run
@@ -146,7 +156,8 @@ async def over_sdk_client(scenario: Scenario, play: Play, record: Path) -> Repor
 
 
 async def over_inspect(scenario_dir: Path, play: Play, **task_args: Any) -> EvalLog:
-    task = radiance_task(scenario="pair-headroom", scenarios_dir=str(scenario_dir), **task_args)
+    """One run (epochs=1 unless given) of the test's own scenario through Inspect."""
+    task = radiance_task(scenario="pair-headroom", scenarios_dir=str(scenario_dir), **{"epochs": 1, **task_args})
     [log] = await eval_async(task, model=scripted_model(play), max_samples=1)
     assert log.status == "success", log.error
     return log
@@ -199,47 +210,97 @@ async def test_inspect_scores_as_the_sdk_route(
     [
         ("reference", "resize-to-the-ceiling"),
         ("reference", "free-vram-shared-cards"),  # plan_free_vram's result carries a picture beside its JSON
-        ("misspelled-reserves", "untraceable-reserve"),
+        ("misspelled-reserves", "untraceable-reserve"),  # a call Inspect refused, merged into the record
     ],
 )
-async def test_a_scripted_agent_scores_the_same_under_inspect(agent: str, name: str) -> None:
+async def test_every_epoch_scores_the_same_under_inspect_and_the_eval_command(
+    agent: str, name: str, tmp_path: Path, cli: CliRunner
+) -> None:
     [scenario] = [s for s in load_scenarios() if s.name == name]
     direct = (await run_agent(scenario, agent)).report.to_json()
-    # The task as `inspect eval evals/inspect_tasks.py -T scenario=NAME` loads it.
+    # The task as `inspect eval evals/inspect_tasks.py -T scenario=NAME` loads it: 3 epochs, one model for all.
     [log] = await eval_async(f"{TASK_FILE}@radiance", task_args={"scenario": name}, max_samples=1,
                              model=scripted_model(lambda client: AGENTS[agent](client, scenario).run()))
     assert log.status == "success", log.error
-    [sample] = log.samples or []
-    result = (sample.scores or {})["radiance_scorer"]
-    assert verdicts(result.metadata or {}) == verdicts(direct)
-    assert result.metadata is not None and result.metadata["answer"] == direct["answer"] == "submitted"
-    assert result.metadata["broken"] == ([] if agent == "reference" else [
-        AGENTS[agent].breaks])
-    # Inspect's own summary of the run: the pass rate, and each listed rule's share kept.
-    summary = {s.name: s.metrics for s in (log.results.scores if log.results else [])}
-    assert summary["passed"]["accuracy"].value == (1.0 if agent == "reference" else 0.0)
-    kept = {name.removeprefix("rule:"): m["mean"].value for name, m in summary.items() if name.startswith("rule:")}
-    assert set(kept) == set(scenario.rules)
-    assert kept == {rule: float(rule != AGENTS[agent].breaks) for rule in scenario.rules}
+    assert [s.epoch for s in log.samples or []] == [1, 2, 3] == list(range(1, EPOCHS + 1))
+    named = {"scorer_version": SCORER_VERSION, "scenario_set_version": scenario_set_version()}
+    for sample in log.samples or []:
+        result = (sample.scores or {})["radiance_scorer"]
+        assert result.metadata is not None
+        assert verdicts(result.metadata) == verdicts(direct), sample.epoch
+        assert result.metadata["answer"] == direct["answer"] == "submitted"
+        assert result.metadata["broken"] == ([] if agent == "reference" else [AGENTS[agent].breaks])
+        assert {k: result.metadata[k] for k in named} == named
+        # The same record and answer, scored by the eval command a person runs: the same report.
+        record, answer = tmp_path / f"epoch-{sample.epoch}.jsonl", tmp_path / f"epoch-{sample.epoch}.txt"
+        record.write_text("".join(json.dumps(e) + "\n" for e in sample.store[STORE_RECORD]), encoding="utf-8")
+        answer.write_text(result.answer or "", encoding="utf-8")
+        done = cli("eval", "--scenario", name, "--record", str(record), "--answer", str(answer), "--json", cwd=ROOT)
+        assert done.returncode == (0 if agent == "reference" else 3), done.stderr
+        by_cli = json.loads(done.stdout)
+        assert {k: by_cli[k] for k in named} == named
+        assert by_cli["reports"] == [{k: v for k, v in result.metadata.items() if k not in named}]
+    # Inspect's summary, once per reducer: the pass rate with its standard error, each listed rule's share kept.
+    summary = {(s.name, s.reducer): s.metrics for s in (log.results.scores if log.results else [])}
+    assert {reducer for _, reducer in summary} == {"mean", "pass_at_3", "pass_k_3"}
+    for reducer in ("mean", "pass_at_3", "pass_k_3"):
+        passed = summary["passed", reducer]
+        assert passed["accuracy"].value == (1.0 if agent == "reference" else 0.0)
+        assert passed["stderr"].value == 0.0  # one scenario: no spread
+        assert {"mean", "stderr"} <= set(summary["score", reducer]) and "stderr" in summary["rules", reducer]
+        kept = {name.removeprefix("rule:"): m["mean"].value for (name, r), m in summary.items()
+                if r == reducer and name.startswith("rule:")}
+        assert kept == {rule: float(rule != AGENTS[agent].breaks) for rule in scenario.rules}
+    assert log.eval.metadata == named and log.eval.task_version == f"scorer version {SCORER_VERSION}, scenario set " \
+        f"{named['scenario_set_version']}"
+    assert (log.eval.config.time_limit, log.eval.config.message_limit) == (TIME_LIMIT, MESSAGE_LIMIT) == (900, 120)
+
+
+async def test_the_epochs_of_a_scenario_reduce_to_the_mean_pass_at_k_and_pass_k(scenario: Scenario,
+                                                                               tmp_path: Path) -> None:
+    """A model that does the procedure in 2 of 3 epochs: the mean 2/3, pass_at_3 1 (one passed), pass_k_3 0."""
+    epochs = iter([careful, untraced_then_free_memory, careful])
+
+    async def next_epoch(client: Client) -> str:
+        return await next(epochs)(client)
+
+    log = await over_inspect(tmp_path / "scenarios", next_epoch, epochs=3)
+    assert [(s.epoch, (s.scores or {})["radiance_scorer"].value["passed"]) for s in log.samples or []] == [
+        (1, 1.0), (2, 0.0), (3, 1.0)]
+    summary = {(s.name, s.reducer): s.metrics for s in (log.results.scores if log.results else [])}
+    assert summary["passed", "mean"]["accuracy"].value == pytest.approx(2 / 3)
+    assert summary["passed", "pass_at_3"]["accuracy"].value == 1.0
+    assert summary["passed", "pass_k_3"]["accuracy"].value == 0.0
+    assert summary["rule:engine_ceiling", "mean"]["mean"].value == pytest.approx(2 / 3)
+    [reduction] = [r for r in log.reductions or [] if r.reducer == "pass_k_3"]
+    assert reduction.samples[0].value["rule:engine_ceiling"] == 0.0  # broken in one epoch of three
 
 
 def test_inspect_eval_on_the_command_line_with_a_scripted_agent(tmp_path: Path) -> None:
-    """`inspect eval` as a person types it; -T agent=... plays the model, so no model service is needed."""
+    """`inspect eval` as a person types it; -T agent=... plays the model, so no model service is needed; -T sets
+    the epochs, their reducers and the limits."""
     logs = tmp_path / "cli-logs"
     done = subprocess.run(
         [str(Path(sys.executable).parent / "inspect"), "eval", "evals/inspect_tasks.py", "--model", "mockllm/model",
-         "-T", "agent=misspelled-reserves", "-T", "scenario=untraceable-reserve", "--log-dir", str(logs),
-         "--log-format", "json", "--no-ansi"],
-        capture_output=True, text=True, timeout=600, check=False, cwd=TASK_FILE.parents[1],
+         "-T", "agent=misspelled-reserves", "-T", "scenario=untraceable-reserve", "-T", "epochs=2",
+         "-T", "reducer=mean,pass_k_2", "-T", "time_limit=300", "-T", "message_limit=60",
+         "--log-dir", str(logs), "--log-format", "json", "--no-ansi"],
+        capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     [path] = logs.glob("*.json")
     log = json.loads(path.read_text(encoding="utf-8"))  # the log file as written, read without Inspect
     assert log["status"] == "success", log.get("error")
-    [sample] = log["samples"]
-    value = sample["scores"]["radiance_scorer"]["value"]
-    assert value["passed"] == 0.0 and value["rule:argument_names"] == 0.0
-    assert value["rule:reserve_traced"] == 1.0 and value["fact:ceiling_mib"] == 1.0
+    config = log["eval"]["config"]
+    assert (config["epochs"], config["epochs_reducer"]) == (2, ["mean", "pass_k_2"])
+    assert (config["time_limit"], config["message_limit"]) == (300, 60)
+    assert log["eval"]["metadata"] == {"scorer_version": SCORER_VERSION, "scenario_set_version": scenario_set_version()}
+    assert [s["epoch"] for s in log["samples"]] == [1, 2]
+    for sample in log["samples"]:
+        value = sample["scores"]["radiance_scorer"]["value"]
+        assert value["passed"] == 0.0 and value["rule:argument_names"] == 0.0
+        assert value["rule:reserve_traced"] == 1.0 and value["fact:ceiling_mib"] == 1.0
+    assert {s["reducer"] for s in log["results"]["scores"]} == {"mean", "pass_k_2"}
 
 
 def test_an_unknown_scripted_agent_is_refused_with_the_names_there_are() -> None:
@@ -278,6 +339,34 @@ async def test_a_run_stopped_by_the_message_limit_is_scored_with_what_it_did(
     assert value["rule:ledger_first"] == 1.0  # the ledger was read: that much is kept
     calls = [e for e in sample.store[STORE_RECORD] if e["kind"] == "tool_call"]
     assert len(calls) >= 3 and {c["tool"] for c in calls} == {"read_budget_table"}
+
+
+async def test_a_run_stopped_by_the_time_limit_is_scored_with_what_it_did(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    async def stalls(client: Client) -> str:
+        await client.call_tool("read_budget_table", {"service": "lyra-moe"})
+        await asyncio.Event().wait()  # a model that never answers again
+        return "never"
+
+    log = await over_inspect(tmp_path / "scenarios", stalls, time_limit=5, epochs=2)
+    assert [s.epoch for s in log.samples or []] == [1, 2]
+    for sample in log.samples or []:  # the second epoch starts afresh, though the first one's agent never ended
+        assert sample.limit is not None and sample.limit.type == "time", sample.epoch
+        value = (sample.scores or {})["radiance_scorer"].value
+        assert isinstance(value, dict)
+        assert value["passed"] == 0.0 and value["fact:ceiling_mib"] == 0.0
+        assert value["rule:ledger_first"] == 1.0
+        assert [c["tool"] for c in sample.store[STORE_RECORD] if c["kind"] == "tool_call"] == ["read_budget_table"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"epochs": 0}, "-T epochs=0: a scenario runs at least once"),
+    ({"epochs": 2, "reducer": "pass_k_3"}, "-T reducer=pass_k_3: needs 3 epochs; -T epochs=2 gives 2"),
+])
+def test_epochs_and_reducers_that_cannot_be_are_refused(args: dict[str, Any], message: str) -> None:
+    with pytest.raises(EvalError, match=message):
+        radiance_task(scenario="resize-to-the-ceiling", **args)
 
 
 def test_an_unknown_scenario_is_refused_with_the_names_there_are(scenario: Scenario, tmp_path: Path) -> None:
