@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -169,14 +170,19 @@ def _list(args: argparse.Namespace) -> int:
     from radiance_mcp.evals.agents import AGENTS
     from radiance_mcp.evals.rules import RULES
 
-    out = sys.stdout
-    print("scenarios:", file=out)
+    columns = getattr(args, "columns", 120)  # the CLI's width (app.tables.width())
+
+    def row(lead: str, text: str) -> None:  # text wrapped under itself, within the columns
+        print("\n".join(textwrap.wrap(text, columns, initial_indent=lead, subsequent_indent=" " * len(lead),
+                                       break_on_hyphens=False)))
+
+    print("scenarios:")
     for scenario in load_scenarios(args.scenarios_dir):
-        print(f"  {scenario.name:<32} {scenario.procedure:<34} rules: {', '.join(scenario.rules)}", file=out)
-    print("agents:", file=out)
+        row(f"  {scenario.name:<32} {scenario.procedure:<34} ", f"rules: {', '.join(scenario.rules)}")
+    print("agents:")
     for name, cls in AGENTS.items():
-        print(f"  {name:<22} {cls.breaks or '-':<22} {cls.fault}", file=out)
-    print("rules:", file=out)
+        row(f"  {name:<22} {cls.breaks or '-':<22} ", cls.fault)
+    print("rules:")
     for rule in RULES:
-        print(f"  {rule.name:<22} {rule.statement}", file=out)
+        row(f"  {rule.name:<22} ", rule.statement)
     return 0
