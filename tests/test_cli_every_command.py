@@ -125,6 +125,8 @@ def test_doctor_eval_and_compare_arms(cli: CliRunner, tmp_path: Path) -> None:
     assert run(cli, tmp_path, "doctor", "--demo").returncode == 3  # qwen38-wide refused to boot: its rows fail
     assert run(cli, tmp_path, "doctor").returncode == 1  # no fleet file: the error names the remedy
     assert run(cli, tmp_path, "eval", "--list").returncode == 0
+    faulty = run(cli, tmp_path, "eval", "--agent", "decode-8", "--scenario", "eight-token-decode-trap")
+    assert faulty.returncode == 0 and "at least 128\n    generated tokens" in faulty.stdout  # its evidence, wrapped
     assert run(cli, tmp_path, "compare-arms", "--knob", "slab MiB", "--claim", "threshold", "--arms", ARMS,
                ).returncode == 3
 

@@ -58,7 +58,8 @@ def main(args: argparse.Namespace) -> int:
     if args.record is not None:
         if len(scenarios) != 1 or not args.scenario:
             raise EvalError("--record scores one run: name its scenario with one --scenario")
-        return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json)
+        return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json,
+                              _columns(args))
     from radiance_mcp.evals import run  # the server, the simulator and the MCP client, only to run agents
 
     # The server built in this process would set the root logger to INFO (the SDK's basicConfig), and every
@@ -77,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(run.report_json(name, runs), indent=2))
         else:
-            print(render_table([r.report for r in runs]))
+            print(render_table([r.report for r in runs], _columns(args)))
             print(_verdict(name, [r.report for r in runs], run))
         return 0 if run.expected(name, [r.report for r in runs]) else FAILED
     ok = True
@@ -124,12 +125,17 @@ def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     return score(scenario, events, raw.decode("utf-8", errors="replace"), SERVICE_NAMES)
 
 
-def _print_reports(name: str, reports: list[Report], as_json: bool) -> int:
+def _columns(args: argparse.Namespace) -> int:
+    """The width the CLI hands over (app.tables.width(): the evals import no app code); 120 when called directly."""
+    return int(getattr(args, "columns", 120))
+
+
+def _print_reports(name: str, reports: list[Report], as_json: bool, columns: int) -> int:
     if as_json:
         print(json.dumps({"agent": name, "passed": all(r.passed for r in reports),
                           "reports": [r.to_json() for r in reports]}, indent=2))
     else:
-        print(render_table(reports))
+        print(render_table(reports, columns))
     return 0 if all(r.passed for r in reports) else FAILED
 
 
@@ -170,7 +176,7 @@ def _list(args: argparse.Namespace) -> int:
     from radiance_mcp.evals.agents import AGENTS
     from radiance_mcp.evals.rules import RULES
 
-    columns = getattr(args, "columns", 120)  # the CLI's width (app.tables.width())
+    columns = _columns(args)
 
     def row(lead: str, text: str) -> None:  # text wrapped under itself, within the columns
         print("\n".join(textwrap.wrap(text, columns, initial_indent=lead, subsequent_indent=" " * len(lead),
