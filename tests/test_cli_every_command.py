@@ -142,3 +142,14 @@ def test_an_error_is_one_line_piped_and_wrapped_on_a_terminal(
     assert shown.returncode == 1 and len(lines) > 3 and max(map(len, lines)) <= COLUMNS
     assert all(line.startswith("  ") for line in lines[1:])
     assert " ".join(line.strip() for line in lines).split() == piped.stderr.split()  # every word kept, in order
+
+
+def test_a_quoted_line_of_thousands_of_characters_is_cut(cli: CliRunner, tmp_path: Path) -> None:
+    """SGLang's server_args line (10,900 characters) was 90 lines of compute-ceiling's sources; --json keeps it."""
+    log = ENGINES["sglang"][0]
+    ran = run(cli, tmp_path, "compute-ceiling", "--log", log)
+    flowing = " ".join(ran.stdout.split())  # the cut's note wraps like any text
+    assert "skip_server_warmup=False, ... (10,418 characters more: --json quotes the line whole)" in flowing
+    assert len(ran.stdout.splitlines()) < 60 and "31,482" in ran.stdout
+    whole = json.loads(cli("compute-ceiling", "--log", log, "--json", cwd=tmp_path).stdout)
+    assert max(len(source["text"]) for source in whole["sources"]) > 10_000

@@ -6,8 +6,9 @@ as 'field  value' lines. A nested model in a cell is its fields, one a line (a f
 never JSON; None is '-' (a nested model leaves it out), True and False 'yes' and 'no'; a file's text (a value of
 several lines) is a block of its own lines under its name. A sentence is printed once: one every row of a table
 repeats, or every row ends with, goes under the table; a ledger line quoted in several rows is quoted in the first
-and named by its number after; keys citing the same line share its row; a long text printed in one field is
-named, not repeated, in a later note that holds it. An error on a terminal is wrapped too (said()).
+and named by its number after (one past QUOTED characters is cut); keys citing the same line share its row; a
+long text printed in one field is named, not repeated, in a later note that holds it. An error on a terminal is
+wrapped too (said()).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ a space."""
 QUOTE = re.compile(r"\bline (\d+): ")
 """Where a cell quotes a ledger line ('line 27: W card 0 settled at ...'): the quote runs to the end of its
 parenthesis or of the cell."""
+QUOTED = 480
+"""A quoted ledger line past this many characters (SGLang's server_args line runs to 6,000) is cut at a word
+and says how much is left out: the figures read from it are in their own rows, and --json quotes it whole."""
 REPEATED = 80
 """A text at least this long printed in one field is named, not printed again, in a later list or value that
 holds it whole ('the ceiling was not checked: (see checks above)')."""
@@ -96,7 +100,7 @@ def render(model: BaseModel, columns: int | None = None) -> str:
         elif isinstance(value, dict) and value:
             shown: dict[str, list[str]] = {}  # the keys citing one line share its row
             for key, item in value.items():
-                shown.setdefault(f"line {item.line}: {item.text}" if isinstance(item, LineRef) else _cell(item),
+                shown.setdefault(f"line {item.line}: {_quote(item.text)}" if isinstance(item, LineRef) else _cell(item),
                                  []).append(str(key))
             pairs = [(", ".join(keys), text) for text, keys in shown.items()]
             lines += ["", f"{name}:", *_indented(_pairs(pairs, columns - len(INDENT)))]
@@ -116,7 +120,8 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     cells wrapped when the columns do not fit, each record as 'field  value' lines when even wrapped a column
     cannot keep NARROWEST characters and its longest word. Fields that hold lists or mappings are left out."""
     heads = [name for name, value in rows[0] if not isinstance(value, list | dict)]
-    cells = [[_cell(getattr(row, head)) for head in heads] for row in rows]
+    cells = [[_quote(row.text) if isinstance(row, LineRef) and head == "text" else _cell(getattr(row, head))
+              for head in heads] for row in rows]
     shared = [i for i in range(len(heads)) if len(rows) > 1 and len({row[i] for row in cells}) == 1
               and len(cells[0][i]) >= SENTENCE and " " in cells[0][i]]
     below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
@@ -141,6 +146,14 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     else:
         out = _grid(heads, cells, widths)
     return out + (["", *_pairs(below, columns)] if below else [])
+
+
+def _quote(text: str) -> str:
+    """A ledger line as quoted in a table: whole up to QUOTED characters, else cut at a word, naming the rest."""
+    if len(text) <= QUOTED:
+        return text
+    kept = text[:QUOTED].rsplit(" ", 1)[0]
+    return f"{kept} ... ({len(text) - len(kept):,} characters more: --json quotes the line whole)"
 
 
 def _texts(value: Any) -> list[str]:
