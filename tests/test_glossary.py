@@ -51,7 +51,7 @@ JARGON = {
 COMMAND_JARGON = {
     # the glossary's word: a command that prints it (beyond the demo), and the pattern that finds it there
     "rank": (("read-budget-table", "--log", "tests/fixtures/ledgers/sglang/tp8_pool_80_layers.log"),
-             r"^  rank +TP0$"),
+             r"^  card +rank\b(.|\n)*^  0 +TP0\b"),
     "dialect": (("doctor", "--demo"), r"\bdialect\s+radiance\b"),
     "origin, verified": (("read-budget-table", "--log", "radiance_mcp/examples/frank-archon.log"),
                          r"^  origin +local file$(.|\n)*^  verified +yes$"),

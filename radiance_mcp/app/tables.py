@@ -116,7 +116,8 @@ def render(model: BaseModel, columns: int | None = None) -> str:
 
 
 def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
-    """Records as a table within columns: a column of one long sentence in every row printed once below it;
+    """Records as a table within columns: a column of one long sentence in every row printed once below it, the
+    columns that are '-' in every row named once below it;
     cells wrapped when the columns do not fit, each record as 'field  value' lines when even wrapped a column
     cannot keep NARROWEST characters and its longest word. Fields that hold lists or mappings are left out."""
     heads = [name for name, value in rows[0] if not isinstance(value, list | dict)]
@@ -125,6 +126,9 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     shared = [i for i in range(len(heads)) if len(rows) > 1 and len({row[i] for row in cells}) == 1
               and len(cells[0][i]) >= SENTENCE and " " in cells[0][i]]
     below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
+    empty = [i for i in range(len(heads)) if len(rows) > 1 and all(row[i] == "-" for row in cells)]
+    below += [("none in any row", ", ".join(heads[i] for i in empty))] if empty else []
+    shared += empty
     heads = [head for i, head in enumerate(heads) if i not in shared]
     cells = [[cell for i, cell in enumerate(row) if i not in shared] for row in cells]
     columns_of = [_quoted_once([row[i] for row in cells]) for i in range(len(heads))]
