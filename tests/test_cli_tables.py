@@ -109,7 +109,7 @@ def test_a_sentence_several_rows_repeat_is_printed_once(cli: CliRunner, tmp_path
     (tmp_path / "frank-archon.env").write_text(json.loads(rendered.stdout)["env_text"])
     verified = cli("verify-deploy", "--demo", "--service", "frank-archon", "--env-text-file",
                    str(tmp_path / "frank-archon.env"), cwd=tmp_path)
-    verdicts = verified.stdout.split("\nverdicts:\n", 1)[1].split("\nnotes:\n", 1)[0]
+    verdicts = verified.stdout.split("\nverdicts:\n", 1)[1].split("\n\n", 1)[0]  # the table, to its blank line
     # The ceiling's and the settled verdicts both come from the settled line: it is quoted once.
     assert verdicts.count("W card 0 settled at") == 1, verdicts
     assert "line 27, as above" in verdicts

@@ -1,6 +1,7 @@
-"""The words a newcomer meets in the demo's output are in the README's glossary ("Words used here"), issue 26
-item 3: JARGON lists them in one place, each with the pattern that finds it in the output. The quick test holds
-the list against the glossary; the slow one runs the demo and holds the list against what it prints."""
+"""The words a newcomer meets in the CLI's output are in the README's glossary ("Words used here"), issue 26
+item 3: JARGON lists the demo's, each with the pattern that finds it in the output, COMMAND_JARGON those of the
+tool commands and doctor, each with a command that prints it. The quick tests hold the lists against the glossary
+and the commands; the slow one runs the demo and holds JARGON against what it prints."""
 
 from __future__ import annotations
 
@@ -44,6 +45,20 @@ JARGON = {
     "marker": r"\bmarkers?\b",
     "noise band": r"% band\b",
     "refusal count": r"\brefusal_difference\b",
+    "rank": r"\bB/token/rank\b",
+    "stranded headroom": r"\bstranded headroom\b",
+}
+COMMAND_JARGON = {
+    # the glossary's word: a command that prints it (beyond the demo), and the pattern that finds it there
+    "rank": (("read-budget-table", "--log", "tests/fixtures/ledgers/sglang/tp8_pool_80_layers.log"),
+             r"^  card +rank\b(.|\n)*^  0 +TP0\b"),
+    "dialect": (("doctor", "--demo"), r"\bdialect\s+radiance\b"),
+    "origin, verified": (("read-budget-table", "--log", "radiance_mcp/examples/frank-archon.log"),
+                         r"^  origin +local file$(.|\n)*^  verified +yes$"),
+    "weights by tier, container-on-disk": (("audit-step-shape", "--demo", "--proven-service", "qwen38-proven",
+                                            "--candidate-service", "qwen38-wide"), r"weights by tier: +VRAM"),
+    "stranded headroom": (("plan-free-vram", "--demo"), r"\bstranded\b"),
+    "slope": (("plan-free-vram", "--demo", "--service", "twin"), r"^  slope +0\.72 slots/MiB"),
 }
 
 
@@ -53,8 +68,15 @@ def _glossary() -> set[str]:
 
 
 def test_every_jargon_term_is_in_the_glossary() -> None:
-    missing = set(JARGON) - _glossary()
-    assert not missing, f"words the demo prints that the README's glossary does not define: {sorted(missing)}"
+    missing = (set(JARGON) | set(COMMAND_JARGON)) - _glossary()
+    assert not missing, f"words the CLI prints that the README's glossary does not define: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("word", sorted(COMMAND_JARGON))
+def test_the_commands_print_the_words_listed(cli: CliRunner, word: str) -> None:
+    argv, pattern = COMMAND_JARGON[word]
+    ran = cli(*argv, cwd=ROOT)
+    assert re.search(pattern, ran.stdout, re.M), f"{' '.join(argv)} no longer prints {word!r}: {ran.stdout[:3000]}"
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ from radiance_mcp import __version__
 from radiance_mcp.app import http_settings
 from radiance_mcp.app.arguments import field_help, parse_arguments, unknown_names, unwrap
 from radiance_mcp.app.http_settings import HEAD_TIMEOUT_S, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, TOKEN_ENV
-from radiance_mcp.app.tables import render
+from radiance_mcp.app.tables import render, said, width
 from radiance_mcp.core.errors import InputError, RadianceMCPError
 from radiance_mcp.sources.config import Fleet, load, split_allowed_host
 from radiance_mcp.sources.offload import drive
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except RadianceMCPError as exc:
-        print(f"radiance-mcp: {exc}", file=sys.stderr)
+        print(said(f"radiance-mcp: {exc}", sys.stderr), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -202,7 +202,6 @@ def _add_eval(commands: Any) -> None:
     """radiance-mcp eval: its handler imports the evals (and, to run agents, the simulator) when it runs."""
     ev = commands.add_parser(
         "eval", help="score agent runs against the procedures' scenarios", allow_abbrev=False,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the eval scenarios (evals/scenarios) with a scripted agent on a simulated fleet and score "
         "each run: the facts its answer holds, the rules it kept and broke. Or score any agent's run: the record "
         "serve --record wrote, its final answer and the scenario.",
@@ -231,6 +230,7 @@ def _add_eval(commands: Any) -> None:
 def _eval(args: argparse.Namespace) -> int:
     from radiance_mcp.evals.command import main as eval_main
 
+    args.columns = width()  # the evals import no app code: the terminal's width is handed to them
     return eval_main(args)
 
 
@@ -249,7 +249,7 @@ def _unknown_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
     message = unknown_names(spec.name.replace("_", "-"), names, fields, _flag) if names else (
         f"unexpected argument {extra[0]!r}: every argument of {spec.name.replace('_', '-')} is a --flag"
     )
-    print(f"radiance-mcp: {message}", file=sys.stderr)
+    print(said(f"radiance-mcp: {message}", sys.stderr), file=sys.stderr)
     return 2
 
 
@@ -368,14 +368,14 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
     try:
         _read_text_files(spec, args)
     except InputError as exc:
-        print(f"radiance-mcp: {exc}", file=sys.stderr)
+        print(said(f"radiance-mcp: {exc}", sys.stderr), file=sys.stderr)
         return 2
     values = {name: getattr(args, name) for name in spec.input_model.model_fields if getattr(args, name) is not None}
     try:
         tool_input = parse_arguments(spec.name.replace("_", "-"), spec.input_model, values, spell=_flag)
     except InputError as exc:
         # The arguments break the tool's input model: a usage error (2), like argparse's own.
-        print(f"radiance-mcp: {exc}", file=sys.stderr)
+        print(said(f"radiance-mcp: {exc}", sys.stderr), file=sys.stderr)
         return 2
     runtime = Runtime(load(args.config), trust_local_paths=True)
 

@@ -172,7 +172,8 @@ async def _ceiling(w: _Walk) -> tuple[dict[str, Any], dict[str, Any]]:
     w.expect(isinstance(refused, str), "an untraced, unlabelled reserve is refused")
     personal = await w.need("compute_ceiling", service=SERVICE,
                             reserves=[{"mib": 256, "label": "my margin for a second context", "personal": True}])
-    w.say(f"personal: max pair {personal['max_pair_mib']:,} MiB; personal reserves {personal['personal_reserves']}")
+    w.say(f"personal: max pair {personal['max_pair_mib']:,} MiB; personal reserves: "
+          f"{', '.join(map(str, personal['personal_reserves']))}")
     return table, ceiling
 
 
@@ -241,7 +242,8 @@ async def _step_shape(w: _Walk) -> None:
     w.head("The step-shape audit: a mode that carried its own 65,536-token step")
     if "audit_step_shape" in w.tools:
         wide = await w.need("audit_step_shape", proven_service="qwen38-proven", candidate_service="qwen38-wide")
-        w.say(f"verdict: {wide['verdict']}; inherit {wide['inherit']}")
+        inherit = ", ".join(f"{flag} {value}" for flag, value in wide["inherit"].items())
+        w.say(f"verdict: {wide['verdict']}; inherit from the proven boot: {inherit}")
         for line in wide["refusal"]:
             w.say(f"line {line['line']}: {line['text'].strip()}")
         w.expect(wide["verdict"] == "refused", "65,536 refuses with out of memory where 1,024 booted")
@@ -382,7 +384,8 @@ async def _probes(w: _Walk, seats: int, window: int) -> int:
         if "decode_probe" in w.tools:
             rate = await w.need("decode_probe", service=SERVICE, context_tokens=8_000, gen_tokens=256)
             w.say(f"decode probe: {rate['decode_tokens_per_s']:.1f} t/s over {rate['generated_tokens']} tokens "
-                  f"(cold: {rate['cold']}), prefill {rate['prefill_tokens_per_s']:,.0f} t/s")
+                  f"({'cold' if rate['cold'] else 'warm: part of the prompt was cached'}), prefill "
+                  f"{rate['prefill_tokens_per_s']:,.0f} t/s")
             w.expect(rate["valid"] and rate["cold"] and rate["generated_tokens"] == 256,
                      "a cold decode of 256 tokens, thinking off: a rate, not first-token noise")
         return int(result["retrieved"])

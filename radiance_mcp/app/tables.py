@@ -1,20 +1,24 @@
 """A tool's answer for people (the CLI without --json): aligned 'key  value' lines, lists of records as tables.
 
-Every line fits width() columns (120, or the COLUMNS environment variable): a long value wraps under itself,
-a table too wide for its columns wraps its cells, and one too wide even so prints each record as 'field  value'
-lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'), never JSON;
-None is '-' (a nested model leaves it out). A sentence is printed once: one every row of a table repeats, or
-every row ends with, goes under the table; a ledger line quoted in several rows is quoted in the first and named
-by its number after; keys citing the same line share its row.
+Every line fits width() columns (the COLUMNS environment variable, else the terminal's, else 120): a long value
+wraps under itself, a table too wide for its columns wraps its cells, and one too wide even so prints each record
+as 'field  value' lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'),
+never JSON; None is '-' (a nested model leaves it out), True and False 'yes' and 'no'; a file's text (a value of
+several lines) is a block of its own lines under its name. A sentence is printed once: one every row of a table
+repeats, or every row ends with, goes under the table; a ledger line quoted in several rows is quoted in the first
+and named by its number after (one past QUOTED characters is cut); keys citing the same line share its row; a
+long text printed in one field is named, not repeated, in a later note that holds it. An error on a terminal is
+wrapped too (said()).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import BaseModel
 
@@ -33,22 +37,48 @@ a space."""
 QUOTE = re.compile(r"\bline (\d+): ")
 """Where a cell quotes a ledger line ('line 27: W card 0 settled at ...'): the quote runs to the end of its
 parenthesis or of the cell."""
+QUOTED = 480
+"""A quoted ledger line past this many characters (SGLang's server_args line runs to 6,000) is cut at a word
+and says how much is left out: the figures read from it are in their own rows, and --json quotes it whole."""
+REPEATED = 80
+"""A text at least this long printed in one field is named, not printed again, in a later list or value that
+holds it whole ('the ceiling was not checked: (see checks above)')."""
 SEPARATORS = ("; ", ": ")
 """Where a sentence every row ends with may begin: after a clause."""
 
 
 def width() -> int:
-    """The terminal's columns: COLUMNS when it is set to a whole number of at least 40, else 120."""
+    """The terminal's columns: COLUMNS when it is set to a whole number of at least 40, else the columns of the
+    terminal stdout is (40 at least), else (stdout piped) 120."""
     value = os.environ.get("COLUMNS", "")
-    return int(value) if value.isdigit() and int(value) >= 40 else COLUMNS
+    if value.isdigit() and int(value) >= 40:
+        return int(value)
+    try:
+        return max(os.get_terminal_size(sys.__stdout__.fileno()).columns, 40) if sys.__stdout__ else COLUMNS
+    except (OSError, ValueError):  # not a terminal, or closed
+        return COLUMNS
+
+
+def said(message: str, stream: TextIO) -> str:
+    """An error or a refusal as stream shows it: on a terminal wrapped within width(), its lines after the first
+    indented; piped (a log, grep), one line, whole."""
+    return "\n".join(wrap(message, width(), indent="  ")) if stream.isatty() else message
+
+
+class _Wrapper(textwrap.TextWrapper):
+    """textwrap's, but a word too long for a line (a path, a URL) breaks after a '/' where it has one."""
+
+    def _split(self, text: str) -> list[str]:
+        return [part for chunk in super()._split(text)
+                for part in (re.findall(r"[^/]*/+|[^/]+$", chunk) if len(chunk) > self.width else [chunk])]
 
 
 def wrap(text: str, columns: int, indent: str = "") -> list[str]:
-    """text in lines of at most columns characters (words kept whole where they fit, paths unbroken at '-'),
-    each line after the first led by indent; its own line breaks kept; one empty line for an empty text."""
-    return [part for line in text.splitlines() or [""]
-            for part in textwrap.wrap(line, max(columns, len(indent) + 1), subsequent_indent=indent,
-                                      break_on_hyphens=False) or [""]]
+    """text in lines of at most columns characters (words kept whole where they fit, paths unbroken at '-' and
+    broken after a '/' when too long for a line), each line after the first led by indent; its own line breaks
+    kept; one empty line for an empty text."""
+    wrapper = _Wrapper(max(columns, len(indent) + 1), subsequent_indent=indent, break_on_hyphens=False)
+    return [part for line in text.splitlines() or [""] for part in wrapper.wrap(line) or [""]]
 
 
 def render(model: BaseModel, columns: int | None = None) -> str:
@@ -57,15 +87,20 @@ def render(model: BaseModel, columns: int | None = None) -> str:
     columns = width() if columns is None else columns
     lines: list[str] = []
     scalars: list[tuple[str, str]] = []
+    seen = {value: name for name, value in model if isinstance(value, str) and len(value) >= REPEATED}
+    # each long text printed above: the field it was printed under (the scalars' lines come first)
     for name, value in model:
-        if isinstance(value, BaseModel) and not _figure(value):
+        if isinstance(value, str) and "\n" in value:  # a file's text: a block of its own lines, the most room
+            lines += ["", f"{name}:", *(line for text in value.splitlines()
+                                        for line in _indented(wrap(text, columns - len(INDENT), indent="    ")))]
+        elif isinstance(value, BaseModel) and not _figure(value):
             lines += ["", f"{name}:", *_indented(render(value, columns - len(INDENT)).splitlines())]
         elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
             lines += ["", f"{name}:", *_indented(table(value, columns - len(INDENT)))]
         elif isinstance(value, dict) and value:
             shown: dict[str, list[str]] = {}  # the keys citing one line share its row
             for key, item in value.items():
-                shown.setdefault(f"line {item.line}: {item.text}" if isinstance(item, LineRef) else _cell(item),
+                shown.setdefault(f"line {item.line}: {_quote(item.text)}" if isinstance(item, LineRef) else _cell(item),
                                  []).append(str(key))
             pairs = [(", ".join(keys), text) for text, keys in shown.items()]
             lines += ["", f"{name}:", *_indented(_pairs(pairs, columns - len(INDENT)))]
@@ -73,21 +108,27 @@ def render(model: BaseModel, columns: int | None = None) -> str:
             if value:
                 lines += ["", f"{name}:"]
                 lines += [line for item in value for line in _indented(
-                    wrap(f"- {_cell(item)}", columns - len(INDENT), indent="  "))]
+                    wrap(f"- {_once(_cell(item), seen)}", columns - len(INDENT), indent="  "))]
         else:
             scalars.append((name, _cell(value)))
+        seen.update((text, name) for text in _texts(value) if len(text) >= REPEATED and text not in seen)
     return "\n".join(_pairs(scalars, columns) + lines).strip("\n")
 
 
 def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
-    """Records as a table within columns: a column of one long sentence in every row printed once below it;
+    """Records as a table within columns: a column of one long sentence in every row printed once below it, the
+    columns that are '-' in every row named once below it;
     cells wrapped when the columns do not fit, each record as 'field  value' lines when even wrapped a column
     cannot keep NARROWEST characters and its longest word. Fields that hold lists or mappings are left out."""
     heads = [name for name, value in rows[0] if not isinstance(value, list | dict)]
-    cells = [[_cell(getattr(row, head)) for head in heads] for row in rows]
+    cells = [[_quote(row.text) if isinstance(row, LineRef) and head == "text" else _cell(getattr(row, head))
+              for head in heads] for row in rows]
     shared = [i for i in range(len(heads)) if len(rows) > 1 and len({row[i] for row in cells}) == 1
               and len(cells[0][i]) >= SENTENCE and " " in cells[0][i]]
     below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
+    empty = [i for i in range(len(heads)) if len(rows) > 1 and all(row[i] == "-" for row in cells)]
+    below += [("none in any row", ", ".join(heads[i] for i in empty))] if empty else []
+    shared += empty
     heads = [head for i, head in enumerate(heads) if i not in shared]
     cells = [[cell for i, cell in enumerate(row) if i not in shared] for row in cells]
     columns_of = [_quoted_once([row[i] for row in cells]) for i in range(len(heads))]
@@ -109,6 +150,33 @@ def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
     else:
         out = _grid(heads, cells, widths)
     return out + (["", *_pairs(below, columns)] if below else [])
+
+
+def _quote(text: str) -> str:
+    """A ledger line as quoted in a table: whole up to QUOTED characters, else cut at a word, naming the rest."""
+    if len(text) <= QUOTED:
+        return text
+    kept = text[:QUOTED].rsplit(" ", 1)[0]
+    return f"{kept} ... ({len(text) - len(kept):,} characters more: --json quotes the line whole)"
+
+
+def _texts(value: Any) -> list[str]:
+    """The texts a field's value holds, in its models and lists."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, BaseModel):
+        return [text for _, item in value for text in _texts(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def _once(text: str, seen: dict[str, str]) -> str:
+    """text with a long text printed above under another field named instead of printed again."""
+    for earlier, name in seen.items():
+        if earlier in text:
+            text = text.replace(earlier, f"(see {name} above)")
+    return text
 
 
 def _quoted_once(column: list[str]) -> list[str]:
@@ -221,6 +289,8 @@ def _cell(value: Any) -> str:
     ledger line by its number, any other model its fields one a line ('name: value', None left out)."""
     if value is None or value == [] or value == {}:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, dict):
         return "\n".join(f"{key}: {_cell(item)}" for key, item in value.items())
     if isinstance(value, BaseModel):

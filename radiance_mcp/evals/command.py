@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,8 @@ def main(args: argparse.Namespace) -> int:
     if args.record is not None:
         if len(scenarios) != 1 or not args.scenario:
             raise EvalError("--record scores one run: name its scenario with one --scenario")
-        return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json, named)
+        return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json, named,
+                              _columns(args))
     from radiance_mcp.evals import run  # the server, the simulator and the MCP client, only to run agents
 
     # The server built in this process would set the root logger to INFO (the SDK's basicConfig), and every
@@ -78,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({**run.report_json(name, runs), **named}, indent=2))
         else:
-            print(render_table([r.report for r in runs]))
+            print(render_table([r.report for r in runs], _columns(args)))
             print(_verdict(name, [r.report for r in runs], run))
             print(versions_line(named))
         return 0 if run.expected(name, [r.report for r in runs]) else FAILED
@@ -127,12 +129,18 @@ def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     return score(scenario, events, raw.decode("utf-8", errors="replace"), SERVICE_NAMES)
 
 
-def _print_reports(name: str, reports: list[Report], as_json: bool, named: dict[str, str | int]) -> int:
+def _columns(args: argparse.Namespace) -> int:
+    """The width the CLI hands over (app.tables.width(): the evals import no app code); 120 when called directly."""
+    return int(getattr(args, "columns", 120))
+
+
+def _print_reports(name: str, reports: list[Report], as_json: bool, named: dict[str, str | int],
+                   columns: int) -> int:
     if as_json:
         print(json.dumps({"agent": name, "passed": all(r.passed for r in reports),
                           "reports": [r.to_json() for r in reports], **named}, indent=2))
     else:
-        print(render_table(reports))
+        print(render_table(reports, columns))
         print(versions_line(named))
     return 0 if all(r.passed for r in reports) else FAILED
 
@@ -176,14 +184,19 @@ def _list(args: argparse.Namespace) -> int:
     from radiance_mcp.evals.agents import AGENTS
     from radiance_mcp.evals.rules import RULES
 
-    out = sys.stdout
-    print("scenarios:", file=out)
+    columns = _columns(args)
+
+    def row(lead: str, text: str) -> None:  # text wrapped under itself, within the columns
+        print("\n".join(textwrap.wrap(text, columns, initial_indent=lead, subsequent_indent=" " * len(lead),
+                                       break_on_hyphens=False)))
+
+    print("scenarios:")
     for scenario in load_scenarios(args.scenarios_dir):
-        print(f"  {scenario.name:<32} {scenario.procedure:<34} rules: {', '.join(scenario.rules)}", file=out)
-    print("agents:", file=out)
+        row(f"  {scenario.name:<32} {scenario.procedure:<34} ", f"rules: {', '.join(scenario.rules)}")
+    print("agents:")
     for name, cls in AGENTS.items():
-        print(f"  {name:<22} {cls.breaks or '-':<22} {cls.fault}", file=out)
-    print("rules:", file=out)
+        row(f"  {name:<22} {cls.breaks or '-':<22} ", cls.fault)
+    print("rules:")
     for rule in RULES:
-        print(f"  {rule.name:<22} {rule.statement}", file=out)
+        row(f"  {rule.name:<22} ", rule.statement)
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
@@ -360,9 +361,14 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
                   calls=len(calls), answer=read_from)
 
 
-def render_table(reports: Sequence[Report]) -> str:
-    """Plain text: one row per scenario (rules kept of those judged), then one per rule (kept, broken, not judged
-    across the runs), then the evidence."""
+def render_table(reports: Sequence[Report], columns: int = 120) -> str:
+    """Plain text within columns: one row per scenario (rules kept of those judged; a long result wrapped under
+    itself), then one per rule (kept, broken, not judged across the runs), then the evidence, each wrapped."""
+
+    def wrapped(lead: str, text: str, indent: int) -> list[str]:
+        return textwrap.wrap(text, columns, initial_indent=lead, subsequent_indent=" " * indent,
+                             break_on_hyphens=False) or [lead]
+
     lines = [f"{'scenario':<34} {'facts':>7} {'rules':>7} {'score':>6}  result"]
     for r in reports:
         found = sum(f.found for f in r.facts)
@@ -373,8 +379,8 @@ def render_table(reports: Sequence[Report]) -> str:
         verdict += " (answer read from text)" if r.answer == "text" else ""
         unjudged = [x.name for x in r.rules if not x.judged]
         verdict += f" (not judged: {', '.join(unjudged)})" if unjudged else ""
-        lines.append(f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(judged):<3} "
-                     f"{r.score:>6.0%}  {verdict}")
+        lead = f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(judged):<3} {r.score:>6.0%}  "
+        lines += wrapped(lead, verdict, len(lead))
     lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7} {'not judged':>11}"]
     for name in [*BY_NAME, *STEPS]:
         rows = [x for r in reports for x in r.rules if x.name == name]
@@ -388,5 +394,5 @@ def render_table(reports: Sequence[Report]) -> str:
         for report, result in details:
             for item in result.evidence:
                 where = f"call {item.call} {item.tool}: " if item.call is not None else "answer/record: "
-                lines.append(f"  {report.scenario}: {result.name}: {where}{item.text}")
+                lines += wrapped("  ", f"{report.scenario}: {result.name}: {where}{item.text}", 4)
     return "\n".join(lines)
