@@ -4,18 +4,19 @@ The record is all an eval needs besides the agent's final answer, whatever the a
 server writes it, so no adapter runs inside the agent. Format (version ``RECORD_VERSION``),
 one JSON object per line, appended (several sessions may share a file)::
 
-    {"version": 2, "session": "3f2a...", "seq": 0, "time": "2026-12-01T10:00:00.000+00:00",
-     "kind": "session", "server_version": "0.9.0"}
-    {"version": 2, "session": "3f2a...", "seq": 1, "time": "...", "kind": "tool_call",
+    {"version": 3, "session": "3f2a...", "seq": 0, "time": "2026-12-01T10:00:00.000+00:00",
+     "kind": "session", "server_version": "0.9.0", "fleet": "fafb...", "bound": true, "nonce": "9c1e...",
+     "mac": "51d0..."}
+    {"version": 3, "session": "3f2a...", "seq": 1, "time": "...", "kind": "tool_call",
      "tool": "compute_ceiling", "arguments": {"service": "frank-archon"}, "ok": true,
-     "result": {...structured output...}, "duration_s": 0.012}
-    {"version": 2, "session": "3f2a...", "seq": 2, "time": "...", "kind": "tool_call",
+     "result": {...structured output...}, "duration_s": 0.012, "mac": "..."}
+    {"version": 3, "session": "3f2a...", "seq": 2, "time": "...", "kind": "tool_call",
      "tool": "compute_ceiling", "arguments": {...}, "ok": false,
      "error": "reserve 'safety' of 256.00 MiB is neither ...",
-     "rule": "reserve_traced", "duration_s": 0.004}
-    {"version": 2, "session": "3f2a...", "seq": 3, "time": "...", "kind": "prompt_get",
-     "name": "radiance-kv-cache-resize", "arguments": {"service": "frank-archon"}, "ok": true, "duration_s": 0.001}
-    {"version": 2, "session": "3f2a...", "seq": 5, "time": "...", "kind": "resource_read", "uri": "skill://...",
+     "rule": "reserve_traced", "duration_s": 0.004, "mac": "..."}
+    {"version": 3, "session": "3f2a...", "seq": 3, "time": "...", "kind": "prompt_get",
+     "name": "radiance-kv-cache-resize", "arguments": {"service": "frank-archon"}, "ok": true, ...}
+    {"version": 3, "session": "3f2a...", "seq": 5, "time": "...", "kind": "resource_read", "uri": "skill://...",
      "ok": true, "lost": 1, ...}
 
 ``session`` names the server session that wrote the line (a random id drawn at its start), so
@@ -24,8 +25,14 @@ the order they arrived (a call answered later keeps its place); ``rule`` is the 
 rule a refusal names (its result's _meta, core.errors.REFUSAL_META). ``lost`` counts the session's events that
 could not be written (a full disk, ``ulimit -f``) since its previous line. A result past
 ``MAX_RESULT_BYTES`` is left out (``result_bytes`` says how large it was), and so are arguments
-that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``). Version 1 is
-version 2 without ``session`` and ``lost``; the reader reads both.
+that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``).
+
+The binding: ``fleet`` is the fingerprint of the fleet served (evals.fleet.fingerprint). A harness
+gives the server a nonce (``NONCE_ENV``): the session line then says ``bound`` and names the nonce's
+digest (``nonce_digest``), and every line carries a ``mac`` keyed by the nonce and chained to the
+session's previous line (``line_mac``); without one the session line says ``"bound": false``.
+evals.binding checks them. Version 2 is version 3 without the binding; version 1 is version 2
+without ``session`` and ``lost``; the reader reads all three.
 
 The writer is SDK server middleware (``Recorder``): it sees every request of stdio and HTTP
 sessions alike. A record that cannot be written never costs a call: the call's result still
