@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -139,27 +140,47 @@ def nonce_check(events: Sequence[Event], nonce: str | None) -> Check:
     return Check(name="nonce", status="passed", text="bound to the harness's nonce, every line chained")
 
 
+_FIGURE = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _held(text: str) -> list[float]:
+    """The figures a line of prose holds, in order of size: what it says, whatever its wording."""
+    return sorted(float(m.group(0).replace(",", "")) for m in _FIGURE.finditer(text))
+
+
 def _difference(recorded: Any, replayed: Any, where: str = "result") -> str | None:
-    """The first figure or line that differs, named by its place, if any."""
+    """The first figure or line of the recorded result the tool's does not hold, named by its place, if any.
+
+    Figures and lines, not wording: a number or a one-word value (a verdict, a unit) is compared as it is, a
+    ledger line (``{"line": n, "text": ...}``) whole, prose by the figures it holds; a field or item only the
+    tool's result has is one a later version added, and one only the record has is refused (it could ground a
+    figure the tool never gave).
+    """
     if isinstance(recorded, dict) and isinstance(replayed, dict):
-        for key in sorted(set(recorded) | set(replayed)):
-            if key not in recorded or key not in replayed:
-                return f"{where}.{key} is only in the {'record' if key in recorded else 'tool result'}"
-            found = _difference(recorded[key], replayed[key], f"{where}.{key}")
+        for key in sorted(recorded):
+            if key not in replayed:
+                return f"{where}.{key} is in the record, the tool's result has no {key}"
+            ledger_line = key == "text" and isinstance(recorded.get("line"), int)
+            found = (f"{where}.text is {recorded[key]!r}, the tool quotes {replayed[key]!r}"
+                     if ledger_line and recorded[key] != replayed[key] else
+                     _difference(recorded[key], replayed[key], f"{where}.{key}"))
             if found:
                 return found
         return None
     if isinstance(recorded, list) and isinstance(replayed, list):
-        if len(recorded) != len(replayed):
+        if len(recorded) > len(replayed):
             return f"{where} holds {len(recorded)} item(s), the tool returns {len(replayed)}"
-        for index, (a, b) in enumerate(zip(recorded, replayed, strict=True)):
+        for index, (a, b) in enumerate(zip(recorded, replayed, strict=False)):
             found = _difference(a, b, f"{where}[{index}]")
             if found:
                 return found
         return None
-    if recorded != replayed:
-        return f"{where} is {json.dumps(recorded)[:120]}, the tool returns {json.dumps(replayed)[:120]}"
-    return None
+    if isinstance(recorded, str) and isinstance(replayed, str) and (" " in recorded or " " in replayed):
+        same = _held(recorded) == _held(replayed)
+    else:
+        same = recorded == replayed
+    return None if same else (f"{where} is {json.dumps(recorded)[:120]}, the tool returns "
+                              f"{json.dumps(replayed)[:120]}")
 
 
 @contextlib.asynccontextmanager

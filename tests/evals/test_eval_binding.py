@@ -228,3 +228,23 @@ def test_eval_scores_a_record_bound_by_the_nonce_it_is_given(tmp_path: Path, cli
     alone = json.loads(cli(*argv).stdout)["reports"][0]  # nor a nonce: the record scored, unbound
     assert {c["name"]: c["status"] for c in alone["binding"]} == {
         "complete": "passed", "fleet": "passed", "nonce": "not made", "replay": "passed", "probes": "not made"}
+
+
+async def test_the_replay_compares_figures_and_lines_not_the_wording_an_older_server_gave() -> None:
+    """evals/examples' record was written by an earlier server (format 1), whose formula worded the same figures
+    otherwise: the replay passes it; a figure changed in the same prose, or a field the tool never returns, not."""
+    root = Path(__file__).resolve().parents[2] / "evals" / "examples"
+    events = read_run(root / "pool-below-contract.jsonl")
+    scenario = SCENARIOS["pool-below-contract"]
+    assert _status(await bind(scenario, events))["replay"] == "passed"
+    first = next(e for e in events if e.tool == "check_pool_contract")
+    result = first.result or {}
+    formula = result["ceiling"]["formula"]
+    for changed, found in [
+        ({**result, "ceiling": {**result["ceiling"], "formula": formula.replace("30,968", "31,968")}},
+         "seq 1 check_pool_contract: a result the tool would not have returned: result.ceiling.formula is "),
+        ({**result, "spare_mib": 9000}, "result.spare_mib is in the record, the tool's result has no spare_mib"),
+    ]:
+        edited = [e.model_copy(update={"result": changed}) if e is first else e for e in events]
+        binding = await bind(scenario, edited)
+        assert _status(binding)["replay"] == "failed" and found in _text(binding, "replay")
