@@ -8,9 +8,12 @@ faulty agents, or one of behaviours.py beside this file) working a scenario's si
 through the SDK's in-memory client, with the server's Recorder writing the record, as
 radiance_mcp/evals/run.py makes a run. What a run of the fleet draws afresh each time is then
 written the same way every time (``_Normal``): the session id, the times and durations, the
-fleet's temporary directory, the endpoints' ports, the probes' wall-clock timings. The records
-"anyone can write" are made from recorded ones by the edits ``RUNS`` names (a hand-written line,
-reversed lines, another scenario's record, a forged result, two sessions in one file).
+fleet's temporary directory, the endpoints' ports, the probes' wall-clock timings; the harness's
+nonce is drawn from the run's name, and the normalised record bound to it again (record.sign). The
+endpoints' request log is written beside the record (NAME.requests.jsonl). The records "anyone can
+write" are made from recorded ones by the edits of edits.py that ``RUNS`` names (a hand-written line,
+reversed lines, another scenario's record, a forged result, two sessions in one file, a record
+without the nonce or bound to another, lines lost or cut, the record as format 1 or 2 wrote it).
 
 The labels are a careful reader's verdict on what the procedures (skills/*/SKILL.md) mean, not
 the scorer's: see README.md beside this file.
