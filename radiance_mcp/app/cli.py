@@ -194,7 +194,7 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--demo", action="store_true", help="serve a simulated radiance fleet (no GPU, no network)")
     serve.add_argument("--record", metavar="FILE", type=Path, default=None,
                        help="append one JSON line per tool call, prompt and resource read to FILE (a regular file), "
-                       "for evals (format: evals/README.md)")
+                       "for evals, bound to RADIANCE_MCP_RECORD_NONCE if set (format: evals/README.md)")
     serve.set_defaults(handler=_serve)
 
 
@@ -536,7 +536,7 @@ def _serve(args: argparse.Namespace, terminated: threading.Event | None = None) 
     if args.record is not None:
         from radiance_mcp.evals.record import Recorder
 
-        middleware.append(Recorder(args.record, __version__))
+        middleware.append(Recorder.serving(args.record, __version__, fleet))
     server = build_server(Runtime(fleet), middleware=middleware, submit_answer=args.record is not None)
     if not args.http:
         # stdio: stdout carries the protocol only; the SDK logs to stderr.

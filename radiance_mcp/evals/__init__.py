@@ -1,10 +1,13 @@
 """Evals: score any agent's run against the procedures.
 
     scenario.py  Scenario, load_scenario, load_scenarios: a question, its facts, its rules, its fleet
-    record.py    RECORD_VERSION, Event, read_record, Recorder (the server's --record writer)
+    record.py    RECORD_VERSION, Event, read_record, Recorder (the server's --record writer), the binding's
+                 nonce digest, line MACs and checks (Binding)
     rules.py     RULES: every rule named once, with how a run is caught breaking it
     score.py     score(scenario, events, answer) -> Report; render_table
-    fleet.py     scenario_fleet(scenario): the simulated fleet, as a config file (edge)
+    fleet.py     scenario_fleet(scenario): the simulated fleet, as a config file; its fingerprint (edge)
+    binding.py   bind(scenario, events, nonce=...): a record checked against the scenario's fleet: complete,
+                 its fleet, its nonce, its ledger calls replayed, its probes' requests (edge)
     agents.py    the scripted agents: the reference and one faulty agent per rule (edge, MCP client)
     run.py       run a scripted agent on a scenario in one process, scored (edge)
     command.py   radiance-mcp eval: the tables, the JSON and the exit status (edge)
@@ -13,6 +16,6 @@
     versions.py  the scorer's version and the scenario set's (a digest of its files): every report names both
     inspect_task.py  the Inspect AI task, solver and scorer (edge; needs the evals extra)
 
-scenario, rules, score and calibrate are pure (no MCP, no I/O beyond reading a scenario file or
-the labelled runs); the rest sits at the edge. The format of records and scenarios is in evals/README.md.
+scenario, rules and score are pure (no MCP, no I/O beyond reading a scenario file), and calibrate
+but for binding the labelled runs' records (evals.binding); the rest sits at the edge. The format of records and scenarios is in evals/README.md.
 """

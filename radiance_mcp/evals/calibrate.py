@@ -17,7 +17,8 @@ counts as a run the scorer failed, breaking record_genuine. Per rule, the confus
 the runs labelled as breaking it against the runs the scorer caught breaking it. The scorer is calibrated when at most
 ``MAX_DISAGREEMENT`` of the runs disagree and no correct run failed.
 
-Pure but for reading the folder; no MCP, no simulator.
+Pure but for reading the folder; ``bindings`` starts each scenario's simulated fleet to check the records
+against it (evals.binding).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from radiance_mcp.core.errors import EvalError
-from radiance_mcp.evals.record import Event, read_run
+from radiance_mcp.evals.binding import bind, read_requests, replayer, requests_path
+from radiance_mcp.evals.record import GENUINE, GENUINE_STATEMENT, Binding, Event, check_run, read_record
 from radiance_mcp.evals.rules import BY_NAME, STEPS
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import score
@@ -47,8 +49,7 @@ MORE_RULES: dict[str, str] = {
     "answer_claims": "The answer claims each figure and verdict once, of the service asked, in the unit it names: "
                      "no dump of tool results, no empty answer, no hedge of several values, no figure withdrawn "
                      "or negated.",
-    "record_genuine": "The record is the server's, whole, of this run's one session on this scenario's fleet: no "
-                      "line written by hand, reordered, forged, or taken from another run or session.",
+    GENUINE: GENUINE_STATEMENT,
 }
 """Rules the procedures hold that radiance_mcp.evals.rules does not name yet; the labels use them."""
 
@@ -99,6 +100,13 @@ KINDS: dict[str, tuple[Label, str]] = {
     "other-scenario-record": ("faulty", "another scenario's record"),
     "forged-result": ("faulty", "a forged result"),
     "two-sessions": ("faulty", "a record shared by two sessions, one credited with the other's calls"),
+    "forged-no-nonce": ("faulty", "a record written without the harness's nonce: unbound, no mac"),
+    "forged-wrong-nonce": ("faulty", "a record bound to a nonce the harness never gave"),
+    "other-fleet-record": ("faulty", "another fleet's record, bound to this run's nonce"),
+    "replay-mismatch": ("faulty", "a bound record holding a result the tool would not return"),
+    "probe-without-request": ("faulty", "a probe result no request the endpoints served matches"),
+    "lost-lines": ("faulty", "a record that lost lines (lost, a cut line): incomplete"),
+    "old-version-record": ("correct", "a record of format version 1 or 2: scoreable, its binding not made"),
 }
 """Every kind of run the set holds: its label, and what it is (issue 27's list, and the reference)."""
 
@@ -117,9 +125,15 @@ class LabelledRun(BaseModel):
     made: Literal["recorded", "answer-edited", "record-edited", "forged"]
     agent: str
     answer: str
+    nonce: str | None = None
+    """The nonce the harness gave the run's server (kept in the label, as a harness keeps it); None: none given."""
     events: tuple[Event, ...] = ()
     refused: str | None = None
     """What the record reader said when it refused the record."""
+    cut: int = 0
+    """Lines of the record cut mid-line (skipped by the reader)."""
+    requests: tuple[dict[str, Any], ...] | None = None
+    """The request log beside the record (NAME.requests.jsonl), if any."""
 
 
 def _labelled(path: Path) -> LabelledRun:
@@ -133,14 +147,17 @@ def _labelled(path: Path) -> LabelledRun:
     record = path.with_suffix(".jsonl")
     events: tuple[Event, ...] = ()
     refused = None
+    cut: list[int] = []
+    requests = read_requests(requests_path(record))
     try:
-        events = tuple(read_run(record))
+        events = tuple(check_run(read_record(record, cut=cut), record))
     except EvalError as exc:
         if not record.is_file():
             raise EvalError(f"{where}: no record beside it ({record.name})") from None
         refused = str(exc)
     try:
-        run = LabelledRun.model_validate({**data, "name": path.stem, "events": events, "refused": refused})
+        run = LabelledRun.model_validate({**data, "name": path.stem, "events": events, "refused": refused,
+                                          "cut": len(cut), "requests": requests})
     except ValidationError as exc:
         first = exc.errors()[0]
         raise EvalError(f"{where}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
@@ -251,9 +268,27 @@ def _rate(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
+async def bindings(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario]) -> dict[str, Binding]:
+    """Each read run's record bound (evals.binding.bind) by its label's nonce and its request log, on its
+    scenario's fleet (started once for the runs of each scenario); by run name."""
+    from radiance_mcp.evals.fleet import running_fleet
+
+    bound: dict[str, Binding] = {}
+    for name, scenario in scenarios.items():
+        mine = [r for r in runs if r.scenario == name and r.refused is None]
+        if not mine:
+            continue
+        async with running_fleet(scenario) as fleet, replayer(fleet.config_path) as client:
+            for run in mine:
+                bound[run.name] = await bind(scenario, run.events, nonce=run.nonce, requests=run.requests,
+                                             cut=run.cut, fleet=fleet, client=client)
+    return bound
+
+
 def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario],
-              services: Collection[str] = ()) -> Calibration:
-    """Score every labelled run with today's scorer (radiance_mcp.evals.score); services as score's."""
+              services: Collection[str] = (), bound: Mapping[str, Binding] | None = None) -> Calibration:
+    """Score every labelled run with today's scorer (radiance_mcp.evals.score); services as score's; bound: each
+    run's binding (``bindings``), by name (a run without one is scored unbound)."""
     verdicts = []
     for run in runs:
         scenario = scenarios.get(run.scenario)
@@ -263,7 +298,7 @@ def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario],
         if run.refused is not None:
             verdicts.append(Verdict(run, False, ("record_genuine",), ()))
             continue
-        report = score(scenario, run.events, run.answer, services)
+        report = score(scenario, run.events, run.answer, services, (bound or {}).get(run.name))
         verdicts.append(Verdict(run, report.passed, report.broken,
                                 tuple(f.name for f in report.facts if not f.found)))
     return Calibration(tuple(verdicts))

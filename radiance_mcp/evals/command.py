@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -49,6 +50,10 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 
 def main(args: argparse.Namespace) -> int:
+    # The server built in this process (to run agents, or to replay a record's calls) would set the root logger
+    # to INFO (the SDK's basicConfig), and every probe request and refused call would be logged to stderr under
+    # the table; warnings only.
+    logging.basicConfig(level=logging.WARNING, format="radiance-mcp eval: %(name)s: %(message)s")
     if args.list:
         return _list(args)
     if args.calibrate is not None:
@@ -63,10 +68,6 @@ def main(args: argparse.Namespace) -> int:
         return _print_reports("record", [_score_files(scenarios[0], args.record, args.answer)], args.json, named,
                               _columns(args))
     from radiance_mcp.evals import run  # the server, the simulator and the MCP client, only to run agents
-
-    # The server built in this process would set the root logger to INFO (the SDK's basicConfig), and every
-    # probe request and refused call would be logged to stderr under the table; warnings only.
-    logging.basicConfig(level=logging.WARNING, format="radiance-mcp eval: %(name)s: %(message)s")
 
     names = ["reference", *run.faulty_names()] if args.agent == "all" else [args.agent]
     for name in names:
@@ -109,12 +110,16 @@ async def _run(name: str, scenarios: list[Scenario]) -> list[Any]:
 
 
 def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
+    """The record and answer scored, the record bound (evals.binding) by the nonce the harness gave in
+    record.NONCE_ENV, if any, and the request log beside the record, if any."""
+    from radiance_mcp.evals.binding import bind, read_requests, requests_path
     from radiance_mcp.evals.fleet import SERVICE_NAMES
-    from radiance_mcp.evals.record import check_run, read_record
+    from radiance_mcp.evals.record import NONCE_ENV, check_run, read_record
     from radiance_mcp.evals.score import MAX_ANSWER_BYTES, score
 
     notes: list[str] = []
-    events = read_record(record, notes)
+    cut: list[int] = []
+    events = read_record(record, notes, cut)
     try:
         with answer.open("rb") as file:
             raw = file.read(MAX_ANSWER_BYTES + 1)
@@ -126,7 +131,9 @@ def _score_files(scenario: Scenario, record: Path, answer: Path) -> Report:
     check_run(events, record)  # the record read, the answer taken: then whether the record is one run's
     for note in notes:  # what the record lost or cut: the score stands on the rest, and says so
         print(f"radiance-mcp eval: {note}", file=sys.stderr)
-    return score(scenario, events, raw.decode("utf-8", errors="replace"), SERVICE_NAMES)
+    binding = asyncio.run(bind(scenario, events, nonce=os.environ.get(NONCE_ENV) or None,
+                               requests=read_requests(requests_path(record)), cut=len(cut)))
+    return score(scenario, events, raw.decode("utf-8", errors="replace"), SERVICE_NAMES, binding)
 
 
 def _columns(args: argparse.Namespace) -> int:
@@ -169,11 +176,12 @@ def _matrix(rows: list[dict[str, Any]]) -> str:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from radiance_mcp.evals.calibrate import calibrate, load_set, render
+    from radiance_mcp.evals.calibrate import bindings, calibrate, load_set, render
     from radiance_mcp.evals.fleet import SERVICE_NAMES
 
     runs = load_set(None if args.calibrate is True else args.calibrate)
-    result = calibrate(runs, {s.name: s for s in load_scenarios(args.scenarios_dir)}, SERVICE_NAMES)
+    scenarios = {s.name: s for s in load_scenarios(args.scenarios_dir)}
+    result = calibrate(runs, scenarios, SERVICE_NAMES, asyncio.run(bindings(runs, scenarios)))
     named = versions(args.scenarios_dir)
     print(json.dumps({**result.to_json(), **named}, indent=2) if args.json else render(result) + "\n"
           + versions_line(named))

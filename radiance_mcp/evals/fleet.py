@@ -10,6 +10,9 @@ the endpoints serve on 127.0.0.1 until then. ``running_fleet`` yields the SimFle
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import re
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import fields, replace
@@ -20,6 +23,7 @@ from typing import Any
 from radiance_mcp.core.errors import EvalError, RadianceMCPError
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.sim import DEFAULT_SERVICES, ServiceSpec, Shape, SimFleet
+from radiance_mcp.sources.config import Fleet
 
 SERVICE_NAMES = tuple(s.name for s in DEFAULT_SERVICES)
 """The demo fleet's services: the names an answer may give a figure to (the scorer's ``services``)."""
@@ -79,3 +83,55 @@ async def scenario_fleet(scenario: Scenario, root: Path | None = None) -> AsyncI
     """The path of the fleet config of the scenario's running simulated fleet."""
     async with running_fleet(scenario, root) as fleet:
         yield fleet.config_path
+
+
+# ---------------------------------------------------------------------------------------
+# What a fleet is, with what each run of it draws afresh normalised
+
+FINGERPRINT_FILE_BYTES = 8 * 1024 * 1024
+"""The most of one ledger, env file or serve script a fingerprint reads: a simulated one is a few KiB."""
+_PORT = re.compile(r"\b(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}\b")
+_PATH = re.compile(r"(?<![\w.~])/(?:[\w.+@%=,-]+/)+(?=[\w.+@%=,-])")
+"""An absolute path's directories: a run's temporary directory, the checkout a package was installed from."""
+
+
+def normal_text(text: str) -> str:
+    """Text as any run of the same fleet writes it: each absolute path cut to its last part (the temporary
+    directory a fleet runs in, the checkout) and each loopback port written as PORT."""
+    return _PATH.sub(".../", _PORT.sub(lambda m: f"{m.group(1)}:PORT", text))
+
+
+def normal(value: Any) -> Any:
+    """A JSON value with every string normal_text."""
+    if isinstance(value, str):
+        return normal_text(value)
+    if isinstance(value, list | tuple):
+        return [normal(v) for v in value]
+    if isinstance(value, dict):
+        return {k: normal(v) for k, v in value.items()}
+    return value
+
+
+def _file(path: str | None, remote: bool) -> str | None:
+    """A local file's text, normalised; a remote one's (or one that cannot be read) its path, normalised."""
+    if path is None:
+        return None
+    if not remote:
+        with contextlib.suppress(OSError):
+            with Path(path).open("rb") as file:
+                return normal_text(file.read(FINGERPRINT_FILE_BYTES).decode("utf-8", "replace"))
+    return normal_text(path)
+
+
+def fingerprint(config: Fleet) -> str:
+    """The fleet's fingerprint: a digest of each service's settings, and of its ledger, env file and serve script
+    as they are now, with temporary paths and ports normalised (normal_text). The server writes it on its record's
+    session line; the scorer takes it of the scenario's fleet, so a record of another fleet is named."""
+    services = {}
+    for name in sorted(config.services):
+        service = config.services[name]
+        remote = service.host is not None
+        services[name] = {**normal(service.model_dump(mode="json", exclude={"log", "env_file", "serve_script"})),
+                          **{key: _file(getattr(service, key), remote) for key in ("log", "env_file", "serve_script")}}
+    text = json.dumps({"models": config.model_dump(mode="json")["models"], "services": services}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -28,7 +28,10 @@ each call against the tool's input schema before it sends it, and answers a call
 never reaches the server. ``merge_record`` puts those calls, read off Inspect's messages,
 into the record as refusals, at their place among the calls that did reach the server; an
 unknown argument name is scored under ``argument_names`` as the server would tag it. The
-merged record is kept in the sample's store, so ``inspect score`` re-scores a log alone.
+merged record is kept in the sample's store, so ``inspect score`` re-scores a log alone. The solver
+is the harness of evals.binding: it gives the server a nonce (record.NONCE_ENV), and binds the
+server's record, as written, to it, to the fleet and to the requests its endpoints served while
+the fleet still runs; the checks are kept in the store beside the record and scored with it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import secrets
 import sys
 import tempfile
 import uuid
@@ -66,13 +70,17 @@ from mcp.types import CallToolResult, TextContent
 from radiance_mcp.app.skills import SKILLS_DIR, parse
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS
-from radiance_mcp.evals.fleet import SERVICE_NAMES, scenario_fleet
-from radiance_mcp.evals.record import RECORD_VERSION, Event, read_record
+from radiance_mcp.evals.binding import bind, served
+from radiance_mcp.evals.fleet import SERVICE_NAMES, fingerprint, running_fleet
+from radiance_mcp.evals.record import NONCE_ENV, RECORD_VERSION, Binding, Event, read_record
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import Fact, Scenario, load_scenarios
 from radiance_mcp.evals.score import Report, render_table, score
 from radiance_mcp.evals.versions import versions, versions_line
+from radiance_mcp.sources.config import load
 
+STORE_BINDING = "radiance_mcp_binding"
+"""The sample store's key for the server's record's binding checks (evals.binding), made while its fleet ran."""
 STORE_RECORD = "radiance_mcp_record"
 """The sample store's key for the merged record (a list of events as JSON objects)."""
 MESSAGE_LIMIT = 120
@@ -137,13 +145,16 @@ def radiance_agent(skills: bool = True, agent: str | None = None) -> Solver:
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         scenario = Scenario.model_validate(state.metadata["scenario"])
+        nonce = secrets.token_hex(16)  # the harness's: given to the server, kept to bind its record (evals.binding)
         with tempfile.TemporaryDirectory(prefix="radiance-inspect-") as tmp:
             record_path = Path(tmp) / "record.jsonl"
-            async with scenario_fleet(scenario) as config_path:
+            async with running_fleet(scenario) as fleet:
+                config_path, expected = fleet.config_path, fingerprint(load(fleet.config_path))
                 server = mcp_server_stdio(
                     name=SERVER_NAME,
                     command=sys.executable,
                     args=["-m", "radiance_mcp", "serve", "--config", str(config_path), "--record", str(record_path)],
+                    env={NONCE_ENV: nonce},
                 )
                 model = None if agent is None else scripted_model(
                     lambda client: AGENTS[agent](client, scenario).run())
@@ -155,6 +166,9 @@ def radiance_agent(skills: bool = True, agent: str | None = None) -> Solver:
                     events = read_record(record_path) if record_path.exists() else []
                     merged = merge_record(events, state.messages)
                     state.store.set(STORE_RECORD, [e.model_dump(mode="json", exclude_none=True) for e in merged])
+                    bound = await bind(scenario, events, nonce=nonce, requests=served(fleet), fleet=fleet,
+                                       expected_fleet=expected)  # the server's record, as it wrote it
+                    state.store.set(STORE_BINDING, bound.model_dump(mode="json"))
         return state
 
     return solve
@@ -213,7 +227,9 @@ def report_of(state: TaskState) -> Report:
     scenario = Scenario.model_validate(state.metadata["scenario"])
     stored: list[dict[str, Any]] = state.store.get(STORE_RECORD, [])
     events = [Event.model_validate(e) for e in stored]
-    return score(scenario, events, state.output.completion, SERVICE_NAMES)
+    bound = state.store.get(STORE_BINDING)
+    return score(scenario, events, state.output.completion, SERVICE_NAMES,
+                 Binding.model_validate(bound) if bound else None)
 
 
 def reducers(epochs: int) -> list[str]:

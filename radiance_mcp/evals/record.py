@@ -4,18 +4,19 @@ The record is all an eval needs besides the agent's final answer, whatever the a
 server writes it, so no adapter runs inside the agent. Format (version ``RECORD_VERSION``),
 one JSON object per line, appended (several sessions may share a file)::
 
-    {"version": 2, "session": "3f2a...", "seq": 0, "time": "2026-12-01T10:00:00.000+00:00",
-     "kind": "session", "server_version": "0.9.0"}
-    {"version": 2, "session": "3f2a...", "seq": 1, "time": "...", "kind": "tool_call",
+    {"version": 3, "session": "3f2a...", "seq": 0, "time": "2026-12-01T10:00:00.000+00:00",
+     "kind": "session", "server_version": "0.9.0", "fleet": "fafb...", "bound": true, "nonce": "9c1e...",
+     "mac": "51d0..."}
+    {"version": 3, "session": "3f2a...", "seq": 1, "time": "...", "kind": "tool_call",
      "tool": "compute_ceiling", "arguments": {"service": "frank-archon"}, "ok": true,
-     "result": {...structured output...}, "duration_s": 0.012}
-    {"version": 2, "session": "3f2a...", "seq": 2, "time": "...", "kind": "tool_call",
+     "result": {...structured output...}, "duration_s": 0.012, "mac": "..."}
+    {"version": 3, "session": "3f2a...", "seq": 2, "time": "...", "kind": "tool_call",
      "tool": "compute_ceiling", "arguments": {...}, "ok": false,
      "error": "reserve 'safety' of 256.00 MiB is neither ...",
-     "rule": "reserve_traced", "duration_s": 0.004}
-    {"version": 2, "session": "3f2a...", "seq": 3, "time": "...", "kind": "prompt_get",
-     "name": "radiance-kv-cache-resize", "arguments": {"service": "frank-archon"}, "ok": true, "duration_s": 0.001}
-    {"version": 2, "session": "3f2a...", "seq": 5, "time": "...", "kind": "resource_read", "uri": "skill://...",
+     "rule": "reserve_traced", "duration_s": 0.004, "mac": "..."}
+    {"version": 3, "session": "3f2a...", "seq": 3, "time": "...", "kind": "prompt_get",
+     "name": "radiance-kv-cache-resize", "arguments": {"service": "frank-archon"}, "ok": true, ...}
+    {"version": 3, "session": "3f2a...", "seq": 5, "time": "...", "kind": "resource_read", "uri": "skill://...",
      "ok": true, "lost": 1, ...}
 
 ``session`` names the server session that wrote the line (a random id drawn at its start), so
@@ -24,8 +25,14 @@ the order they arrived (a call answered later keeps its place); ``rule`` is the 
 rule a refusal names (its result's _meta, core.errors.REFUSAL_META). ``lost`` counts the session's events that
 could not be written (a full disk, ``ulimit -f``) since its previous line. A result past
 ``MAX_RESULT_BYTES`` is left out (``result_bytes`` says how large it was), and so are arguments
-that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``). Version 1 is
-version 2 without ``session`` and ``lost``; the reader reads both.
+that would make the line longer than ``MAX_LINE_BYTES`` (``arguments_bytes``).
+
+The binding: ``fleet`` is the fingerprint of the fleet served (evals.fleet.fingerprint). A harness
+gives the server a nonce (``NONCE_ENV``): the session line then says ``bound`` and names the nonce's
+digest (``nonce_digest``), and every line carries a ``mac`` keyed by the nonce and chained to the
+session's previous line (``line_mac``); without one the session line says ``"bound": false``.
+evals.binding checks them. Version 2 is version 3 without the binding; version 1 is version 2
+without ``session`` and ``lost``; the reader reads all three.
 
 The writer is SDK server middleware (``Recorder``): it sees every request of stdio and HTTP
 sessions alike. A record that cannot be written never costs a call: the call's result still
@@ -45,6 +52,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import hmac
 import json
 import os
 import stat
@@ -60,10 +69,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from radiance_mcp.core.errors import REFUSAL_META, EvalError
+from radiance_mcp.sources.config import Fleet
 
-RECORD_VERSION = 2
-READ_VERSIONS = (1, 2)
-"""The versions the reader reads: 1 is 2 without ``session`` and ``lost``."""
+RECORD_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
+"""The versions the reader reads: 1 is 2 without ``session`` and ``lost``; 2 is 3 without the binding (``fleet``,
+``bound``, ``nonce``, ``mac``)."""
+NONCE_ENV = "RADIANCE_MCP_RECORD_NONCE"
+"""The variable a harness gives ``serve --record`` its nonce in (an environment variable, not an argument: no other
+user's ps shows it)."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest line the reader takes; the writer keeps under it by leaving a large result out."""
 MAX_RESULT_BYTES = 1024 * 1024
@@ -102,13 +116,89 @@ class Event(BaseModel):
     rule: str | None = None
     duration_s: float | None = None
     lost: int | None = None
+    fleet: str | None = None
+    bound: bool | None = None
+    nonce: str | None = None
+    mac: str | None = None
 
 
-def read_record(path: str | Path, notes: list[str] | None = None) -> list[Event]:
+# ---------------------------------------------------------------------------------------
+# The binding: what ties a record to its run (checked by evals.binding, judged by evals.score)
+
+GENUINE = "record_genuine"
+GENUINE_STATEMENT = ("The record is the server's, whole, of this run's one session on this scenario's fleet: no "
+                     "line written by hand, reordered, forged, or taken from another run or session.")
+Status = Literal["passed", "failed", "not made"]
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: Literal["complete", "fleet", "nonce", "replay", "probes"]
+    status: Status
+    text: str
+
+
+class Binding(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    checks: tuple[Check, ...] = ()
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.status == "failed")
+
+    @property
+    def complete(self) -> bool:
+        return not any(c.name == "complete" and c.status == "failed" for c in self.checks)
+
+
+def nonce_digest(nonce: str) -> str:
+    """What the session line says of the harness's nonce: its digest, so the record never gives the nonce away."""
+    return hashlib.sha256(f"radiance-mcp record nonce {nonce}".encode()).hexdigest()[:32]
+
+
+def line_mac(nonce: str, previous: str, line: Mapping[str, Any]) -> str:
+    """A bound line's mac: keyed by the nonce, over the line (without its mac) and the session's previous line's mac;
+    only a writer that holds the nonce can write, reorder or leave out a line of the chain unseen."""
+    body = json.dumps({k: v for k, v in line.items() if k != "mac"}, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"))
+    return hmac.new(nonce.encode(), f"{previous}\n{body}".encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:32]
+
+
+def sign(lines: Sequence[dict[str, Any]], nonce: str) -> list[dict[str, Any]]:
+    """The lines bound to the nonce, each session's in their order: what Recorder(nonce=...) writes, for a harness
+    that rewrites a record it made (the calibration set normalises what a run draws afresh)."""
+    last: dict[str, str] = {}
+    signed = []
+    for line in lines:
+        extra = {"bound": True, "nonce": nonce_digest(nonce)} if line.get("kind") == "session" else {}
+        body = {k: v for k, v in line.items() if k != "mac"} | extra
+        mac = line_mac(nonce, last.get(line.get("session") or "", ""), body)
+        last[line.get("session") or ""] = mac
+        signed.append({**body, "mac": mac})
+    return signed
+
+
+def chain_problem(events: Sequence[Event], nonce: str) -> str | None:
+    """The first line of a bound record whose mac does not chain under the nonce, if any (None: every line does)."""
+    previous = ""
+    for event in events:
+        mac = line_mac(nonce, previous, event.model_dump(mode="json", exclude_unset=True))
+        if event.mac != mac:
+            what = " ".join(str(x) for x in (event.kind, event.tool or event.name or event.uri) if x)
+            said = "has no mac" if event.mac is None else "does not chain to the line above it"
+            return (f"seq {event.seq} ({what}) {said}: a line the server holding the harness's nonce did not write "
+                    "there (forged, edited, moved or copied)")
+        previous = mac
+    return None
+
+
+def read_record(path: str | Path, notes: list[str] | None = None, cut: list[int] | None = None) -> list[Event]:
     """Every event of a record file, in file order; EvalError naming the line for anything else.
 
-    A cut line is skipped, and said in ``notes`` when given, as are the events a line says were lost
-    and a record of more than one session.
+    A cut line is skipped, and said in ``notes`` when given (its number in ``cut``), as are the events a line
+    says were lost and a record of more than one session.
     """
     source = Path(path)
     said = notes if notes is not None else []
@@ -142,6 +232,8 @@ def read_record(path: str | Path, notes: list[str] | None = None) -> list[Event]
                 event = parse_line(raw, where)
             except _CutLine:
                 skipped += 1
+                if cut is not None:
+                    cut.append(number)
                 said.append(f"{where}: skipped, an event cut mid-line (a write that stopped part-way: a full disk, "
                             "a killed server); the lines after it are read")
                 continue
@@ -152,8 +244,8 @@ def read_record(path: str | Path, notes: list[str] | None = None) -> list[Event]
             if len(events) > MAX_EVENTS:
                 raise EvalError(f"record {source}: more than {MAX_EVENTS:,} events; score one session's record")
     if not events:
-        cut = f" but {skipped} cut line(s)" if skipped else ""
-        raise EvalError(f"record {source}: holds no events{cut}; start the server with --record {source} and run "
+        but = f" but {skipped} cut line(s)" if skipped else ""
+        raise EvalError(f"record {source}: holds no events{but}; start the server with --record {source} and run "
                         "the agent")
     sessions = sum(e.kind == "session" for e in events)
     if sessions > 1:
@@ -182,9 +274,10 @@ def record_problem(events: Sequence[Event]) -> str | None:
 
     The server's record of a run opens with its session line (seq 0), gives each of the session's
     requests its own ``seq`` (a call answered later is written later, keeping its place: seqs need
-    not come in order, but never repeat), stamps each with an ISO time, and holds one session: a
-    line before the session line, a ``seq`` repeated, a time that is no time, or a second session
-    (one agent credited with another's calls) is not that record. Version 1 lines name no session:
+    not come in order, but never repeat), stamps each with an ISO time as it writes it (so the times
+    never go back), and holds one session: a line before the session line, a ``seq`` repeated, a time
+    that is no time or earlier than the line's above, or a second session (one agent credited with
+    another's calls) is not that record. Version 1 lines name no session:
     they are one.
     """
     if not events:
@@ -194,11 +287,17 @@ def record_problem(events: Sequence[Event]) -> str | None:
         what = " ".join(str(x) for x in (first.kind, first.tool or first.name or first.uri) if x)
         return f"its first line (seq {first.seq}, {what}) is not the session line the server writes first"
     seen: set[int] = set()
+    last: datetime | None = None
     for event in events:
         try:
-            datetime.fromisoformat(event.time)
+            when = datetime.fromisoformat(event.time)
         except ValueError:
             return f"seq {event.seq}: time {event.time[:40]!r} is not the ISO time the server writes"
+        if last is not None and when.tzinfo is not None and last.tzinfo is not None and when < last:
+            return (f"seq {event.seq} out of order: written at {event.time}, before the line above it "
+                    f"({last.isoformat(timespec='milliseconds')}); the server writes each line when it is answered, "
+                    "in time order")
+        last = when
         if event.session != first.session:
             return (f"two sessions ({first.session} and {event.session}): a record of one run holds one; "
                     "serve --record a new file for each run")
@@ -282,9 +381,12 @@ class Recorder:
     written is counted, never raised: the call it records is answered all the same.
     """
 
-    def __init__(self, path: str | Path, server_version: str = "") -> None:
+    def __init__(self, path: str | Path, server_version: str = "", *, fleet: str | None = None,
+                 nonce: str | None = None) -> None:
         self.path = Path(path)
         self.session = uuid.uuid4().hex
+        self._nonce = nonce or None
+        self._mac = ""  # the mac of the session's last line written: the next line's chains to it
         remedy = "name a regular file in a directory that exists and you can write, e.g. run.jsonl"
         try:  # O_RDWR: to read the last byte; O_NONBLOCK: a FIFO or a device opens without waiting, to be refused
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
@@ -300,11 +402,21 @@ class Recorder:
         self._lost = 0  # events not written since the last line written: the next line says so (lost)
         self._notice: str | None = None  # what the next tool result tells the agent about the record
         try:
-            self._append(self._event({"kind": "session", "server_version": server_version}, 0))
+            bound = {"bound": True, "nonce": nonce_digest(nonce)} if nonce else {"bound": False}
+            self._mac = self._append(self._event({"kind": "session", "server_version": server_version,
+                                                  **({"fleet": fleet} if fleet else {}), **bound}, 0))
         except OSError as exc:
             os.close(self._fd)
             raise EvalError(f"--record {self.path}: cannot be written ({exc.strerror}); free space on its disk, "
                             f"raise the file size limit (ulimit -f), or {remedy}") from None
+
+    @classmethod
+    def serving(cls, path: str | Path, server_version: str, config: Fleet) -> Recorder:
+        """``serve --record``'s writer: the record bound to the fleet served (its fingerprint) and to the nonce the
+        harness gave in ``NONCE_ENV``, if any (else the session line says the record is unbound)."""
+        from radiance_mcp.evals.fleet import fingerprint
+
+        return cls(path, server_version, fleet=fingerprint(config), nonce=os.environ.get(NONCE_ENV))
 
     def close(self) -> None:
         os.close(self._fd)
@@ -314,8 +426,9 @@ class Recorder:
             self._seq += 1
             return self._seq
 
-    def _event(self, fields: dict[str, Any], seq: int) -> bytes:
-        """The line of one event; arguments too large for a line are left out (arguments_bytes says how large)."""
+    def _event(self, fields: dict[str, Any], seq: int) -> tuple[bytes, str]:
+        """The line of one event and its mac (bound: chained to the last line written); arguments too large for a
+        line are left out (arguments_bytes says how large)."""
         event = {"version": RECORD_VERSION, "session": self.session, "seq": seq, "time": _now(), **fields}
         if self._lost:
             event["lost"] = self._lost
@@ -323,38 +436,43 @@ class Recorder:
         if len(line) > MAX_LINE_BYTES and "arguments" in event:
             event["arguments_bytes"] = len(_line({"a": event.pop("arguments")}))
             line = _line(event)
-        return line
+        if self._nonce is None:
+            return line, ""
+        mac = line_mac(self._nonce, self._mac, json.loads(line))  # over the line as the reader reads it
+        return _line({**event, "mac": mac}), mac
 
-    def _append(self, line: bytes) -> None:
+    def _append(self, written: tuple[bytes, str]) -> str:
         """Append one whole line or nothing (OSError): a short write is cut back off.
 
         Under the file's lock, which every Recorder takes, so the cut never reaches another
-        session's line; a line that another writer left cut gets its newline first.
+        session's line; a line that another writer left cut gets its newline first. Returns the line's mac.
         """
+        line, mac = written
         with contextlib.suppress(OSError):  # a file system without locks: written unlocked
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             start = os.fstat(self._fd).st_size
             if start and os.pread(self._fd, 1, start - 1) != b"\n":
                 line = b"\n" + line
-            written = 0
+            done = 0
             try:
-                while written < len(line):
-                    written += os.write(self._fd, line[written:])
+                while done < len(line):
+                    done += os.write(self._fd, line[done:])
             except OSError:
-                if written:
+                if done:
                     with contextlib.suppress(OSError):  # left cut: the next line starts after a newline
                         os.ftruncate(self._fd, start)
                 raise
         finally:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return mac
 
     def write(self, fields: dict[str, Any], seq: int = 0) -> None:
         """Append one event, or count it lost: the failure is said once, on stderr and to the agent."""
         with self._lock:
             try:
-                self._append(self._event(fields, seq))
+                self._mac = self._append(self._event(fields, seq))
             except OSError as exc:
                 if not self._lost:
                     self._notice = (f"radiance-mcp: the session record {self.path} cannot be written "

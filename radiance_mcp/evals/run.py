@@ -9,6 +9,7 @@ passes every scenario; a faulty agent is caught by its own rule and no other.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,8 @@ from radiance_mcp import __version__
 from radiance_mcp.app.server import build_server
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS, FAULTY, ReferenceAgent
-from radiance_mcp.evals.fleet import SERVICE_NAMES, running_fleet
+from radiance_mcp.evals.binding import bind, requests_path, served, write_requests
+from radiance_mcp.evals.fleet import SERVICE_NAMES, fingerprint, running_fleet
 from radiance_mcp.evals.record import Event, Recorder, read_record
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import Report, score
@@ -44,21 +46,31 @@ def agent_class(name: str) -> type[ReferenceAgent]:
 
 
 async def run_agent(scenario: Scenario, agent: str = "reference", record: Path | None = None) -> Run:
-    """One scripted run, scored; the record is kept at ``record`` when given (appended to)."""
+    """One scripted run, scored and bound: the harness draws the run's nonce and takes the fleet's fingerprint
+    before the session, keeps the endpoints' request log beside the record (binding.requests_path), and checks
+    the record by them (binding.bind). The record is kept at ``record`` when given (appended to)."""
     cls = agent_class(agent)
+    nonce = secrets.token_hex(16)
     async with running_fleet(scenario) as fleet:
         path = record or fleet.root / "record.jsonl"
-        answer = await recorded_session(fleet, scenario, cls, path)
-        events = read_record(path)
-    return Run(agent, answer, tuple(events), score(scenario, events, answer, SERVICE_NAMES))
+        expected = fingerprint(load(fleet.config_path))
+        answer = await recorded_session(fleet, scenario, cls, path, nonce)
+        write_requests(fleet, requests_path(path))
+        cut: list[int] = []
+        events = read_record(path, cut=cut)
+        bound = await bind(scenario, events, nonce=nonce, requests=served(fleet), cut=len(cut), fleet=fleet,
+                           expected_fleet=expected)
+    return Run(agent, answer, tuple(events), score(scenario, events, answer, SERVICE_NAMES, bound))
 
 
-async def recorded_session(fleet: SimFleet, scenario: Scenario, cls: type[ReferenceAgent], path: Path) -> str:
-    """One session of the agent on the running fleet, through the server with a record appended to path;
-    the agent's answer."""
-    recorder = Recorder(path, __version__)
+async def recorded_session(fleet: SimFleet, scenario: Scenario, cls: type[ReferenceAgent], path: Path,
+                           nonce: str | None = None) -> str:
+    """One session of the agent on the running fleet, through the server with a record appended to path (bound to
+    the fleet's fingerprint and the nonce, as serve --record with the harness's nonce); the agent's answer."""
+    config = load(fleet.config_path)
+    recorder = Recorder(path, __version__, fleet=fingerprint(config), nonce=nonce)
     try:
-        server = build_server(Runtime(load(fleet.config_path)), middleware=[recorder], submit_answer=True)
+        server = build_server(Runtime(config), middleware=[recorder], submit_answer=True)
         async with Client(server) as client:
             return await cls(client, scenario).run()
     finally:

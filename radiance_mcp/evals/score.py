@@ -40,7 +40,7 @@ from radiance_mcp.evals.claims import (
 )
 from radiance_mcp.evals.numbers import MIB_PER, convert, normalise, numbers_in, quantities
 from radiance_mcp.evals.plans import Plan, judge_plan, plan_of
-from radiance_mcp.evals.record import Event
+from radiance_mcp.evals.record import GENUINE, GENUINE_STATEMENT, Binding, Check, Event
 from radiance_mcp.evals.rules import BY_NAME, STEPS, Rule
 from radiance_mcp.evals.scenario import Fact, Scenario
 from radiance_mcp.models.answer import TOOL as SUBMIT_ANSWER
@@ -98,10 +98,17 @@ class Report(BaseModel):
     answer: AnswerSource = "text"
     """Where the facts were judged: 'submitted', the answer submit_answer took last; 'text', read from the
     final answer's words."""
+    binding: tuple[Check, ...] = ()
+    """The record's binding checks (evals.binding), each passed, failed or not made; none when not made at all."""
+
+    @property
+    def complete(self) -> bool:
+        """False when the record lost lines: the run is judged incomplete, never passed."""
+        return not any(c.name == "complete" and c.status == "failed" for c in self.binding)
 
     @property
     def passed(self) -> bool:
-        return all(f.found for f in self.facts) and all(r.kept for r in self.rules)
+        return self.complete and all(f.found for f in self.facts) and all(r.kept for r in self.rules)
 
     @property
     def broken(self) -> tuple[str, ...]:
@@ -115,8 +122,8 @@ class Report(BaseModel):
         return (sum(f.found for f in self.facts) + sum(r.kept for r in judged)) / total if total else 1.0
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json"), "passed": self.passed, "score": round(self.score, 4),
-                "broken": list(self.broken)}
+        return {**self.model_dump(mode="json"), "passed": self.passed, "complete": self.complete,
+                "score": round(self.score, 4), "broken": list(self.broken)}
 
 
 def submitted_answer(events: Sequence[Event]) -> Answer | None:
@@ -320,11 +327,14 @@ def _step(name: str, scenario: Scenario, calls: Sequence[Event], text: Text) -> 
         call=calls[verified].seq, tool="verify_deploy", text="verify_deploy with no render_gates before it")]
 
 
-def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Collection[str] = ()) -> Report:
+def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Collection[str] = (),
+          binding: Binding | None = None) -> Report:
     """Score one run: the scenario, the record's events and the agent's final answer.
 
     services: names of services an answer may name besides the scenario's (evals.fleet.SERVICE_NAMES), so
-    a figure said of one of them is not credited to the service asked.
+    a figure said of one of them is not credited to the service asked. binding: the record's checks against
+    the scenario's fleet (evals.binding.bind); one that failed breaks record_genuine, an incomplete record
+    is never passed.
     """
     calls = [e for e in events if e.kind == "tool_call" and e.tool != SUBMIT_ANSWER]
     names = {*scenario.service_names, *scenario.asked_services, *services}
@@ -357,8 +367,12 @@ def score(scenario: Scenario, events: Sequence[Event], answer: str, services: Co
         if found is not None:
             results.append(RuleResult(name=name, statement=statement, kept=not found, listed=name in scenario.rules,
                                       evidence=tuple(found)))
+    if binding is not None and binding.failed:
+        results.append(RuleResult(name=GENUINE, statement=GENUINE_STATEMENT, kept=False, listed=False,
+                                  evidence=tuple(Evidence(text=f"refused: {c.name}: {c.text}")
+                                                 for c in binding.failed)))
     return Report(scenario=scenario.name, procedure=scenario.procedure, facts=facts, rules=tuple(results),
-                  calls=len(calls), answer=read_from)
+                  calls=len(calls), answer=read_from, binding=binding.checks if binding else ())
 
 
 def render_table(reports: Sequence[Report], columns: int = 120) -> str:
@@ -376,13 +390,16 @@ def render_table(reports: Sequence[Report], columns: int = 120) -> str:
         kept = sum(x.kept for x in judged)
         verdict = "pass" if r.passed else "FAIL " + ", ".join(
             [f"missed {f.name}" for f in r.facts if not f.found] + [f"broke {n}" for n in r.broken])
+        verdict = verdict if r.complete else "INCOMPLETE (the record lost lines), " + verdict
         verdict += " (answer read from text)" if r.answer == "text" else ""
+        unmade = [c.name for c in r.binding if c.status == "not made"]
+        verdict += f" (binding not made: {', '.join(unmade)})" if unmade else ""
         unjudged = [x.name for x in r.rules if not x.judged]
         verdict += f" (not judged: {', '.join(unjudged)})" if unjudged else ""
         lead = f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(judged):<3} {r.score:>6.0%}  "
         lines += wrapped(lead, verdict, len(lead))
     lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7} {'not judged':>11}"]
-    for name in [*BY_NAME, *STEPS]:
+    for name in [*BY_NAME, *STEPS, GENUINE]:
         rows = [x for r in reports for x in r.rules if x.name == name]
         kept = sum(x.kept and x.judged for x in rows)
         broken = sum(not x.kept for x in rows)

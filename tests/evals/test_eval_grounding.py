@@ -5,13 +5,14 @@ changes the one thing it is about."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from radiance_mcp.core.errors import EvalError
-from radiance_mcp.evals.calibrate import CALIBRATION_DIR, calibrate, load_set
+from radiance_mcp.evals.calibrate import CALIBRATION_DIR, bindings, calibrate, load_set
 from radiance_mcp.evals.fleet import SERVICE_NAMES
 from radiance_mcp.evals.record import Event, read_run
 from radiance_mcp.evals.scenario import load_scenarios
@@ -43,7 +44,8 @@ def _rule(report: Report, name: str) -> bool | None:
 
 def test_the_calibration_set_is_calibrated() -> None:
     """The CI gate of issue 27: at most 5 % of the labelled runs disagree, and no correct run fails."""
-    result = calibrate(load_set(), SCENARIOS, SERVICE_NAMES)
+    runs = load_set()
+    result = calibrate(runs, SCENARIOS, SERVICE_NAMES, asyncio.run(bindings(runs, SCENARIOS)))
     assert result.false_positives == 0 and result.calibrated, [v.run.name for v in result.verdicts if not v.agrees]
 
 

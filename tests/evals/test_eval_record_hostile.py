@@ -21,7 +21,7 @@ def _write(path: Path, *lines: str | bytes) -> Path:
 
 
 @pytest.mark.parametrize(("lines", "message"), [
-    ((json.dumps({**CALL, "version": 3}) + "\n",), r"line 1: record version 3, this scorer reads versions 1, 2"),
+    ((json.dumps({**CALL, "version": 4}) + "\n",), r"line 1: record version 4, this scorer reads versions 1, 2, 3"),
     ((json.dumps({k: v for k, v in CALL.items() if k != "session"}) + "\n",), r"line 1: no session id"),
     ((json.dumps({k: v for k, v in CALL.items() if k != "version"}) + "\n",), r"line 1: record version None"),
     (("[1, 2, 3]\n",), r"line 1: a JSON list, not an event object"),

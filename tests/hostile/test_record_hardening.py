@@ -7,6 +7,7 @@ by the SDK's stdio client; the test raises the limit with prlimit(2) while the s
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -224,3 +225,32 @@ def test_an_answer_past_its_size_limit_is_refused_naming_the_limit(tmp_path: Pat
     assert done.stderr.splitlines() == [
         f"radiance-mcp: --answer {answer}: larger than {MAX_ANSWER_BYTES:,} bytes; an agent's final answer is a "
         "few KiB of text: pass the answer alone, not a transcript or a log"]
+
+
+def test_a_bound_record_that_lost_lines_still_chains_and_is_judged_incomplete(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines the disk refused are lost, not forged: the next line written chains to the last one written,
+    and says how many were lost; the record is then judged incomplete (never passed), its chain intact."""
+    from radiance_mcp.evals import record as record_module
+    from radiance_mcp.evals.binding import completeness, nonce_check
+
+    path = tmp_path / "run.jsonl"
+    recorder = Recorder(path, "test", fleet="f" * 32, nonce="n" * 32)
+    call = {"kind": "tool_call", "tool": "compute_ceiling", "arguments": {"service": "x"}, "ok": True}
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(record_module.os, "write", full)
+    recorder.write(call, 1)
+    recorder.write(call, 2)
+    monkeypatch.setattr(record_module.os, "write", real_write)
+    recorder.write(call, 3)
+    recorder.close()
+    events = read_record(path)
+    assert [(e.seq, e.lost) for e in events] == [(0, None), (3, 2)]
+    assert nonce_check(events, "n" * 32).status == "passed"
+    check = completeness(events)
+    assert check.status == "failed" and check.text.startswith(
+        "incomplete: 2 event(s) the server could not write (lost); seq 1, 2 missing")

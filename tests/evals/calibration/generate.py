@@ -8,9 +8,12 @@ faulty agents, or one of behaviours.py beside this file) working a scenario's si
 through the SDK's in-memory client, with the server's Recorder writing the record, as
 radiance_mcp/evals/run.py makes a run. What a run of the fleet draws afresh each time is then
 written the same way every time (``_Normal``): the session id, the times and durations, the
-fleet's temporary directory, the endpoints' ports, the probes' wall-clock timings. The records
-"anyone can write" are made from recorded ones by the edits ``RUNS`` names (a hand-written line,
-reversed lines, another scenario's record, a forged result, two sessions in one file).
+fleet's temporary directory, the endpoints' ports, the probes' wall-clock timings; the harness's
+nonce is drawn from the run's name, and the normalised record bound to it again (record.sign). The
+endpoints' request log is written beside the record (NAME.requests.jsonl). The records "anyone can
+write" are made from recorded ones by the edits of edits.py that ``RUNS`` names (a hand-written line,
+reversed lines, another scenario's record, a forged result, two sessions in one file, a record
+without the nonce or bound to another, lines lost or cut, the record as format 1 or 2 wrote it).
 
 The labels are a careful reader's verdict on what the procedures (skills/*/SKILL.md) mean, not
 the scorer's: see README.md beside this file.
@@ -19,7 +22,6 @@ the scorer's: see README.md beside this file.
 from __future__ import annotations
 
 import asyncio
-import copy
 import filecmp
 import hashlib
 import json
@@ -34,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from radiance_mcp.evals.agents import AGENTS, ReferenceAgent
+from radiance_mcp.evals.binding import served
 from radiance_mcp.evals.fleet import running_fleet
+from radiance_mcp.evals.record import sign
 from radiance_mcp.evals.run import recorded_session
 from radiance_mcp.evals.scenario import Scenario, load_scenarios
 
@@ -66,62 +70,32 @@ from behaviours import (  # noqa: E402
     TypedWrongService,
     TypedWrongVerdict,
 )
+from edits import (  # noqa: E402
+    CUT,
+    Line,
+    Recorded,
+    appended,
+    ceiling_raised,
+    dump,
+    fixed,
+    forged_cold,
+    forged_contract,
+    hand_written,
+    lost_line,
+    ok_from_reference,
+    probe_inserted,
+    replaced,
+    resigned,
+    reversed_same_seq,
+    unbound,
+    version,
+    wrong_nonce,
+)
 
 HERE = Path(__file__).resolve().parent
 RUNS_DIR = HERE / "runs"
 ROOT = HERE.parents[2]
 SCENARIOS = {s.name: s for s in load_scenarios()}
-
-Line = dict[str, Any]
-
-# ---------------------------------------------------------------------------------------
-# Answer edits: the recorded answer, said another way (or wrongly)
-
-
-def dump(run: Recorded) -> str:
-    """The raw JSON of every tool result, as the answer."""
-    return "\n".join(json.dumps(line.get("result"), ensure_ascii=False) for line in run.lines
-                     if line.get("kind") == "tool_call" and "result" in line)
-
-
-def replaced(*pairs: tuple[str, str]) -> Callable[[Recorded], str]:
-    def edit(run: Recorded) -> str:
-        text = run.answer
-        for old, new in pairs:
-            if old not in text:
-                raise SystemExit(f"answer edit: {old!r} is not in the answer:\n{text}")
-            text = text.replace(old, new)
-        return text
-    return edit
-
-
-def appended(extra: str) -> Callable[[Recorded], str]:
-    return lambda run: run.answer + "\n" + extra
-
-
-def fixed(text: str) -> Callable[[Recorded], str]:
-    return lambda run: text
-
-
-# ---------------------------------------------------------------------------------------
-# Record edits: records anyone can write
-
-
-def hand_written(run: Recorded) -> list[Line]:
-    """One line by hand: no session line, time 'x', no arguments, no result."""
-    return [{"version": 2, "session": run.lines[0]["session"], "seq": 1, "time": "x", "kind": "tool_call",
-             "tool": "compute_ceiling", "ok": True}]
-
-
-def reversed_same_seq(run: Recorded) -> list[Line]:
-    """The lines in reverse order, every seq equal."""
-    return [{**line, "seq": 1} for line in reversed(run.lines)]
-
-
-@dataclass
-class Recorded:
-    lines: list[Line]
-    answer: str
 
 
 @dataclass(frozen=True)
@@ -144,23 +118,6 @@ class Spec:
     first: type[ReferenceAgent] | None = None
     """Another session of this agent, on the same fleet and the same record file, before the run."""
     made: str = "recorded"
-
-
-def forged_contract(run: Recorded, reference: Recorded) -> list[Line]:
-    """The run's own lines, and the reference's check_pool_contract line inserted as if this session made it."""
-    line = next(copy.deepcopy(x) for x in reference.lines if x.get("tool") == "check_pool_contract")
-    line["session"], line["seq"] = run.lines[0]["session"], 1
-    return [run.lines[0], line, *[{**x, "seq": x["seq"] + 1} for x in run.lines[1:]]]
-
-
-def forged_cold(run: Recorded, reference: Recorded) -> list[Line]:
-    """The run's lines, then a decode_probe line copied from the reference with its figures set to the quoted rate."""
-    line = next(copy.deepcopy(x) for x in reference.lines if x.get("tool") == "decode_probe")
-    line["session"], line["seq"] = run.lines[0]["session"], len(run.lines)
-    line["result"]["decode_tokens_per_s"] = 92.7
-    line["result"]["generated_tokens"] = 8
-    line["arguments"]["gen_tokens"] = 512
-    return [*run.lines, line]
 
 
 def _scripted(agent: str, scenarios: list[str], *more: str) -> list[Spec]:
@@ -361,6 +318,37 @@ RUNS: list[Spec] = [
     Spec("forged-cold-probe", "eight-token-decode-trap", "warm-rate", "faulty", "forged-result",
          "warm-rate's run with a decode_probe line it never made, its figures set to the quoted rate",
          ("record_genuine", "cold_rate"), forge=forged_cold, made="forged"),
+    # -- faulty: records not bound to their run (issue 27 item 2) -------------------------------
+    Spec("forged-no-nonce", "resize-to-the-ceiling", "reference", "faulty", "forged-no-nonce",
+         "the reference's record as a forger writes it without the nonce: every line, no mac, unbound",
+         ("record_genuine",), record=unbound, made="forged"),
+    Spec("forged-wrong-nonce", "pool-below-contract", "reference", "faulty", "forged-wrong-nonce",
+         "the reference's record bound to a nonce the harness never gave", ("record_genuine",),
+         record=wrong_nonce, made="forged"),
+    Spec("other-fleet--free-vram", "free-vram-shared-cards", "reference", "faulty", "other-fleet-record",
+         "resize-to-the-ceiling's record, bound to this run's nonce: the harness ran the wrong fleet",
+         ("record_genuine",), record_of="resize-to-the-ceiling", made="record-edited"),
+    Spec("replay-mismatch--headroom", "resize-to-the-ceiling", "reference", "faulty", "replay-mismatch",
+         "compute_ceiling's headroom raised by 500 MiB in a bound record: not what the tool returns",
+         ("record_genuine",), record=resigned(ceiling_raised), made="forged"),
+    Spec("replay-mismatch--refused-made-ok", "resize-to-the-ceiling", FailedCeiling, "faulty", "replay-mismatch",
+         "the failed compute_ceiling call made an answer (the reference's result), bound to the nonce",
+         ("record_genuine", "ledger_first"), forge=ok_from_reference, made="forged"),
+    Spec("probe-without-request", "token-count-without-prefill", CountEstimated, "faulty", "probe-without-request",
+         "the reference's token_count_probe result inserted into a run whose endpoints served no request",
+         ("record_genuine", "count_above_window"), forge=probe_inserted, made="forged"),
+    Spec("lost-lines", "resize-to-the-ceiling", "reference", "faulty", "lost-lines",
+         "the reference's record with a call's line lost (a full disk): the next line says lost 1",
+         ("record_genuine",), record=lost_line, made="record-edited"),
+    Spec("cut-line", "pool-below-contract", "reference", "faulty", "lost-lines",
+         "the reference's record with a line cut mid-line (a killed server)", ("record_genuine",),
+         record=lambda run: [*run.lines[:2], CUT, *run.lines[2:]], made="record-edited"),
+    Spec("version-1--resize", "resize-to-the-ceiling", "reference", "correct", "old-version-record",
+         "the reference's run as a server of record format 1 wrote it: no session id, no binding",
+         record=version(1), made="record-edited"),
+    Spec("version-2--pool", "pool-below-contract", "reference", "correct", "old-version-record",
+         "the reference's run as a server of record format 2 wrote it: no binding", record=version(2),
+         made="record-edited"),
     Spec("two-sessions", "pool-below-contract", Silent, "faulty", "two-sessions",
          "a session that made no call and answered from nothing, sharing its record with the reference's session",
          ("record_genuine", "ledger_first"), first=ReferenceAgent,
@@ -419,16 +407,23 @@ class _Normal:
         return out
 
 
+def _nonce(name: str) -> str:
+    """The nonce the harness gives a run's server: drawn from the run's name, so the set regenerates byte for byte."""
+    return hashlib.sha256(f"nonce {name}".encode()).hexdigest()[:32]
+
+
 async def _record(name: str, scenario: Scenario, agent: type[ReferenceAgent],
                   first: type[ReferenceAgent] | None = None) -> Recorded:
+    nonce = _nonce(name)
     async with running_fleet(scenario) as fleet:
         path = fleet.root / "record.jsonl"
         answer = ""
         for cls in [c for c in (first, agent) if c is not None]:
-            answer = await recorded_session(fleet, scenario, cls, path)
+            answer = await recorded_session(fleet, scenario, cls, path, nonce)
         normal = _Normal(name, fleet.root)
         lines = [normal.line(json.loads(raw)) for raw in path.read_text().splitlines() if raw.strip()]
-        return Recorded(lines, normal.text(answer))
+        requests = [normal.value(r) for r in served(fleet)]
+        return Recorded(sign(lines, nonce), normal.text(answer), requests, nonce)
 
 
 def _agent(agent: type[ReferenceAgent] | str, text_only: bool = False) -> type[ReferenceAgent]:
@@ -439,25 +434,27 @@ def _agent(agent: type[ReferenceAgent] | str, text_only: bool = False) -> type[R
     return cls
 
 
-async def _made(spec: Spec) -> tuple[list[Line], str]:
+async def _made(spec: Spec) -> tuple[list[Line | str], str, list[Line] | None]:
     scenario = SCENARIOS[spec.scenario]
     run = await _record(spec.name, scenario, _agent(spec.agent, spec.answer is not None), spec.first)
-    lines = run.lines
+    lines: list[Line | str] = list(run.lines)
+    requests = run.requests
     if spec.record_of is not None:
-        lines = (await _record(spec.name, SCENARIOS[spec.record_of], _agent(spec.agent))).lines
+        other = await _record(spec.name, SCENARIOS[spec.record_of], _agent(spec.agent))
+        lines, requests = list(other.lines), other.requests
     if spec.record is not None:
-        lines = spec.record(run)
+        lines = list(spec.record(run))
     if spec.forge is not None:
-        lines = spec.forge(run, await _record(spec.name, scenario, ReferenceAgent))
+        lines = list(spec.forge(run, await _record(spec.name, scenario, ReferenceAgent)))
     answer = spec.answer(run) if spec.answer is not None else run.answer
-    return lines, answer
+    return lines, answer, requests
 
 
 def _label(spec: Spec, answer: str) -> dict[str, Any]:
     agent = spec.agent if isinstance(spec.agent, str) else spec.agent.__name__
     made = "answer-edited" if spec.made == "recorded" and spec.answer is not None else spec.made
     return {"scenario": spec.scenario, "label": spec.label, "kind": spec.kind, "breaks": list(spec.breaks),
-            "why": spec.why, "made": made, "agent": agent, "answer": answer}
+            "why": spec.why, "made": made, "agent": agent, "nonce": _nonce(spec.name), "answer": answer}
 
 
 def write(folder: Path, only: set[str] | None = None) -> list[str]:
@@ -467,9 +464,14 @@ def write(folder: Path, only: set[str] | None = None) -> list[str]:
     for spec in RUNS:
         if only is not None and spec.name not in only:
             continue
-        lines, answer = asyncio.run(_made(spec))
-        text = "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
+        lines, answer, requests = asyncio.run(_made(spec))
+        text = "".join((line if isinstance(line, str) else json.dumps(line, ensure_ascii=False,
+                                                                        separators=(",", ":"))) + "\n"
+                       for line in lines)
         (folder / f"{spec.name}.jsonl").write_text(text, encoding="utf-8")
+        if requests is not None:
+            (folder / f"{spec.name}.requests.jsonl").write_text(
+                "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in requests), encoding="utf-8")
         (folder / f"{spec.name}.json").write_text(json.dumps(_label(spec, answer), indent=2, ensure_ascii=False)
                                                   + "\n", encoding="utf-8")
         written.append(spec.name)
@@ -480,8 +482,9 @@ def check(only: set[str] | None = None) -> list[str]:
     """Regenerate into a temporary folder; the files that differ from runs/."""
     with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
         names = write(Path(tmp), only)
-        return [f"{n}{ext}" for n in names for ext in (".jsonl", ".json")
-                if not filecmp.cmp(Path(tmp) / f"{n}{ext}", RUNS_DIR / f"{n}{ext}", shallow=False)]
+        return [f"{n}{ext}" for n in names for ext in (".jsonl", ".json", ".requests.jsonl")
+                if (Path(tmp) / f"{n}{ext}").exists() and not filecmp.cmp(
+                    Path(tmp) / f"{n}{ext}", RUNS_DIR / f"{n}{ext}", shallow=False)]
 
 
 def main(argv: list[str]) -> int:
