@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from cli_run import CliRunner
 
-from radiance_mcp.evals.calibrate import MORE_RULES, calibrate, load_set
+from radiance_mcp.evals.calibrate import MORE_RULES, bindings, calibrate, load_set
 from radiance_mcp.evals.fleet import SERVICE_NAMES
 from radiance_mcp.evals.record import Event
 from radiance_mcp.evals.rules import BY_NAME, STEPS
@@ -101,7 +101,7 @@ def test_calibrate_prints_a_confusion_matrix_per_rule_from_the_labels(cli: CliRu
     """Per rule: tp + fn are the runs whose label names the rule, tp + fp the runs the scorer caught breaking it;
     the text shows the figures the JSON gives."""
     runs = load_set()
-    result = calibrate(runs, SCENARIOS, SERVICE_NAMES)
+    result = calibrate(runs, SCENARIOS, SERVICE_NAMES, asyncio.run(bindings(runs, SCENARIOS)))  # as the CLI binds
     done = cli("eval", "--calibrate", "--json", cwd=ROOT)
     matrix = json.loads(done.stdout)["matrix"]
     assert matrix == result.matrix() and list(matrix) == [*BY_NAME, *STEPS, *MORE_RULES]
