@@ -3,6 +3,7 @@
     radiance-mcp eval                                   # the reference agent on every scenario
     radiance-mcp eval --agent decode-8                  # a faulty agent, where its rule is listed
     radiance-mcp eval --agent all                       # the reference and every faulty agent
+    radiance-mcp eval --agent all --split held-out      # only the scenarios the agents were not written against
     radiance-mcp eval --scenario NAME --record FILE --answer FILE   # score any agent's run
     radiance-mcp eval --calibrate [DIR]                 # the scorer against the labelled runs
 
@@ -31,7 +32,7 @@ FAILED = 3
 
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
-    everything = load_scenarios(args.scenarios_dir)
+    everything = load_scenarios(args.scenarios_dir, getattr(args, "split", None))
     if not args.scenario:
         return everything
     by_name = {s.name: s for s in everything}
