@@ -17,7 +17,7 @@ from radiance_mcp.evals.reference import FaultyAgent, Result
 
 class FromMemory(FaultyAgent):
     name, breaks = "from-memory", "ledger_first"
-    fault = "works the pool contract out from the question's shape, reading no ledger"
+    fault = "works the pool contract out from the question's shape, and the ceiling from the formula, reading no ledger"
 
     async def task_pool(self) -> None:
         from radiance_mcp.core.constants import DEFAULT_MODEL
@@ -36,6 +36,11 @@ class FromMemory(FaultyAgent):
             "formula": f"{seqs} x {window:,} x {found.rate_bytes_per_token:,} B + ... = "
                        f"{found.required_mib:,.2f} MiB against pool {pool:,} MiB",
         })
+
+
+    async def task_ceiling(self) -> None:
+        self.say("From memory: the pair can grow to the engine's ceiling, (settled free - engine floor) + the pair; "
+                 "the ledger was not read.")
 
 
 class OutsideFree(FaultyAgent):

@@ -22,6 +22,7 @@ a faulty agent, from the wrong place its fault names.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar, cast
 
 from mcp import Client
@@ -127,7 +128,8 @@ class ReferenceAgent:
         label = self.plan.reserve_label or "a reserve of our own"
         if self.plan.reserve_line:
             candidate = table["reserve_candidates"][0]
-            return [{"mib": candidate["mib"], "label": label, "line": candidate["line"]}]
+            line = candidate["line"]
+            return [{"mib": candidate["mib"], "label": label, "line": line["line"] if isinstance(line, dict) else line}]
         if self.plan.reserve_mib is None:
             return []
         return [{"mib": self.plan.reserve_mib, "label": label, "personal": True}]
@@ -150,7 +152,8 @@ class ReferenceAgent:
             self.say(f"Personal reserve (no ledger line backs it): {reserve}.")
         for reserve in ceiling.get("reserves") or []:
             if reserve.get("line") is not None:
-                self.say(f"Reserve traced to ledger line {reserve['line']}: {reserve.get('mib')} MiB.")
+                line = reserve["line"]["line"] if isinstance(reserve["line"], dict) else reserve["line"]
+                self.say(f"Reserve traced to ledger line {line}: {reserve.get('mib')} MiB.")
         if reserves:
             self.say(f"Less the reserves, the largest pair the gate allows: {ceiling['max_pair_mib']:,} MiB.")
             self.figure("max_pair_mib", ceiling["max_pair_mib"], "MiB")
@@ -245,6 +248,9 @@ class ReferenceAgent:
         self.say(f"{service}: headroom {row['headroom_mib']:,} MiB; slope {row['slope']['value']} slots/MiB "
                  f"({row['slope'].get('text') or row['slope']['source']}).")
         self.figure("headroom_mib", row["headroom_mib"], "MiB")
+        mover = re.search(r"ledger mover: (\d+) slots", str(row["slope"].get("text") or ""))
+        if mover:
+            self.figure("mover slots at boot", int(mover.group(1)), "count")
         for option in row["options"]:
             for item in [*option.get("gains", []), *option.get("takes", [])]:
                 self.say(f"{option.get('name')}: {item['name']}: {item['value']:,g} {item['unit']} ({item['text']})")
