@@ -172,8 +172,9 @@ def _list(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     print("scenarios:", file=out)
-    for scenario in load_scenarios(args.scenarios_dir):
-        print(f"  {scenario.name:<32} {scenario.procedure:<34} rules: {', '.join(scenario.rules)}", file=out)
+    for scenario in load_scenarios(args.scenarios_dir, getattr(args, "split", None)):
+        print(f"  {scenario.name:<32} {scenario.procedure:<34} {scenario.split:<9} rules: {', '.join(scenario.rules)}",
+              file=out)
     print("agents:", file=out)
     for name, cls in AGENTS.items():
         print(f"  {name:<22} {cls.breaks or '-':<22} {cls.fault}", file=out)

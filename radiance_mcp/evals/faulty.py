@@ -246,8 +246,8 @@ class SkipAudit(FaultyAgent):
     fault = "reads the proven boot's table and blames the container image, with no step-shape audit"
 
     async def audit(self) -> None:
-        proven = self.need(self.plan.proven_service, "proven_service")
-        await self.call("read_budget_table", service=proven)
+        proven = self.need(self.plan.proven_service or self.plan.service, "proven_service")
+        await self.call("read_budget_table", service=proven, **({"boot": 1} if self.plan.service else {}))
         self.say("The proven boot is fine, so the new container image must be at fault: roll it back.")
 
     async def task_serve_script(self) -> None:
@@ -293,11 +293,21 @@ class DryRunFirst(FaultyAgent):
 
 class VerifyUnplanned(FaultyAgent):
     name, breaks = "verify-unplanned", "gates_before_verified"
-    fault = "calls verify_deploy on the service's env file before rendering the plan's gates, then plans and verifies"
+    fault = ("verifies the deploy against an env file it wrote by hand (its own prediction of the ceiling), before "
+             "rendering the plan's gates; then plans and verifies")
 
     async def task_verify(self) -> None:
         service = self.need(self.plan.service, "service")
-        await self.call("verify_deploy", service=service)
+        flags = (await self.call("read_budget_table", service=service, **self.at))["flags"]
+        ceiling = await self.call("compute_ceiling", service=service, **self.at)
+        prefix = "".join(c if c.isalnum() else "_" for c in service.upper())
+        weights = int(flags["vram-weights-mib"])
+        hand = (f"{prefix}_VRAM_WEIGHTS_MIB={weights}\n{prefix}_VRAM_KV_MIB={ceiling['max_pair_mib'] - weights}\n"
+                f"{prefix}_MAX_SEQS={flags['max-num-seqs']}\n{prefix}_MAX_MODEL_LEN={flags['max-model-len']}\n"
+                f"{prefix}_KV_CACHE_DTYPE={flags['kv-cache-dtype']}\n"
+                f"# prediction ceiling = {ceiling['ceiling_mib']}: the new boot's ceiling stays at or above the pair\n"
+                "# verdict ceiling:\n")
+        await self.call("verify_deploy", service=service, env_text=hand)
         await super().task_verify()
 
 
