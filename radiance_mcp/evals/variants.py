@@ -91,7 +91,8 @@ class Card:
 def _printed(mib: Decimal) -> Decimal:
     """A size as the simulated ledger prints it, read back in MiB (what the settled line says)."""
     number, unit = fmt_size(mib).split()
-    return Decimal(number) * {"GiB": 1024, "MiB": 1, "KiB": Decimal(1) / 1024}[unit]
+    scale: dict[str, Decimal] = {"GiB": Decimal(1024), "MiB": Decimal(1), "KiB": Decimal(1) / 1024}
+    return Decimal(number) * scale[unit]
 
 
 def cards(shape: Shape) -> list[Card]:
