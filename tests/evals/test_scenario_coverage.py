@@ -70,6 +70,17 @@ def test_the_set_covers_both_skills_other_engines_and_two_splits() -> None:
     assert all(s.split == "held-out" for s in SCENARIOS if s.name.startswith(variants.PREFIX))
 
 
+def test_every_held_out_plan_is_one_a_dev_scenario_gives_the_agents_too() -> None:
+    """The agents' code was written against the dev split: each held-out scenario asks them for a task, with plan
+    keys, that some dev scenario asks for as well, so no agent code exists for a held-out scenario alone."""
+    def plan(scenario) -> tuple[str, frozenset[str]]:
+        return scenario.agent.task, frozenset(scenario.agent.model_dump(exclude_defaults=True))
+
+    dev = {plan(s) for s in SCENARIOS if s.split == "dev"}
+    alone = [s.name for s in SCENARIOS if s.split == "held-out" and plan(s) not in dev]
+    assert not alone, alone
+
+
 def test_no_scripted_agent_names_a_scenario() -> None:
     source = "\n".join(p.read_text(encoding="utf-8") for p in AGENT_MODULES)
     named = [s.name for s in SCENARIOS if s.name in source]
