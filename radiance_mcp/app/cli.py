@@ -215,6 +215,7 @@ def _add_eval(commands: Any) -> None:
                     help="a scenario's name or .toml path; repeatable (default: every scenario)")
     ev.add_argument("--scenarios-dir", type=Path, default=None, metavar="DIR",
                     help="where the scenarios are (default: evals/scenarios of the checkout)")
+    ev.add_argument("--split", choices=("dev", "held-out"), help="only the scenarios of this split (default: both)")
     ev.add_argument("--record", type=Path, default=None, metavar="FILE",
                     help="score this record (written by serve --record) instead of running an agent")
     ev.add_argument("--answer", type=Path, default=None, metavar="FILE", help="the agent's final answer, for --record")

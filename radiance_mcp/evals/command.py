@@ -3,6 +3,7 @@
     radiance-mcp eval                                   # the reference agent on every scenario
     radiance-mcp eval --agent decode-8                  # a faulty agent, where its rule is listed
     radiance-mcp eval --agent all                       # the reference and every faulty agent
+    radiance-mcp eval --agent all --split held-out      # only the scenarios the agents were not written against
     radiance-mcp eval --scenario NAME --record FILE --answer FILE   # score any agent's run
     radiance-mcp eval --calibrate [DIR]                 # the scorer against the labelled runs
 
@@ -34,7 +35,7 @@ FAILED = 3
 
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
-    everything = load_scenarios(args.scenarios_dir)
+    everything = load_scenarios(args.scenarios_dir, getattr(args, "split", None))
     if not args.scenario:
         return everything
     by_name = {s.name: s for s in everything}
@@ -199,8 +200,8 @@ def _list(args: argparse.Namespace) -> int:
                                        break_on_hyphens=False)))
 
     print("scenarios:")
-    for scenario in load_scenarios(args.scenarios_dir):
-        row(f"  {scenario.name:<32} {scenario.procedure:<34} ", f"rules: {', '.join(scenario.rules)}")
+    for scenario in load_scenarios(args.scenarios_dir, getattr(args, "split", None)):
+        row(f"  {scenario.name:<32} {scenario.procedure:<34} {scenario.split:<9} ", f"rules: {', '.join(scenario.rules)}")
     print("agents:")
     for name, cls in AGENTS.items():
         row(f"  {name:<22} {cls.breaks or '-':<22} ", cls.fault)

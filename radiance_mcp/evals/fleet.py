@@ -4,7 +4,9 @@
         ...   # radiance-mcp serve --config config_path, or build_server(Runtime(load(config_path)))
 
 Ledgers, env files and serve scripts are written to a temporary directory, removed on exit;
-the endpoints serve on 127.0.0.1 until then. ``running_fleet`` yields the SimFleet itself.
+the endpoints serve on 127.0.0.1 until then. ``running_fleet`` yields the SimFleet itself. A
+scenario's ``fleet.logs`` (another engine's boot log) are written under the fleet's log root
+(``hosts/enginebox/logs/``) and named in the config with their engine, a log and no endpoint.
 """
 
 from __future__ import annotations
@@ -75,7 +77,23 @@ async def running_fleet(scenario: Scenario, root: Path | None = None) -> AsyncIt
         async with SimFleet.start(where, specs, time_scale=TIME_SCALE) as fleet:
             for name, shape in later:
                 await fleet.redeploy(name, shape)
+            _write_logs(scenario, fleet)
             yield fleet
+
+
+def _write_logs(scenario: Scenario, fleet: SimFleet) -> None:
+    """Each engine log of the scenario as a file under the fleet's log root, a service of its config."""
+    if not scenario.fleet.logs:
+        return
+    folder = fleet.root / "hosts" / "enginebox" / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for log in scenario.fleet.logs:
+        path = folder / f"{log.name}.log"
+        path.write_text(log.text if log.text.endswith("\n") else log.text + "\n", encoding="utf-8")
+        entries.append(f"\n[services.{log.name}]\nlog = {json.dumps(str(path))}\nengine = {json.dumps(log.engine)}\n")
+    with fleet.config_path.open("a", encoding="utf-8") as config:
+        config.write("".join(entries))
 
 
 @contextlib.asynccontextmanager

@@ -25,9 +25,19 @@ One TOML file each under evals/scenarios/ (format in evals/README.md)::
     shape = { vram_kv_mib = 3000 }                 # sim.Shape fields changed
     boots = [{ vram_kv_mib = 4096 }]               # later boots appended to its log, oldest first
 
+    [[fleet.logs]]                                 # another engine's boot log, served as a service of the fleet
+    name = "a40"
+    engine = "vllm"                                # vllm, sglang or llama.cpp
+    source = "https://github.com/..."              # the public thread the log was posted in
+    text = "..."                                   # the log as the engine printed it (a TOML multi-line string)
+
     [agent]                                        # what the scripted agents do (a real agent reads the question)
     task = "ceiling"
     service = "frank-archon"
+
+A scenario is in the ``dev`` split (the default) or ``split = "held-out"``: the held-out ones
+are scenarios the scripted agents were not written against (``radiance-mcp eval --split
+held-out``); nothing in agents.py names a scenario.
 
 Pure: parsing and validation only (the fleet is started by radiance_mcp.evals.fleet).
 """
@@ -51,7 +61,12 @@ PROCEDURES = ("radiance-kv-cache-resize", "radiance-step-shape-ledger-audit")
 """The skills of skills/ a scenario exercises."""
 MAX_SCENARIO_BYTES = 256 * 1024
 
-Task = Literal["ceiling", "free_vram", "pool", "audit", "serve_script", "rate", "arms", "count", "boundary"]
+Task = Literal["ceiling", "free_vram", "pool", "audit", "serve_script", "rate", "arms", "count", "boundary",
+               "verify", "engine"]
+Split = Literal["dev", "held-out"]
+SPLITS: tuple[Split, ...] = ("dev", "held-out")
+"""``dev``: the scenarios the scripted agents were written against; ``held-out``: ones they were not."""
+LogEngine = Literal["vllm", "sglang", "llama.cpp"]
 
 
 class _Strict(BaseModel):
@@ -100,8 +115,23 @@ class FleetService(_Strict):
     """True: the fleet config names its endpoint alone (no ledger for the tools to read)."""
 
 
+class EngineLog(_Strict):
+    """Another engine's boot log (vLLM, SGLang, llama.cpp): the fleet serves it as a service's log, no endpoint."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    engine: LogEngine
+    text: str = Field(min_length=1, max_length=64 * 1024)
+    source: str = Field(min_length=1)
+    """Where the log was posted (tests/fixtures/ledgers/README.md names each thread); test data names its source."""
+
+
 class Fleet(_Strict):
-    services: tuple[FleetService, ...] = Field(min_length=1)
+    services: tuple[FleetService, ...] = ()
+    logs: tuple[EngineLog, ...] = ()
+
+    def model_post_init(self, _: Any) -> None:
+        if not self.services and not self.logs:
+            raise ValueError("a fleet needs at least one service (fleet.services) or engine log (fleet.logs)")
 
 
 class AgentPlan(_Strict):
@@ -113,6 +143,11 @@ class AgentPlan(_Strict):
     candidate_service: str | None = None
     reserve_mib: float | None = None
     reserve_label: str | None = None
+    reserve_line: bool = False
+    """True: the reserve the question asks for is one the ledger backs: the budget table's reserve candidate,
+    cited by its line (reserve_mib is then not given)."""
+    plan_boot: int | None = None
+    """task verify: the boot the plan was made from (the deploy's boot is the newest)."""
     text: str | None = None
     arms: tuple[tuple[float, float], ...] = ()
     claim: Literal["plateau", "threshold"] | None = None
@@ -134,6 +169,7 @@ class Scenario(_Strict):
     rules: tuple[str, ...] = Field(min_length=1)
     fleet: Fleet
     agent: AgentPlan
+    split: Split = "dev"
 
     @field_validator("rules")
     @classmethod
@@ -152,7 +188,7 @@ class Scenario(_Strict):
     @property
     def service_names(self) -> tuple[str, ...]:
         """The names of the fleet's services."""
-        return tuple(s.name or s.like for s in self.fleet.services)
+        return (*(s.name or s.like for s in self.fleet.services), *(log.name for log in self.fleet.logs))
 
     def model_post_init(self, _: Any) -> None:
         unknown = [t.rule for t in self.traps if t.rule not in BY_NAME]
@@ -194,10 +230,16 @@ def load_scenario(path: str | Path) -> Scenario:
     return scenario
 
 
-def load_scenarios(directory: str | Path | None = None) -> list[Scenario]:
-    """Every *.toml scenario of the directory (default: the shipped evals/scenarios/), by name."""
+def load_scenarios(directory: str | Path | None = None, split: Split | None = None) -> list[Scenario]:
+    """Every *.toml scenario of the directory (default: the shipped evals/scenarios/), by name; those of one
+    split when given."""
     folder = Path(directory) if directory is not None else SCENARIOS_DIR
     paths = sorted(folder.glob("*.toml"))
     if not paths:
         raise EvalError(f"{folder}: holds no *.toml scenario")
-    return [load_scenario(p) for p in paths]
+    scenarios = [load_scenario(p) for p in paths]
+    if split is not None:
+        if split not in SPLITS:
+            raise EvalError(f"split {split!r}: the splits are {', '.join(SPLITS)}")
+        scenarios = [s for s in scenarios if s.split == split]
+    return scenarios

@@ -26,7 +26,7 @@ def test_the_reference_agent_passes_and_exits_0(capsys: pytest.CaptureFixture[st
 
 
 def test_a_faulty_agent_caught_by_its_rule_exits_0_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["eval", "--agent", "two-arm-plateau", "--json"]) == 0
+    assert main(["eval", "--agent", "two-arm-plateau", "--scenario", "two-arm-plateau-claim", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["breaks"] == "no_two_arm_claim" and data["expected"] is True
     (report,) = data["reports"]
@@ -73,7 +73,7 @@ def test_all_agents_print_the_matrix(capsys: pytest.CaptureFixture[str]) -> None
     assert "no_two_arm_claim" in rows["two-arm-plateau"] and rows["two-arm-plateau"].endswith("as expected")
     assert "1/1" in rows["two-arm-plateau"]
     assert rows["decode-8"].endswith("not run: no scenario chosen lists its rule")
-    assert len(rows) == 20  # the reference and 19 faulty agents, one per rule
+    assert len(rows) == 23  # the reference and 22 faulty agents, one per rule and per step of the skills' order
 
 
 @pytest.mark.slow
