@@ -8,7 +8,9 @@
     fleet.py     scenario_fleet(scenario): the simulated fleet, as a config file; its fingerprint (edge)
     binding.py   bind(scenario, events, nonce=...): a record checked against the scenario's fleet: complete,
                  its fleet, its nonce, its ledger calls replayed, its probes' requests (edge)
-    agents.py    the scripted agents: the reference and one faulty agent per rule (edge, MCP client)
+    agents.py    the scripted agents (reference.py, faulty.py): the reference and one faulty agent per rule
+                 (edge, MCP client)
+    variants.py  perturbed scenarios written from the simulator's own parameters (python -m ...variants)
     run.py       run a scripted agent on a scenario in one process, scored (edge)
     command.py   radiance-mcp eval: the tables, the JSON and the exit status (edge)
     calibrate.py the labelled runs (tests/evals/calibration), scored: the scorer's false-negative and
@@ -16,6 +18,7 @@
     versions.py  the scorer's version and the scenario set's (a digest of its files): every report names both
     inspect_task.py  the Inspect AI task, solver and scorer (edge; needs the evals extra)
 
-scenario, rules and score are pure (no MCP, no I/O beyond reading a scenario file), and calibrate
-but for binding the labelled runs' records (evals.binding); the rest sits at the edge. The format of records and scenarios is in evals/README.md.
+scenario, rules, score and variants are pure (no MCP, no I/O beyond reading a scenario file), and so is
+calibrate but for binding the labelled runs' records (evals.binding); the rest sits at the edge. The format
+of records and scenarios is in evals/README.md.
 """

@@ -201,7 +201,8 @@ def _list(args: argparse.Namespace) -> int:
 
     print("scenarios:")
     for scenario in load_scenarios(args.scenarios_dir, getattr(args, "split", None)):
-        row(f"  {scenario.name:<32} {scenario.procedure:<34} {scenario.split:<9} ", f"rules: {', '.join(scenario.rules)}")
+        row(f"  {scenario.name:<32} {scenario.procedure:<34} {scenario.split:<9} ",
+            f"rules: {', '.join(scenario.rules)}")
     print("agents:")
     for name, cls in AGENTS.items():
         row(f"  {name:<22} {cls.breaks or '-':<22} ", cls.fault)
