@@ -45,22 +45,7 @@ def timed(label: str, step: Callable[[], Any]) -> Any:
     return result
 
 
-async def main() -> None:
-    import jsonschema
-    from mcp import Client
-    from mcp.server.mcpserver.utilities.func_metadata import _pydantic_readable_typeddict
-    from mcp.types import CallToolResult, ImageContent, TextContent
-    from pydantic import TypeAdapter
-
-    from radiance_mcp.app.arguments import parse_arguments
-    from radiance_mcp.app.server import build_server
-    from radiance_mcp.models.ledger_ref import LedgerRef
-    from radiance_mcp.sources.config import load
-    from radiance_mcp.sources.engine_logs import read_ledger
-    from radiance_mcp.sources.offload import gather
-    from radiance_mcp.sources.runtime import Runtime
-    from radiance_mcp.tools import tool_spec
-
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--services", type=int, default=1000)
     parser.add_argument("--logs", default="small", choices=["small", "20mib"])
@@ -70,7 +55,75 @@ async def main() -> None:
     parser.add_argument("--profile", type=int, default=0, help="print the N costliest functions")
     parser.add_argument("--sort", default="cumulative", choices=["cumulative", "tottime"])
     parser.add_argument("--callers", action="append", default=[], help="with --profile: who calls these")
-    options = parser.parse_args()
+    return parser.parse_args()
+
+
+class Collections:
+    """CPU seconds of the garbage collector, and its full collections, since the last reset."""
+
+    def __init__(self) -> None:
+        self.seconds, self.full, self._since = 0.0, 0, 0.0
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._since = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._since
+            self.full += info["generation"] == 2
+
+
+async def runs(runtime: Any, spec: Any, args: Any, options: argparse.Namespace) -> Any:
+    """A cold run and two warm ones: the reads alone, then the tool (the reads again and the plan); the last
+    profiled with --profile. The tool's last output."""
+    from radiance_mcp.models.ledger_ref import LedgerRef
+    from radiance_mcp.sources.engine_logs import read_ledger
+    from radiance_mcp.sources.offload import gather
+
+    names = sorted(runtime.fleet.services)
+    profile, collections, output = cProfile.Profile(), Collections(), None
+    for i, label in enumerate(("cold", "warm", "warm")):
+        print(f"{label}, {options.services} services, {options.logs} logs:")
+        cpu, wall = time.process_time(), time.perf_counter()
+        await gather(*(read_ledger(runtime, LedgerRef(service=n, boot=-1)) for n in names))
+        print(f"  {'the reads alone':50} {time.perf_counter() - wall:6.2f} s wall "
+              f"{time.process_time() - cpu:6.2f} s CPU")
+        if options.freeze and i == 0:
+            gc.freeze()
+        cpu, wall = time.process_time(), time.perf_counter()
+        collections.seconds, collections.full = 0.0, 0
+        if options.profile and i == 2:
+            profile.enable()
+        if options.nogc:
+            gc.disable()
+        output = await spec.run(runtime, args)
+        gc.enable()
+        profile.disable()
+        print(f"  {'the tool: the reads again (warm) and the plan':50} {time.perf_counter() - wall:6.2f} s wall "
+              f"{time.process_time() - cpu:6.2f} s CPU, of which {collections.seconds:.2f} s garbage collection "
+              f"({collections.full} full; {len(gc.get_objects()):,} objects tracked after)")
+    if options.profile:
+        stats = pstats.Stats(profile).sort_stats(options.sort)
+        stats.print_stats(options.profile)
+        for name in options.callers:
+            stats.print_callers(name)
+    return output
+
+
+async def main() -> None:
+    import jsonschema
+    from mcp import Client
+    from mcp.server.mcpserver.utilities.func_metadata import _pydantic_readable_typeddict
+    from mcp.types import CallToolResult, ImageContent, TextContent
+    from pydantic import TypeAdapter
+
+    from radiance_mcp.app.arguments import parse_arguments
+    from radiance_mcp.app.server import build_server
+    from radiance_mcp.sources.config import load
+    from radiance_mcp.sources.runtime import Runtime
+    from radiance_mcp.tools import tool_spec
+
+    options = arguments()
     host_count = (options.services + bench_fleet.PER_HOST - 1) // bench_fleet.PER_HOST
     base = Path(tempfile.mkdtemp(prefix="bench-answer-", dir="/tmp"))
     hosts = None
@@ -88,44 +141,7 @@ async def main() -> None:
         schema = next(t for t in tools if t.name == "plan_free_vram").output_schema
         spec = tool_spec("plan_free_vram")
         args = parse_arguments(spec.name, spec.input_model, {})
-        names = sorted(runtime.fleet.services)
-        output = None
-        profile = cProfile.Profile()
-        collecting: dict[str, float] = {"s": 0.0, "n": 0, "since": 0.0}
-
-        def collected(phase: str, info: dict[str, int]) -> None:
-            if phase == "start":
-                collecting["since"] = time.process_time()
-            else:
-                collecting["s"] += time.process_time() - collecting["since"]
-                collecting["n"] += info["generation"] == 2
-
-        gc.callbacks.append(collected)
-        for i, label in enumerate(("cold", "warm", "warm")):
-            print(f"{label}, {options.services} services, {options.logs} logs:")
-            cpu, wall = time.process_time(), time.perf_counter()
-            await gather(*(read_ledger(runtime, LedgerRef(service=n, boot=-1)) for n in names))
-            print(f"  {'the reads alone':50} {time.perf_counter() - wall:6.2f} s wall "
-                  f"{time.process_time() - cpu:6.2f} s CPU")
-            cpu, wall = time.process_time(), time.perf_counter()
-            collecting.update(s=0.0, n=0)
-            if options.freeze and i == 0:
-                gc.freeze()
-            if options.profile and i == 2:
-                profile.enable()
-            if options.nogc:
-                gc.disable()
-            output = await spec.run(runtime, args)
-            gc.enable()
-            profile.disable()
-            print(f"  {'the tool: the reads again (warm) and the plan':50} {time.perf_counter() - wall:6.2f} s wall "
-                  f"{time.process_time() - cpu:6.2f} s CPU, of which {collecting['s']:.2f} s garbage collection "
-                  f"({collecting['n']:.0f} full; {len(gc.get_objects()):,} objects tracked after)")
-        if options.profile:
-            stats = pstats.Stats(profile).sort_stats(options.sort)
-            stats.print_stats(options.profile)
-            for name in options.callers:
-                stats.print_callers(name)
+        output = await runs(runtime, spec, args, options)
         assert output is not None and spec.picture is not None
         picture = spec.picture
         print("the answer of the last:")

@@ -360,12 +360,9 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     for name, boot in boots.items():
         try:
             configured = runtime.fleet.services[name].cards if name else ()
-            if single:
-                plans[name] = _card_plans(boot, configured, name, notes,
-                                          outside(args.outside_free) if name == names[0] else ())
-            else:  # kept: the same boot and cards again give the same card plans (plan_fleet.card_plans)
-                plans[name] = plan_fleet.card_plans(runtime.fleet, name, (boot, configured), notes,
-                                                    functools.partial(_card_plans, boot, configured, name))
+            make = functools.partial(_card_plans, boot, configured, name,
+                                     outside=outside(args.outside_free) if single and name == names[0] else ())
+            plans[name] = plan_fleet.card_plans(runtime.fleet, name, (boot, configured), notes, make, keep=not single)
         except RadianceMCPError as exc:
             if single and name == names[0]:
                 raise
@@ -387,10 +384,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     cotenants = sorted({v.service for s in shared.values() if len({w.service for w in s.views}) > 1 for v in s.views})
     growth, unread = await standing.planned_growth(runtime, {n: plans[n][1][0].card.pair_mib for n in cotenants})
     notes += unread
-
-    def plan_of(name: str) -> ServicePlan:
-        return _service_plan(runtime, args, name, plans[name][0], plans[name][2], shared, growth)
-
+    made = (runtime, args, plans, shared, growth)
+    plan_of = functools.partial(_plan_of, *made)
     physical = [
         PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),
                      headroom_mib=s.headroom_mib, derivation=s.derivation)
@@ -425,13 +420,23 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
         out._pictured = pictured
         return out
 
-    def inputs_of(name: str) -> object:  # what plan_of(name) is made of, but the fleet config's constants
-        return (plans[name][0].boot, runtime.fleet.services[name].cards,
-                [shared[c.physical] for c in plans[name][2] if c.physical is not None], growth, args.reserves)
-
     hosts = {n: runtime.fleet.services[n].host for n in names}
-    return plan_fleet.answer(wanted, plan_of, inputs_of, runtime.fleet, failures, physical, head, names, hosts,
-                             args.cursor)
+    return plan_fleet.answer(wanted, plan_of, functools.partial(_plan_inputs, *made), runtime.fleet, failures,
+                             physical, head, names, hosts, args.cursor)
+
+
+def _plan_of(runtime: Runtime, args: PlanFreeVramInput, plans: dict[str, Cards],
+             shared: dict[str, shared_rule.SharedCard], growth: dict[str, int], name: str) -> ServicePlan:
+    """One service's plan, from what plan_free_vram made before: its card plans, the shared cards, the growth."""
+    return _service_plan(runtime, args, name, plans[name][0], plans[name][2], shared, growth)
+
+
+def _plan_inputs(runtime: Runtime, args: PlanFreeVramInput, plans: dict[str, Cards],
+                 shared: dict[str, shared_rule.SharedCard], growth: dict[str, int], name: str) -> object:
+    """What _plan_of(..., name) is made of, but the fleet config's constants: the boot, its cards and who shares
+    them, the growth planned, the reserves asked (plan_fleet.briefs keeps a service's brief by them)."""
+    return (plans[name][0].boot, runtime.fleet.services[name].cards,
+            [shared[c.physical] for c in plans[name][2] if c.physical is not None], growth, args.reserves)
 
 
 def _value(figure: Traced) -> str:

@@ -201,9 +201,11 @@ def _kept_of(fleet: object) -> _Kept:
 
 
 def card_plans(fleet: object, name: str, inputs: object, notes: list[str],
-               make: Callable[[list[str]], CardsKept]) -> CardsKept:
-    """make(notes): a service's card plans, from inputs (its boot and configured cards); kept, so the same inputs
-    again give them (a new list of its card plans, which the caller may change) and the notes they added."""
+               make: Callable[[list[str]], CardsKept], *, keep: bool) -> CardsKept:
+    """make(notes): a service's card plans, from inputs (its boot and configured cards); with keep, kept, so the
+    same inputs again give them (a new list of its card plans, which the caller may change) and their notes."""
+    if not keep:
+        return make(notes)
     kept = _kept_of(fleet)
     known = kept.cards.get(name)
     if known is None or known[0] != inputs:
