@@ -9,6 +9,7 @@ that build on it live in tools/gates.py.
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import Decimal
 from pathlib import Path
@@ -358,9 +359,10 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     notes: list[str] = []
     for name, boot in boots.items():
         try:
-            plans[name] = _card_plans(boot, runtime.fleet.services[name].cards if name else (), name, notes,
-                                      outside(args.outside_free)
-                                      if single and name == names[0] else ())
+            configured = runtime.fleet.services[name].cards if name else ()
+            make = functools.partial(_card_plans, boot, configured, name,
+                                     outside=outside(args.outside_free) if single and name == names[0] else ())
+            plans[name] = plan_fleet.card_plans(runtime.fleet, name, (boot, configured), notes, make, keep=not single)
         except RadianceMCPError as exc:
             if single and name == names[0]:
                 raise
@@ -382,7 +384,8 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     cotenants = sorted({v.service for s in shared.values() if len({w.service for w in s.views}) > 1 for v in s.views})
     growth, unread = await standing.planned_growth(runtime, {n: plans[n][1][0].card.pair_mib for n in cotenants})
     notes += unread
-    services = [_service_plan(runtime, args, name, plans[name][0], plans[name][2], shared, growth) for name in wanted]
+    made = (runtime, args, plans, shared, growth)
+    plan_of = functools.partial(_plan_of, *made)
     physical = [
         PhysicalCard(card=p, services=sorted(f"{v.service} card {v.card}" for v in s.views),
                      headroom_mib=s.headroom_mib, derivation=s.derivation)
@@ -400,6 +403,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                      "service): if two of them share a card, its headroom is counted once per service here, so "
                      "the fleet total is an upper bound")
     if single:
+        services = [plan_of(name) for name in wanted]
         return PlanFreeVramOutput(services=services, physical_cards=physical,
                                   unreadable=[Unreadable(service=n, error=str(e)) for n, e in failures.items()],
                                   fleet_headroom_mib=fleet_headroom, sharing=sharing,
@@ -410,14 +414,29 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     def head(summary_tail: list[str], pictured: list[ServicePlan], **parts: Any) -> PlanFreeVramOutput:
         out = PlanFreeVramOutput(
             fleet_headroom_mib=fleet_headroom, sharing=sharing, services_total=len(names),
-            summary=[f"{len(names):,} services{where}, {len(services):,} planned: {fleet_headroom:,} MiB of "
+            summary=[f"{len(names):,} services{where}, {len(wanted):,} planned: {fleet_headroom:,} MiB of "
                      f"headroom, each physical card once ({sharing})", *summary_tail],
             notes=notes, **parts)
         out._pictured = pictured
         return out
 
     hosts = {n: runtime.fleet.services[n].host for n in names}
-    return plan_fleet.answer(services, failures, physical, head, names, hosts, args.cursor)
+    return plan_fleet.answer(wanted, plan_of, functools.partial(_plan_inputs, *made), runtime.fleet, failures,
+                             physical, head, names, hosts, args.cursor)
+
+
+def _plan_of(runtime: Runtime, args: PlanFreeVramInput, plans: dict[str, Cards],
+             shared: dict[str, shared_rule.SharedCard], growth: dict[str, int], name: str) -> ServicePlan:
+    """One service's plan, from what plan_free_vram made before: its card plans, the shared cards, the growth."""
+    return _service_plan(runtime, args, name, plans[name][0], plans[name][2], shared, growth)
+
+
+def _plan_inputs(runtime: Runtime, args: PlanFreeVramInput, plans: dict[str, Cards],
+                 shared: dict[str, shared_rule.SharedCard], growth: dict[str, int], name: str) -> object:
+    """What _plan_of(..., name) is made of, but the fleet config's constants: the boot, its cards and who shares
+    them, the growth planned, the reserves asked (plan_fleet.briefs keeps a service's brief by them)."""
+    return (plans[name][0].boot, runtime.fleet.services[name].cards,
+            [shared[c.physical] for c in plans[name][2] if c.physical is not None], growth, args.reserves)
 
 
 def _value(figure: Traced) -> str:

@@ -13,7 +13,8 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Sequence
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from radiance_mcp.core.errors import BootNotSettled, InputError, RadianceMCPError
 from radiance_mcp.models.plan import (
@@ -41,6 +42,12 @@ SHARED_CARDS = 10
 """Shared physical cards shown (the page's first); a service's own plan shows its cards."""
 
 Measure = Literal["seats at the window", "window at the seats", "resident slots"]
+Gain = tuple[Measure, str, int, float, float]
+"""A ranked gain of an option: by, the option, MiB it adds, the measure after it, its gain over now."""
+Said = tuple[str, str | None, str]
+"""A problem a plan says: kind, rule, text."""
+CardsKept = tuple[Any, Any, list[Any]]
+"""tools/plan.py's Cards: a budget reading, its cards' ceilings, their plans."""
 
 
 def named(names: Sequence[str]) -> str:
@@ -98,18 +105,22 @@ def option_line(option: PlanOption) -> str:
     return f"{option.name} +{option.adds_mib:,} MiB: {gains or 'not priced'}"
 
 
-def _best(plans: Sequence[ServicePlan]) -> list[BestOption]:
-    found: dict[Measure, list[BestOption]] = {}
-    for plan in plans:
-        for option in plan.options:
-            for gain in option.gains:
-                by = _measure(gain)
-                if by is not None and gain.now is not None and gain.value > gain.now:
-                    found.setdefault(by, []).append(BestOption(
-                        by=by, service=plan.service or "", option=option.name, adds_mib=option.adds_mib,
-                        value=gain.value, gain=round(gain.value - gain.now, 2)))
-    return [b for by in ("seats at the window", "window at the seats", "resident slots")
-            for b in sorted(found.get(by, []), key=lambda b: (-b.gain, b.service))[:BEST_PER_MEASURE]]
+def _gains(plan: ServicePlan) -> tuple[Gain, ...]:
+    """Each gain of the plan's options that one of the measures ranks, over what the service has now."""
+    return tuple((by, option.name, option.adds_mib, gain.value, round(gain.value - gain.now, 2))
+                 for option in plan.options for gain in option.gains
+                 if (by := _measure(gain)) is not None and gain.now is not None and gain.value > gain.now)
+
+
+def _best(briefs: Sequence[Brief]) -> list[BestOption]:
+    found: dict[Measure, list[tuple[float, str, Gain]]] = {}
+    for brief in briefs:
+        for gain in brief.gains:
+            found.setdefault(gain[0], []).append((-gain[4], brief.service, gain))
+    return [BestOption(by=by, service=service, option=option, adds_mib=adds, value=value, gain=gained)
+            for measure in ("seats at the window", "window at the seats", "resident slots")
+            for _, service, (by, option, adds, value, gained) in sorted(
+                found.get(measure, []), key=lambda found: found[:2])[:BEST_PER_MEASURE]]
 
 
 def _kind(exc: RadianceMCPError) -> Literal["refused boot", "unsettled boot", "unreadable ledger"]:
@@ -118,58 +129,145 @@ def _kind(exc: RadianceMCPError) -> Literal["refused boot", "unsettled boot", "u
     return "unreadable ledger"
 
 
-def problems(plans: Sequence[ServicePlan], failures: dict[str, RadianceMCPError]) -> list[Problem]:
+def _problems(plan: ServicePlan) -> tuple[Said, ...]:
+    """The plan's problems, (kind, rule, what it says) each: the rules it fails as it runs, and headroom stranded
+    on a card no plan spends (a card past the binding one's, or headroom no option passes the rule book with)."""
+    said: list[Said] = []
+    for check in plan.checks:
+        if check.verdict == "fail":
+            kind = "below its contract" if check.rule == "pool_contract" else "fails a rule"
+            said.append((kind, check.rule, f"{check.arithmetic}; {check.remedy}"))
+    binding = next(c for c in plan.cards if c.card == plan.binding_card)
+    past = sum(c.headroom_once_mib - binding.headroom_once_mib for c in plan.cards)
+    if past > 0:
+        said.append(("stranded headroom", None, (
+            f"{past:,} MiB on cards past card {binding.card}'s {binding.headroom_once_mib:,}: the pair is per "
+            "card, so no plan spends it")))
+    elif plan.usable_mib > 0 and not plan.options:
+        said.append(("stranded headroom", None, f"{plan.usable_mib:,} MiB no option spends (its notes say why)"))
+    return tuple(said)
+
+
+def problems(briefs: Sequence[Brief], failures: dict[str, RadianceMCPError]) -> list[Problem]:
     """Every problem of the fleet, grouped by kind and rule: refused and unsettled boots, unreadable ledgers,
-    pools below their contract today (and any other rule a running service fails), headroom stranded on a card
-    no plan spends (a card past the binding one's, or headroom no option passes the rule book with)."""
+    pools below their contract today (and any other rule a running service fails), stranded headroom."""
     groups: dict[tuple[str, str | None], list[tuple[str, str]]] = {}
     for name, exc in sorted(failures.items()):
         groups.setdefault((_kind(exc), exc.rule), []).append((name, str(exc)))
-    for plan in plans:
-        name = plan.service or ""
-        for check in plan.checks:
-            if check.verdict == "fail":
-                kind = "below its contract" if check.rule == "pool_contract" else "fails a rule"
-                groups.setdefault((kind, check.rule), []).append((name, f"{check.arithmetic}; {check.remedy}"))
-        binding = next(c for c in plan.cards if c.card == plan.binding_card)
-        past = sum(c.headroom_once_mib - binding.headroom_once_mib for c in plan.cards)
-        if past > 0:
-            groups.setdefault(("stranded headroom", None), []).append((name, (
-                f"{past:,} MiB on cards past card {binding.card}'s {binding.headroom_once_mib:,}: the pair is per "
-                "card, so no plan spends it")))
-        elif plan.usable_mib > 0 and not plan.options:
-            groups.setdefault(("stranded headroom", None), []).append((name, (
-                f"{plan.usable_mib:,} MiB no option spends (its notes say why)")))
+    for brief in briefs:
+        for kind, rule, text in brief.problems:
+            groups.setdefault((kind, rule), []).append((brief.service, text))
     return [Problem(kind=kind, rule=rule, count=len(said), services=[n for n, _ in said[:NAMED]],  # type: ignore[arg-type]
                     detail=_clip(said[0][1]))
             for (kind, rule), said in groups.items()]
 
 
-def answer(plans: Sequence[ServicePlan], failures: dict[str, RadianceMCPError], physical: Sequence[PhysicalCard],
+@dataclass(frozen=True)
+class Brief:
+    """What the whole fleet's answer takes of one service's plan: its row, its ranked gains, its problems. The
+    fleet's answer keeps these, not the plans, but for its page's (whose pictures it draws)."""
+
+    service: str
+    headroom_mib: int
+    usable_mib: int
+    options: tuple[str, ...]
+    gains: tuple[Gain, ...]
+    problems: tuple[Said, ...]
+
+
+def brief(plan: ServicePlan) -> Brief:
+    return Brief(plan.service or "", plan.headroom_mib, plan.usable_mib, tuple(option_line(o) for o in plan.options),
+                 _gains(plan), _problems(plan))
+
+
+@dataclass
+class _Kept:
+    """What the last whole-fleet answers of one fleet config were made of, by service (bounded by its services): a
+    service whose inputs are the same again is not worked out again. A new config (another Fleet object) starts
+    afresh."""
+
+    fleet: object
+    cards: dict[str, tuple[object, CardsKept, tuple[str, ...]]] = field(default_factory=dict)
+    """Its boot and configured cards, its cards' plans (the budget reading, the ceilings, the card plans) and the
+    notes they add."""
+    briefs: dict[str, tuple[object, Brief]] = field(default_factory=dict)
+    """What its plan is made of (its boot, its cards and who shares them, the growth planned on them, the
+    reserves asked) and its brief."""
+
+
+_kept: _Kept | None = None
+
+
+def _kept_of(fleet: object) -> _Kept:
+    global _kept
+    if _kept is None or _kept.fleet is not fleet:
+        _kept = _Kept(fleet)
+    return _kept
+
+
+def card_plans(fleet: object, name: str, inputs: object, notes: list[str],
+               make: Callable[[list[str]], CardsKept], *, keep: bool) -> CardsKept:
+    """make(notes): a service's card plans, from inputs (its boot and configured cards); with keep, kept, so the
+    same inputs again give them (a new list of its card plans, which the caller may change) and their notes."""
+    if not keep:
+        return make(notes)
+    kept = _kept_of(fleet)
+    known = kept.cards.get(name)
+    if known is None or known[0] != inputs:
+        said: list[str] = []
+        known = (inputs, make(said), tuple(said))
+        kept.cards[name] = known
+    notes += known[2]
+    reading, ranks, cards = known[1]
+    return reading, ranks, list(cards)
+
+
+def briefs(wanted: Sequence[str], plan_of: Callable[[str], ServicePlan], inputs_of: Callable[[str], object],
+           fleet: object, page: Sequence[str]) -> tuple[list[Brief], dict[str, ServicePlan]]:
+    """The brief of each wanted service, in order, and the whole plan of those on the page; a service off the
+    page whose inputs_of(name) equal those of its kept brief takes that brief."""
+    kept = _kept_of(fleet).briefs
+    on_page, plans, out = set(page), {}, []
+    for name in wanted:
+        inputs, known = inputs_of(name), kept.get(name)
+        if known is None or name in on_page or known[0] != inputs:
+            plan = plan_of(name)
+            if name in on_page:
+                plans[name] = plan
+            known = (inputs, brief(plan))
+            kept[name] = known
+        out.append(known[1])
+    return out, plans
+
+
+def answer(wanted: Sequence[str], plan_of: Callable[[str], ServicePlan], inputs_of: Callable[[str], object],
+           fleet: object, failures: dict[str, RadianceMCPError], physical: Sequence[PhysicalCard],
            head: Callable[..., PlanFreeVramOutput], names: Sequence[str], hosts: dict[str, str | None],
            cursor: str | None) -> PlanFreeVramOutput:
-    """The bounded answer: head(...) builds the output with the fleet-wide parts; a page of rows from the cursor
+    """The bounded answer of the wanted services (plan_of(name): a service's plan; inputs_of(name): what it is
+    made of, see briefs): head(...) builds the output with the fleet-wide parts; a page of rows from the cursor
     on, as many of PAGE_ROWS as keep it within FLEET_ANSWER_CHARS."""
     start = _start(cursor, names)
-    by_name = {plan.service or "": plan for plan in plans}
-    best, found = _best(plans), problems(plans, failures)
+    said, plans = briefs(wanted, plan_of, inputs_of, fleet, names[start:start + PAGE_ROWS])
+    by_name = {b.service: b for b in said}
+    best, found = _best(said), problems(said, failures)
     for rows in range(min(PAGE_ROWS, len(names) - start), 0, -1):
         page = names[start:start + rows]
-        out = _page(by_name, failures, physical, head, page, hosts, best, found,
+        out = _page(by_name, plans, failures, physical, head, page, hosts, best, found,
                     cursor_of(names[start + rows]) if start + rows < len(names) else None, start, len(names))
         if len(json.dumps(out.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))) \
                 <= FLEET_ANSWER_CHARS:
             return out
-    return _page(by_name, failures, physical, head, [], hosts, best, found,
+    return _page(by_name, plans, failures, physical, head, [], hosts, best, found,
                  cursor_of(names[start]) if start < len(names) else None, start, len(names))
 
 
-def _page(by_name: dict[str, ServicePlan], failures: dict[str, RadianceMCPError], physical: Sequence[PhysicalCard],
-          head: Callable[..., PlanFreeVramOutput], page: Sequence[str], hosts: dict[str, str | None],
-          best: list[BestOption], found: list[Problem], next_cursor: str | None, start: int,
-          total: int) -> PlanFreeVramOutput:
+def _page(by_name: dict[str, Brief], plans: dict[str, ServicePlan], failures: dict[str, RadianceMCPError],
+          physical: Sequence[PhysicalCard], head: Callable[..., PlanFreeVramOutput], page: Sequence[str],
+          hosts: dict[str, str | None], best: list[BestOption], found: list[Problem], next_cursor: str | None,
+          start: int, total: int) -> PlanFreeVramOutput:
     rows = [ServiceRow(service=n, host=hosts.get(n), headroom_mib=by_name[n].headroom_mib,
-                       usable_mib=by_name[n].usable_mib, options=[option_line(o) for o in by_name[n].options])
+                       usable_mib=by_name[n].usable_mib, options=list(by_name[n].options))
             for n in page if n in by_name]
     on_page = set(page)
     shared = [c for c in physical if len(c.services) > 1
@@ -188,4 +286,4 @@ def _page(by_name: dict[str, ServicePlan], failures: dict[str, RadianceMCPError]
                      "one service's whole plan, host=HOST for a host's")
     return head(rows=rows, best=best, problems=found, physical_cards=shared, next_cursor=next_cursor,
                 unreadable=[Unreadable(service=n, error=str(failures[n])) for n in page if n in failures],
-                summary_tail=lines, pictured=[by_name[n] for n in page if n in by_name])
+                summary_tail=lines, pictured=[plans[n] for n in page if n in plans])
