@@ -1,6 +1,8 @@
 """The words a newcomer meets in the demo's output are in the README's glossary ("Words used here"), issue 26
 item 3: JARGON lists them in one place, each with the pattern that finds it in the output. The quick test holds
-the list against the glossary; the slow one runs the demo and holds the list against what it prints."""
+the list against the glossary; the slow one runs the demo and holds the list against what it prints. One service's
+plan (plan-free-vram --service, which the demo does not print) has its own words, PLAN_JARGON: "mover" among
+them."""
 
 from __future__ import annotations
 
@@ -47,14 +49,38 @@ JARGON = {
 }
 
 
+PLAN_JARGON = {
+    # words one service's plan prints (plan-free-vram --service, which the demo does not run): the mover's slots
+    # on each more-KV plan, and the ledger line the slope is read off
+    "lender, ledger mover": r"\bmover\b",
+    "slab slots, host pool": r"\bslab slots\b|\bhost pool\b",
+    "binding card": r"\bbinding_card\b",
+    "headroom": r"\bheadroom\b",
+    "engine floor": r"\bengine_floor\b",
+    "settled free": r"\bsettled_free\b",
+    "seats": r"\bseats\b",
+    "window": r"\bwindow\b",
+    "contract": r"\bcontract\b",
+    "ceiling": r"\bceiling\b",
+}
+
+
 def _glossary() -> set[str]:
     section = README.split("## Words used here", 1)[1].split("\n## ", 1)[0]
     return {row.split("|")[1].strip() for row in section.splitlines() if row.startswith("| ")} - {"word"}
 
 
 def test_every_jargon_term_is_in_the_glossary() -> None:
-    missing = set(JARGON) - _glossary()
+    missing = (set(JARGON) | set(PLAN_JARGON)) - _glossary()
     assert not missing, f"words the demo prints that the README's glossary does not define: {sorted(missing)}"
+
+
+def test_one_services_plan_prints_the_plan_jargon_listed(cli: CliRunner, tmp_path: Path) -> None:
+    ran = cli("plan-free-vram", "--demo", "--service", "frank-archon", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    unseen = [word for word, pattern in PLAN_JARGON.items() if not re.search(pattern, ran.stdout, re.M)]
+    assert not unseen, f"PLAN_JARGON lists words the plan no longer prints: {unseen}"
+    assert "mover_slots" in ran.stdout and "ledger mover: " in ran.stdout  # each more-KV plan's; line 22's slope
 
 
 @pytest.mark.slow
