@@ -213,7 +213,8 @@ class CardPlan(Compact):
     physical: str | None = Field(None, description="The physical card from the config's cards; null: not said.")
     # The picture's own figures, not the ceiling's (compute_ceiling shows them): kept out of the published plan.
     card_total: CardFigure | None = Field(None, exclude=True)
-    vram_weights: CardFigure | None = Field(None, description="The binding card's; null on another card.")
+    vram_weights: CardFigure | None = Field(None, description="The binding card's (so vram_kv, engine_floor, "
+                                                               "settled_free); left out on another card.")
     vram_kv: CardFigure | None = None
     activation_arena: CardFigure | None = Field(None, exclude=True)
     engine_floor: CardFigure | None = None
