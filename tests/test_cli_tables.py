@@ -45,6 +45,17 @@ COMMANDS = [
     (("check-pool-contract", "--log", str(LEDGERS / "llamacpp" / "ollama_2025_four_seqs_n_ctx_per_seq.log")),
      ["pool"], 0),
     (("plan-free-vram", "--demo"), ["14,660", "most seats at the window", "qwen38-wide"], 0),
+    # One service's plan: its ceiling and slope, each option's gains (and what it has now), flags and plans.
+    (("plan-free-vram", "--demo", "--service", "frank-archon"),
+     ["30,969 MiB/card", "0.72 slots/MiB (line 22)", "29,120 + (2,058 - 209) = 30,969", "2,058.24 MiB (line 27)",
+      "--vram-kv-mib 5,120 -> 6,969", "4 seats         3 seats", "441,177 tokens", "1,155 slots", "368.11", "266",
+      "--vram-weights-mib 24,000 -> 25,849", "18,749 slots  17,410 slots"], 0),
+    (("plan-free-vram", "--log", str(LEDGERS / "vllm" / "v0.6_llama3.1-8b_20k.log")),
+     ["19,249 MiB/card", "15,348.53 MiB (line 1)", "3,901.44 MiB (line 2)"], 0),
+    (("plan-free-vram", "--log", str(LEDGERS / "sglang" / "heldout_v0.5.10_one_gpu_no_graphs.log")),
+     ["31,482 MiB/card", "4,567.04 MiB (line 15)", "allows 81 seats at 32,768 tokens"], 0),
+    (("plan-free-vram", "--log", str(LEDGERS / "llamacpp" / "heldout_b4641_ci_v100_pythia-2.8b.log")),
+     ["41,580 tokens", "20.30 sequences", "2,684.57 MiB (line 85)"], 0),
     (AUDIT, ["+10.16 GiB", "65536", "--max-num-batched-tokens 1024", "out of memory"], 3),
     (("render-gates", "--demo", "--service", "frank-archon", "--vram-kv-mib", "6000", "--seqs", "2"), ["6000"], 0),
 ]
@@ -77,10 +88,15 @@ def test_every_table_fits_120_columns_and_shows_no_json_nor_none(
     assert not missing, ran.stdout
 
 
-def test_a_sentence_every_row_repeats_is_printed_once(cli: CliRunner, tmp_path: Path) -> None:
-    # One service's plan per row: the fleet's answer has rows of a line each (issue 26), a service's plan one.
+def test_a_plan_quotes_each_ledger_line_once(cli: CliRunner, tmp_path: Path) -> None:
+    # twin's binding card reads its floor and its settled free off one line, 34: quoted once, under lines, and
+    # named by its number where each figure stands; the fleet's answer has a line per service (issue 26).
     ran = cli("plan-free-vram", "--demo", "--service", "twin", cwd=tmp_path)
-    assert ran.stdout.count("decode is a separate axis") == 1, ran.stdout
+    assert ran.stdout.count("W card 1 settled at 1.95 GiB free") == 1, ran.stdout
+    assert "card 1 engine_floor  209.19 MiB (line 34)" in ran.stdout
+    assert "card 1 settled_free  1,996.80 MiB (line 34)" in ran.stdout
+    assert "line 34  W card 1 settled at" in ran.stdout
+    assert "decode" not in ran.stdout  # the tool's description says it, once (not every plan)
 
 
 def test_columns_sets_the_width_and_json_stays_as_it_was(cli: CliRunner, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The words a newcomer meets in the CLI's output are in the README's glossary ("Words used here"), issue 26
 item 3: JARGON lists the demo's, each with the pattern that finds it in the output, COMMAND_JARGON those of the
-tool commands and doctor, each with a command that prints it. The quick tests hold the lists against the glossary
-and the commands; the slow one runs the demo and holds JARGON against what it prints."""
+tool commands and doctor, each with a command that prints it, PLAN_JARGON those of one service's plan
+(plan-free-vram --service, which the demo does not print: "mover" among them). The quick tests hold the lists
+against the glossary and the commands; the slow one runs the demo and holds JARGON against what it prints."""
 
 from __future__ import annotations
 
@@ -62,13 +63,29 @@ COMMAND_JARGON = {
 }
 
 
+PLAN_JARGON = {
+    # words one service's plan prints (plan-free-vram --service, which the demo does not run): the mover's slots
+    # on each more-KV plan, and the ledger line the slope is read off
+    "lender, ledger mover": r"\bmover\b",
+    "slab slots, host pool": r"\bslab slots\b|\bhost pool\b",
+    "binding card": r"\bbinding_card\b",
+    "headroom": r"\bheadroom\b",
+    "engine floor": r"\bengine_floor\b",
+    "settled free": r"\bsettled_free\b",
+    "seats": r"\bseats\b",
+    "window": r"\bwindow\b",
+    "contract": r"\bcontract\b",
+    "ceiling": r"\bceiling\b",
+}
+
+
 def _glossary() -> set[str]:
     section = README.split("## Words used here", 1)[1].split("\n## ", 1)[0]
     return {row.split("|")[1].strip() for row in section.splitlines() if row.startswith("| ")} - {"word"}
 
 
 def test_every_jargon_term_is_in_the_glossary() -> None:
-    missing = (set(JARGON) | set(COMMAND_JARGON)) - _glossary()
+    missing = (set(JARGON) | set(COMMAND_JARGON) | set(PLAN_JARGON)) - _glossary()
     assert not missing, f"words the CLI prints that the README's glossary does not define: {sorted(missing)}"
 
 
@@ -77,6 +94,14 @@ def test_the_commands_print_the_words_listed(cli: CliRunner, word: str) -> None:
     argv, pattern = COMMAND_JARGON[word]
     ran = cli(*argv, cwd=ROOT)
     assert re.search(pattern, ran.stdout, re.M), f"{' '.join(argv)} no longer prints {word!r}: {ran.stdout[:3000]}"
+
+
+def test_one_services_plan_prints_the_plan_jargon_listed(cli: CliRunner, tmp_path: Path) -> None:
+    ran = cli("plan-free-vram", "--demo", "--service", "frank-archon", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    unseen = [word for word, pattern in PLAN_JARGON.items() if not re.search(pattern, ran.stdout, re.M)]
+    assert not unseen, f"PLAN_JARGON lists words the plan no longer prints: {unseen}"
+    assert "mover_slots" in ran.stdout and "ledger mover: " in ran.stdout  # each more-KV plan's; line 22's slope
 
 
 @pytest.mark.slow

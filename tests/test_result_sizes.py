@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from radiance_mcp.sim import DEFAULT_SERVICES
+from radiance_mcp.sources.config import EXAMPLES_DIR
 from radiance_mcp.tools import tool_names
 from radiance_mcp.tools.plan_fleet import FLEET_ANSWER_CHARS
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
+LEDGERS = Path(__file__).parent / "fixtures" / "ledgers"
+ONE_PLAN_CHARS = 6_000
+"""Issue 26: one service's plan (twin, two cards, three options, a shared card, is the largest: 5,608)."""
 
 BUDGET_CHARS = {
     "list_fleet": 2_000,
     "read_budget_table": 31_000,  # llama.cpp's 8-slot server: every slot's figures and its settings (n_ubatch too)
     "compute_ceiling": 13_500,  # SGLang v0.5.10 without graphs: every figure missing, each named
     "check_pool_contract": 15_000,
-    "plan_free_vram": 9_500,  # one service; issue 26 asks 6,000 (twin, two cards, three options: 9,396)
+    "plan_free_vram": ONE_PLAN_CHARS,
     "plan_free_vram (fleet)": FLEET_ANSWER_CHARS,
     "render_gates": 6_000,
     "verify_deploy": 4_000,
@@ -49,3 +54,26 @@ def test_every_tools_result_fits_its_budget() -> None:
                                                                            "compare_dry_run"}
     over = {tool: (size, BUDGET_CHARS[tool]) for tool, size in largest.items() if size > BUDGET_CHARS[tool]}
     assert not over, f"over budget (characters, budget): {over}"
+
+
+def _size(answer: dict[str, object]) -> int:
+    return len(json.dumps(answer.get("structured", answer.get("error")), ensure_ascii=False, separators=(",", ":")))
+
+
+def test_one_services_plan_fits_its_budget_for_every_service_and_every_engines_ledger() -> None:
+    """Every service of the demo fleet and every recorded ledger (radiance, vLLM, SGLang, llama.cpp) has its
+    one-service plan kept in the snapshots, each within ONE_PLAN_CHARS: none is left out of the budget."""
+    sizes: dict[str, int] = {}
+    for answer in json.loads((SNAPSHOTS / "demo.json").read_text(encoding="utf-8")):
+        if answer["tool"] == "plan_free_vram" and "service" in answer["arguments"]:
+            sizes[answer["arguments"]["service"]] = _size(answer)
+    assert set(sizes) == {spec.name for spec in DEFAULT_SERVICES}
+    logs = [*sorted(EXAMPLES_DIR.glob("*.log")), *sorted(LEDGERS.glob("*/*.log"))]
+    assert {log.parent.name for log in logs} >= {"examples", "vllm", "sglang", "llamacpp"}
+    for log in logs:
+        (plan,) = [a for a in json.loads((SNAPSHOTS / f"ledger-{log.parent.name}-{log.stem}.json").read_text(
+            encoding="utf-8")) if a["tool"] == "plan_free_vram"]
+        sizes[f"{log.parent.name}/{log.stem}"] = _size(plan)
+    print("one service's plan, characters:", json.dumps(dict(sorted(sizes.items(), key=lambda kv: -kv[1])), indent=1))
+    over = {name: size for name, size in sizes.items() if size > ONE_PLAN_CHARS}
+    assert not over, f"plans over {ONE_PLAN_CHARS:,} characters: {over}"

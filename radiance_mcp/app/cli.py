@@ -29,7 +29,7 @@ from radiance_mcp import __version__
 from radiance_mcp.app import http_settings
 from radiance_mcp.app.arguments import field_help, parse_arguments, unknown_names, unwrap
 from radiance_mcp.app.http_settings import HEAD_TIMEOUT_S, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, TOKEN_ENV
-from radiance_mcp.app.tables import render, said, width
+from radiance_mcp.app.tables import render, render_plan, said, width
 from radiance_mcp.core.errors import InputError, RadianceMCPError
 from radiance_mcp.sources.config import Fleet, load, split_allowed_host
 from radiance_mcp.sources.offload import drive
@@ -399,7 +399,7 @@ def _run_tool(spec: ToolSpec, args: argparse.Namespace) -> int:
     if args.json:
         print(output.model_dump_json(indent=2))
     else:
-        print(render(output))
+        print(render_plan(output) if spec.name == "plan_free_vram" else render(output))
     return 3 if getattr(output, "ok", True) is False else 0
 
 

@@ -312,3 +312,106 @@ def _cell(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
+
+
+# ---------------------------------------------------------------------------------------
+# plan_free_vram: one service's plan, as a person reads it
+
+
+class _CardRow(BaseModel):
+    card: int
+    physical: str | None
+    ceiling_mib: int
+    headroom_mib: int
+    headroom_once_mib: int
+    shared_with: str
+    derivation: str
+
+
+class _FigureRow(BaseModel):
+    figure: str
+    value: str
+    now: str
+    how: str
+
+
+def render_plan(model: BaseModel, columns: int | None = None) -> str:
+    """plan_free_vram's answer: the whole fleet's as render() prints it; a service's plan with its cards (the
+    binding card's figures under them), each option's flags, gains, takes and plans, its checks, and each
+    ledger line it cites quoted once, in its lines."""
+    from radiance_mcp.models.plan import PlanFreeVramOutput
+
+    assert isinstance(model, PlanFreeVramOutput)
+    columns = width() if columns is None else columns
+    if not model.services:
+        return render(model, columns)
+    head = render(model.model_copy(update={"services": []}), columns)
+    return "\n\n".join([head, *("\n".join(_plan_lines(plan, columns)) for plan in model.services)])
+
+
+def _plan_lines(plan: Any, columns: int) -> list[str]:
+    """One ServicePlan: its scalars, cards, options, checks and lines (render() for the parts it prints well)."""
+    inner = columns - len(INDENT)
+    ledger = plan.ledger
+    boots = f" of {ledger.boots_seen}" if ledger.boots_seen else ""
+    scalars = [
+        ("ledger", f"{ledger.source}, boot {ledger.boot}{boots}, lines {ledger.first_line}-{ledger.last_line} "
+                   f"({ledger.origin}{', verified' if ledger.verified else ''})"),
+        ("model", plan.model), ("kv_cache_dtype", plan.kv_cache_dtype or "-"),
+        ("shape", "; ".join(f"{f.name} {_traced(f)}" for f in plan.shape) or "-"),
+        ("binding_card", str(plan.binding_card)), ("headroom_mib", _cell(plan.headroom_mib)),
+        ("usable_mib", _cell(plan.usable_mib) + (f" (reserves: {', '.join(r.label for r in plan.reserves)})"
+                                                 if plan.reserves else "")),
+        ("slope", _traced(plan.slope)), ("slab", _traced(plan.slab)), ("sharing", plan.sharing),
+        ("plan_rules", ", ".join(plan.plan_rules) or "-"),
+    ]
+    out = [f"plan of {plan.service or ledger.source}:", *_indented(_pairs(scalars, inner))]
+    out += ["", f"{INDENT}notes:", *(line for note in plan.notes for line in _indented(_indented(
+        wrap(f"- {note}", inner - len(INDENT), indent="  "))))] if plan.notes else []
+    rows = [_CardRow(card=c.card, physical=c.physical, ceiling_mib=c.ceiling_mib, headroom_mib=c.headroom_mib,
+                     headroom_once_mib=c.headroom_once_mib, shared_with=", ".join(c.shared_with) or "-",
+                     derivation=c.derivation) for c in plan.cards]
+    binding = next(c for c in plan.cards if c.card == plan.binding_card)
+    figures = [(f"card {binding.card} {name}", _traced(getattr(binding, name)))
+               for name in ("vram_weights", "vram_kv", "engine_floor", "settled_free")]
+    out += ["", f"{INDENT}cards:", *_indented(_indented(table(rows, inner - len(INDENT)))), "",
+            *_indented(_indented(_pairs(figures, inner - len(INDENT))))]
+    for option in plan.options:
+        out += ["", *_indented(_option_lines(option, inner))]
+    if plan.checks:
+        checks = [_FigureRow(figure=c.rule, value=c.verdict, now=", ".join(map(str, c.lines)) or "-",
+                             how=c.arithmetic + (f"; {c.remedy}" if c.remedy else "")) for c in plan.checks]
+        out += ["", f"{INDENT}checks (rule, verdict, lines, arithmetic):",
+                *_indented(_indented(table(checks, inner - len(INDENT))[1:]))]
+    out += ["", f"{INDENT}lines:", *_indented(_indented(_pairs([(f"line {n}", text) for n, text in plan.lines.items()],
+                                                               inner - len(INDENT))))]
+    return out
+
+
+def _option_lines(option: Any, columns: int) -> list[str]:
+    """An option: what it adds and moves, its flags, gains and takes (each with its arithmetic), its plans."""
+    inner = columns - len(INDENT)
+    out = wrap(f"option {option.name}: +{option.adds_mib:,} MiB, {option.axis}", columns, indent=INDENT)
+    out += _indented(_pairs([("flags", "; ".join(option.flags) or "-")], inner))
+    figures = [_FigureRow(figure=f"{kind}: {f.name}", value=_figure_value(f),
+                          now="-" if f.now is None else _figure_value(f, f.now), how=f.text or f"line {f.line}")
+               for kind, items in (("gains", option.gains), ("takes", option.takes)) for f in items]
+    out += _indented(table(figures, inner)) if figures else []
+    out += ["", *_indented(table(option.plans, inner))] if option.plans else []
+    out += [line for note in option.notes for line in _indented(wrap(f"- {note}", inner, indent="  "))]
+    return out
+
+
+def _figure_value(figure: Any, value: float | None = None) -> str:
+    """A traced figure's value (or its now) in its unit, a whole number without decimals: '4 seats'."""
+    value = figure.value if value is None else value
+    return (f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}") + f" {figure.unit}"
+
+
+def _traced(figure: Any) -> str:
+    """A traced figure in a cell: '24,000 MiB (line 9)', or its arithmetic or constant in the parenthesis."""
+    if figure is None:
+        return "-"
+    if figure.line is not None:
+        return f"{_figure_value(figure)} (line {figure.line})"
+    return f"{_figure_value(figure)} ({figure.text or figure.source})"

@@ -1,13 +1,15 @@
 """The planning tools' models: compare_arms, plan_free_vram."""
 
 import json
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     Strict,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -23,7 +25,6 @@ from radiance_mcp.models.base import (
     Number,
     Output,
     PathArg,
-    RuleCheck,
 )
 from radiance_mcp.models.ledger import (
     OutsideFreeInput,
@@ -111,17 +112,57 @@ class CompareArmsOutput(Output):
 Source = Literal["ledger", "model constant", "config", "argument", "arithmetic"]
 
 
+class Compact(Output):
+    """A part of a plan published without the null fields its OMITTED names: such a field left out is null."""
+
+    OMITTED: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")  # no return annotation: the schema stays the model's
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        return {key: value for key, value in handler(self).items() if value is not None or key not in self.OMITTED}
+
+
 class Traced(Output):
-    """A figure and where it comes from: a ledger line, a model constant, the config, or arithmetic on those."""
+    """A figure and where it comes from: a ledger line, a model constant, the config, or arithmetic on those.
+
+    Published without what another field says: no null fields nor the default source (arithmetic), a whole number
+    without its '.0', a ledger figure without its text (the plan's lines[line] has it)."""
 
     name: str
     value: float
     unit: str
     source: Source = "arithmetic"
-    line: int | None = Field(None, description="The ledger line number, for source=ledger.")
-    text: str = Field(description="The ledger line as printed, the constant's name, or the arithmetic.")
+    line: int | None = Field(None, description="The ledger line number, for source=ledger (its text: the plan's "
+                                               "lines).")
+    text: str | None = Field(None, description="The constant's name or the arithmetic (a ledger figure's line "
+                                               "as printed is the plan's lines[line]).")
     now: float | None = Field(default=None, description="A gain's figure as the service runs now.")
 
+    @model_serializer(mode="wrap")  # no return annotation: the schema stays the model's
+    def _published(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        data = {key: whole(value) for key, value in handler(self).items() if value is not None}
+        if self.line is not None:
+            data.pop("text", None)  # the line as printed: once per plan, in its lines
+        if self.source == "arithmetic":
+            data.pop("source")
+        if isinstance(self, CardFigure):
+            data.pop("name")  # the card's key names it
+            if self.unit == "MiB":
+                data.pop("unit")
+        return data
+
+
+class CardFigure(Traced):
+    """A card's figure, published as a Traced is, without its name (the card's key names it) and, in MiB, its
+    unit: {value, line} read off a ledger line, {value, text} its arithmetic."""
+
+    name: str = Field("", description="Left out: the card's key names it.")
+    unit: str = Field("MiB", description="Left out: MiB.")
+
+
+def whole(value: Any) -> Any:
+    """A whole float as an int (4, not 4.0); anything else as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class PlanFreeVramInput(Input):
@@ -164,28 +205,45 @@ class PlanFreeVramInput(Input):
         return self
 
 
-class CardPlan(Output):
+class CardPlan(Compact):
+    """A card of the plan: the binding card in full, each other card as a short row (its ceiling, derivation and
+    headroom; compute_ceiling and read_budget_table give its figures and their lines)."""
+
     card: int
     physical: str | None = Field(None, description="The physical card from the config's cards; null: not said.")
     # The picture's own figures, not the ceiling's (compute_ceiling shows them): kept out of the published plan.
-    card_total: Traced | None = Field(None, exclude=True)
-    vram_weights: Traced
-    vram_kv: Traced
-    activation_arena: Traced | None = Field(None, exclude=True)
-    engine_floor: Traced
-    settled_free: Traced
-    unclaimed: Traced | None = Field(None, exclude=True)
+    card_total: CardFigure | None = Field(None, exclude=True)
+    vram_weights: CardFigure | None = Field(None, description="The binding card's (so vram_kv, engine_floor, "
+                                                               "settled_free); left out on another card.")
+    vram_kv: CardFigure | None = None
+    activation_arena: CardFigure | None = Field(None, exclude=True)
+    engine_floor: CardFigure | None = None
+    settled_free: CardFigure | None = None
+    unclaimed: CardFigure | None = Field(None, exclude=True)
     ceiling_mib: int
     derivation: str
     headroom_mib: int = Field(description="ceiling - pair as this service reads it.")
     shared_with: list[str] = Field(default_factory=list, description="Other services on this physical card.")
     headroom_once_mib: int = Field(description="The headroom counted once on a shared card; else headroom_mib.")
+    OMITTED: ClassVar[frozenset[str]] = frozenset({"vram_weights", "vram_kv", "engine_floor", "settled_free"})
+    _figures: dict[str, CardFigure] = PrivateAttr(default_factory=dict)
+    """Every figure of the card, the short row's too: the picture draws each card from them."""
+
+    def figure(self, name: str) -> CardFigure | None:
+        """One of the card's figures (vram_weights, vram_kv, engine_floor, settled_free, card_total,
+        activation_arena, unclaimed), a short row's too."""
+        return self._figures.get(name)
+
+    def row(self) -> "CardPlan":
+        """The card as a short row: its figures left out of the published plan, kept for the picture."""
+        return self.model_copy(update={"vram_weights": None, "vram_kv": None, "engine_floor": None,
+                                       "settled_free": None})
 
 
-class ResizePlanOutput(Output):
+class ResizePlanOutput(Compact):
     """One plan of an option, named as render_gates takes its arguments: pass them with the service (and the
-    reserves this plan was priced with) and it renders; checks are the rule book's verdicts on it, by rule (a plan
-    a rule fails is not offered: the option's notes give its arithmetic)."""
+    reserves this plan was priced with) and it renders. Every rule of the service's plan_rules passed on it but
+    those in unchecked (a plan a rule fails is not offered: the option's notes give its arithmetic)."""
 
     vram_weights_mib: int | None = Field(None, description="null: another engine's, the model's weights.")
     vram_kv_mib: int | None = Field(None, description="null: llama.cpp's, which follows from seqs x max_model_len "
@@ -194,7 +252,13 @@ class ResizePlanOutput(Output):
     max_model_len: int
     kv_cache_dtype: str | None = Field(None, description="null: another engine's, whose rate is its boot's.")
     spec: int | None = None
-    checks: dict[str, Literal["pass", "unchecked"]]
+    unchecked: list[str] | None = Field(None, description="The rules the book could not check on this plan; "
+                                                          "null: none.")
+    idle_kv_mib: float | None = Field(None, description=(
+        "More KV: the pool less the contract at seqs x max_model_len, every seat full: the idle KV the mover may "
+        "still lend the experts."))
+    mover_slots: int | None = Field(None, description="idle_kv_mib x the plan's slope, in expert slots.")
+    OMITTED: ClassVar[frozenset[str]] = frozenset({"unchecked", "idle_kv_mib", "mover_slots"})
 
 
 class PlanOption(Output):
@@ -203,20 +267,39 @@ class PlanOption(Output):
     adds_mib: int
     flags: list[str] = Field(default_factory=list, description="The flag changes, per card.")
     gains: list[Traced] = Field(default_factory=list)
-    takes: list[Traced] = Field(default_factory=list, description="What it takes from the other option (slab or KV).")
+    takes: list[Traced] = Field(default_factory=list, description=(
+        "What it takes from the other option. More KV takes residency twice: its MiB never reach the slab (the "
+        "slots more slab gains), and the idle KV the mover lends the experts is taken back as the seats fill "
+        "(here the mover's slots now at its dtype, every seat full; each plan's mover_slots at its shape). More "
+        "slab takes its adds_mib from the KV options; the pool stays."))
     plans: list[ResizePlanOutput] = Field(default_factory=list, description=(
         "The option as plans render_gates accepts (more KV: the seats at the window, then the window at the "
         "seats); none where the boot does not set its pair in MiB."))
     notes: list[str] = Field(default_factory=list)
 
 
+class PlanCheck(Compact):
+    """A rule of the rule book on the service as it runs (core/rules/book.py): its verdict, arithmetic, the ledger
+    lines it reads (their text: the plan's lines) and, failed or unchecked, its remedy."""
+
+    rule: str
+    verdict: Literal["pass", "fail", "unchecked"]
+    arithmetic: str
+    lines: list[int] = Field(default_factory=list)
+    remedy: str | None = Field(None, description="Failed: what to do instead; unchecked: what would let it be "
+                                                 "checked; null: passed.")
+    OMITTED: ClassVar[frozenset[str]] = frozenset({"remedy"})
+
+
 class ServicePlan(Output):
     service: str | None = None
     ledger: BootRef
+    lines: dict[int, str] = Field(default_factory=dict, description=(
+        "Each ledger line the plan cites (its figures' line, its checks' lines), by number, as printed: once."))
     model: str
     shape: list[Traced] = Field(default_factory=list)
     kv_cache_dtype: str | None = None
-    cards: list[CardPlan]
+    cards: list[CardPlan] = Field(description="The binding card in full, each other card as a short row.")
     binding_card: int
     reserves: list[ReserveOutput] = Field(default_factory=list)
     personal_reserves: list[str] = Field(default_factory=list)
@@ -226,12 +309,22 @@ class ServicePlan(Output):
                                                    "another engine).")
     slab: Traced | None = Field(None, description="Resident slots now, from the `slab slots` line.")
     options: list[PlanOption] = Field(default_factory=list)
-    decode: str
+    plan_rules: list[str] = Field(default_factory=list, description=(
+        "The rules the book judges each offered plan by, as render_gates does: each passed but a plan's unchecked."))
     sharing: Literal["known", "unknown"]
-    checks: list[RuleCheck] = Field(default_factory=list, description=(
+    checks: list[PlanCheck] = Field(default_factory=list, description=(
         "The rule book's rules on the service as it runs (the pool contract, the sampler bound): a failed one is "
         "worth fixing before spending."))
     notes: list[str] = Field(default_factory=list)
+
+    def cited(self, checked: dict[int, str]) -> dict[int, str]:
+        """Each ledger line the plan cites, by number, once: its traced figures' (published without their text)
+        and its checks' (checked, by number)."""
+        figures = [*self.shape, self.slope, self.slab,
+                   *(getattr(c, name) for c in self.cards for name in CardPlan.OMITTED),
+                   *(f for o in self.options for f in (*o.gains, *o.takes))]
+        cited = {f.line: f.text or "" for f in figures if f is not None and f.line is not None}
+        return dict(sorted({**cited, **checked}.items()))
 
 
 class PhysicalCard(Output):
@@ -284,7 +377,8 @@ class PlanFreeVramOutput(Output):
     services: list[ServicePlan] = Field(default_factory=list, description=(
         "The plan of the service (or ledger) asked for; none for the whole fleet (see rows)."))
     physical_cards: list[PhysicalCard] = Field(default_factory=list, description=(
-        "The config's physical cards of these services (whole fleet: the shared ones, first page's)."))
+        "The physical cards several services share, each with its headroom counted once (whole fleet: the first "
+        "page's); a card one service has alone is that service's card."))
     unreadable: list[Unreadable] = Field(default_factory=list, description=(
         "Services whose ledger could not be planned, and why (whole fleet: this page's; problems has them all)."))
     fleet_headroom_mib: int = Field(description="Every card's headroom counted once (shared cards once).")

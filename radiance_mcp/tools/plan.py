@@ -20,8 +20,6 @@ from radiance_mcp.core.boot import Boot, Figure, Line, RankView
 from radiance_mcp.core.constants import (
     KV_DTYPES,
     MIB,
-    MIN_DECODE_TOKENS,
-    PREFERRED_DECODE_TOKENS,
     SLAB_MIB_PER_STEP,
     SLAB_SLOTS_PER_STEP,
     LedgerEngine,
@@ -33,12 +31,14 @@ from radiance_mcp.core.rules import plan as rules_plan
 from radiance_mcp.core.rules import shared as shared_rule
 from radiance_mcp.core.rules.probe_shape import api_of
 from radiance_mcp.core.units import fmt_mib, round_down
-from radiance_mcp.models.base import boot_ref, mib, rule_check
+from radiance_mcp.models.base import boot_ref, mib
 from radiance_mcp.models.ledger import outside
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
+    CardFigure,
     CardPlan,
     PhysicalCard,
+    PlanCheck,
     PlanFreeVramInput,
     PlanFreeVramOutput,
     PlanOption,
@@ -62,51 +62,59 @@ FAMILY = ToolFamily()
 # plan_free_vram
 
 
-def _ledger(name: str, value: Decimal | int, unit: str, line: Line) -> Traced:
-    return Traced(name=name, value=mib(Decimal(value)), unit=unit, source="ledger", line=line.number, text=line.text)
+def _ledger(name: str, value: Decimal | int, unit: str, line: Line, kind: type[Traced] = Traced) -> Traced:
+    return kind(name=name, value=mib(Decimal(value)), unit=unit, source="ledger", line=line.number, text=line.text)
 
 
 def _arith(name: str, value: Decimal | int, unit: str, text: str, source: Source = "arithmetic",
-           now: Decimal | int | None = None) -> Traced:
-    return Traced(name=name, value=mib(Decimal(value)), unit=unit, source=source, line=None, text=text,
-                  now=None if now is None else mib(Decimal(now)))
+           now: Decimal | int | None = None, kind: type[Traced] = Traced) -> Traced:
+    return kind(name=name, value=mib(Decimal(value)), unit=unit, source=source, line=None, text=text,
+                now=None if now is None else mib(Decimal(now)))
 
 
-def traced(name: str, figure: Figure) -> Traced:
+def traced(name: str, figure: Figure, kind: type[Traced] = Traced) -> Traced:
     """A figure as the plan shows it: the line it was read off, or its arithmetic over its lines."""
     if figure.arithmetic:
-        lines = ", ".join(str(line.number) for line in figure.lines)
-        return _arith(name, figure.value, figure.unit, f"{figure.arithmetic} (lines {lines})")
-    return _ledger(name, figure.value, figure.unit, figure.line)
+        numbers = list(dict.fromkeys(str(line.number) for line in figure.lines))
+        cited = f"line{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+        return _arith(name, figure.value, figure.unit, f"{figure.arithmetic} ({cited})", kind=kind)
+    return _ledger(name, figure.value, figure.unit, figure.line, kind)
 
 
-DECODE = (
-    "decode is a separate axis: it follows the KV dtype, memory bandwidth and draft acceptance, not the slab "
-    f"nor the pool size; no option here is priced in decode t/s: measure it (at least {MIN_DECODE_TOKENS} "
-    f"generated tokens, {PREFERRED_DECODE_TOKENS} preferred)"
-)
+def _card_figure(name: str, figure: Figure) -> CardFigure:
+    out = traced(name, figure, CardFigure)
+    assert isinstance(out, CardFigure)
+    return out
 
 
 def _card_plan(boot: Boot, card: RankView, ceiling: capacity.RankCeiling, physical: str | None) -> CardPlan:
     """One card of a boot of any engine: its figures, each traced, and its ceiling (capacity.rank_ceilings)."""
     figures = planning.card_figures(boot, card)
     floor, total, unclaimed = card.floor_mib, card.total_mib, card.unclaimed_mib
-    return CardPlan(
+    floor_figure = (_card_figure("engine floor", floor) if floor else
+                    _arith("engine floor", 0, "MiB", ceiling.floor_note, kind=CardFigure))
+    assert isinstance(floor_figure, CardFigure)
+    shown = {
+        "card_total": _card_figure("card total", total) if total else None,
+        "vram_weights": _card_figure("vram_weights", figures.weights),
+        "vram_kv": _card_figure("vram_kv", figures.kv),
+        "activation_arena": _card_figure("activation arena", figures.activation) if figures.activation else None,
+        "engine_floor": floor_figure,
+        "settled_free": _card_figure("settled free", card.require("free_mib")),
+        "unclaimed": _card_figure("unclaimed", unclaimed) if unclaimed else None,
+    }
+    plan = CardPlan(
         card=ceiling.card.card,
         physical=physical,
-        card_total=traced("card total", total) if total else None,
-        vram_weights=traced("vram_weights", figures.weights),
-        vram_kv=traced("vram_kv", figures.kv),
-        activation_arena=traced("activation arena", figures.activation) if figures.activation else None,
-        engine_floor=traced("engine floor", floor) if floor else _arith("engine floor", 0, "MiB", ceiling.floor_note),
-        settled_free=traced("settled free", card.require("free_mib")),
-        unclaimed=traced("unclaimed", unclaimed) if unclaimed else None,
+        **shown,
         ceiling_mib=ceiling.card.ceiling_mib,
         derivation=ceiling.derivation,
         headroom_mib=ceiling.card.headroom_mib,
         shared_with=[],
         headroom_once_mib=ceiling.card.headroom_mib,
     )
+    plan._figures = {name: figure for name, figure in shown.items() if figure is not None}
+    return plan
 
 
 def _seats(value: int) -> str:
@@ -133,7 +141,6 @@ def _kv_option(prices: planning.PoolPrices, price: planning.KVPrice, usable: int
     flags = [f"--vram-kv-mib {fmt_mib(prices.pool_mib)} -> {price.pool_mib:,}"]
     if prices.dtype != price.dtype:
         flags.append(f"--kv-cache-dtype {prices.dtype or '(not echoed)'} -> {price.dtype}")
-    new_pool = f"{price.pool_mib:,}"
     return PlanOption(
         name=f"more KV, {price.dtype}",
         axis="capacity: seats at the window, window at the seats",
@@ -144,30 +151,19 @@ def _kv_option(prices: planning.PoolPrices, price: planning.KVPrice, usable: int
             _arith(f"window at {_seats(seqs)}", price.window_at_seats, "tokens", window_text, now=price.window_now),
         ],
         takes=[
-            _arith("slab slots forgone", price.slab_slots_forgone, "slots",
-                   f"{usable:,} MiB kept out of the slab x {slope_text}"),
             mover("mover slots now, seats full", price.mover_now_slots, fmt_mib(prices.pool_mib),
                   f"{seqs} x {window:,}", price.idle_now_mib),
-            mover(f"mover slots, {_seats(price.seats_at_window)} full", price.mover_seats_slots, new_pool,
-                  f"{price.seats_at_window} x {window:,}", price.idle_seats_mib),
-            mover(f"mover slots, {_seats(seqs)} full at {price.window_at_seats:,}", price.mover_window_slots,
-                  new_pool, f"{seqs} x {price.window_at_seats:,}", price.idle_window_mib),
         ],
         notes=[],
     )
 
 
-def _kv_notes(prices: planning.PoolPrices, usable: int) -> list[str]:
-    """What every more-KV option shares, said once in the service's notes."""
-    slope = prices.slope
+def _kv_notes(prices: planning.PoolPrices) -> list[str]:
+    """What every more-KV option shares, said once in the service's notes (the slope's line or constant is the
+    plan's slope; what more KV takes, the options' takes)."""
     longer = any(price.window_at_seats > (prices.window or 0) for price in prices.kv)
-    window = ["more KV: a window past the model's own context length buys nothing; that length is not in the "
-              "ledger"] if longer else []
-    return [*window,
-            f"more KV takes residency twice: the {usable:,} MiB never reach the slab, and the idle KV the mover "
-            "lends the experts is taken back as the seats fill (mover slots: idle KV, every seat full)",
-            f"the mover lends {fmt_mib(slope.slots)} slots at boot (line {slope.line.number})"
-            if slope.line else "the boot prints no ledger mover line: the slope is the model's constant"]
+    return ["more KV: a window past the model's own context length buys nothing; that length is not in the "
+            "ledger"] if longer else []
 
 
 def _slab_option(prices: planning.PoolPrices, usable: int, slope_text: str) -> PlanOption:
@@ -186,7 +182,6 @@ def _slab_option(prices: planning.PoolPrices, usable: int, slope_text: str) -> P
         adds_mib=usable,
         flags=[f"--vram-weights-mib {fmt_mib(prices.weights_mib)} -> {grow.weights_mib:,}"],
         gains=gains,
-        takes=[_arith("KV MiB forgone", usable, "MiB", "the headroom the KV options would spend; the pool stays")],
         notes=["slab MiB is throughput, but the law is not linear: measure arms (compare_arms) before predicting t/s"],
     )
 
@@ -203,12 +198,12 @@ def _pool_options(prices: planning.PoolPrices, card: CardPlan, usable: int, mode
     notes: list[str] = []
     if prices.past_any_card:
         notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
-                     f"(line {card.settled_free.line}) again; the KV options are not priced")
+                     f"({_source(card.figure('settled_free'))}) again; the KV options are not priced")
     elif prices.unpriced_flags:
         notes.append(f"the boot does not echo {' and '.join(prices.unpriced_flags)}: the KV options cannot be priced")
     options = [_kv_option(prices, p, usable, model, slope_text) for p in prices.kv]
     if options:
-        notes += _kv_notes(prices, usable)
+        notes += _kv_notes(prices)
     return [*options, _slab_option(prices, usable, slope_text)], notes
 
 
@@ -312,20 +307,23 @@ def picture(out: PlanFreeVramOutput) -> str:
     for plan in out.services or out._pictured:
         for card in plan.cards:
             held = sum(r.mib for r in plan.reserves if r.card in (None, card.card))
-            free, floor = card.settled_free.value, card.engine_floor.value
-            arena = card.activation_arena.value if card.activation_arena else 0.0
+            weights, kv, free_figure, floor_figure, arena_figure, total_figure = (card.figure(name) for name in (
+                "vram_weights", "vram_kv", "settled_free", "engine_floor", "activation_arena", "card_total"))
+            assert weights is not None and kv is not None and free_figure is not None and floor_figure is not None
+            free, floor = free_figure.value, floor_figure.value
+            arena = arena_figure.value if arena_figure else 0.0
             headroom = max(0.0, free - floor - held)
-            used = card.vram_weights.value + card.vram_kv.value + arena + free
-            total = card.card_total.value if card.card_total else used
+            used = weights.value + kv.value + arena + free
+            total = total_figure.value if total_figure else used
             segments = (
-                svg.Segment("weights", "vram_weights", card.vram_weights.value, _source(card.vram_weights)),
-                svg.Segment("kv", "vram_kv (the KV pool)", card.vram_kv.value, _source(card.vram_kv)),
-                svg.Segment("arena", "activation arena", arena, _source(card.activation_arena) or "not printed"),
+                svg.Segment("weights", "vram_weights", weights.value, _source(weights)),
+                svg.Segment("kv", "vram_kv (the KV pool)", kv.value, _source(kv)),
+                svg.Segment("arena", "activation arena", arena, _source(arena_figure) or "not printed"),
                 svg.Segment("other", "not attributed (driver context, the rest)", max(0.0, total - used),
                             "card total less the rest"),
                 svg.Segment("headroom", "headroom to spend", headroom, "settled free - floor - reserves"),
                 svg.Segment("reserves", "reserves", held, ", ".join(r.label for r in plan.reserves)),
-                svg.Segment("floor", "engine floor", floor, _source(card.engine_floor)),
+                svg.Segment("floor", "engine floor", floor, _source(floor_figure)),
             )
             start = total - free if total >= used else used - free
             ghosts = tuple(
@@ -347,7 +345,9 @@ def picture(out: PlanFreeVramOutput) -> str:
 @FAMILY.tool("Plan what the free VRAM can buy", open_world=True, picture=picture)
 async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeVramOutput:
     """What the free VRAM buys per card: the headroom above the pair less reserves, each option
-    priced and traced (more KV: seats, window, per dtype; more slab) and what it takes.
+    priced and traced (more KV: seats, window, per dtype; more slab) and what it takes. Decode
+    is another axis (KV dtype, bandwidth, draft acceptance): no option is priced in it; measure
+    it (decode_probe).
 
     When: for a service, a host or the fleet (bounded: best options, problems, rows; next_cursor
     pages). Rule: a shared card's headroom counts once. Next: render_gates.
@@ -404,7 +404,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
                      "the fleet total is an upper bound")
     if single:
         services = [plan_of(name) for name in wanted]
-        return PlanFreeVramOutput(services=services, physical_cards=physical,
+        return PlanFreeVramOutput(services=services, physical_cards=[p for p in physical if len(p.services) > 1],
                                   unreadable=[Unreadable(service=n, error=str(e)) for n, e in failures.items()],
                                   fleet_headroom_mib=fleet_headroom, sharing=sharing,
                                   summary=[_summary(plan) for plan in services],
@@ -470,9 +470,6 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     view = next(c for c in reading.cards if c.card == spend.card)
     model = runtime.fleet.model_constants(name or None) if planning.sets_pair_in_mib(view) else None
     notes = []
-    if binding.shared_with:
-        notes.append(f"card {binding.card} ({binding.physical}) is shared with {', '.join(binding.shared_with)}: "
-                     f"its {binding.headroom_once_mib:,} MiB are spent once, by one service")
     if taken[binding.card]:
         notes.append(f"the env files of {', '.join(binding.shared_with)} plan {taken[binding.card]:,} MiB more on "
                      f"{binding.physical}: spent before this plan")
@@ -481,6 +478,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     at_ceiling = engine_facts.AT_CEILING.get(boot.engine)
     notes += [n for n in (at_ceiling, unprinted.host_logits(boot)) if n]
     options: list[PlanOption] = []
+    rules: list[str] = []
     if spend.usable_mib <= 0:
         notes.append(f"no headroom to spend: {binding.headroom_once_mib:,} MiB less {fmt_mib(spend.held_mib, 2)} MiB "
                      "of reserves; the pair is at or above what the ceiling allows")
@@ -491,7 +489,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
         against = rules_plan.Standing(
             ceiling, ceiling.pair_mib, model, sampler.boot_spec(boot)[1],
             [shared[c.physical] for c in cards if c.shared_with and c.physical], growth, name)
-        judged = [_with_plans(o, _option_plans(o, prices), against, more) for o in options]
+        judged = [_with_plans(o, _option_plans(o, prices), against, more, rules) for o in options]
         options = [o for o in judged if o is not None]
         notes += more
     else:
@@ -502,7 +500,7 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
             [shared[c.physical] for c in cards if c.shared_with and c.physical], growth, name,
             rate=price.rate_bytes_per_token)
         option = _with_plans(_engine_kv_option(price, engine_facts.KV_FLAGS[boot.engine], boot),
-                             _engine_option_plans(reading, view, price), against, notes, boot.engine)
+                             _engine_option_plans(reading, view, price), against, notes, rules, boot.engine)
         options = [option] if option is not None else []
     checks = standing.standing_checks(boot, runtime.fleet.model_constants(name or None))
     for check in book.failed(checks):
@@ -511,13 +509,13 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
     slope = planning.slab_slope(boot) if model is not None else None
     slab = planning.slab_slots(boot)
     dtype = boot.flags.get("kv-cache-dtype")
-    return ServicePlan(
+    plan = ServicePlan(
         service=name or None,
         ledger=boot_ref(boot),
         model=model.name if model is not None else boot.engine,
         shape=[traced(shape_name, figure) for shape_name, figure in planning.plan_shape(reading)],
         kv_cache_dtype=dtype.raw("value", boot.where()) if dtype else None,
-        cards=cards,
+        cards=[c if c.card == binding.card else c.row() for c in cards],
         binding_card=binding.card,
         reserves=reserves_out(reserves),
         personal_reserves=[r.label for r in reserves if r.line is None],
@@ -526,32 +524,42 @@ def _service_plan(runtime: Runtime, args: PlanFreeVramInput, name: str, reading:
         slope=None if slope is None else _slope(slope),
         slab=_ledger("slab slots resident", slab.resident_slots, "slots", slab.line) if slab else None,
         options=options,
-        decode=DECODE,
+        plan_rules=rules,
         sharing="known" if all(c.physical for c in cards) else "unknown",
-        checks=[rule_check(c) for c in checks],
+        checks=[PlanCheck(rule=c.rule, verdict=c.verdict, arithmetic=c.arithmetic,
+                          lines=[line.number for line in c.lines], remedy=c.remedy or None) for c in checks],
         notes=notes,
     )
+    return plan.model_copy(update={"lines": plan.cited({line.number: line.text for c in checks for line in c.lines})})
 
 
-def _option_plans(option: PlanOption, prices: planning.PoolPrices) -> list[rules_plan.ResizePlan]:
+Mover = tuple[Decimal, int] | None
+"""A more-KV plan's idle KV with every seat full, and the slots the mover may lend of it; None: not priced."""
+
+
+def _option_plans(option: PlanOption, prices: planning.PoolPrices,
+                  ) -> list[tuple[rules_plan.ResizePlan, Mover]]:
     """An option as the plans render_gates would render: more KV at the seats its window holds, then at the
-    window its seats hold; more slab at the shape as it is. None without the shape or an echoed dtype."""
+    window its seats hold, each with its mover's slots; more slab at the shape as it is. None without the shape
+    or an echoed dtype."""
     weights, pool = round_down(prices.weights_mib), round_down(prices.pool_mib)
     if prices.seqs is None or prices.window is None:
         return []
     spec = prices.sampler_spec
     price = next((p for p in prices.kv if option.name == f"more KV, {p.dtype}"), None)
     if price is not None:
-        return [rules_plan.ResizePlan(weights, price.pool_mib, price.seats_at_window, prices.window, price.dtype, spec),
-                rules_plan.ResizePlan(weights, price.pool_mib, prices.seqs, price.window_at_seats, price.dtype, spec)]
+        return [(rules_plan.ResizePlan(weights, price.pool_mib, price.seats_at_window, prices.window, price.dtype,
+                                       spec), (price.idle_seats_mib, price.mover_seats_slots)),
+                (rules_plan.ResizePlan(weights, price.pool_mib, prices.seqs, price.window_at_seats, price.dtype,
+                                       spec), (price.idle_window_mib, price.mover_window_slots))]
     if prices.dtype not in KV_DTYPES:
         return []
-    return [rules_plan.ResizePlan(prices.slab.weights_mib, pool, prices.seqs, prices.window,
-                                  prices.dtype, spec)]
+    return [(rules_plan.ResizePlan(prices.slab.weights_mib, pool, prices.seqs, prices.window,
+                                   prices.dtype, spec), None)]
 
 
 def _engine_option_plans(reading: capacity.BudgetReading, view: RankView,
-                         price: planning.EngineKVPrice) -> list[rules_plan.ResizePlan]:
+                         price: planning.EngineKVPrice) -> list[tuple[rules_plan.ResizePlan, Mover]]:
     """Another engine's option as render_gates' plans: the KV memory the ceiling leaves past the weights (whole
     MiB up), at the seats it holds at the window, then the window at the seats (planning.engine_plans)."""
     boot, rank = reading.boot, planning.kv_rank(reading)
@@ -563,27 +571,30 @@ def _engine_option_plans(reading: capacity.BudgetReading, view: RankView,
     plans = planning.engine_plans(boot.engine, int(seats.value) if seats else None,
                                   int(price.window_tokens) if price.window_tokens else None,
                                   price.rate_bytes_per_token, pool_max, api_of(boot.engine, boot) == "llama-cpp-python")
-    return [rules_plan.ResizePlan(weights, pool, s, w, None, None) for pool, s, w in plans]
+    return [(rules_plan.ResizePlan(weights, pool, s, w, None, None), None) for pool, s, w in plans]
 
 
-def _with_plans(option: PlanOption, plans: list[rules_plan.ResizePlan], standing: rules_plan.Standing,
-                notes: list[str], engine: LedgerEngine = "radiance") -> PlanOption | None:
+def _with_plans(option: PlanOption, plans: list[tuple[rules_plan.ResizePlan, Mover]],
+                standing: rules_plan.Standing, notes: list[str], rules: list[str],
+                engine: LedgerEngine = "radiance") -> PlanOption | None:
     """The option with each plan the rule book passes; a plan it fails is not offered, and said so in notes,
-    nor an option none of whose plans passes."""
+    nor an option none of whose plans passes. The rules judged go to rules, once."""
     kept = []
-    for plan in plans:
+    for plan, mover in plans:
         checks = rules_plan.judge(plan, standing)
+        rules += [c.rule for c in checks if c.rule not in rules]
         failed = book.failed(checks)
         if failed:
             notes.append(f"{option.name}: the plan {plan.weights_mib:,} + {plan.pool_mib:,} MiB at {plan.seqs} x "
                          f"{plan.window:,} is not offered: " + "; ".join(f"{c.rule}: {c.arithmetic}" for c in failed))
             continue
         unit = knobs.KNOBS[engine].kv_unit  # what the engine's env file sets: its pair in MiB, or its own knobs
+        unchecked = [c.rule for c in checks if not c.passed]
         kept.append(ResizePlanOutput(
             vram_weights_mib=plan.weights_mib if unit == "MiB" else None,
             vram_kv_mib=None if unit == "cells" else plan.pool_mib, seqs=plan.seqs, max_model_len=plan.window,
-            kv_cache_dtype=plan.dtype, spec=plan.spec,
-            checks={c.rule: "pass" if c.passed else "unchecked" for c in checks}))
+            kv_cache_dtype=plan.dtype, spec=plan.spec, unchecked=unchecked or None,
+            idle_kv_mib=None if mover is None else mib(mover[0]), mover_slots=None if mover is None else mover[1]))
     return option.model_copy(update={"plans": kept}) if kept or not plans else None
 
 

@@ -64,7 +64,7 @@ async def test_plan_free_vram_on_an_absurd_boot_answers_or_names_the_figure(
     else:  # an absurd but well-formed figure is planned as read, with its line, and no pool is priced past 1 PiB
         assert not is_error and out is not None
         plan = out["services"][0]
-        assert "999999999999 GiB" in plan["cards"][0]["settled_free"]["text"]
+        assert "999999999999 GiB" in plan["lines"][str(plan["cards"][0]["settled_free"]["line"])]  # quoted once
         assert [o["name"] for o in plan["options"]] == ["more slab"]
         assert any("past any card's memory" in n for n in plan["notes"])
 
