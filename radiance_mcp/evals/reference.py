@@ -245,16 +245,23 @@ class ReferenceAgent:
         """One service's free VRAM: each option's gains and what it takes (the ledger mover's slots among them)."""
         plan = await self.call("plan_free_vram", service=service)
         row = plan["services"][0]
-        self.say(f"{service}: headroom {row['headroom_mib']:,} MiB; slope {row['slope']['value']} slots/MiB "
-                 f"({row['slope'].get('text') or row['slope']['source']}).")
+        slope = row["slope"]
+        quoted = str(slope.get("text") or row.get("lines", {}).get(str(slope.get("line")), ""))  # cited by number
+        self.say(f"{service}: headroom {row['headroom_mib']:,} MiB; slope {slope['value']} slots/MiB "
+                 f"({quoted or slope['source']}).")
         self.figure("headroom_mib", row["headroom_mib"], "MiB")
-        mover = re.search(r"ledger mover: (\d+) slots", str(row["slope"].get("text") or ""))
+        mover = re.search(r"ledger mover: (\d+) slots", quoted)
         if mover:
             self.figure("mover slots at boot", int(mover.group(1)), "count")
         for option in row["options"]:
             for item in [*option.get("gains", []), *option.get("takes", [])]:
                 self.say(f"{option.get('name')}: {item['name']}: {item['value']:,g} {item['unit']} ({item['text']})")
                 self.figure(f"{option.get('name')}: {item['name']}", item["value"], "count")
+            for shape in option.get("plans", []):
+                if shape.get("mover_slots") is not None:
+                    self.say(f"{option.get('name')} at {shape['seqs']} seats: the mover lends {shape['mover_slots']:,} "
+                             f"slots ({shape['idle_kv_mib']:,} MiB idle)")
+                    self.figure(f"mover slots at {shape['seqs']} seats", shape["mover_slots"], "count")
         for note in row.get("notes") or []:
             self.say(str(note))
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import math
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, Literal
 
 from radiance_mcp.core import engine_facts, knobs, planning
@@ -53,6 +52,7 @@ from radiance_mcp.sources.offload import gather
 from radiance_mcp.sources.runtime import Runtime
 from radiance_mcp.tools import plan_fleet, standing
 from radiance_mcp.tools.ledger import reserves_out, trace_reserves
+from radiance_mcp.tools.plan_picture import picture, source_of
 from radiance_mcp.tools.registry import ToolFamily
 
 FAMILY = ToolFamily()
@@ -198,7 +198,7 @@ def _pool_options(prices: planning.PoolPrices, card: CardPlan, usable: int, mode
     notes: list[str] = []
     if prices.past_any_card:
         notes.append(f"the headroom {usable:,} MiB is past any card's memory: read the settled line "
-                     f"({_source(card.figure('settled_free'))}) again; the KV options are not priced")
+                     f"({source_of(card.figure('settled_free'))}) again; the KV options are not priced")
     elif prices.unpriced_flags:
         notes.append(f"the boot does not echo {' and '.join(prices.unpriced_flags)}: the KV options cannot be priced")
     options = [_kv_option(prices, p, usable, model, slope_text) for p in prices.kv]
@@ -299,49 +299,6 @@ def _card_plans(boot: Boot, physical: tuple[str, ...], name: str, notes: list[st
     return reading, ranks, cards
 
 
-def picture(out: PlanFreeVramOutput) -> str:
-    """Each planned card as a stacked bar, from the output's own figures; the options as ghosts."""
-    from radiance_mcp.core import svg  # on first picture: tools/list does not draw
-
-    bars = []
-    for plan in out.services or out._pictured:
-        for card in plan.cards:
-            held = sum(r.mib for r in plan.reserves if r.card in (None, card.card))
-            weights, kv, free_figure, floor_figure, arena_figure, total_figure = (card.figure(name) for name in (
-                "vram_weights", "vram_kv", "settled_free", "engine_floor", "activation_arena", "card_total"))
-            assert weights is not None and kv is not None and free_figure is not None and floor_figure is not None
-            free, floor = free_figure.value, floor_figure.value
-            arena = arena_figure.value if arena_figure else 0.0
-            headroom = max(0.0, free - floor - held)
-            used = weights.value + kv.value + arena + free
-            total = total_figure.value if total_figure else used
-            segments = (
-                svg.Segment("weights", "vram_weights", weights.value, _source(weights)),
-                svg.Segment("kv", "vram_kv (the KV pool)", kv.value, _source(kv)),
-                svg.Segment("arena", "activation arena", arena, _source(arena_figure) or "not printed"),
-                svg.Segment("other", "not attributed (driver context, the rest)", max(0.0, total - used),
-                            "card total less the rest"),
-                svg.Segment("headroom", "headroom to spend", headroom, "settled free - floor - reserves"),
-                svg.Segment("reserves", "reserves", held, ", ".join(r.label for r in plan.reserves)),
-                svg.Segment("floor", "engine floor", floor, _source(floor_figure)),
-            )
-            start = total - free if total >= used else used - free
-            ghosts = tuple(
-                svg.Ghost("kv" if option.name.startswith("more KV") else "weights",
-                          f"{option.name}: +{option.adds_mib:,} MiB -> "
-                          + "; ".join(f"{g.name}: {_value(g)}" for g in option.gains),
-                          start, option.adds_mib)
-                for option in plan.options
-            )
-            who = plan.service or Path(plan.ledger.source).name
-            where = f" ({card.physical})" if card.physical else ""
-            if card.shared_with:
-                where = (f" ({card.physical}, shared with {', '.join(card.shared_with)}: "
-                         f"{card.headroom_once_mib:,} MiB of headroom counted once)")
-            bars.append(svg.Bar(f"{who} card {card.card}{where}", total, segments, free, ghosts))
-    return svg.render(bars)
-
-
 @FAMILY.tool("Plan what the free VRAM can buy", open_world=True, picture=picture)
 async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeVramOutput:
     """What the free VRAM buys per card: the headroom above the pair less reserves, each option
@@ -437,13 +394,6 @@ def _plan_inputs(runtime: Runtime, args: PlanFreeVramInput, plans: dict[str, Car
     them, the growth planned, the reserves asked (plan_fleet.briefs keeps a service's brief by them)."""
     return (plans[name][0].boot, runtime.fleet.services[name].cards,
             [shared[c.physical] for c in plans[name][2] if c.physical is not None], growth, args.reserves)
-
-
-def _value(figure: Traced) -> str:
-    if figure.unit == "seats":
-        return _seats(int(figure.value))
-    return f"{figure.value:,.0f} {figure.unit}" if figure.value == int(figure.value) else \
-        f"{figure.value:,.2f} {figure.unit}"
 
 
 def _summary(plan: ServicePlan) -> str:
@@ -605,7 +555,3 @@ def _slope(slope: planning.Slope) -> Traced:
                       text=slope.line.text)
     return Traced(name="slab slope", value=per_mib, unit="slots/MiB", source="model constant", line=None,
                   text=f"{SLAB_SLOTS_PER_STEP:,} slots per {SLAB_MIB_PER_STEP:,} MiB, measured")
-
-
-def _source(figure: Traced | None) -> str:
-    return "" if figure is None else f"line {figure.line}" if figure.line else figure.source
