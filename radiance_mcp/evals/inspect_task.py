@@ -29,9 +29,10 @@ never reaches the server. ``merge_record`` puts those calls, read off Inspect's 
 into the record as refusals, at their place among the calls that did reach the server; an
 unknown argument name is scored under ``argument_names`` as the server would tag it. The
 merged record is kept in the sample's store, so ``inspect score`` re-scores a log alone. The solver
-is the harness of evals.binding: it gives the server a nonce (record.NONCE_ENV), and binds the
-server's record, as written, to it, to the fleet and to the requests its endpoints served while
-the fleet still runs; the checks are kept in the store beside the record and scored with it.
+is the harness of evals.binding: it gives the server a nonce (record.NONCE_ENV). When the server's
+record chains under it, the harness countersigns the merged record (its own refusals chained in),
+then binds that to the nonce, the fleet and the requests its endpoints served while the fleet
+still runs; the checks and the nonce are kept in the store beside the record and scored with it.
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ from mcp.types import CallToolResult, TextContent
 from radiance_mcp.app.skills import SKILLS_DIR, parse
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.agents import AGENTS
-from radiance_mcp.evals.binding import bind, served
+from radiance_mcp.evals.binding import bind, nonce_check, served
 from radiance_mcp.evals.fleet import SERVICE_NAMES, fingerprint, running_fleet
-from radiance_mcp.evals.record import NONCE_ENV, RECORD_VERSION, Binding, Event, read_record
+from radiance_mcp.evals.record import NONCE_ENV, RECORD_VERSION, Binding, Event, read_record, sign
 from radiance_mcp.evals.rules import BY_NAME
 from radiance_mcp.evals.scenario import Fact, Scenario, load_scenarios
 from radiance_mcp.evals.score import Report, render_table, score
@@ -82,7 +83,11 @@ from radiance_mcp.sources.config import load
 STORE_BINDING = "radiance_mcp_binding"
 """The sample store's key for the server's record's binding checks (evals.binding), made while its fleet ran."""
 STORE_RECORD = "radiance_mcp_record"
-"""The sample store's key for the merged record (a list of events as JSON objects)."""
+"""The sample store's key for the merged record (a list of events as JSON objects), bound to the nonce."""
+STORE_NONCE = "radiance_mcp_nonce"
+"""The sample store's key for the nonce the harness gave the server: ``radiance-mcp eval --record`` binds the
+stored record by it when given in record.NONCE_ENV (it is never shown to the agent; it guards the run, not the
+log)."""
 MESSAGE_LIMIT = 120
 """Messages per sample before Inspect stops the agent (about 55 tool calls); the sample is still scored."""
 TIME_LIMIT = 900
@@ -164,14 +169,25 @@ def radiance_agent(skills: bool = True, agent: str | None = None) -> Solver:
                 finally:
                     # A run stopped by a limit is scored too: keep what it did.
                     events = read_record(record_path) if record_path.exists() else []
-                    merged = merge_record(events, state.messages)
+                    merged = countersign(events, merge_record(events, state.messages), nonce)
                     state.store.set(STORE_RECORD, [e.model_dump(mode="json", exclude_none=True) for e in merged])
-                    bound = await bind(scenario, events, nonce=nonce, requests=served(fleet), fleet=fleet,
-                                       expected_fleet=expected)  # the server's record, as it wrote it
+                    state.store.set(STORE_NONCE, nonce)
+                    bound = await bind(scenario, merged, nonce=nonce, requests=served(fleet), fleet=fleet,
+                                       expected_fleet=expected)
                     state.store.set(STORE_BINDING, bound.model_dump(mode="json"))
         return state
 
     return solve
+
+
+def countersign(events: Sequence[Event], merged: Sequence[Event], nonce: str) -> list[Event]:
+    """The merged record bound to the harness's nonce, if the server's record (events) was: the harness holds the
+    nonce, so it chains the calls Inspect refused in with the server's lines. A record the server did not write
+    whole under the nonce is never signed: it is kept as merged and fails the nonce check as it is."""
+    if nonce_check(events, nonce).status != "passed":
+        return list(merged)
+    lines = sign([e.model_dump(mode="json", exclude_none=True) for e in merged], nonce)
+    return [Event.model_validate(line) for line in lines]
 
 
 def merge_record(events: Sequence[Event], messages: Sequence[ChatMessage]) -> list[Event]:

@@ -40,13 +40,14 @@ from radiance_mcp.evals.fleet import scenario_fleet  # noqa: E402
 from radiance_mcp.evals.inspect_task import (  # noqa: E402
     EPOCHS,
     MESSAGE_LIMIT,
+    STORE_NONCE,
     STORE_RECORD,
     TIME_LIMIT,
     merge_record,
     radiance_task,
     scripted_model,
 )
-from radiance_mcp.evals.record import RECORD_VERSION, Event, Recorder, read_record  # noqa: E402
+from radiance_mcp.evals.record import NONCE_ENV, RECORD_VERSION, Event, Recorder, read_record  # noqa: E402
 from radiance_mcp.evals.run import run_agent  # noqa: E402
 from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios  # noqa: E402
 from radiance_mcp.evals.score import Report, score  # noqa: E402
@@ -235,7 +236,9 @@ async def test_every_epoch_scores_the_same_under_inspect_and_the_eval_command(
         record, answer = tmp_path / f"epoch-{sample.epoch}.jsonl", tmp_path / f"epoch-{sample.epoch}.txt"
         record.write_text("".join(json.dumps(e) + "\n" for e in sample.store[STORE_RECORD]), encoding="utf-8")
         answer.write_text(result.answer or "", encoding="utf-8")
-        done = cli("eval", "--scenario", name, "--record", str(record), "--answer", str(answer), "--json", cwd=ROOT)
+        # The person holds what the harness kept: the nonce it gave the server binds the record for them too.
+        done = cli("eval", "--scenario", name, "--record", str(record), "--answer", str(answer), "--json", cwd=ROOT,
+                   env={NONCE_ENV: sample.store[STORE_NONCE]})
         assert done.returncode == (0 if agent == "reference" else 3), done.stderr
         by_cli = json.loads(done.stdout)
         assert {k: by_cli[k] for k in named} == named
