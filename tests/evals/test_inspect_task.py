@@ -40,14 +40,23 @@ from radiance_mcp.evals.fleet import scenario_fleet  # noqa: E402
 from radiance_mcp.evals.inspect_task import (  # noqa: E402
     EPOCHS,
     MESSAGE_LIMIT,
+    STORE_BINDING,
     STORE_NONCE,
     STORE_RECORD,
     TIME_LIMIT,
+    countersign,
     merge_record,
     radiance_task,
     scripted_model,
 )
-from radiance_mcp.evals.record import NONCE_ENV, RECORD_VERSION, Event, Recorder, read_record  # noqa: E402
+from radiance_mcp.evals.record import (  # noqa: E402
+    NONCE_ENV,
+    RECORD_VERSION,
+    Event,
+    Recorder,
+    chain_problem,
+    read_record,
+)
 from radiance_mcp.evals.run import run_agent  # noqa: E402
 from radiance_mcp.evals.scenario import Scenario, load_scenario, load_scenarios  # noqa: E402
 from radiance_mcp.evals.score import Report, score  # noqa: E402
@@ -323,6 +332,25 @@ async def test_the_misspelled_call_never_reaches_the_server_but_is_in_the_record
     assert "before it reached the server" in (calls[0].error or "")
     assert calls[1].result is not None and round(calls[1].result["ceiling_mib"]) == 30969
     assert [e.seq for e in events] == list(range(len(events)))
+    # The harness chained its refusal in: the record as stored is bound to the nonce it gave, both calls replayed.
+    checks = {c["name"]: (c["status"], c["text"]) for c in sample.store[STORE_BINDING]["checks"]}
+    assert checks["nonce"] == ("passed", "bound to the harness's nonce, every line chained")
+    assert checks["replay"] == ("passed", "2 call(s) replayed, each the same")
+    assert chain_problem(events, sample.store[STORE_NONCE]) is None
+
+
+def test_a_server_record_that_does_not_chain_is_never_countersigned(tmp_path: Path) -> None:
+    nonce = "a" * 32
+    recorder = Recorder(tmp_path / "r.jsonl", "test", nonce=nonce)
+    recorder.write({"kind": "tool_call", "tool": "read_budget_table", "arguments": {}, "ok": True}, seq=1)
+    recorder.close()
+    genuine = read_record(tmp_path / "r.jsonl")
+    edited = [genuine[0], genuine[1].model_copy(update={"tool": "compute_ceiling"})]  # a line changed after the fact
+    turn = ChatMessageAssistant(content="", tool_calls=[ToolCall(id="a", function="read_budget_table", arguments={})])
+    for server, chained in ((genuine, True), (edited, False)):
+        kept = countersign(server, merge_record(server, [turn]), nonce)
+        assert (chain_problem(kept, nonce) is None) is chained
+    assert countersign(edited, edited, nonce) == edited  # kept as it came, its forged line unsigned
 
 
 async def test_a_run_stopped_by_the_message_limit_is_scored_with_what_it_did(
