@@ -227,6 +227,40 @@ def test_an_unchanged_file_is_not_read_again(
     assert sum(counted) == 0
 
 
+def test_a_fleet_of_a_thousand_ledgers_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 services' ledgers on this machine (issue 26 item 2): the second pass scans none of them (64 files were
+    kept before, so a whole-fleet call re-read every one, each call)."""
+    paths = [tmp_path / f"s{n:04d}.log" for n in range(1000)]
+    for n, path in enumerate(paths):
+        path.write_text(boots("old", f"s{n:04d}", filler=""), encoding="utf-8")
+        settle(path)
+    first = [read_file(path, source=path.name) for path in paths]
+    scans = spy_scans(monkeypatch)
+    assert [read_file(path, source=path.name) for path in paths] == first
+    assert scans == []
+
+
+def test_past_the_memory_bound_the_least_recently_read_file_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [tmp_path / f"{name}.log" for name in ("a", "b", "c")]
+    for path in paths:
+        path.write_text(boots("old", path.stem, filler=""), encoding="utf-8")
+        settle(path)
+    read_file(paths[0], source="a")
+    one = ledger_file.file_state._kept_bytes
+    assert one > ledger_file.file_state.STATE_BYTES  # the last read's lines are counted
+    monkeypatch.setattr(ledger_file.file_state, "MAX_KEPT_BYTES", 2 * one)  # room for two such files
+    for path in paths[1:]:
+        read_file(path, source=path.stem)
+    scans = spy_scans(monkeypatch)
+    read_file(paths[2], source="c")
+    assert scans == []  # kept
+    read_file(paths[0], source="a")
+    assert scans != []  # the least recent, dropped: read again
+    assert ledger_file.file_state._kept_bytes <= 2 * one
+
+
 def test_an_appended_file_is_read_from_where_the_last_read_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

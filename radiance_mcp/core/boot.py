@@ -9,7 +9,7 @@ it; a ``Refusal`` is a line where the engine refused to start or to serve.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
@@ -26,6 +26,17 @@ class Line:
     """1-based line number in the source."""
     text: str
     """The line as read, ANSI codes and line end removed."""
+
+
+KEPT_LINE_BYTES = 700
+"""A kept line's cost beside its text: its Line, and in a parse its Hit and fields (27 lines of the example
+parsed and kept: 18.5 KiB measured with tracemalloc, 1.5 KiB of it text)."""
+
+
+def lines_bytes(lines: Iterable[Line]) -> int:
+    """The estimated memory of kept lines (a read's cut, a parse kept for the next read): their text and
+    KEPT_LINE_BYTES each."""
+    return sum(len(line.text) + KEPT_LINE_BYTES for line in lines)
 
 
 def quoted(line: Line) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from radiance_mcp.core.boot import Boot, CutBoot
+from radiance_mcp.core.boot import Boot, CutBoot, lines_bytes
 from radiance_mcp.core.constants import CONTROL
 from radiance_mcp.core.errors import InputError, SourceError
 from radiance_mcp.core.ledger import parse_boot, read_text
@@ -308,8 +308,6 @@ def _parse_cut(pool: SSHPool, target: SSHTarget, label: str, cut: CutBoot) -> Bo
     (SSHPool.parses, per host entry): a warm read of an unchanged log gets the host's same lines again. 32
     services read at once spent more time handing their parses to threads and parsing the same lines anew
     than on the wire."""
-    from radiance_mcp.sources.remote.kept import lines_bytes
-
     key = (target, label)
     kept = pool.parses.get(key)
     if kept is not None and kept[0] == cut.lines and (kept[1].index, kept[1].boots_seen) == (cut.index,

@@ -16,13 +16,12 @@ import pytest
 from remote_hosts import ledger
 from ssh_hosts import LoopbackHost
 
-from radiance_mcp.core.boot import Line
+from radiance_mcp.core.boot import KEPT_LINE_BYTES, Line, lines_bytes
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.sources import ledgers
 from radiance_mcp.sources.config import Fleet
 from radiance_mcp.sources.ledgers import read_boot
 from radiance_mcp.sources.remote import Kept, Limits, SSHPool, SSHTarget
-from radiance_mcp.sources.remote.kept import KEPT_LINE_BYTES, lines_bytes
 from radiance_mcp.sources.runtime import Runtime
 
 HOSTS = 40

@@ -59,7 +59,7 @@ from radiance_mcp.sources.ledger_file.blocks import (
     last_marker_line,
 )
 from radiance_mcp.sources.ledger_file.file_index import INDEX_STEP_BYTES, FileIndex
-from radiance_mcp.sources.ledger_file.file_state import MAX_FILES, RACY_NS, forget_files
+from radiance_mcp.sources.ledger_file.file_state import MAX_FILES, MAX_KEPT_BYTES, RACY_NS, forget_files
 from radiance_mcp.sources.ledger_file.reading import (
     COUNT_BEFORE_BYTES,
     cut_boot,
@@ -76,6 +76,7 @@ __all__ = [
     "GREP_FROM_BYTES",
     "INDEX_STEP_BYTES",
     "MAX_FILES",
+    "MAX_KEPT_BYTES",
     "RACY_NS",
     "SAMPLE_BYTES",
     "CutBoot",

@@ -1,6 +1,7 @@
 """What this process remembers of each ledger file (I/O): its identity, index and last read.
 
-Kept for the MAX_FILES most recent files, keyed by path. A file is known again (``_known``)
+Kept for the MAX_FILES most recent files within MAX_KEPT_BYTES in all, keyed by path (a fleet of
+1,000 local ledgers re-read every one on every call when 64 files were kept). A file is known again (``_known``)
 while it is the same file (device and inode), not shorter, and its sampled bytes are unchanged:
 same size and mtime read at least RACY_NS after the mtime is unchanged; longer is grown
 (appended). Anything else was rotated or rewritten and is read and indexed afresh. Reads run in
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from io import BufferedReader
 
+from radiance_mcp.core.boot import lines_bytes
 from radiance_mcp.sources.ledger_file.blocks import SAMPLE_BYTES, Keep, _Cut
 from radiance_mcp.sources.ledger_file.file_index import FileIndex
 
@@ -30,8 +32,14 @@ SAMPLE_PLACES = 1024
 """Places of SAMPLE_BYTES a larger grown file is compared at: an append leaves them all as they were, a
 rewrite in place that grew past the old size changes those after its first changed byte, unless it
 keeps every byte's offset."""
-MAX_FILES = 64
-"""Files whose index and last read are kept (a few KiB each, plus 32 bytes per MiB); least recent go first."""
+MAX_FILES = 4096
+"""Files whose index and last read are kept at most: every ledger of a fleet of a few thousand services; the least
+recently read go first."""
+MAX_KEPT_BYTES = 64 * 1024 * 1024
+"""The estimated memory of all that is kept (``_state_bytes``); past it the least recently read go first. A
+boot of the example's size (27 phrase lines) is about 21 KiB: about 3,000 files fit."""
+STATE_BYTES = 2048
+"""A kept file's cost beside its last read's lines and its index: its identity, samples and records."""
 
 
 
@@ -76,12 +84,34 @@ class _FileState:
 
 _files: OrderedDict[str, _FileState] = OrderedDict()
 _files_lock = threading.Lock()
+_kept_bytes = 0
+"""_state_bytes summed over _files."""
 
 
 def forget_files() -> None:
     """Drop every file's index and last read (tests; the next read starts afresh)."""
+    global _kept_bytes
     with _files_lock:
         _files.clear()
+        _kept_bytes = 0
+
+
+def _state_bytes(state: _FileState) -> int:
+    """The estimated memory of what is kept of one file: its last read's lines (core.boot.lines_bytes), 32 bytes
+    per index step, STATE_BYTES for the rest."""
+    lines = lines_bytes(state.last.cut.all_lines()) if state.last is not None else 0
+    return STATE_BYTES + lines + 32 * len(state.index.steps[0])
+
+
+def _put(key: str, state: _FileState) -> None:
+    """Keep state as the file's, the most recent; then drop the least recent past MAX_FILES or MAX_KEPT_BYTES
+    (under _files_lock)."""
+    global _kept_bytes
+    old = _files.pop(key, None)
+    _kept_bytes += _state_bytes(state) - (_state_bytes(old) if old is not None else 0)
+    _files[key] = state
+    while len(_files) > MAX_FILES or (_kept_bytes > MAX_KEPT_BYTES and len(_files) > 1):
+        _kept_bytes -= _state_bytes(_files.popitem(last=False)[1])
 
 
 @dataclass(frozen=True)
@@ -89,23 +119,29 @@ class _Samples:
     """The file as last read: the whole of it up to WHOLE_BYTES, else SAMPLE_PLACES evenly spread places
     of SAMPLE_BYTES and the given ones (its start, its newest boot, its end)."""
 
-    windows: tuple[tuple[int, int], ...]
-    """(offset, length) of each place."""
+    size: int
+    places: tuple[int, ...]
+    """The given places (a few): the windows follow from them and the size, so a kept file holds no list of them."""
     crc: int
     """zlib.crc32 of their bytes, in order: a test of change, not a seal (who can write the file can write anything)."""
+
+    @property
+    def windows(self) -> tuple[tuple[int, int], ...]:
+        """(offset, length) of each place."""
+        if self.size <= WHOLE_BYTES:
+            return ((0, self.size),)
+        stride = -(-self.size // SAMPLE_PLACES)
+        starts = sorted({max(0, min(p, self.size - SAMPLE_BYTES))
+                         for p in (*range(0, self.size, stride), *self.places)})
+        return tuple((start, min(SAMPLE_BYTES, self.size - start)) for start in starts)
 
 
 def _samples(stream: BufferedReader, size: int, places: Sequence[int], known: _FileState | None) -> _Samples:
     """The file's samples now: known's if the file is as known read it (same size), else taken afresh."""
     if known is not None and known.identity.size == size:
         return known.samples
-    if size <= WHOLE_BYTES:
-        windows: tuple[tuple[int, int], ...] = ((0, size),)
-    else:
-        stride = -(-size // SAMPLE_PLACES)
-        starts = sorted({max(0, min(p, size - SAMPLE_BYTES)) for p in (*range(0, size, stride), *places)})
-        windows = tuple((start, min(SAMPLE_BYTES, size - start)) for start in starts)
-    return _Samples(windows, _crc(stream, windows))
+    fresh = _Samples(size, tuple(places), 0)
+    return replace(fresh, crc=_crc(stream, fresh.windows))
 
 
 def _crc(stream: BufferedReader, windows: Sequence[tuple[int, int]]) -> int:
@@ -148,10 +184,7 @@ def _keep(key: str, state: _FileState, read_from: _FileState | None) -> None:
                 and old.identity.inode == state.identity.inode
                 and state.index.last.offset < old.index.last.offset <= state.identity.size):
             state = replace(state, index=old.index)
-        _files[key] = state
-        _files.move_to_end(key)
-        while len(_files) > MAX_FILES:
-            _files.popitem(last=False)
+        _put(key, state)
 
 
 def _keep_index(key: str, state: _FileState | None, fresh: _FileState) -> None:
@@ -161,8 +194,8 @@ def _keep_index(key: str, state: _FileState | None, fresh: _FileState) -> None:
     with _files_lock:
         current = _files.get(key)
         if state is None or current is None:
-            _files[key] = fresh
+            _put(key, fresh)
         elif current is state:
-            _files[key] = replace(state, index=index)
+            _put(key, replace(state, index=index))
         elif current.identity.inode == now.inode and current.index.last.offset < index.last.offset <= now.size:
-            _files[key] = replace(current, index=index)
+            _put(key, replace(current, index=index))

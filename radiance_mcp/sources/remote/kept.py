@@ -2,8 +2,8 @@
 
 A warm read of a whole fleet (1,000 services on 125 hosts) re-read every log whose last read had
 been forgotten: one bound of 256 logs in all covered a quarter of it. Each store now keeps, per host
-entry, the MAX_CHECKPOINTS logs read most recently, and in all at most MAX_KEPT_BYTES (estimated as
-the kept lines' text plus KEPT_LINE_BYTES a line), the least recently kept going first. The host
+entry, the MAX_CHECKPOINTS logs read most recently, and in all at most MAX_KEPT_BYTES (estimated by
+core.boot.lines_bytes: the kept lines' text plus KEPT_LINE_BYTES a line), the least recently kept going first. The host
 entries are the operator's (the fleet config), so a fleet keeps every service's log while their
 lines fit the bytes: a boot of the example's size (27 phrase lines) is counted as 20 KiB, so a store
 holds about 3,200 of them; the two stores of a 1,000-service fleet, 40 MiB at most.
@@ -11,28 +11,18 @@ holds about 3,200 of them; the two stores of a 1,000-service fleet, 40 MiB at mo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-from radiance_mcp.core.boot import Line
 from radiance_mcp.sources.remote.targets import SSHTarget
 
 MAX_CHECKPOINTS = 64
 """Logs of one host entry whose last read is kept; the least recently read go first."""
 MAX_KEPT_BYTES = 64 * 1024 * 1024
 """Bytes one store keeps in all (its values' estimated sizes summed over every host entry)."""
-KEPT_LINE_BYTES = 700
-"""A kept line's cost beside its text: its Line, and in a parse its Hit and fields (27 lines of the example
-parsed and kept: 18.5 KiB measured with tracemalloc, 1.5 KiB of it text)."""
 
 V = TypeVar("V")
 Key = tuple[SSHTarget, str]
 """A host entry and a log's path (or a read's label) on it."""
-
-
-def lines_bytes(lines: Iterable[Line]) -> int:
-    """The estimated memory of kept lines: their text and KEPT_LINE_BYTES each."""
-    return sum(len(line.text) + KEPT_LINE_BYTES for line in lines)
 
 
 class Kept(Generic[V]):

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from radiance_mcp.core.boot import Boot, CutBoot, Line
+from radiance_mcp.core.boot import Boot, CutBoot, Line, lines_bytes
 from radiance_mcp.core.errors import RemoteError
 from radiance_mcp.sources.remote.answers import dry_run_result, engine_lines, file_text, section_boot
 from radiance_mcp.sources.remote.commands import (
@@ -39,7 +39,7 @@ from radiance_mcp.sources.remote.framing import (
     parse_frames,
     parse_output,
 )
-from radiance_mcp.sources.remote.kept import Kept, lines_bytes
+from radiance_mcp.sources.remote.kept import Kept
 from radiance_mcp.sources.remote.records import (
     DryRun,
     EngineLines,
