@@ -157,7 +157,8 @@ def with_outside_free(reading: BudgetReading, given: Sequence[tuple[int | None, 
             view = cards[number]
             if view.free_mib is not None:
                 raise InputError(
-                    f"outside_free for card {number}: the ledger prints its free memory ({view.free_mib.value:,} MiB, "
+                    f"outside_free for card {number}: the ledger prints its free memory "
+                    f"({fmt_mib(view.free_mib.value, 2)} MiB, "
                     f"line {view.free_mib.line.number}), which stands; drop outside_free")
             figure = Figure(mib, "MiB", (), arithmetic=OUTSIDE.format(label=label))
             out[number] = replace(view, free_mib=figure)
