@@ -311,7 +311,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return fmt_mib(value, 2)
     if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
+        return fmt_mib(value)
     return str(value)
 
 
