@@ -62,9 +62,9 @@ def test_worked_example(example_text: str) -> None:
         # 30,000 + (1,024 - 512) = 30,512, exact
         ("1024", "512", "30000", 30_512, "30,000 + (1,024 - 512) = 30,512 MiB/card"),
         # free below the floor: 29,120 + (200 - 209.19) = 29,110.81 -> 29,110 (the ceiling is under the pair)
-        ("200", "209.19", "29120", 29_110, "29,120.00 + (200.00 - 209.19) = 29,110 MiB/card"),
+        ("200", "209.19", "29120", 29_110, "29,120 + (200 - 209.19) = 29,110 MiB/card"),
         # 29,120 + (2,058.99 - 209.19) = 30,969.80 -> 30,969, never rounded up (whole MiB would say 30,970)
-        ("2058.99", "209.19", "29120", 30_969, "29,120.00 + (2,058.99 - 209.19) = 30,969 MiB/card"),
+        ("2058.99", "209.19", "29120", 30_969, "29,120 + (2,058.99 - 209.19) = 30,969 MiB/card"),
     ],
 )
 def test_card_ceiling(free_mib: str, floor_mib: str, pair_mib: str, ceiling_mib: int, derivation: str) -> None:
@@ -145,7 +145,7 @@ def test_flags_echoed_pair_is_exact(example_text: str) -> None:
                            "23.44 GiB = 24,002.56 MiB (line 16), beyond its rounding of +-5.12 MiB"]),
         # |6,144 - 5,120| = 1,024 > 5.12
         ("24000", "6144", ["card 0: --vram-kv-mib 6,144 MiB (line 10) but the table's vram_kv row says "
-                           "5.00 GiB = 5,120.00 MiB (line 17), beyond its rounding of +-5.12 MiB"]),
+                           "5.00 GiB = 5,120 MiB (line 17), beyond its rounding of +-5.12 MiB"]),
     ],
 )
 def test_flag_and_table_disagreement(

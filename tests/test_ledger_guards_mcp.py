@@ -138,7 +138,7 @@ async def test_a_max_pair_below_the_current_pair_is_allowed_with_a_warning(serve
                                 reserves=[{"mib": 2000, "label": "second model", "personal": True}])
     assert not error
     assert out["max_pair_mib"] == 28_969  # 30,969 - 2,000, below the 29,120 pair by 151
-    assert out["warnings"] == ["max_pair_mib 28,969 is below card 0's current pair of 29,120.00 MiB by 151.00 MiB: "
+    assert out["warnings"] == ["max_pair_mib 28,969 is below card 0's current pair of 29,120 MiB by 151 MiB: "
                                "a gate at this bound fails the pair that runs now; shrink the pair by that much, or "
                                "drop a reserve"]
 

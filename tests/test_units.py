@@ -127,7 +127,12 @@ def test_round_down(value: Decimal, expected: int) -> None:
         (29_120, 0, "29,120"),
         (Decimal("1986.22265625"), 2, "1,986.22"),  # 200,000 x 7,488 B = 1,428.22 MiB + 110 + 448
         (Decimal("6063.5078125"), 2, "6,063.51"),  # bf16 2 x 200,000
-        (3_200, 2, "3,200.00"),
+        # a whole figure is bare in every text: '2,048' beside '2,048.00' was one figure written two ways
+        (3_200, 2, "3,200"),
+        (Decimal("2048.00"), 2, "2,048"),  # 2.00 GiB as a Decimal of MiB keeps the GiB line's places
+        (Decimal("131072.00"), 2, "131,072"),  # 2,048.00 MiB x 1,048,576 B / 16,384 tokens, bytes per token
+        (Decimal("0.5"), 2, "0.50"),
+        (Decimal("1849.6"), 0, "1,850"),  # places=0 rounds
     ],
 )
 def test_fmt_mib(value: Decimal | int, places: int, expected: str) -> None:

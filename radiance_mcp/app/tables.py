@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
+from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.base import LineRef
 
 COLUMNS = 120
@@ -296,7 +297,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, BaseModel):
         data = dict(value)
         if _figure(value):
-            shown = data.get("printed") or f"{data['value']:,.2f} {data['unit']}"
+            shown = data.get("printed") or f"{fmt_mib(data['value'], 2)} {data['unit']}"
             where = list(dict.fromkeys(str(ref.line) for ref in data.get("lines", []))) or (
                 [str(data["line"])] if data.get("line") is not None else [])
             source = f"line {', '.join(where)}" if where else data.get("source")
@@ -308,9 +309,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_cell(item) for item in value)
     if isinstance(value, float):
-        return f"{value:,.2f}"
+        return fmt_mib(value, 2)
     if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
+        return fmt_mib(value)
     return str(value)
 
 
@@ -405,7 +406,7 @@ def _option_lines(option: Any, columns: int) -> list[str]:
 def _figure_value(figure: Any, value: float | None = None) -> str:
     """A traced figure's value (or its now) in its unit, a whole number without decimals: '4 seats'."""
     value = figure.value if value is None else value
-    return (f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}") + f" {figure.unit}"
+    return f"{fmt_mib(value, 2)} {figure.unit}"
 
 
 def _traced(figure: Any) -> str:

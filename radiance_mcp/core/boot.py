@@ -9,7 +9,7 @@ it; a ``Refusal`` is a line where the engine refused to start or to serve.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
@@ -96,6 +96,38 @@ class Missing:
 
     def __str__(self) -> str:
         return f"{self.figure}: not printed (the engine prints it as {self.printed_in}); {self.remedy}"
+
+
+_RANK = re.compile(r"(.*?)(\d+)")
+
+
+def rank_span(ranks: Sequence[str]) -> str:
+    """Ranks as a reader counts them: a run of one name's consecutive numbers as a range ('TP0-TP7'), the others
+    listed in their order ('DP0 TP0, DP1 TP1', 'CUDA0-CUDA2, CUDA4, CUDA5')."""
+    runs: list[list[str]] = []
+    for rank in ranks:
+        if runs and _follows(runs[-1][-1], rank):
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(run) for run in runs)
+
+
+def _follows(before: str, rank: str) -> bool:
+    """'TP1' follows 'TP0': one name, the next number."""
+    a, b = _RANK.fullmatch(before), _RANK.fullmatch(rank)
+    return a is not None and b is not None and a[1] == b[1] and int(b[2]) == int(a[2]) + 1
+
+
+def per_rank(said: Sequence[tuple[str, str]]) -> str:
+    """What ranks say, each text once with the ranks that say it (in the order first said): [('TP0', 'a'),
+    ('TP1', 'a'), ('TP1', 'b')] -> 'TP0-TP1: a. TP1: b'. Every per-rank finding of a boot is worded here, so
+    eight ranks lacking one figure cost one sentence, not eight."""
+    ranks: dict[str, list[str]] = {}
+    for rank, text in said:
+        if rank not in ranks.setdefault(text, []):
+            ranks[text].append(rank)
+    return ". ".join(f"{rank_span(names)}: {text}" for text, names in ranks.items())
 
 
 RefusalKind = Literal["window_exceeds_kv", "pool_below_window", "not_enough_memory", "allocation_failed",
@@ -270,10 +302,11 @@ class RankView:
         value = getattr(self, name)
         if isinstance(value, Figure):
             return value
-        for gap in self.missing:
-            if gap.figure == name:
-                raise LedgerError(f"{self.rank}: {gap}")
-        raise LedgerError(f"{self.rank}: {name} is not in this boot's log")
+        raise LedgerError(f"{self.rank}: {self.gap(name)}")
+
+    def gap(self, name: str) -> str:
+        """Why the figure is not here, and how to get it (its Missing; else that the log lacks it)."""
+        return next((str(g) for g in self.missing if g.figure == name), f"{name} is not in this boot's log")
 
 
 BootStatus = Literal["settled", "refused", "unsettled"]

@@ -25,6 +25,7 @@ from radiance_mcp.core.constants import MAX_POOL_MIB, KVDtype, LedgerEngine, Mod
 from radiance_mcp.core.errors import InputError
 from radiance_mcp.core.knobs import KNOBS
 from radiance_mcp.core.rules.capacity import kv_dtype
+from radiance_mcp.core.units import fmt_mib
 
 VARIABLES = KNOBS["radiance"].variables
 """The env file's variables, each after the service's prefix (FOO_VRAM_KV_MIB)."""
@@ -121,7 +122,7 @@ def one_line(text: str) -> str:
 
 
 def _mib(value: float) -> str:
-    return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}"
+    return fmt_mib(Decimal(str(value)), 2)
 
 
 SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@-]{1,1000}$")

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from xml.sax.saxutils import escape
 
 from radiance_mcp.core.gates import one_line
+from radiance_mcp.core.units import fmt_mib
 
 COLOURS: dict[str, str] = {
     "weights": "#3b6fb6",
@@ -76,7 +78,7 @@ class Rect:
 
 
 def _fmt(mib: float) -> str:
-    return f"{mib:,.0f}" if abs(mib - round(mib)) < 0.005 else f"{mib:,.2f}"
+    return fmt_mib(Decimal(str(mib)), 2)
 
 
 def layout(bars: Sequence[Bar]) -> tuple[list[Rect], list[tuple[float, float, str, str]], float]:

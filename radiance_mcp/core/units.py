@@ -91,8 +91,13 @@ def round_down(value: Decimal) -> int:
 
 
 def fmt_mib(value: Decimal | float | int, places: int = 0) -> str:
-    """29120 -> '29,120'; with places=2, 1986.2168 -> '1,986.22'."""
-    return f"{Decimal(value):,.{places}f}"
+    """A figure as every text writes it (MiB, bytes, tokens alike): thousands separated, a whole number bare and a
+    fraction to `places` decimals. 29120 -> '29,120'; places=2: 1986.2168 -> '1,986.22', 2048.00 -> '2,048'
+    (never '2,048.00' in one sentence and '2,048' in the next); places=0 rounds to the whole number."""
+    number = Decimal(value)
+    if number == number.to_integral_value():
+        places = 0
+    return f"{number:,.{places}f}"
 
 
 def fmt_gib(value_mib: Decimal | float | int) -> str:

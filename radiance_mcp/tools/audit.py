@@ -72,13 +72,10 @@ def _delta_text(row: step_shape.Row) -> str | None:
     if row.delta is None or row.delta == 0:
         return None
     sign = "+" if row.delta > 0 else "-"
-    if row.spec.unit == "MiB":
-        size = abs(row.delta)
+    size = abs(row.delta)
+    if row.spec.unit == "MiB":  # in GiB from 1 GiB, as the diagnosis says it
         return f"{sign}{fmt_gib(size)}" if size >= 1024 else f"{sign}{fmt_mib(size, 2)} MiB"
-    if row.spec.unit == "percent":
-        return f"{sign}{fmt_mib(abs(row.delta))} points"
-    places = 0 if row.delta == row.delta.to_integral_value() else 1
-    return f"{sign}{fmt_mib(abs(row.delta), places)}"
+    return f"{sign}{fmt_mib(size, 2)}{' points' if row.spec.unit == 'percent' else ''}"
 
 
 def _printed(value: step_shape.Value | None) -> str | None:

@@ -192,7 +192,7 @@ def _engine_shape(boot: Boot, args: RenderGatesInput, settled: RankView) -> Shap
                          "not by the shape (plan_free_vram's plans give it); pass vram_kv_mib")
     if derived is not None and pool != derived:
         raise InputError(f"vram_kv_mib={pool:,}: on llama.cpp the KV memory follows from the window, {seqs} x "
-                         f"{window:,} cells x {rate.value:,.2f} B = {derived:,} MiB (rounded up); leave it out")
+                         f"{window:,} cells x {fmt_mib(rate.value, 2)} B = {derived:,} MiB (rounded up); leave it out")
     resize = rules_plan.ResizePlan(math.ceil(weights.value), pool, seqs, window, None, None)
     return Shape(resize, None, rate)
 
@@ -290,7 +290,7 @@ def _engine_predictions(boot: Boot, resize: rules_plan.ResizePlan, rate: Figure,
     out = [
         gates.Prediction("kv_mib", f"{memory:.2f}", f"the KV memory is {fmt_mib(memory, 2)} MiB per card "
                          f"({knobs.KNOBS[engine].knobs[0].flag} {kv:,})"),
-        gates.Prediction("bytes_per_token", f"{rate.value:.2f}", f"{rate.value:,.2f} B per token, as boot "
+        gates.Prediction("bytes_per_token", f"{rate.value:.2f}", f"{fmt_mib(rate.value, 2)} B per token, as boot "
                          f"{boot.index} (line {rate.lines[0].number}): the rate the knobs are priced at"),
         gates.Prediction("window", str(window), f"each sequence's window is {window:,} tokens"),
     ]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from radiance_mcp.core.errors import BootNotSettled, InputError, RadianceMCPError
+from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.plan import (
     BestOption,
     PhysicalCard,
@@ -95,12 +96,12 @@ def _measure(gain: Traced) -> Measure | None:
 
 
 def _value(gain: Traced) -> str:
-    return f"{gain.value:,.0f}" if gain.value == int(gain.value) else f"{gain.value:,.2f}"
+    return fmt_mib(gain.value, 2)
 
 
 def option_line(option: PlanOption) -> str:
     """An option in a line: what it adds, what each gain comes to (and is now)."""
-    gains = "; ".join(f"{g.name}: {_value(g)}" + (f" (now {g.now:,.0f})" if g.now is not None else "")
+    gains = "; ".join(f"{g.name}: {_value(g)}" + (f" (now {fmt_mib(g.now, 2)})" if g.now is not None else "")
                       for g in option.gains)
     return f"{option.name} +{option.adds_mib:,} MiB: {gains or 'not priced'}"
 
@@ -275,8 +276,8 @@ def _page(by_name: dict[str, Brief], plans: dict[str, ServicePlan], failures: di
     lines: list[str] = []
     for b in best:
         if all(b.by != line.split(":")[0].removeprefix("most ") for line in lines):
-            lines.append(f"most {b.by}: {b.service}, {b.option} (+{b.adds_mib:,} MiB): {b.value:,.0f} "
-                         f"(+{b.gain:,.0f})")
+            lines.append(f"most {b.by}: {b.service}, {b.option} (+{b.adds_mib:,} MiB): {fmt_mib(b.value, 2)} "
+                         f"(+{fmt_mib(b.gain, 2)})")
     if found:
         lines.append("problems: " + "; ".join(f"{p.count:,} {p.kind}" + (f" ({p.rule})" if p.rule else "")
                                               for p in found))

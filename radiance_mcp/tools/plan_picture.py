@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.plan import PlanFreeVramOutput, Traced
 
 
@@ -53,8 +54,7 @@ def picture(out: PlanFreeVramOutput) -> str:
 def _value(figure: Traced) -> str:
     if figure.unit == "seats":
         return f"{int(figure.value):,} seat{'' if figure.value == 1 else 's'}"
-    return f"{figure.value:,.0f} {figure.unit}" if figure.value == int(figure.value) else \
-        f"{figure.value:,.2f} {figure.unit}"
+    return f"{fmt_mib(figure.value, 2)} {figure.unit}"
 
 
 def source_of(figure: Traced | None) -> str:

@@ -83,7 +83,7 @@ async def test_every_plan_plan_free_vram_offers_llama_cpp_renders_and_one_step_m
 
 async def test_llama_cpp_kv_memory_given_otherwise_than_the_cells_take_is_refused() -> None:
     error, text = await _call("render_gates", log_text=PYTHIA, seqs=20, max_model_len=2048, vram_kv_mib=10_000)
-    assert error and "follows from the window, 20 x 2,048 cells x 327,680.00 B = 12,800 MiB" in text, text
+    assert error and "follows from the window, 20 x 2,048 cells x 327,680 B = 12,800 MiB" in text, text
 
 
 START = "INFO 05-19 23:06:00 [llm_engine.py:240] Initializing a V0 LLM engine (v0.8.5) with config: model='m'\n"

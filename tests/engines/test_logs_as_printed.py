@@ -165,7 +165,7 @@ def test_llamacpp_device_descriptions_with_parentheses() -> None:
     assert [r.rank for r in booted.ranks] == ["all", "Vulkan0", "Vulkan2"]
     # the excerpt holds the devices' KV buffers but not their model buffers: the free figures start from the
     # device lines (9,812 and 16,359 MiB free at load) and subtract only what the excerpt shows
-    for name, line, at_load in (("Vulkan0", 6, "9,812.00"), ("Vulkan2", 5, "16,359.00")):
+    for name, line, at_load in (("Vulkan0", 6, "9,812"), ("Vulkan2", 5, "16,359")):
         free = booted.rank(name).require("free_mib")
         assert free.lines[0].number == line and free.arithmetic.startswith(f"free at load - buffers: {at_load} - ")
     assert booted.rank("all").require("kv_bytes_per_token").value == Decimal("3999.99")  # 488.28 MiB / 128,000 cells

@@ -39,7 +39,7 @@ async def test_a_labelled_outside_free_figure_prices_the_plan_and_is_never_a_led
     service = out["services"][0]
     card = service["cards"][0]
     # weights 235.16 + 12.66, KV 6.00 + 30.00 = 283.82 MiB; no --fit: no floor; free 4,096 from outside
-    assert card["ceiling_mib"] == 4_379 and card["derivation"] == "all: 283.82 + (4,096.00 - 0.00) = 4,379 MiB/card"
+    assert card["ceiling_mib"] == 4_379 and card["derivation"] == "all: 283.82 + (4,096 - 0) = 4,379 MiB/card"
     # published as arithmetic (no source: the default) and without a line: no ledger line holds it
     assert "source" not in card["settled_free"] and "line" not in card["settled_free"]
     assert "given outside the ledger, unverified: free -m on the CI host, 10:02" in card["settled_free"]["text"]
@@ -54,10 +54,10 @@ async def test_llama_cpp_pythons_logits_are_said_with_their_arithmetic() -> None
     service = out["services"][0]
     logits = "n_ctx x n_vocab x 4 B of float32 logits in host memory (logits_all, its default), which no line prints"
     now = next(n for n in service["notes"] if logits in n)
-    assert "2,048 x 262,144 x 4 B = 2,048.00 MiB (lines 8, 3)" in now  # n_ctx line 8, n_vocab line 3
+    assert "2,048 x 262,144 x 4 B = 2,048 MiB (lines 8, 3)" in now  # n_ctx line 8, n_vocab line 3
     option = service["options"][0]["notes"][0]
     # the KV option's 235,064 cells would hold 235,064 MiB of logits: the memory the plan does not see
-    assert "at n_ctx 235,064: 235,064.00 MiB (+233,016.00 MiB of host memory beside the KV growth)" in option
+    assert "at n_ctx 235,064: 235,064 MiB (+233,016 MiB of host memory beside the KV growth)" in option
 
 
 async def test_a_llama_server_boot_has_no_logits_note() -> None:

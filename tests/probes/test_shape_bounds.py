@@ -233,7 +233,7 @@ def test_the_shape_is_read_from_the_ledgers_own_lines() -> None:
     # 12 seats at 65,536 fp8: 12*65536*7488 B = 5,616 MiB + 1,320 + 448 = 7,384 MiB > 6,000: even n=9 is refused.
     assert predict_boundary(shape, 9, over_shape=False, no_ledger_reason="-").verdict.startswith(
         "0/9 retrieved: the pool of 6,000 MiB (--vram-kv-mib) fails its contract for 12 seats at 65,536 tokens "
-        "(it needs 7,384.00 MiB)")
+        "(it needs 7,384 MiB)")
     # The same boot without the pool's flag: no contract, and the plan says so.
     bare = ledger_shape(read_text(PODMAN_STYLE.replace("--vram-kv-mib", "--other"), source="y.log"), DEFAULT_MODEL)
     prediction = predict_boundary(bare, 9, over_shape=False, no_ledger_reason="-")

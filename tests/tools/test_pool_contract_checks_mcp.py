@@ -108,4 +108,4 @@ async def test_row_7s_pool_on_its_boot_fails_the_pair_with_its_arithmetic() -> N
     assert out["ok"] is False and pair["verdict"] == "fail"
     assert pair["arithmetic"].startswith(
         "pair 24,000 + 40,000 = 64,000 MiB > 30,969 MiB (card 0's ceiling 29,120 + (2,058")
-    assert "33,031.00 MiB over the 30,969 MiB the ceiling allows on card 0" in pair["remedy"]
+    assert "33,031 MiB over the 30,969 MiB the ceiling allows on card 0" in pair["remedy"]

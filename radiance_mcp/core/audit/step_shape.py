@@ -120,7 +120,9 @@ def _engine_values(boot: Boot) -> dict[str, Value]:
         figure = boot.settings.get(where.split(":", 1)[1]) if where.startswith("setting:") else getattr(rank, where)
         if figure is not None and figure.lines:
             unit = "" if figure.unit in ("tokens", "sequences") else f" {figure.unit}"
-            shown = figure.printed or f"{figure.value.normalize():f}{unit}"
+            # a flag's value as typed (as radiance echoes it), any other figure as every text writes it
+            number = f"{figure.value.normalize():f}" if key.startswith("--") else fmt_mib(figure.value, 2)
+            shown = figure.printed or f"{number}{unit}"
             values[key] = Value(shown, figure.lines[0], figure.value)
     refusal = next((r for r in boot.refusals if r.final), None)
     if refusal is not None:
@@ -136,7 +138,8 @@ def read_shape(boot: Boot) -> StepShapeReading:
         found = _engine_values(boot)
         status: Status = "refused" if boot.state.status == "refused" else (
             "booted" if boot.state.status == "settled" else "unknown")
-        missing = tuple(key for key, _ in AUDIT_ROWS[boot.engine] if key not in found)
+        labels = {spec.key: spec.label for spec in ROWS}
+        missing = tuple(labels[key] for key, _ in AUDIT_ROWS[boot.engine] if key not in found)
         return StepShapeReading(boot, found, None, None, None, None, status, missing)
     values: dict[str, Value] = {}
 
@@ -308,9 +311,12 @@ def _differs(a: Value | None, b: Value | None) -> bool:
 
 
 def diff_rows(proven: StepShapeReading, candidate: StepShapeReading) -> tuple[Row, ...]:
+    """The rows either boot prints, in ROWS' order: a row neither prints says nothing, and is left out."""
     rows = []
     for spec in ROWS:
         a, b = proven.get(spec.key), candidate.get(spec.key)
+        if a is None and b is None:
+            continue
         delta = None
         if a is not None and b is not None and a.quantity is not None and b.quantity is not None:
             delta = b.quantity - a.quantity
@@ -422,16 +428,20 @@ def audit(proven_boot: Boot, candidate_boot: Boot, model: ModelConstants) -> Ste
     diagnosis: list[str] = [_flags_finding(rows, flag_changes)]
     notes: list[str] = []
     by_key = {r.spec.key: r for r in rows}
-    if by_key["arena"].proven is None or by_key["arena"].candidate is None:
-        notes.append("one boot does not print 'activation arena': the arena's cost cannot be read from both")
+    if (arena_row := by_key.get("arena")) is None or arena_row.proven is None or arena_row.candidate is None:
+        who = "neither boot prints" if arena_row is None else "one boot does not print"
+        notes.append(f"{who} 'activation arena': the arena's cost cannot be read from both")
     elif (arena := _arena_finding(by_key, candidate)) is not None:
         diagnosis.append(arena)
     if proven_boot.engine == "radiance":  # the seats its model's constants price (another engine: its own rows)
         _seat_findings(proven, candidate, proven_seats, candidate_seats, diagnosis, notes)
     else:
         named = "; ".join(f"{row} is {flag}" for row, flag in AUDIT_FLAGS[proven_boot.engine].items())
+        kept = {key for key, _ in AUDIT_ROWS[proven_boot.engine]} | {"refusal"}
+        unprinted = ", ".join(spec.label for spec in ROWS if spec.key not in kept)
         notes.append(f"a {proven_boot.engine} boot in radiance's rows: {named}; its KV memory and full-length "
-                     "sequences are its own figures (check_pool_contract prices its seats)")
+                     "sequences are its own figures (check_pool_contract prices its seats). Its ledger prints "
+                     f"none of radiance's {unprinted}: those rows are left out")
     diagnosis.extend(_engine_findings(proven, candidate, notes))
     if fix is not None:
         diagnosis.append(f"the engine's own fix text ({FIX_TEXT_SOURCE}, line {fix.line.number}): {fix.printed!r}")
@@ -491,8 +501,8 @@ def _arena_finding(by_key: dict[str, Row], candidate: StepShapeReading) -> str |
         ("vram_kv", "vram_kv"),
         ("kv_cache", "the KV cache"),
     ):
-        row = by_key[key]
-        moved = _moved(label, row.proven, row.candidate)
+        row = by_key.get(key)
+        moved = _moved(label, row.proven, row.candidate) if row else None
         if moved:
             parts.append(moved)
     disk = candidate.get("weights_disk")

@@ -37,7 +37,7 @@ from radiance_mcp.core.boot import (
 from radiance_mcp.core.constants import MIB
 from radiance_mcp.core.errors import LedgerError
 from radiance_mcp.core.ledger import clean
-from radiance_mcp.core.units import UNIT_MIB
+from radiance_mcp.core.units import UNIT_MIB, fmt_mib
 
 EngineName = Literal["vllm", "sglang", "llama.cpp"]
 
@@ -84,9 +84,9 @@ def total(figures: Sequence[Figure], what: str) -> Figure:
     """The sum of several figures (a device's buffers, K and V), every line kept."""
     value = sum((f.value for f in figures), Decimal(0))
     lines = tuple(line for f in figures for line in f.lines)
-    shown = " + ".join(f"{f.value:,.2f}" for f in figures)
+    shown = " + ".join(fmt_mib(f.value, 2) for f in figures)
     return Figure(value, figures[0].unit, lines, sum((f.resolution for f in figures), Decimal(0)),
-                  f"{what}: {shown} = {value:,.2f} {figures[0].unit}" if len(figures) > 1 else "")
+                  f"{what}: {shown} = {fmt_mib(value, 2)} {figures[0].unit}" if len(figures) > 1 else "")
 
 
 def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> None:
@@ -104,7 +104,7 @@ def share(hit: Hit, value: Decimal, name: str, engine: str, flag: str) -> None:
 def difference(minuend: Figure, subtrahend: Figure, what: str) -> Figure:
     value = minuend.value - subtrahend.value
     return Figure(value, "MiB", minuend.lines + subtrahend.lines, minuend.resolution + subtrahend.resolution,
-                  f"{what}: {minuend.value:,.2f} - {subtrahend.value:,.2f} = {value:,.2f} MiB")
+                  f"{what}: {fmt_mib(minuend.value, 2)} - {fmt_mib(subtrahend.value, 2)} = {fmt_mib(value, 2)} MiB")
 
 
 def bytes_per_token(kv: Figure, tokens: Figure) -> Figure:
@@ -114,7 +114,8 @@ def bytes_per_token(kv: Figure, tokens: Figure) -> Figure:
     rate = (kv.value * MIB / tokens.value).quantize(Decimal("0.01"))
     resolution = (kv.resolution * MIB / tokens.value).quantize(Decimal("0.01"))
     return Figure(rate, "B/token", tuple(dict.fromkeys(kv.lines + tokens.lines)), resolution,
-                  f"{kv.value:,.2f} MiB x {MIB:,} B / {tokens.value:,} tokens = {rate:,} B/token")
+                  f"{fmt_mib(kv.value, 2)} MiB x {MIB:,} B / {fmt_mib(tokens.value)} tokens = "
+                  f"{fmt_mib(rate, 2)} B/token")
 
 
 def sequences(tokens: Figure, window: Figure) -> Figure:
@@ -123,7 +124,8 @@ def sequences(tokens: Figure, window: Figure) -> Figure:
         raise LedgerError(f"line {window.lines[0].number}: a window of {window.value} tokens")
     ratio = (tokens.value / window.value).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
     return Figure(ratio, "sequences", tuple(dict.fromkeys(tokens.lines + window.lines)), Decimal(0),
-                  f"{tokens.value:,} tokens / {window.value:,} tokens = {ratio} full-length sequences")
+                  f"{fmt_mib(tokens.value)} tokens / {fmt_mib(window.value)} tokens = "
+                  f"{fmt_mib(ratio, 2)} full-length sequences")
 
 
 def derive(view: RankView, gaps: Iterable[Missing], *, rate_from_pair: bool = True) -> RankView:

@@ -56,6 +56,7 @@ from radiance_mcp.core.engines.common import (
     size,
     total,
 )
+from radiance_mcp.core.units import fmt_mib
 
 MARKER = phrase("boot", "server_args=", r"server_args=ServerArgs\(", "server_args=ServerArgs(...)")
 
@@ -160,8 +161,8 @@ def _floor(load_begin: Hit | None, fraction: Hit | None) -> Figure | None:
     total, kept = size(load_begin, "avail", "GB"), 1 - fraction.number("fraction")  # a share: checked in _build
     value = total.value * kept
     return Figure(value, "MiB", (load_begin.line, fraction.line), total.resolution * kept,
-                  f"avail mem before the weights x (1 - mem_fraction_static): {total.value:,.2f} x {kept} = "
-                  f"{value:,.2f} MiB")
+                  f"avail mem before the weights x (1 - mem_fraction_static): {fmt_mib(total.value, 2)} x {kept} = "
+                  f"{fmt_mib(value, 2)} MiB")
 
 
 def _rank_view(rank: str, groups: list[dict[str, list[Hit]]], graphs: bool, unmeasured: bool) -> RankView:
@@ -222,8 +223,9 @@ def _refusals(hits: list[Hit], views: tuple[RankView, ...]) -> tuple[Refusal, ..
     for view in views:
         if view.kv_tokens and view.window_tokens and view.kv_tokens.value < view.window_tokens.value:
             refusals.append(Refusal("pool_below_window", view.window_tokens.lines[0], (
-                f"{view.rank}: the KV pool of {view.kv_tokens.value:,} tokens cannot hold one sequence at the "
-                f"context length of {view.window_tokens.value:,} tokens; SGLang caps every request below the pool. "
+                f"{view.rank}: the KV pool of {fmt_mib(view.kv_tokens.value)} tokens cannot hold one sequence at the "
+                f"context length of {fmt_mib(view.window_tokens.value)} tokens; "
+                "SGLang caps every request below the pool. "
                 "Raise --mem-fraction-static (or --max-total-tokens), or lower --context-length")))
             break
     return tuple(refusals)

@@ -66,6 +66,7 @@ from radiance_mcp.core.engines.common import (
     size,
 )
 from radiance_mcp.core.errors import LedgerError
+from radiance_mcp.core.units import fmt_mib
 
 MARKER = phrase("boot", "", r"Initializing an? (?:V\d++ )?LLM engine|vLLM API server version",
                 "Initializing a(n) ... LLM engine ... with config")
@@ -194,8 +195,8 @@ def _floor(total: Figure, util: Decimal) -> Figure:
     """The share of the card vLLM leaves unclaimed by design: total x (1 - --gpu-memory-utilization)."""
     left = total.value * (1 - util)
     return Figure(left, "MiB", total.lines, total.resolution * (1 - util),
-                  f"total_gpu_memory x (1 - gpu_memory_utilization): {total.value:,.2f} x (1 - {util}) "
-                  f"= {left:,.2f} MiB")
+                  f"total_gpu_memory x (1 - gpu_memory_utilization): {fmt_mib(total.value, 2)} x (1 - {util}) "
+                  f"= {fmt_mib(left, 2)} MiB")
 
 
 def _least_kv(groups: list[dict[str, list[Hit]]]) -> Hit | None:

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from radiance_mcp.core.boot import Boot, Figure, Line
+from radiance_mcp.core.boot import Boot, Figure, Line, per_rank
 from radiance_mcp.core.budget import PAIR_FLAGS, BudgetReading, read_budget
 from radiance_mcp.core.constants import KV_DTYPES, MAX_POOL_MIB, MIB, KVDtype, ModelConstants
 from radiance_mcp.core.engine_facts import FLOORS
-from radiance_mcp.core.errors import FigureMissing, GuardRailError, InputError, LedgerError
+from radiance_mcp.core.errors import FigureMissing, GuardRailError, InputError
 from radiance_mcp.core.rules.book import Check
 from radiance_mcp.core.rules.reserves import (
     REFUSALS,
@@ -157,7 +157,8 @@ def with_outside_free(reading: BudgetReading, given: Sequence[tuple[int | None, 
             view = cards[number]
             if view.free_mib is not None:
                 raise InputError(
-                    f"outside_free for card {number}: the ledger prints its free memory ({view.free_mib.value:,} MiB, "
+                    f"outside_free for card {number}: the ledger prints its free memory "
+                    f"({fmt_mib(view.free_mib.value, 2)} MiB, "
                     f"line {view.free_mib.line.number}), which stands; drop outside_free")
             figure = Figure(mib, "MiB", (), arithmetic=OUTSIDE.format(label=label))
             out[number] = replace(view, free_mib=figure)
@@ -175,18 +176,14 @@ def rank_ceilings(reading: BudgetReading) -> tuple[RankCeiling, ...]:
     FigureMissing names every figure the log lacks and how to get it (nothing is estimated)."""
     boot = reading.boot
     out: list[RankCeiling] = []
-    gaps: list[str] = []
+    gaps: list[tuple[str, str]] = []
     for view in (c for c in reading.cards if c.card >= 0):
         names = ["free_mib", *(["pair"] if view.pair is not None else ["weights_mib", "kv_mib"]), "floor_mib"]
         if view.floor_mib is None and boot.engine == "llama.cpp":
             names.remove("floor_mib")  # no --fit: llama.cpp keeps no floor of its own
-        figures: dict[str, Figure] = {}
-        for name in names:
-            try:
-                figures[name] = view.require(name)
-            except LedgerError as exc:
-                gaps.append(str(exc))
+        figures = {name: f for name in names if isinstance(f := getattr(view, name), Figure)}
         if len(figures) < len(names):
+            gaps += [(view.rank, view.gap(name)) for name in names if name not in figures]
             continue
         floor = figures.get("floor_mib")
         pair = figures["pair"].value if "pair" in figures else figures["weights_mib"].value + figures["kv_mib"].value
@@ -196,8 +193,8 @@ def rank_ceilings(reading: BudgetReading) -> tuple[RankCeiling, ...]:
         out.append(RankCeiling(view.rank, card, lines, note, view.pair_source or ENGINE_PAIR))
     if gaps:
         raise FigureMissing(
-            f"{boot.where()}: no ceiling, since the log lacks a figure it needs (nothing is estimated): "
-            + "; ".join(gaps)
+            f"{boot.where()}: no ceiling, since the log lacks a figure it needs (nothing is estimated). "
+            + per_rank(gaps)
         )
     return tuple(out)
 

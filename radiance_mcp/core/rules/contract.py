@@ -86,7 +86,8 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
     if rank.kv_tokens is None and memory is not None:  # a refused vLLM boot: its memory at its own line's rate
         held = int(memory.value * MIB / rate.value)
         tokens_figure = Figure(Decimal(held), "tokens", memory.lines,
-                               arithmetic=f"{memory.value:,.2f} MiB / {rate.value:,} B = {held:,} tokens")
+                               arithmetic=f"{fmt_mib(memory.value, 2)} MiB / {fmt_mib(rate.value, 2)} B = "
+                               f"{held:,} tokens")
     else:
         tokens_figure = rank.require("kv_tokens")
     window_gap = next((str(g) for g in rank.missing if g.figure == "window_tokens"), "the log prints no window")
@@ -105,7 +106,7 @@ def _engine_contract(boot: Boot, given: dict[str, Any]) -> ContractReading:
         tokens = int(pool * MIB / rate.value)
     contract = token_contract(pool, seqs, window, rate.value, tokens)
     required_tokens = seqs * window
-    formula = (f"{seqs} x {window:,} tokens = {required_tokens:,} tokens x {rate.value:,} B = "
+    formula = (f"{seqs} x {window:,} tokens = {required_tokens:,} tokens x {fmt_mib(rate.value, 2)} B = "
                f"{fmt_mib(contract.required_mib, 2)} MiB {'<=' if contract.ok else '>'} the {tokens:,} KV tokens "
                f"({fmt_mib(pool, 2)} MiB) of {rank.rank}")
     inputs_from: dict[str, Line | None] = {
