@@ -27,13 +27,13 @@ AUDIT = ("audit-step-shape", "--demo", "--proven-service", "qwen38-proven", "--c
 
 COMMANDS = [
     # (argv, figures a person needs, exit status)
-    (("read-budget-table", "--log", str(EXAMPLE)), ["23.44 GiB (line 16)", "2.01 GiB (line 26)", "29,120.00"], 0),
+    (("read-budget-table", "--log", str(EXAMPLE)), ["23.44 GiB (line 16)", "2.01 GiB (line 26)", "29,120"], 0),
     (("read-budget-table", "--log", str(VLLM)),
-     ["10,803.20 MiB (line 1)", "230,528.00 tokens (line 2)", "100,000.00 tokens (line 3)"], 0),
+     ["10,803.20 MiB (line 1)", "230,528 tokens (line 2)", "100,000 tokens (line 3)"], 0),
     (("read-budget-table", "--log", str(LEDGERS / "sglang" / "heldout_tp4_qwen3-235b-fp8.log")),
-     ["16,855.04 MiB (line 1)", "367,404.00 tokens (line 1)"], 0),
+     ["16,855.04 MiB (line 1)", "367,404 tokens (line 1)"], 0),
     (("read-budget-table", "--log", str(LEDGERS / "llamacpp" / "recorded_llama-cpp-python-0.3.36_gemma3-270m.log")),
-     ["247.82 MiB (line 2, 3)", "36.00 MiB (line 24, 29)"], 0),
+     ["247.82 MiB (line 2, 3)", "36 MiB (line 24, 29)"], 0),
     (("read-budget-table", "--log", str(LEDGERS / "sglang" / "tp8_pool_80_layers.log")), ["sglang"], 0),
     (("compute-ceiling", "--demo", "--service", "frank-archon"), ["30,969", "29,120 + (2,058 - 209) = 30,969"], 0),
     (("compute-ceiling", "--log", str(LEDGERS / "vllm" / "v0.6_llama3.1-8b_20k.log")), ["ceiling_mib"], 0),
