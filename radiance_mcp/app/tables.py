@@ -3,12 +3,13 @@
 Every line fits width() columns (the COLUMNS environment variable, else the terminal's, else 120): a long value
 wraps under itself, a table too wide for its columns wraps its cells, and one too wide even so prints each record
 as 'field  value' lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'),
-never JSON; None is '-' (a nested model leaves it out), True and False 'yes' and 'no'; a file's text (a value of
-several lines) is a block of its own lines under its name. A sentence is printed once: one every row of a table
-repeats, or every row ends with, goes under the table; a ledger line quoted in several rows is quoted in the first
-and named by its number after (one past QUOTED characters is cut); keys citing the same line share its row; a
-long text printed in one field is named, not repeated, in a later note that holds it. An error on a terminal is
-wrapped too (said()).
+never JSON; None is '-' (a nested model leaves it out), True and False 'yes' and 'no', a whole number (a count)
+without decimals ('4 seats', not '4.00'), any other to two (number()); a file's text (a value of several lines) is
+a block of its own lines under its name. A sentence is printed once: one every row of a table repeats, or every
+row ends with, goes under the table; a ledger line quoted in several rows is quoted in the first and named by its
+number after (one past QUOTED characters is cut); keys citing the same line share its row; a long text printed in
+one field is named, not repeated, in a later note or table cell that holds it (a path is printed where it stands,
+so a command holding it can be copied). An error on a terminal is wrapped too (said()).
 """
 
 from __future__ import annotations
