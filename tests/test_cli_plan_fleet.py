@@ -81,7 +81,8 @@ def test_a_fleet_of_refused_and_unreadable_ledgers_says_each_reason_once(cli: Cl
     ran = cli("plan-free-vram", "--config", _fleet(tmp_path), cwd=tmp_path, env=COLUMNS)
     assert ran.returncode == 0, ran.stderr
     # Each refused boot's reason is under unreadable, once; the group in problems names both services.
-    assert ran.stdout.count("The model's max seq len (4096) is larger than") == 1, ran.stdout  # then "line 3, as above"
+    said = " ".join(ran.stdout.split())  # its lines as one text: a cell wraps where its path's length puts it
+    assert said.count("The model's max seq len (4096) is larger than") == 1, ran.stdout  # then "line 3, as above"
     problems = section(ran, "problems")
     assert "refused boot 2 refused-a, refused-b (see unreadable above)" in problems, problems
     assert "unreadable ledger 1 empty (see unreadable above)" in problems, problems
@@ -95,7 +96,7 @@ def test_one_services_plan_says_one_seat_and_a_note_keeps_its_paths(cli: CliRunn
     assert "1 seats" not in twin.stdout
     gates = cli("render-gates", "--demo", "--service", "frank-archon", "--vram-kv-mib", "6000", "--seqs", "2",
                 cwd=tmp_path, env=COLUMNS)
-    said = " ".join(gates.stdout.split())
+    said = re.sub(r"/\s+", "/", " ".join(gates.stdout.split()))  # a long path is wrapped after a '/'
     # The command to run is whole (it was 'run: bats (see bats_file above)').
     assert re.search(r"then run: bats /\S+/scripts/frank-archon\.bats; the server writes nothing", said), said
     assert "(see bats_file above)" not in said
