@@ -97,8 +97,13 @@ def test_the_check_fails_on_each_kind_of_violation() -> None:
                                      "compare-dry-run", "token-count-probe", "boundary-probe", "decode-probe",
                                      "list-fleet", "compare-arms", "plan-free-vram", "render-gates", "verify-deploy"])
 def test_every_help_fits(cli: CliRunner, tmp_path: Path, command: str) -> None:
-    ran = run(cli, tmp_path, *([command] if command else []), "--help")
+    """--help within the columns and with no Python value; a JSON object only in the example of an option that
+    takes JSON ('e.g. [{"mib": 256, ...}]': the shape a person types)."""
+    ran = cli(*([command] if command else []), "--help", cwd=tmp_path, env={"COLUMNS": str(COLUMNS)})
     assert ran.returncode == 0 and "usage: radiance-mcp" in ran.stdout
+    examples = re.compile(r"e\.g\. \[.*?\](?=\s|$)", re.DOTALL)
+    problems = unreadable(Ran(ran.returncode, examples.sub("e.g. [...]", ran.stdout), ran.stderr))
+    assert not problems, "\n".join([command, *problems])
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))

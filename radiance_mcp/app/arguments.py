@@ -176,37 +176,56 @@ UNPUBLISHED_HELP = {
     # The shared arguments, which the server's instructions word once for tools/list (app/server.py).
     "service": "a service list_fleet names",
     "log": "a ledger file under the log roots (on host, if given)",
-    "log_text": "ledger text (unverified)",
+    "log_text": "the ledger's text itself (unverified: no file backs it)",
     "host": "a fleet host of log or container (SSH)",
-    "container": "a container on host (podman logs)",
-    "boot": "-1 newest, -2 the one before, 1 oldest",
-    "wait_s": "seconds to wait for a settled boot (0: none)",
-    "after_line": "first_line of the boot to wait past",
-    "after_byte": "its first_byte",
+    "container": "a container on host whose podman logs are the ledger",
+    "boot": "which boot of the ledger: -1 the newest, -2 the one before, 1 the oldest",
+    "wait_s": "seconds to wait for a boot that settles (0: do not wait)",
+    "after_line": "wait for a boot that starts past this line: the first_line of the boot being replaced",
+    "after_byte": "wait for a boot that starts past this byte: the first_byte of the boot being replaced",
+    "reserves": 'MiB held back below the ceiling, as a JSON list of {"mib", "label"} objects, each citing its '
+                'reserve_candidates line ("line": N) or marked "personal": true; e.g. '
+                '[{"mib": 256, "label": "safety", "personal": true}]',
     "reserves.mib": "MiB held back below the ceiling",
     "reserves.label": "what the reserve is for",
     "reserves.line": "its reserve_candidates line",
     "reserves.personal": "no line backs it: labelled personal",
+    "outside_free": 'free memory read outside the engine, for a ledger that prints none, as a JSON list of {"mib", '
+                    '"label", "card"} objects (card omitted: every card); e.g. [{"mib": 2048, "label": '
+                    '"nvidia-smi 10:02", "card": 0}]',
     "outside_free.mib": "free MiB read outside the engine",
     "outside_free.label": "where it was read (e.g. 'nvidia-smi 10:02')",
     "outside_free.card": "its card; omitted: every card",
-    "dialect": "auto: detected from the first refusal",
+    "arms": 'as JSON, e.g. [{"value": 22208, "rate": 3397}, {"value": 24000, "rate": 3290}]',
+    "claim_arms": "as JSON, e.g. [22208, 24000]",
+    "dialect": "whose refusal wording to read: auto (detected from the first refusal) or an engine's",
     "api": "chat (thinking off) or completions",
-    "model": "the served model's name",
-    "chars_per_token": "filler characters per token",
-    "max_window_tokens": "above an unknown window; a refusal names it",
+    "model": "the served model's name to send in each request (omitted: none is sent, the engine serves its own)",
+    "chars_per_token": "filler characters per token the prompts are built with",
+    "max_window_tokens": "the largest window to try when the window is unknown; a refusal names it",
 }
 """What the input fields whose model has no description mean, for the CLI's --help and the argument errors:
 tools/list publishes every description on each turn of an agent, and these stay out of its budget
-(tests/test_tools_list_size.py); a nested field is named by its list and its own name."""
+(tests/test_tools_list_size.py); a nested field is named by its list and its own name. A JSON field's entry here
+is its shape and an example, said after its description if it has one."""
 
 
 def field_help(name: str, info: FieldInfo) -> str:
-    """An input field's help on the command line: its description, else UNPUBLISHED_HELP's with its default."""
-    if info.description:
-        return info.description
+    """An input field's help on the command line: its description, else UNPUBLISHED_HELP's (a JSON field's
+    description and its shape), with its default where it has one and the text does not say it."""
     text = _unpublished(name)
-    return f"{text} (default {json.dumps(info.default)})" if text and not info.is_required() else text
+    if info.description:
+        listed = typing.get_origin(unwrap(info.annotation)) is list
+        text = f"{info.description.rstrip('.')}: {text}" if text and listed else info.description
+    default = None if info.is_required() else info.get_default(call_default_factory=True)
+    if default is None or default == [] or "default" in text.lower() or "omitted" in text.lower():
+        return text
+    if isinstance(default, bool):
+        shown = "on" if default else "off"
+    else:
+        shown = repr(default) if isinstance(default, str) else f"{default:g}" if isinstance(default, float) else (
+            str(default))
+    return f"{text} (default {shown})"
 
 
 def _unpublished(name: str) -> str:

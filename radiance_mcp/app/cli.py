@@ -322,7 +322,7 @@ def _add_field(parser: argparse.ArgumentParser, name: str, annotation: Any, help
         parser.add_argument(flag, dest=name, type=parse, default=None, required=required, help=help_text)
     else:
         parser.add_argument(flag, dest=name, type=_json_arg(name), default=None, required=required,
-                            help=f"{help_text} (JSON)")
+                            help=help_text if "JSON" in help_text else f"{help_text} (JSON)")
 
 
 def _json_arg(name: str) -> Any:

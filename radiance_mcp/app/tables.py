@@ -1,15 +1,15 @@
 """A tool's answer for people (the CLI without --json): aligned 'key  value' lines, lists of records as tables.
 
 Every line fits width() columns (the COLUMNS environment variable, else the terminal's, else 120): a long value
-wraps under itself, a table too wide for its columns wraps its cells, and one too wide even so prints each record
-as 'field  value' lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'),
-never JSON; None is '-' (a nested model leaves it out), True and False 'yes' and 'no'; a file's text (a value of
-several lines) is a block of its own lines under its name. A sentence is printed once: one every row of a table
-repeats, or every row ends with, goes under the table; a ledger line quoted in several rows is quoted in the first
-and named by its number after (one past QUOTED characters is cut); keys citing the same line share its row; a
-long text printed in one field is named, not repeated, in a later note that holds it. An error on a terminal is
-wrapped too (said()).
-"""
+wraps under itself, a table too wide for its columns wraps its cells, and one too wide even so prints each record as
+'field value' lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'), never
+JSON; None is '-' (a nested model leaves it out), True and False 'yes' and 'no', a whole number (a count) without
+decimals ('4 seats', not '4.00'), any other to two (core.units.fmt_mib); a file's text (a value of several lines) is
+a block of its own lines under its name. A sentence is printed once: one every row of a table repeats, or every row
+ends with, goes under the table; a ledger line quoted in several rows is quoted in the first and named by its number
+after (one past QUOTED characters is cut); keys citing the same line share its row; a long text printed in one field
+is named, not repeated, in a later note or table cell that holds it (a path is printed where it stands, so a command
+holding it can be copied). An error on a terminal is wrapped too (said())."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def render(model: BaseModel, columns: int | None = None) -> str:
     columns = width() if columns is None else columns
     lines: list[str] = []
     scalars: list[tuple[str, str]] = []
-    seen = {value: name for name, value in model if isinstance(value, str) and len(value) >= REPEATED}
+    seen = {value: name for name, value in model if _repeatable(value)}
     # each long text printed above: the field it was printed under (the scalars' lines come first)
     for name, value in model:
         if isinstance(value, str) and "\n" in value:  # a file's text: a block of its own lines, the most room
@@ -97,7 +97,7 @@ def render(model: BaseModel, columns: int | None = None) -> str:
         elif isinstance(value, BaseModel) and not _figure(value):
             lines += ["", f"{name}:", *_indented(render(value, columns - len(INDENT)).splitlines())]
         elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-            lines += ["", f"{name}:", *_indented(table(value, columns - len(INDENT)))]
+            lines += ["", f"{name}:", *_indented(table(value, columns - len(INDENT), seen))]
         elif isinstance(value, dict) and value:
             shown: dict[str, list[str]] = {}  # the keys citing one line share its row
             for key, item in value.items():
@@ -112,18 +112,21 @@ def render(model: BaseModel, columns: int | None = None) -> str:
                     wrap(f"- {_once(_cell(item), seen)}", columns - len(INDENT), indent="  "))]
         else:
             scalars.append((name, _cell(value)))
-        seen.update((text, name) for text in _texts(value) if len(text) >= REPEATED and text not in seen)
+        seen.update((text, name) for text in _texts(value) if _repeatable(text) and text not in seen)
     return "\n".join(_pairs(scalars, columns) + lines).strip("\n")
 
 
-def table(rows: Sequence[BaseModel], columns: int) -> list[str]:
+def table(rows: Sequence[BaseModel], columns: int, seen: dict[str, str] | None = None) -> list[str]:
     """Records as a table within columns: a column of one long sentence in every row printed once below it, the
-    columns that are '-' in every row named once below it;
+    columns that are '-' in every row named once below it, a long text printed above (seen: the field it was
+    printed under) named instead;
     cells wrapped when the columns do not fit, each record as 'field  value' lines when even wrapped a column
-    cannot keep NARROWEST characters and its longest word. Fields that hold lists or mappings are left out."""
-    heads = [name for name, value in rows[0] if not isinstance(value, list | dict)]
-    cells = [[_quote(row.text) if isinstance(row, LineRef) and head == "text" else _cell(getattr(row, head))
-              for head in heads] for row in rows]
+    cannot keep NARROWEST characters and its longest word. A list of names ('lowpool card 0') is a cell; fields
+    that hold records, sentences or mappings are left out."""
+    heads = [name for name, value in rows[0] if not isinstance(value, dict) and not (
+        isinstance(value, list) and not all(_names(getattr(row, name)) for row in rows))]
+    cells = [[_quote(row.text) if isinstance(row, LineRef) and head == "text" else
+              _said_above(_cell(getattr(row, head)), seen or {}) for head in heads] for row in rows]
     shared = [i for i in range(len(heads)) if len(rows) > 1 and len({row[i] for row in cells}) == 1
               and len(cells[0][i]) >= SENTENCE and " " in cells[0][i]]
     below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
@@ -172,12 +175,34 @@ def _texts(value: Any) -> list[str]:
     return []
 
 
+def _repeatable(value: Any) -> bool:
+    """A text long enough to be named, not printed again, when a later field holds it: a sentence (a path or a
+    name is printed where it stands: a command that holds it can be copied)."""
+    return isinstance(value, str) and len(value) >= REPEATED and " " in value
+
+
 def _once(text: str, seen: dict[str, str]) -> str:
     """text with a long text printed above under another field named instead of printed again."""
     for earlier, name in seen.items():
         if earlier in text:
             text = text.replace(earlier, f"(see {name} above)")
     return text
+
+
+def _said_above(cell: str, seen: dict[str, str]) -> str:
+    """A table's cell that is a long text printed above, whole or clipped (its beginning and '...'), named by the
+    field it was printed under (a refused boot's reason under unreadable, then in problems)."""
+    if not _repeatable(cell):
+        return cell
+    for earlier, name in seen.items():
+        if cell == earlier or (cell.endswith("...") and earlier.startswith(cell[:-3])):
+            return f"(see {name} above)"
+    return cell
+
+
+def _names(value: list[Any]) -> bool:
+    """Whether a list holds names only (texts of no clauses: 'twin', 'lowpool card 0'), which a cell can list."""
+    return all(isinstance(item, str) and not any(mark in item for mark in (*SEPARATORS, ", ")) for item in value)
 
 
 def _quoted_once(column: list[str]) -> list[str]:
@@ -308,10 +333,8 @@ def _cell(value: Any) -> str:
                          if item is not None and item != [] and item != {})
     if isinstance(value, list):
         return ", ".join(_cell(item) for item in value)
-    if isinstance(value, float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return fmt_mib(value, 2)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return fmt_mib(value)
     return str(value)
 
 
@@ -329,6 +352,27 @@ class _CardRow(BaseModel):
     derivation: str
 
 
+class _ServiceRow(BaseModel):
+    service: str
+    host: str | None
+    headroom_mib: int
+    usable_mib: int
+    options: str
+
+
+class _BestRow(BaseModel):
+    by: str
+    service: str
+    option: str
+    adds_mib: int
+    after: str
+    gain: str
+
+
+BEST_UNITS = {"seats at the window": "seats", "window at the seats": "tokens", "resident slots": "slots"}
+"""The unit of each measure the whole fleet's best options are ranked by (BestOption.by)."""
+
+
 class _FigureRow(BaseModel):
     figure: str
     value: str
@@ -344,9 +388,15 @@ def render_plan(model: BaseModel, columns: int | None = None) -> str:
 
     assert isinstance(model, PlanFreeVramOutput)
     columns = width() if columns is None else columns
+    # What sharing's word means (its description's clause), said where it is printed; best's figures in their unit.
+    said = (type(model).model_fields["sharing"].description or "").rstrip(".").split("; ")
+    legend = next((clause for clause in said if clause.startswith(f"{model.sharing}: ")), model.sharing)
+    best = [_BestRow(by=b.by, service=b.service, option=b.option, adds_mib=b.adds_mib, after=_counted(
+        b.value, BEST_UNITS[b.by]), gain=f"+{fmt_mib(b.gain, 2)}") for b in model.best]
+    rows = [_ServiceRow(**dict(row, options="\n".join(row.options))) for row in model.rows]  # an option a line
+    head = render(model.model_copy(update={"services": [], "sharing": legend, "best": best, "rows": rows}), columns)
     if not model.services:
-        return render(model, columns)
-    head = render(model.model_copy(update={"services": []}), columns)
+        return head
     return "\n\n".join([head, *("\n".join(_plan_lines(plan, columns)) for plan in model.services)])
 
 
@@ -404,9 +454,14 @@ def _option_lines(option: Any, columns: int) -> list[str]:
 
 
 def _figure_value(figure: Any, value: float | None = None) -> str:
-    """A traced figure's value (or its now) in its unit, a whole number without decimals: '4 seats'."""
+    """A traced figure's value (or its now) in its unit: '4 seats', '1 seat'."""
     value = figure.value if value is None else value
-    return f"{fmt_mib(value, 2)} {figure.unit}"
+    return _counted(value, figure.unit)
+
+
+def _counted(value: float, unit: str) -> str:
+    """value in unit, a unit of things ('seats', 'tokens') singular for one: '1 seat', '2 seats', '4.50 MiB'."""
+    return f"{fmt_mib(value, 2)} {unit[:-1] if value == 1 and unit.isalpha() and unit.endswith('s') else unit}"
 
 
 def _traced(figure: Any) -> str:

@@ -188,8 +188,8 @@ class CheckServeScriptInput(Input):
         None, description="Env file owning the shape; default: the service's, else the sourced one."
     )
     env_text: ScriptText | None = Field(None, description="Env file text.")
-    host: Name | None = Field(None, description="Host of script and env_file.")
-    engine: LedgerEngine | None = Field(None, description="Default: the launcher's engine.")
+    host: Name | None = Field(None, description="Fleet host (SSH) of script and env_file.")
+    engine: LedgerEngine | None = Field(None, description="The engine it launches; default: the launcher's.")
 
     @model_validator(mode="after")
     def _sources(self) -> Self:
@@ -260,10 +260,10 @@ class CheckServeScriptOutput(Output):
 
 class CompareDryRunInput(Input):
     proven_mode: Name | None = Field(None, description="Proven mode: runs '<script> <mode> --dry-run'.")
-    candidate_mode: Name | None = Field(None, description="The mode under review.")
+    candidate_mode: Name | None = Field(None, description="The mode under review, run the same way.")
     service: Name | None = Field(None, description="A fleet service: its serve_script is run.")
     script: PathArg | None = Field(None, description="Path of a serve script a fleet service names.")
-    host: Name | None = Field(None, description="Fleet host of script.")
+    host: Name | None = Field(None, description="Fleet host (SSH) of script.")
     proven_argv: ArgvText | None = Field(
         None, description="Proven dry-run output: compare without running."
     )
@@ -272,7 +272,7 @@ class CompareDryRunInput(Input):
         "auto", description="How the dry run prints argv."
     )
     timeout_s: Seconds = Field(
-        DRY_RUN_TIMEOUT_S, le=DRY_RUN_MAX_TIMEOUT_S, description="Per dry run."
+        DRY_RUN_TIMEOUT_S, le=DRY_RUN_MAX_TIMEOUT_S, description="Seconds per dry run."
     )
 
     @model_validator(mode="after")

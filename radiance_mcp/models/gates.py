@@ -25,7 +25,8 @@ class RenderGatesInput(LedgerRef):
     seqs: Seqs | None = Field(None, description="--max-num-seqs planned. Omitted: the boot's.")
     max_model_len: Int | None = Field(None, ge=1, le=1 << 24, description="--max-model-len planned. Omitted: boot's.")
     kv_cache_dtype: KVDtype | None = Field(None, description="bf16 or fp8. Omitted: the boot's.")
-    spec: Int | None = Field(None, ge=0, le=64, description="Draft tokens per step. Omitted: the boot's sampler line.")
+    spec: Int | None = Field(None, ge=0, le=64, description=(
+        "Draft tokens per step (speculative decoding). Omitted: the boot's sampler line."))
     reserves: list[ReserveInput] = Field(default_factory=list, max_length=64)
     env_prefix: Annotated[str, MaxChars(63)] | None = Field(
         None, pattern=r"^[A-Z][A-Z0-9_]{0,62}$",

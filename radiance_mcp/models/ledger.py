@@ -93,12 +93,12 @@ class ComputeCeilingInput(Settling, LedgerRef):
 
 class CheckPoolContractInput(Settling):
     pool_mib: SizeMib | None = Field(
-        None, gt=0, description="KV pool per card (--vram-kv-mib)."
+        None, gt=0, description="The KV pool per card, MiB (--vram-kv-mib)."
     )
-    seqs: Seqs | None = Field(None, description="--max-num-seqs.")
-    max_model_len: Tokens | None = Field(None, ge=1, description="--max-model-len.")
+    seqs: Seqs | None = Field(None, description="Sequences served at once (--max-num-seqs).")
+    max_model_len: Tokens | None = Field(None, ge=1, description="Tokens per sequence, the window (--max-model-len).")
     kv_cache_dtype: KVDtype | None = Field(
-        None, description="--kv-cache-dtype."
+        None, description="The KV cache's dtype, e.g. fp8 (--kv-cache-dtype)."
     )
     service: Name | None = ledger_field("contract", "service")
     log: PathArg | None = ledger_field("contract", "log")
@@ -107,7 +107,7 @@ class CheckPoolContractInput(Settling):
     container: Name | None = ledger_field("contract", "container")
     boot: BootIndex = ledger_field("contract", "boot")
     weights_mib: SizeMib | None = Field(
-        None, ge=0, description="--vram-weights-mib of the pair.",
+        None, ge=0, description="Weights per card, MiB, of the pair (--vram-weights-mib).",
     )
     reserves: Reserves = Field(default_factory=list)
 

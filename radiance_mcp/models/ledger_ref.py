@@ -71,7 +71,7 @@ FIELDS: dict[str, dict[Role, str]] = {
         "plan": "",
         "ledger": "",
         "contract": "",
-        "proven": "-1 newest (default); -2 with a shared source.",
+        "proven": "Default -1 (newest); -2 (the one before) when both sides share one source.",
         "candidate": "",
     },
 }

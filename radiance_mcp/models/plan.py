@@ -383,7 +383,9 @@ class PlanFreeVramOutput(Output):
         "Services whose ledger could not be planned, and why (whole fleet: this page's; problems has them all)."))
     fleet_headroom_mib: int = Field(description="Every card's headroom counted once (shared cards once).")
     sharing: Literal["known", "unknown", "partial"] = Field(
-        description="known: every service names its cards (cards = [...] in the config); unknown: none does."
+        description="known: every service names its physical cards (cards = [...] in the config), so a shared "
+        "card counts once; unknown: no service names its cards; partial: some services name their cards, not all "
+        "(notes names the others)."
     )
     summary: list[str] = Field(default_factory=list, description="The answer in a few lines.")
     rows: list[ServiceRow] = Field(default_factory=list, description="Whole fleet: one page of services, by name.")

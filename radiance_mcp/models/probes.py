@@ -84,7 +84,7 @@ class BoundaryProbeInput(Input):
     max_model_len: Tokens | None = Field(None, ge=64, description=_WINDOW)
     execute: Flag = Field(False, description="true: send the requests; false: plan only.")
     over_shape: Flag = Field(
-        False, description="Allow n above the backed sequences.",
+        False, description="Allow n above the sequences the ledger backs.",
     )
     dialect: ApiChoice = _DIALECT
     api: Api = Field("chat")
@@ -180,7 +180,7 @@ class DecodeProbeInput(Input):
         CHARS_PER_TOKEN_FOX, gt=0.5, le=16, allow_inf_nan=False
     )
     model: Name | None = _MODEL
-    timeout_s: Seconds = Field(900, le=7200, description="Longest silence on the stream.")
+    timeout_s: Seconds = Field(900, le=7200, description="Longest silence on the stream, seconds.")
     total_timeout_s: Seconds = Field(1800, le=14400)
 
 
