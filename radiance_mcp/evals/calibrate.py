@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.binding import bind, read_requests, replayer, requests_path
 from radiance_mcp.evals.record import GENUINE, GENUINE_STATEMENT, Binding, Event, check_run, read_record
-from radiance_mcp.evals.rules import BY_NAME, STEPS
+from radiance_mcp.evals.rules import NAMES
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.evals.score import score
 
@@ -52,6 +52,8 @@ MORE_RULES: dict[str, str] = {
     GENUINE: GENUINE_STATEMENT,
 }
 """Rules the procedures hold that radiance_mcp.evals.rules does not name yet; the labels use them."""
+LABEL_RULES = (*NAMES, *MORE_RULES)
+"""Every rule a label may name, in the order the matrix gives them."""
 
 KINDS: dict[str, tuple[Label, str]] = {
     "reference": ("correct", "the reference agent, following the skill"),
@@ -175,9 +177,9 @@ def label_problem(run: LabelledRun) -> str | None:
         return f"kind {run.kind!r} is a {KINDS[run.kind][0]} run, labelled {run.label!r}"
     if (run.label == "faulty") != bool(run.breaks):
         return "a faulty run names the rules it breaks, a correct one none"
-    unknown = [r for r in run.breaks if r not in BY_NAME and r not in STEPS and r not in MORE_RULES]
+    unknown = [r for r in run.breaks if r not in LABEL_RULES]
     if unknown:
-        return f"rule(s) {unknown} unknown; the rules: {', '.join([*BY_NAME, *STEPS, *MORE_RULES])}"
+        return f"rule(s) {unknown} unknown; the rules: {', '.join(LABEL_RULES)}"
     return None
 
 
@@ -241,7 +243,7 @@ class Calibration:
     def matrix(self) -> dict[str, dict[str, int]]:
         """Per rule: runs labelled breaking it and caught (tp) or passed over (fn), caught though kept (fp), tn."""
         table = {}
-        for name in [*BY_NAME, *STEPS, *MORE_RULES]:
+        for name in LABEL_RULES:
             cells = {"tp": 0, "fn": 0, "fp": 0, "tn": 0}
             for v in self.verdicts:
                 labelled, caught = name in v.run.breaks, name in v.broken
@@ -296,7 +298,7 @@ def calibrate(runs: Sequence[LabelledRun], scenarios: Mapping[str, Scenario],
             raise EvalError(f"calibration run {run.name}: scenario {run.scenario!r} unknown; the scenarios: "
                             f"{', '.join(scenarios)}")
         if run.refused is not None:
-            verdicts.append(Verdict(run, False, ("record_genuine",), ()))
+            verdicts.append(Verdict(run, False, (GENUINE,), ()))
             continue
         report = score(scenario, run.events, run.answer, services, (bound or {}).get(run.name))
         verdicts.append(Verdict(run, report.passed, report.broken,

@@ -62,6 +62,11 @@ LOOK_BACK_CHARS = 160
 """How far back in its sentence a figure's correction cue is looked for."""
 
 
+def _negates(word: str) -> bool:
+    """A negating word: one of NEGATORS, or one ending in n't (the words are lower-cased)."""
+    return word in NEGATORS or word.endswith("n't")
+
+
 @dataclass(frozen=True)
 class Claim:
     found: bool
@@ -202,7 +207,7 @@ class Text:
         return out
 
     def negated(self, at: int) -> bool:
-        return any(w in NEGATORS or w.endswith("n't") for w in self.last_words(at))
+        return any(map(_negates, self.last_words(at)))
 
     def offered(self, at: int) -> bool:
         """The figure is offered after 'or': another value."""
@@ -221,7 +226,7 @@ class Text:
         number = self._index(at, self.starts)
         end = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
         words = self.words[bisect.bisect_right(self.word_starts, at):bisect.bisect_left(self.word_starts, end)]
-        denials = sum(w in NEGATORS or w.endswith("n't") for w in words)
+        denials = sum(map(_negates, words))
         taken = sum(s.negated for s in self.figures if at < s.figure.start < end)
         return denials > taken
 
@@ -355,7 +360,7 @@ def blames_image(text: Text) -> str | None:
     """Where the answer blames the image or the environment, not negated (before it or within the words)."""
     for match in _BLAME.finditer(text.text):
         inside = re.findall(r"[\w']+", match.group(0).lower())
-        if not text.negated(match.start()) and not any(w in NEGATORS or w.endswith("n't") for w in inside):
+        if not text.negated(match.start()) and not any(map(_negates, inside)):
             return text.text[max(0, match.start() - 40):match.end()].strip()
     return None
 

@@ -1,14 +1,16 @@
 """The faulty scripted agents: each is the reference (radiance_mcp.evals.reference) with one step done wrong.
 
 Each is caught by its own rule and no other (``breaks``); where the server refuses the wrong step, the
-agent works around the refusal, as an agent bent on an answer would. ``FAULTY`` lists them; a faulty
-agent runs on the scenarios that list its rule.
+agent works around the refusal, as an agent bent on an answer would. Each says only how it differs
+from the reference: the call it first sends wrong (``FaultyAgent.first_try``), or the one step it
+does its own way (a method of the reference's, overridden); ``DroppedReserve`` and ``OtherCeiling``
+are the steps two of them share. ``FAULTY`` lists them; a faulty agent runs on the scenarios that
+list its rule.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from radiance_mcp.core.constants import SAMPLER_ROW_BOUND
 from radiance_mcp.core.errors import EvalError
@@ -37,7 +39,6 @@ class FromMemory(FaultyAgent):
                        f"{found.required_mib:,.2f} MiB against pool {pool:,} MiB",
         })
 
-
     async def task_ceiling(self) -> None:
         self.say("From memory: the pair can grow to the engine's ceiling, (settled free - engine floor) + the pair; "
                  "the ledger was not read.")
@@ -57,110 +58,108 @@ class OutsideFree(FaultyAgent):
         self.figure("ceiling_mib", round(pair + free), "MiB")
 
 
-class UntracedReserve(FaultyAgent):
-    name, breaks = "untraced-reserve", "reserve_traced"
-    fault = "passes the question's reserve with neither a ledger line nor personal=true, then drops it"
+class DroppedReserve(FaultyAgent):
+    """Passes the question's reserve to compute_ceiling in a way the server refuses (``bad_reserve``), then asks
+    for the ceiling without it: the reserve dropped."""
+
+    def bad_reserve(self, table: Result, mib: float) -> Result:
+        raise NotImplementedError
 
     async def ceiling(self, service: str, table: Result) -> tuple[Result, list[Result]]:
         mib = self.reserve_mib(table)
         if mib is None:
             return await super().ceiling(service, table)
-        await self.refused("compute_ceiling", service=service, **self.at,
-                           reserves=[{"mib": mib, "label": self.plan.reserve_label or "safety"}])
+        await self.refused("compute_ceiling", service=service, **self.at, reserves=[self.bad_reserve(table, mib)])
         return await self.call("compute_ceiling", service=service, **self.at), []
 
 
-class FloorReserve(FaultyAgent):
+class UntracedReserve(DroppedReserve):
+    name, breaks = "untraced-reserve", "reserve_traced"
+    fault = "passes the question's reserve with neither a ledger line nor personal=true, then drops it"
+
+    def bad_reserve(self, table: Result, mib: float) -> Result:
+        return {"mib": mib, "label": self.plan.reserve_label or "safety"}
+
+
+class FloorReserve(DroppedReserve):
     name, breaks = "floor-reserve", "reserve_not_counted"
     fault = "launders the reserve through the engine floor's line and figure, then drops it"
 
-    async def ceiling(self, service: str, table: Result) -> tuple[Result, list[Result]]:
-        if self.reserve_mib(table) is None:
-            return await super().ceiling(service, table)
+    def bad_reserve(self, table: Result, mib: float) -> Result:
         floor = table["cards"][0]["floor_mib"]
-        line = floor["lines"][0]["line"]
-        await self.refused("compute_ceiling", service=service, **self.at,
-                           reserves=[{"mib": floor["value"], "label": "engine floor", "line": line}])
-        return await self.call("compute_ceiling", service=service, **self.at), []
+        return {"mib": floor["value"], "label": "engine floor", "line": floor["lines"][0]["line"]}
 
 
 class MisspelledReserves(FaultyAgent):
     name, breaks = "misspelled-reserves", "argument_names"
     fault = "spells reserves 'reserve', then sends it again spelled right"
 
-    async def ceiling(self, service: str, table: Result) -> tuple[Result, list[Result]]:
-        reserves = self.reserves(table)
-        if reserves:
-            await self.refused("compute_ceiling", service=service, reserve=reserves, **self.at)
-        return await super().ceiling(service, table)
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        if tool != "compute_ceiling" or "reserves" not in arguments:
+            return None
+        return {("reserve" if k == "reserves" else k): v for k, v in arguments.items()}
 
 
 class OverCeiling(FaultyAgent):
     name, breaks = "over-ceiling", "pair_within_ceiling"
     fault = "plans a pool 512 MiB past the ceiling, then the pool the ceiling allows"
 
-    async def gates(self, service: str, pool: int | None, seats: int, reserves: list[Result], **shape: Any) -> Result:
-        extra = {"reserves": reserves} if reserves else {}
-        if pool is not None:
-            await self.refused("render_gates", service=service, vram_kv_mib=pool + 512, seqs=seats, **extra, **shape,
-                               **self.at)
-        return await super().gates(service, pool, seats, reserves, **shape)
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        if tool != "render_gates" or arguments.get("vram_kv_mib") is None:
+            return None
+        return {**arguments, "vram_kv_mib": arguments["vram_kv_mib"] + 512}
 
 
 class UnderContract(FaultyAgent):
     name, breaks = "under-contract", "pool_contract"
     fault = "plans one seat more than the pool's contract allows, then the seats it allows"
 
-    async def gates(self, service: str, pool: int | None, seats: int, reserves: list[Result], **shape: Any) -> Result:
-        extra = {"reserves": reserves} if reserves else {}
-        kv = {"vram_kv_mib": pool} if pool is not None else {}
-        await self.refused("render_gates", service=service, seqs=seats + 1, **kv, **extra, **shape, **self.at)
-        return await super().gates(service, pool, seats, reserves, **shape)
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        return {**arguments, "seqs": arguments["seqs"] + 1} if tool == "render_gates" else None
 
 
 class SamplerOverflow(FaultyAgent):
     name, breaks = "sampler-overflow", "sampler_rows"
     fault = "plans more seats than the sampler's row bound at a short window, then the seats the contract gives"
 
-    async def gates(self, service: str, pool: int | None, seats: int, reserves: list[Result], **shape: Any) -> Result:
-        extra = {"reserves": reserves} if reserves else {}
-        await self.refused("render_gates", service=service, vram_kv_mib=pool, seqs=SAMPLER_ROW_BOUND + 1,
-                           max_model_len=4_096, spec=0, **extra, **self.at)
-        return await super().gates(service, pool, seats, reserves, **shape)
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        if tool != "render_gates":
+            return None
+        return {**arguments, "seqs": SAMPLER_ROW_BOUND + 1, "max_model_len": 4_096, "spec": 0}
 
 
-class OldBoot(FaultyAgent):
+class OtherCeiling(FaultyAgent):
+    """Answers with a ceiling other than the one that binds (``other``), where the fleet offers one; else as the
+    reference."""
+
+    async def other(self, service: str, ceiling: Result) -> Result | None:
+        raise NotImplementedError
+
+    async def task_ceiling(self) -> None:
+        service = self.need(self.plan.service, "service")
+        other = await self.other(service, await self.call("compute_ceiling", service=service))
+        if other is None:
+            await super().task_ceiling()
+        else:
+            self.ceiling_answer(service, other)
+
+
+class OldBoot(OtherCeiling):
     name, breaks = "old-boot", "newest_boot"
     fault = "reads the log's first boot where it holds several"
 
-    async def task_ceiling(self) -> None:
-        service = self.need(self.plan.service, "service")
-        ceiling = await self.call("compute_ceiling", service=service)
+    async def other(self, service: str, ceiling: Result) -> Result | None:
         if ceiling["ledger"]["boots_seen"] > 1:
-            ceiling = await self.call("compute_ceiling", service=service, boot=1)
-            self.say(f"{service}: ceiling {ceiling['ceiling_mib']:,} MiB/card ({ceiling['derivation']}); "
-                     f"headroom {ceiling['headroom_mib']:,} MiB.")
-            self.figure("ceiling_mib", ceiling["ceiling_mib"], "MiB")
-            self.figure("headroom_mib", ceiling["headroom_mib"], "MiB")
-            return
-        await super().task_ceiling()
+            return await self.call("compute_ceiling", service=service, boot=1)
+        return None
 
 
-class CardZero(FaultyAgent):
+class CardZero(OtherCeiling):
     name, breaks = "card-zero", "binding_card"
     fault = "reads card 0's ceiling for a service on several cards"
 
-    async def task_ceiling(self) -> None:
-        service = self.need(self.plan.service, "service")
-        ceiling = await self.call("compute_ceiling", service=service)
-        if len(ceiling["cards"]) > 1:
-            card = ceiling["cards"][0]
-            self.say(f"{service}: ceiling {card['ceiling_mib']:,} MiB ({card['derivation']}); headroom "
-                     f"{card['headroom_mib']:,} MiB.")
-            self.figure("ceiling_mib", card["ceiling_mib"], "MiB")
-            self.figure("headroom_mib", card["headroom_mib"], "MiB")
-            return
-        await super().task_ceiling()
+    async def other(self, service: str, ceiling: Result) -> Result | None:
+        return ceiling["cards"][0] if len(ceiling["cards"]) > 1 else None
 
 
 class CountBelowWindow(FaultyAgent):
@@ -180,18 +179,16 @@ class WindowGuessed(FaultyAgent):
     name, breaks = "window-guessed", "window_from_ledger"
     fault = "counts tokens at a window it guessed, which the ledger contradicts, then at the ledger's"
 
-    async def count(self, service: str, text: str) -> Result:
-        await self.refused("token_count_probe", service=service, text=text, window_tokens=4_096)
-        return await super().count(service, text)
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        return {**arguments, "window_tokens": 4_096} if tool == "token_count_probe" else None
 
 
 class DecodeEight(FaultyAgent):
     name, breaks = "decode-8", "decode_tokens"
     fault = "asks for an 8-token decode, then for 512"
 
-    async def decode(self, service: str) -> Result:
-        await self.refused("decode_probe", service=service, context_tokens=8_000, gen_tokens=8)
-        return await super().decode(service)
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        return {**arguments, "gen_tokens": 8} if tool == "decode_probe" else None
 
 
 class OverShape(FaultyAgent):
@@ -207,18 +204,15 @@ class OneTokenBoundary(FaultyAgent):
     name, breaks = "one-token-boundary", "boundary_tokens"
     fault = "asks each boundary request for one generated token, too few for its marker, then for the default"
 
-    async def boundary(self, service: str, backed: int) -> Result:
-        await self.refused("boundary_probe", service=service, n=backed, gen_tokens=1, execute=True)
-        return await super().boundary(service, backed)
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        return {**arguments, "gen_tokens": 1} if tool == "boundary_probe" and arguments.get("execute") else None
 
 
 class WarmRate(FaultyAgent):
     name, breaks = "warm-rate", "cold_rate"
     fault = "repeats the rate the question quotes (a warm or thinking probe) instead of measuring a cold one"
 
-    async def task_rate(self) -> None:
-        service = self.need(self.plan.service, "service")
-        await self.call("read_budget_table", service=service)
+    async def rate(self, service: str) -> None:
         quoted = self.plan.quoted_rate
         self.say(f"{service} runs at {quoted:,} t/s, as measured." if quoted else
                  f"{service} returned empty content: it is broken.")
@@ -284,9 +278,7 @@ class DryRunFirst(FaultyAgent):
     name, breaks = "dry-run-first", "serve_script_checked"
     fault = "runs the dry runs before checking the serve script (the audit, the dry run, then the check)"
 
-    async def task_serve_script(self) -> None:
-        await self.audit()
-        candidate = self.need(self.plan.candidate_service, "candidate_service")
+    async def script_checks(self, candidate: str) -> None:
         await self.dry_run(candidate)
         await self.check_script(candidate)
 

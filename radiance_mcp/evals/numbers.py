@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from radiance_mcp.core.units import UNIT_MIB
+
 SEPARATORS = ",\u2009\u202f\u00a0"
 """What people put between groups of three digits."""
 _MINUS = re.compile(r"[\u2212\u2012\u2013](?=\d)")
@@ -41,8 +43,8 @@ UNITS = {"MiB": "MiB", "GiB": "GiB", "KiB": "KiB", "B": "B", "%": "%", "t/s": "t
          "tokens": "tokens", "sequence": "seqs", "sequences": "seqs", "sequence(s)": "seqs", "seqs": "seqs",
          "seat": "seqs", "seats": "seqs"}
 """A unit as written -> the unit it is (models.answer.Unit's names)."""
-MIB_PER = {"B": 1 / (1024 * 1024), "KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0}
-"""Memory units in MiB, the unit of record."""
+MIB_PER = {unit: float(UNIT_MIB[unit]) for unit in ("B", "KiB", "MiB", "GiB")}
+"""Memory units in MiB, the unit of record (core.units' sizes, those an answer writes)."""
 
 
 @dataclass(frozen=True)

@@ -180,16 +180,20 @@ def sign(lines: Sequence[dict[str, Any]], nonce: str) -> list[dict[str, Any]]:
     return signed
 
 
+def _what(event: Event) -> str:
+    """An event as a message names it: its kind and the tool, prompt or resource."""
+    return " ".join(str(x) for x in (event.kind, event.tool or event.name or event.uri) if x)
+
+
 def chain_problem(events: Sequence[Event], nonce: str) -> str | None:
     """The first line of a bound record whose mac does not chain under the nonce, if any (None: every line does)."""
     previous = ""
     for event in events:
         mac = line_mac(nonce, previous, event.model_dump(mode="json", exclude_unset=True))
         if event.mac != mac:
-            what = " ".join(str(x) for x in (event.kind, event.tool or event.name or event.uri) if x)
             said = "has no mac" if event.mac is None else "does not chain to the line above it"
-            return (f"seq {event.seq} ({what}) {said}: a line the server holding the harness's nonce did not write "
-                    "there (forged, edited, moved or copied)")
+            return (f"seq {event.seq} ({_what(event)}) {said}: a line the server holding the harness's nonce did not "
+                    "write there (forged, edited, moved or copied)")
         previous = mac
     return None
 
@@ -284,8 +288,7 @@ def record_problem(events: Sequence[Event]) -> str | None:
         return "no events"
     first = events[0]
     if first.kind != "session" or first.seq != 0:
-        what = " ".join(str(x) for x in (first.kind, first.tool or first.name or first.uri) if x)
-        return f"its first line (seq {first.seq}, {what}) is not the session line the server writes first"
+        return f"its first line (seq {first.seq}, {_what(first)}) is not the session line the server writes first"
     seen: set[int] = set()
     last: datetime | None = None
     for event in events:

@@ -109,11 +109,15 @@ class ReferenceAgent:
     # -- the resize procedure ----------------------------------------------------------------
 
     async def task_ceiling(self) -> None:
-        """Skill step 1 (ceiling, reserves), 2 (pool contract for the new pair) and 4 (the gates)."""
+        await self.resize()
+
+    async def resize(self) -> tuple[str, Result]:
+        """Skill step 1 (ceiling, reserves), 2 (pool contract for the new pair) and 4 (the gates): the service and
+        the gates rendered."""
         service = self.need(self.plan.service, "service")
         table = await self.call("read_budget_table", service=service, **self.at)
         ceiling, reserves = await self.ceiling(service, table)
-        await self.report_ceiling(service, table, ceiling, reserves)
+        return service, await self.report_ceiling(service, table, ceiling, reserves)
 
     async def ceiling(self, service: str, table: Result) -> tuple[Result, list[Result]]:
         """compute_ceiling with the question's reserve: cited by its line where the ledger backs it, else
@@ -128,8 +132,7 @@ class ReferenceAgent:
         label = self.plan.reserve_label or "a reserve of our own"
         if self.plan.reserve_line:
             candidate = table["reserve_candidates"][0]
-            line = candidate["line"]
-            return [{"mib": candidate["mib"], "label": label, "line": line["line"] if isinstance(line, dict) else line}]
+            return [{"mib": candidate["mib"], "label": label, "line": _line_number(candidate["line"])}]
         if self.plan.reserve_mib is None:
             return []
         return [{"mib": self.plan.reserve_mib, "label": label, "personal": True}]
@@ -152,8 +155,7 @@ class ReferenceAgent:
             self.say(f"Personal reserve (no ledger line backs it): {reserve}.")
         for reserve in ceiling.get("reserves") or []:
             if reserve.get("line") is not None:
-                line = reserve["line"]["line"] if isinstance(reserve["line"], dict) else reserve["line"]
-                self.say(f"Reserve traced to ledger line {line}: {reserve.get('mib')} MiB.")
+                self.say(f"Reserve traced to ledger line {_line_number(reserve['line'])}: {reserve.get('mib')} MiB.")
         if reserves:
             self.say(f"Less the reserves, the largest pair the gate allows: {ceiling['max_pair_mib']:,} MiB.")
             self.figure("max_pair_mib", ceiling["max_pair_mib"], "MiB")
@@ -182,10 +184,7 @@ class ReferenceAgent:
     async def task_verify(self) -> None:
         """Skill steps 4 and 5: the plan from the boot it was made from, its gates, then verify_deploy on the
         deploy's boot (the newest): each prediction kept or killed."""
-        service = self.need(self.plan.service, "service")
-        table = await self.call("read_budget_table", service=service, **self.at)
-        ceiling, reserves = await self.ceiling(service, table)
-        gates = await self.report_ceiling(service, table, ceiling, reserves)
+        service, gates = await self.resize()
         await self.verify(service, gates)
 
     async def verify(self, service: str, gates: Result) -> None:
@@ -203,11 +202,7 @@ class ReferenceAgent:
         and the gates for the question's plan, in that engine's own knobs."""
         service = self.need(self.plan.service, "service")
         await self.call("read_budget_table", service=service)
-        ceiling = await self.call("compute_ceiling", service=service)
-        self.say(f"{service}: the ceiling is {ceiling['ceiling_mib']:,} MiB per card: {ceiling['derivation']}; "
-                 f"headroom {ceiling['headroom_mib']:,} MiB.")
-        self.figure("ceiling_mib", ceiling["ceiling_mib"], "MiB")
-        self.figure("headroom_mib", ceiling["headroom_mib"], "MiB")
+        self.ceiling_answer(service, await self.call("compute_ceiling", service=service))
         seats = self.plan.seqs or 1
         shape = {"max_model_len": self.plan.max_model_len} if self.plan.max_model_len else {}
         pool = {"pool_mib": self.plan.pool_mib} if self.plan.pool_mib is not None else {}
@@ -223,9 +218,14 @@ class ReferenceAgent:
         for line in gates["env_text"].splitlines():
             if "=" in line and not line.startswith("#"):
                 self.say(f"env: {line}")
-        self.answer["plan"] = {"pair_mib": gates["pair_mib"], "seqs": seats, **(
-            {"pool_mib": self.plan.pool_mib} if self.plan.pool_mib is not None else {}), **(
-            {"max_model_len": self.plan.max_model_len} if self.plan.max_model_len else {})}
+        self.answer["plan"] = {"pair_mib": gates["pair_mib"], "seqs": seats, **pool, **shape}
+
+    def ceiling_answer(self, service: str, ceiling: Result) -> None:
+        """A ceiling (compute_ceiling's, or one card's of it), its derivation and headroom, said and stated."""
+        self.say(f"{service}: the ceiling is {ceiling['ceiling_mib']:,} MiB per card: {ceiling['derivation']}; "
+                 f"headroom {ceiling['headroom_mib']:,} MiB.")
+        self.figure("ceiling_mib", ceiling["ceiling_mib"], "MiB")
+        self.figure("headroom_mib", ceiling["headroom_mib"], "MiB")
 
     async def task_free_vram(self) -> None:
         if self.plan.service:
@@ -286,6 +286,10 @@ class ReferenceAgent:
     async def task_rate(self) -> None:
         service = self.need(self.plan.service, "service")
         await self.call("read_budget_table", service=service)
+        await self.rate(service)
+
+    async def rate(self, service: str) -> None:
+        """The decode rate, measured cold, and what makes a rate noise."""
         rate = await self.decode(service)
         self.say(f"{service} decodes at {rate['decode_tokens_per_s']:,} t/s over {rate['generated_tokens']} generated "
                  f"tokens, prefill {rate['prefill_tokens_per_s']:,} t/s at {rate['prompt_tokens']:,} prompt tokens "
@@ -392,12 +396,14 @@ class ReferenceAgent:
 
     async def task_serve_script(self) -> None:
         await self.audit()
-        candidate = self.need(self.plan.candidate_service, "candidate_service")
-        await self.check_script(candidate)
-        await self.dry_run(candidate)
+        await self.script_checks(self.need(self.plan.candidate_service, "candidate_service"))
         self.say("Fix: delete the mode's own literal, take the step from the env file, correct its comment, and "
                  "prove with compare_dry_run that the argv matches the proven mode byte for byte.")
 
+    async def script_checks(self, candidate: str) -> None:
+        """The skill's order after the audit: check_serve_script, then compare_dry_run."""
+        await self.check_script(candidate)
+        await self.dry_run(candidate)
 
     async def check_script(self, candidate: str) -> None:
         check = await self.call("check_serve_script", service=candidate)
@@ -412,13 +418,32 @@ class ReferenceAgent:
             self.say(f"{change['flag']}: proven {change['proven']}, wide {change['candidate']}")
 
 
+def _line_number(line: int | Result) -> int:
+    """A ledger line's number: a result cites a line by its number, or as {"line": n, "text": ...}."""
+    return int(line["line"]) if isinstance(line, dict) else int(line)
+
+
 class FaultyAgent(ReferenceAgent):
-    """The reference with one step done wrong; ``breaks`` names the rule that catches it."""
+    """The reference with one step done wrong; ``breaks`` names the rule that catches it.
+
+    The commonest fault is a call first sent wrong, refused, then sent as the reference sends it: such an agent
+    says only what it sends first (``first_try``)."""
+
+    def first_try(self, tool: str, arguments: Result) -> Result | None:
+        """The arguments the agent sends first, for the server to refuse, where its fault sends the reference's
+        call wrong (None: the call goes as the reference makes it)."""
+        return None
+
+    async def call(self, tool: str, **arguments: Any) -> Result:
+        first = self.first_try(tool, arguments)
+        if first is not None:
+            await self.refused(tool, **first)
+        return await super().call(tool, **arguments)
 
     async def refused(self, tool: str, **arguments: Any) -> str:
         """Make a call the fault expects refused; its text (a call that went through is a test bug)."""
         try:
-            await self.call(tool, **arguments)
+            await super().call(tool, **arguments)
         except ToolRefused as exc:
             return exc.text
         raise EvalError(f"agent {self.name}: {tool} was expected to refuse {arguments}")

@@ -114,6 +114,8 @@ BY_NAME = {rule.name: rule for rule in RULES}
 STEPS: dict[str, str] = {name: book.BY_NAME[name].statement
                          for name in ("plan_before_execute", "serve_script_checked", "gates_before_verified")}
 """The skills' step order: rule name -> statement (judged by radiance_mcp.evals.score from the record's order)."""
+NAMES: tuple[str, ...] = (*BY_NAME, *STEPS)
+"""Every rule a run is judged by, the rule book's then the step order's: the names a scenario may list."""
 RuleName = str
 
 

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from radiance_mcp.core.constants import KVDtype
 from radiance_mcp.core.errors import EvalError
-from radiance_mcp.evals.rules import BY_NAME, STEPS
+from radiance_mcp.evals.rules import BY_NAME, NAMES
 from radiance_mcp.models.answer import Unit, Verdict
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "evals" / "scenarios"
@@ -174,9 +174,9 @@ class Scenario(_Strict):
     @field_validator("rules")
     @classmethod
     def _known_rules(cls, rules: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [r for r in rules if r not in BY_NAME and r not in STEPS]
+        unknown = [r for r in rules if r not in NAMES]
         if unknown:
-            raise ValueError(f"unknown rule(s) {unknown}; the rules: {', '.join([*BY_NAME, *STEPS])}")
+            raise ValueError(f"unknown rule(s) {unknown}; the rules: {', '.join(NAMES)}")
         return rules
 
     @property
@@ -230,13 +230,16 @@ def load_scenario(path: str | Path) -> Scenario:
     return scenario
 
 
+def scenario_files(directory: str | Path | None = None) -> list[Path]:
+    """The scenario set's files: every *.toml of the directory (default: the shipped evals/scenarios/), by name."""
+    return sorted((Path(directory) if directory is not None else SCENARIOS_DIR).glob("*.toml"))
+
+
 def load_scenarios(directory: str | Path | None = None, split: Split | None = None) -> list[Scenario]:
-    """Every *.toml scenario of the directory (default: the shipped evals/scenarios/), by name; those of one
-    split when given."""
-    folder = Path(directory) if directory is not None else SCENARIOS_DIR
-    paths = sorted(folder.glob("*.toml"))
+    """Every scenario of the directory (scenario_files), by name; those of one split when given."""
+    paths = scenario_files(directory)
     if not paths:
-        raise EvalError(f"{folder}: holds no *.toml scenario")
+        raise EvalError(f"{directory if directory is not None else SCENARIOS_DIR}: holds no *.toml scenario")
     scenarios = [load_scenario(p) for p in paths]
     if split is not None:
         if split not in SPLITS:

@@ -41,7 +41,7 @@ from radiance_mcp.evals.claims import (
 from radiance_mcp.evals.numbers import MIB_PER, convert, normalise, numbers_in, quantities
 from radiance_mcp.evals.plans import Plan, judge_plan, plan_of
 from radiance_mcp.evals.record import GENUINE, GENUINE_STATEMENT, Binding, Check, Event
-from radiance_mcp.evals.rules import BY_NAME, STEPS, Rule
+from radiance_mcp.evals.rules import BY_NAME, NAMES, STEPS, Rule
 from radiance_mcp.evals.scenario import Fact, Scenario
 from radiance_mcp.models.answer import TOOL as SUBMIT_ANSWER
 from radiance_mcp.models.answer import SubmitAnswerInput
@@ -104,7 +104,7 @@ class Report(BaseModel):
     @property
     def complete(self) -> bool:
         """False when the record lost lines: the run is judged incomplete, never passed."""
-        return not any(c.name == "complete" and c.status == "failed" for c in self.binding)
+        return Binding(checks=self.binding).complete
 
     @property
     def passed(self) -> bool:
@@ -399,7 +399,7 @@ def render_table(reports: Sequence[Report], columns: int = 120) -> str:
         lead = f"{r.scenario:<34} {found:>3}/{len(r.facts):<3} {kept:>3}/{len(judged):<3} {r.score:>6.0%}  "
         lines += wrapped(lead, verdict, len(lead))
     lines += ["", f"{'rule':<22} {'kept':>5} {'broken':>7} {'not judged':>11}"]
-    for name in [*BY_NAME, *STEPS, GENUINE]:
+    for name in [*NAMES, GENUINE]:
         rows = [x for r in reports for x in r.rules if x.name == name]
         kept = sum(x.kept and x.judged for x in rows)
         broken = sum(not x.kept for x in rows)

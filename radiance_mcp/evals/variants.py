@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from radiance_mcp.core.constants import MIB
+from radiance_mcp.core.units import UNIT_MIB
 from radiance_mcp.sim import DEFAULT_SERVICES, Shape, boot_figures
 from radiance_mcp.sim.engine import fmt_size
 
@@ -91,8 +92,7 @@ class Card:
 def _printed(mib: Decimal) -> Decimal:
     """A size as the simulated ledger prints it, read back in MiB (what the settled line says)."""
     number, unit = fmt_size(mib).split()
-    scale: dict[str, Decimal] = {"GiB": Decimal(1024), "MiB": Decimal(1), "KiB": Decimal(1) / 1024}
-    return Decimal(number) * scale[unit]
+    return Decimal(number) * UNIT_MIB[unit]
 
 
 def cards(shape: Shape) -> list[Card]:

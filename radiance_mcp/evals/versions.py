@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from radiance_mcp.evals.scenario import SCENARIOS_DIR
+from radiance_mcp.evals.scenario import scenario_files
 
 SCORER_VERSION = 2
 """1: a fact counted if its number appeared anywhere in the answer (before issue 27). 2: figures grounded in the
@@ -29,8 +29,7 @@ DIGEST_CHARS = 12
 def scenario_set_version(directory: str | Path | None = None, files: Iterable[str | Path] = ()) -> str:
     """The digest of the scenario files of ``directory`` (default: the shipped evals/scenarios/), and of any
     other scenario file named (``--scenario path.toml``); ``sha256:`` + 12 hex digits."""
-    folder = Path(directory) if directory is not None else SCENARIOS_DIR
-    paths = {p.resolve() for p in folder.glob("*.toml")} | {Path(f).resolve() for f in files}
+    paths = {p.resolve() for p in scenario_files(directory)} | {Path(f).resolve() for f in files}
     digest = hashlib.sha256()
     for path in sorted(paths, key=lambda p: (p.name, str(p))):
         data = path.read_bytes()

@@ -53,27 +53,21 @@ def test_the_scenario_set_version_is_a_digest_of_the_scenario_files(tmp_path: Pa
     assert versions_line(NAMED) == LINE
 
 
-def test_every_text_report_of_eval_names_both_versions(tmp_path: Path, cli: CliRunner) -> None:
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_every_report_of_eval_names_both_versions(tmp_path: Path, cli: CliRunner, as_json: bool) -> None:
+    """The text's last line names both versions; the JSON holds both."""
     record, answer = _run_files(tmp_path, "pool-below-contract")
     for argv in (["--scenario", "pool-below-contract"],
                  ["--agent", "all", "--scenario", "pool-below-contract"],
                  ["--scenario", "pool-below-contract", "--record", str(record), "--answer", str(answer)],
                  ["--calibrate"]):
-        done = cli("eval", *argv, cwd=ROOT)
+        done = cli("eval", *argv, *(["--json"] if as_json else []), cwd=ROOT)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-        assert done.stdout.splitlines()[-1] == LINE, argv
-
-
-def test_every_json_report_of_eval_names_both_versions(tmp_path: Path, cli: CliRunner) -> None:
-    record, answer = _run_files(tmp_path, "pool-below-contract")
-    for argv in (["--scenario", "pool-below-contract"],
-                 ["--agent", "all", "--scenario", "pool-below-contract"],
-                 ["--scenario", "pool-below-contract", "--record", str(record), "--answer", str(answer)],
-                 ["--calibrate"]):
-        done = cli("eval", *argv, "--json", cwd=ROOT)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-        data = json.loads(done.stdout)
-        assert {k: data[k] for k in NAMED} == NAMED, argv
+        if as_json:
+            data = json.loads(done.stdout)
+            assert {k: data[k] for k in NAMED} == NAMED, argv
+        else:
+            assert done.stdout.splitlines()[-1] == LINE, argv
 
 
 def test_a_scenario_given_as_a_file_is_in_the_set_version(tmp_path: Path, cli: CliRunner) -> None:

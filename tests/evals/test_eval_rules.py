@@ -99,6 +99,7 @@ def test_the_scorer_is_pure(module: str) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     allowed_internal = {"radiance_mcp.core.errors", "radiance_mcp.core.constants",
+                        "radiance_mcp.core.units",  # sizes and their units: pure
                         "radiance_mcp.core.rules",  # the rule book: pure
                         "radiance_mcp.evals.rules",
                         "radiance_mcp.evals.scenario", "radiance_mcp.evals.record",

@@ -113,10 +113,7 @@ class PlanWithoutGates(FaultyAgent):
 
     submits = False  # its figures are in its words alone
 
-    async def task_ceiling(self) -> None:
-        service = self.need(self.plan.service, "service")
-        await self.call("read_budget_table", service=service)
-        ceiling = await self.call("compute_ceiling", service=service)
+    async def report_ceiling(self, service: str, table: Result, ceiling: Result, reserves: list[Result]) -> Result:
         pool = ceiling["max_pair_mib"] - 24_000
         contract = await self.call("check_pool_contract", service=service, pool_mib=pool, seqs=1)
         seats = int(contract["max_seqs_at_window"])
@@ -128,6 +125,7 @@ class PlanWithoutGates(FaultyAgent):
         if len(ceiling["cards"]) > 1:
             self.say(f"Card {ceiling['binding_card']} binds.")
         self.say(f"Recommended: --vram-kv-mib {pool + 500:,} with --max-num-seqs {seats + 1}: the card has the slack.")
+        return {}  # no gates rendered
 
 
 class ReserveByHand(ReferenceAgent):
@@ -135,15 +133,16 @@ class ReserveByHand(ReferenceAgent):
 
     submits = False  # its figures are in its words alone
 
-    async def task_ceiling(self) -> None:
-        service = self.need(self.plan.service, "service")
-        await self.call("read_budget_table", service=service)
-        ceiling = await self.call("compute_ceiling", service=service)
+    def reserves(self, table: Result) -> list[Result]:
+        return []  # compute_ceiling is given none
+
+    async def report_ceiling(self, service: str, table: Result, ceiling: Result, reserves: list[Result]) -> Result:
         reserve = int(self.plan.reserve_mib or 0)
         pair = ceiling["ceiling_mib"] - reserve
-        await self.call("render_gates", service=service, vram_kv_mib=pair - 24_000, seqs=3)
+        gates = await self.call("render_gates", service=service, vram_kv_mib=pair - 24_000, seqs=3)
         self.say(f"{service}: ceiling {ceiling['ceiling_mib']:,} MiB; less our personal reserve of {reserve} MiB "
                  f"the gate allows a pair of {pair:,} MiB, a pool of {pair - 24_000:,} MiB.")
+        return gates
 
 
 class PlateauInWords(ReferenceAgent):

@@ -75,10 +75,16 @@ def reversed_same_seq(run: Recorded) -> list[Line]:
     return [{**line, "seq": 1} for line in reversed(run.lines)]
 
 
+def _borrowed(reference: Recorded, tool: str, run: Recorded, seq: int) -> Line:
+    """A copy of the reference's line of the tool, as if the run's session had made it at seq."""
+    line = copy.deepcopy(next(x for x in reference.lines if x.get("tool") == tool))
+    line["session"], line["seq"] = run.lines[0]["session"], seq
+    return line
+
+
 def forged_contract(run: Recorded, reference: Recorded) -> list[Line]:
     """The run's own lines, and the reference's check_pool_contract line inserted as if this session made it."""
-    line = next(copy.deepcopy(x) for x in reference.lines if x.get("tool") == "check_pool_contract")
-    line["session"], line["seq"] = run.lines[0]["session"], 1
+    line = _borrowed(reference, "check_pool_contract", run, 1)
     return [run.lines[0], line, *[{**x, "seq": x["seq"] + 1} for x in run.lines[1:]]]
 
 
@@ -96,15 +102,12 @@ def ok_from_reference(run: Recorded, reference: Recorded) -> list[Line]:
 
 def probe_inserted(run: Recorded, reference: Recorded) -> list[Line]:
     """The reference's token_count_probe line inserted into a run that sent no request, bound to the nonce."""
-    line = copy.deepcopy(next(x for x in reference.lines if x.get("tool") == "token_count_probe"))
-    line["session"], line["seq"] = run.lines[0]["session"], len(run.lines)
-    return sign([*run.lines, line], run.nonce)
+    return sign([*run.lines, _borrowed(reference, "token_count_probe", run, len(run.lines))], run.nonce)
 
 
 def forged_cold(run: Recorded, reference: Recorded) -> list[Line]:
     """The run's lines, then a decode_probe line copied from the reference with its figures set to the quoted rate."""
-    line = next(copy.deepcopy(x) for x in reference.lines if x.get("tool") == "decode_probe")
-    line["session"], line["seq"] = run.lines[0]["session"], len(run.lines)
+    line = _borrowed(reference, "decode_probe", run, len(run.lines))
     line["result"]["decode_tokens_per_s"] = 92.7
     line["result"]["generated_tokens"] = 8
     line["arguments"]["gen_tokens"] = 512
