@@ -33,7 +33,15 @@ from typing import Any
 
 from radiance_mcp.core.errors import EvalError
 from radiance_mcp.evals.fleet import fingerprint, normal, running_fleet
-from radiance_mcp.evals.record import MAX_LINE_BYTES, Binding, Check, Event, chain_problem, nonce_digest
+from radiance_mcp.evals.record import (
+    MAX_LINE_BYTES,
+    RECORD_VERSION,
+    Binding,
+    Check,
+    Event,
+    chain_problem,
+    nonce_digest,
+)
 from radiance_mcp.evals.scenario import Scenario
 from radiance_mcp.models.answer import TOOL as SUBMIT_ANSWER
 from radiance_mcp.sim import SimFleet
@@ -121,11 +129,18 @@ def fleet_check(events: Sequence[Event], expected: str) -> Check:
 
 
 def nonce_check(events: Sequence[Event], nonce: str | None) -> Check:
-    """Passed when the record is bound to the harness's nonce; not made when there is no nonce to check against
-    or the record's version has none."""
+    """Passed when the record is bound to the harness's nonce; not made when there is none to check against.
+    Failed when the harness gave one and the record is of a version before 3: its server wrote version 3, so the
+    record is not that server's (a forger's rewrite as version 2 dodged the nonce before)."""
     session = _session(events)
     if session is None or session.version < 3:
-        return Check(name="nonce", status="not made", text="a record of version < 3 carries no nonce")
+        if nonce is None:
+            return Check(name="nonce", status="not made", text="a record of version < 3 carries no nonce")
+        version = session.version if session is not None else min((e.version for e in events), default=0)
+        what = f"a record of version {version}" if events else "an empty record"
+        return Check(name="nonce", status="failed", text=f"{what} where the harness gave "
+                     f"its server a nonce: that server writes version {RECORD_VERSION}, bound to it (not the record "
+                     "it wrote); score an archived older record without the harness's nonce")
     if nonce is None:
         said = "bound to a nonce" if session.bound else "unbound (made outside a harness)"
         return Check(name="nonce", status="not made", text=f"the record is {said}; no harness nonce to check it by")

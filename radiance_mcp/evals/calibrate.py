@@ -108,7 +108,9 @@ KINDS: dict[str, tuple[Label, str]] = {
     "replay-mismatch": ("faulty", "a bound record holding a result the tool would not return"),
     "probe-without-request": ("faulty", "a probe result no request the endpoints served matches"),
     "lost-lines": ("faulty", "a record that lost lines (lost, a cut line): incomplete"),
-    "old-version-record": ("correct", "a record of format version 1 or 2: scoreable, its binding not made"),
+    "old-version-record": ("correct", "an archived record of format version 1 or 2, scored outside a harness: "
+                           "scoreable, its binding not made"),
+    "downgraded-record": ("faulty", "a record rewritten as format 1 or 2 where the harness gave a nonce"),
 }
 """Every kind of run the set holds: its label, and what it is (issue 27's list, and the reference)."""
 

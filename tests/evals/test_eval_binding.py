@@ -122,6 +122,8 @@ def test_every_line_chains_under_the_nonce_and_an_edited_one_is_named(tmp_path: 
 @pytest.mark.parametrize(("name", "check", "found"), [
     ("forged-no-nonce", "nonce", "unbound: the harness gave the server a nonce, the record names none"),
     ("forged-wrong-nonce", "nonce", "a wrong nonce: the session line names "),
+    ("downgraded-record", "nonce", "a record of version 2 where the harness gave its server a nonce: that server "
+                                   "writes version 3, bound to it"),
     ("forged-contract-result", "nonce", "seq 2 (tool_call submit_answer) does not chain to the line above it"),
     ("other-fleet--free-vram", "fleet", "from another fleet: the session line's fingerprint is "
                                         "fafb8905d5a4ce0c18eb84189303f645, this scenario's fleet's is "),

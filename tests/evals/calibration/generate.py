@@ -118,6 +118,9 @@ class Spec:
     first: type[ReferenceAgent] | None = None
     """Another session of this agent, on the same fleet and the same record file, before the run."""
     made: str = "recorded"
+    harness: bool = True
+    """The label keeps the nonce the harness gave the run's server; False: an archived record, scored outside a
+    harness (no nonce)."""
 
 
 def _scripted(agent: str, scenarios: list[str], *more: str) -> list[Spec]:
@@ -338,11 +341,14 @@ RUNS: list[Spec] = [
          "the reference's record with a line cut mid-line (a killed server)", ("record_genuine",),
          record=lambda run: [*run.lines[:2], CUT, *run.lines[2:]], made="record-edited"),
     Spec("version-1--resize", "resize-to-the-ceiling", "reference", "correct", "old-version-record",
-         "the reference's run as a server of record format 1 wrote it: no session id, no binding",
-         record=version(1), made="record-edited"),
+         "the reference's run as a server of record format 1 wrote it, archived: no session id, no binding, "
+         "scored outside a harness", record=version(1), made="record-edited", harness=False),
     Spec("version-2--pool", "pool-below-contract", "reference", "correct", "old-version-record",
-         "the reference's run as a server of record format 2 wrote it: no binding", record=version(2),
-         made="record-edited"),
+         "the reference's run as a server of record format 2 wrote it, archived: no binding, scored outside a "
+         "harness", record=version(2), made="record-edited", harness=False),
+    Spec("downgraded-record", "resize-to-the-ceiling", "reference", "faulty", "downgraded-record",
+         "the reference's record rewritten as format 2 under a harness that gave its server a nonce: the binding "
+         "dodged", ("record_genuine",), record=version(2), made="forged"),
     Spec("two-sessions", "pool-below-contract", Silent, "faulty", "two-sessions",
          "a session that made no call and answered from nothing, sharing its record with the reference's session",
          ("record_genuine", "ledger_first"), first=ReferenceAgent,
@@ -362,7 +368,9 @@ class _Normal:
     _PORT = re.compile(r"127\.0\.0\.1:(\d+)")
     _DRAWN = re.compile(r"(?<=PROBE-\d\d-)[0-9A-F]{6}|(?<=NONCE )[0-9a-f]{16}")
     """A probe's marker and nonce, drawn at random for each prompt."""
-    _TIMINGS = ("ttft_s", "inter_token_s_mean", "inter_token_s_median", "latency_s", "latency_s_max", "wall_s")
+    _TIMINGS = ("ttft_s", "inter_token_s_mean", "inter_token_s_median", "latency_s", "latency_s_max", "wall_s",
+                "decode_s")
+    """Clock times (the endpoints' decode_s is the simulated decode's wall time): written as 0.001."""
 
     def __init__(self, name: str, fleet_root: Path) -> None:
         self.session = hashlib.sha256(name.encode()).hexdigest()[:32]
@@ -448,7 +456,8 @@ def _label(spec: Spec, answer: str) -> dict[str, Any]:
     agent = spec.agent if isinstance(spec.agent, str) else spec.agent.__name__
     made = "answer-edited" if spec.made == "recorded" and spec.answer is not None else spec.made
     return {"scenario": spec.scenario, "label": spec.label, "kind": spec.kind, "breaks": list(spec.breaks),
-            "why": spec.why, "made": made, "agent": agent, "nonce": _nonce(spec.name), "answer": answer}
+            "why": spec.why, "made": made, "agent": agent, "nonce": _nonce(spec.name) if spec.harness else None,
+            "answer": answer}
 
 
 def write(folder: Path, only: set[str] | None = None) -> list[str]:
