@@ -322,6 +322,7 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="fresh servers (a cold call each)")
     parser.add_argument("--warm", type=int, default=3, help="warm calls after each cold one")
     parser.add_argument("--no-local", action="store_true")
+    parser.add_argument("--no-ssh", action="store_true", help="the local files alone (no hosts' calls)")
     parser.add_argument("--code", type=Path, help="the checkout whose server is measured (default: this one)")
     options = parser.parse_args()
     if options.hosts is not None:
@@ -339,7 +340,7 @@ async def main() -> None:
         print(f"{host_count} asyncssh hosts on loopback, {PER_HOST} services each; python {sys.version.split()[0]}, "
               f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
         for logs in options.logs.split(","):
-            for services in sizes:
+            for services in sizes if not options.no_ssh else ():
                 config = fleet_toml(base, services, logs, hosts.ports)
                 runs = await measure(config, services, hosts, options, base / "cache")
                 report(f"{services} services on {(services + PER_HOST - 1) // PER_HOST} hosts, {logs} logs, over SSH",

@@ -118,6 +118,29 @@ async def test_errors_are_tool_errors_with_remedies(arguments: dict[str, object]
     assert "Traceback" not in text
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "says"),
+    [
+        # The pool is pool_mib to check_pool_contract, vram_kv_mib (the engine's flag) to render_gates.
+        ("check_pool_contract", {"log": EXAMPLE_LOG, "vram_kv_mib": 6969, "seqs": 4},
+         "check_pool_contract has no argument 'vram_kv_mib' (did you mean 'pool_mib'?)"),
+        ("render_gates", {"log": EXAMPLE_LOG, "pool_mib": 6969, "seqs": 4},
+         "render_gates has no argument 'pool_mib' (did you mean 'vram_kv_mib'?)"),
+        ("check_pool_contract", {"log": EXAMPLE_LOG, "pool_mib": 6969, "max_num_seqs": 4},
+         "check_pool_contract has no argument 'max_num_seqs' (did you mean 'seqs'?)"),
+        ("render_gates", {"log": EXAMPLE_LOG, "vram_kv_mib": 6969, "weights_mib": 24000},
+         "render_gates has no argument 'weights_mib' (did you mean 'vram_weights_mib'?)"),
+    ],
+)
+async def test_a_figure_named_as_another_tool_names_it_is_refused_with_this_tools_name(
+    tool: str, arguments: dict[str, object], says: str
+) -> None:
+    async with _in_memory() as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    assert says in result.content[0].text  # type: ignore[union-attr]
+
+
 @pytest.mark.slow
 def test_stdio_stdout_carries_only_protocol() -> None:
     """Every line the server writes to stdout is a JSON-RPC message; logs go to stderr."""

@@ -67,10 +67,21 @@ def unknown_tool(name: str, tools: list[str]) -> str:
             "(list_fleet first, to see the fleet)")
 
 
+SAME_FIGURE = {
+    "vram_kv_mib": ("pool_mib",), "pool_mib": ("vram_kv_mib",), "kv_pool_mib": ("pool_mib", "vram_kv_mib"),
+    "vram_weights_mib": ("weights_mib",), "weights_mib": ("vram_weights_mib",),
+    "max_num_seqs": ("seqs",), "num_seqs": ("seqs",), "context_len": ("max_model_len",),
+    "max_context_len": ("max_model_len",), "ctx_size": ("max_model_len",), "spec_tokens": ("spec",),
+}
+"""A name one tool (or the engine's flag) gives a figure another tool names otherwise: check_pool_contract's
+pool_mib is render_gates' vram_kv_mib (the engine's --vram-kv-mib). difflib finds no likeness between them."""
+
+
 def _suggest(name: str, fields: list[str], spell: Callable[[str], str]) -> str:
     import difflib  # here: only a misspelled name loads it
 
-    close = difflib.get_close_matches(str(name)[:_NAME_SHOWN_CHARS], fields, n=1, cutoff=0.6)
+    same = [f for f in SAME_FIGURE.get(str(name), ()) if f in fields]
+    close = same or difflib.get_close_matches(str(name)[:_NAME_SHOWN_CHARS], fields, n=1, cutoff=0.6)
     return f" (did you mean {spell(close[0])!r}?)" if close else ""
 
 
