@@ -206,7 +206,8 @@ class _Server(uvicorn.Server):
 
 
 def serve(app: ASGIApp, sock: socket.socket, limits: HttpLimits, terminated: threading.Event | None = None) -> None:
-    """Serve app on the listening socket under limits until SIGINT or SIGTERM (open_files_for(limits) first).
+    """Serve app on the listening socket under limits until SIGINT or SIGTERM (open_files_for(limits) first, and
+    the heap settled: server.settle_heap).
 
     Requests in flight then get SHUTDOWN_GRACE_S to finish. terminated, when given, is set by a
     SIGTERM handler that raises nothing (serve --demo: cli._note_sigterm); set before the
@@ -218,4 +219,7 @@ def serve(app: ASGIApp, sock: socket.socket, limits: HttpLimits, terminated: thr
 
     config = uvicorn.Config(app, http=Guarded, backlog=limits.max_connections, log_level="warning",
                             timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    from radiance_mcp.app.server import settle_heap
+
+    settle_heap()
     _Server(config, terminated).run(sockets=[sock])
