@@ -307,16 +307,14 @@ def _boot_starts(lines: list[Line]) -> list[int]:
     return starts or [0]
 
 
-def select_boot(boot: int, count: int, source: str) -> int:
-    """The 0-based position of the requested boot; -1 is the newest, 1 the oldest."""
+def select_boot(boot: int, count: int, source: str, starts: str = "") -> int:
+    """The 0-based position of the requested boot; -1 is the newest, 1 the oldest (every engine's rule: starts
+    says where another engine's boot begins)."""
     if count == 0:
         raise LedgerError(f"{source}: the log is empty; nothing was booted or the wrong file was named")
     if boot == 0 or not -count <= boot <= count:
-        raise LedgerError(
-            f"{source}: boot={boot} but the log holds {count} boot(s); "
-            f"use -1 (newest) to -{count}, or 1 (oldest) to {count}",
-            boots_held=count,
-        )
+        use = "use -1 or 1 (its one boot)" if count == 1 else f"use -1 (newest) to -{count}, or 1 (oldest) to {count}"
+        raise LedgerError(f"{source}: boot={boot} but the log holds {count} boot(s){starts}; {use}", boots_held=count)
     return boot - 1 if boot > 0 else count + boot
 
 

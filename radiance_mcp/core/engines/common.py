@@ -36,7 +36,7 @@ from radiance_mcp.core.boot import (
 )
 from radiance_mcp.core.constants import MIB
 from radiance_mcp.core.errors import LedgerError
-from radiance_mcp.core.ledger import clean
+from radiance_mcp.core.ledger import clean, select_boot
 from radiance_mcp.core.units import UNIT_MIB, fmt_mib
 
 EngineName = Literal["vllm", "sglang", "llama.cpp"]
@@ -168,13 +168,8 @@ def lines_of(text: str) -> tuple[list[Line], int]:
 
 
 def select(boot: int, count_: int, source: str, marker: str) -> int:
-    """0-based position of the requested boot; -1 is the newest, 1 the oldest."""
-    if boot == 0 or not -count_ <= boot <= count_:
-        raise LedgerError(
-            f"{source}: boot={boot} but the log holds {count_} boot(s) (each starts at a {marker!r} line); "
-            f"use -1 (newest) to -{count_}, or 1 (oldest) to {count_}"
-        )
-    return boot - 1 if boot > 0 else count_ + boot
+    """0-based position of the requested boot; -1 is the newest, 1 the oldest (core.ledger.select_boot)."""
+    return select_boot(boot, count_, source, f" (each starts at a {marker!r} line)")
 
 
 @dataclass(frozen=True)
