@@ -131,6 +131,14 @@ def test_a_sentence_several_rows_repeat_is_printed_once(cli: CliRunner, tmp_path
     assert "line 27, as above" in verdicts
 
 
+def test_a_column_empty_in_every_row_is_named_once_under_its_table(cli: CliRunner, tmp_path: Path) -> None:
+    """The demo's services are all on this machine: no row has a host, so the column goes and is said once."""
+    ran = cli("plan-free-vram", "--demo", cwd=tmp_path, env={"COLUMNS": "120"})
+    rows = ran.stdout.split("\nrows:\n", 1)[1].split("\nbest:\n", 1)[0]
+    assert rows.splitlines()[0].split() == ["service", "headroom_", "usable_", "options"]
+    assert rows.rstrip().endswith("empty in every row  host"), rows
+
+
 @pytest.mark.parametrize("command", ["read-budget-table", "compute-ceiling", "check-pool-contract"])
 def test_no_none_on_any_engines_recorded_boot(cli: CliRunner, tmp_path: Path, command: str) -> None:
     """On every recorded log of every engine, the table or the refusal says '-' or names what is missing."""

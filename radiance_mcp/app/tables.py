@@ -131,7 +131,7 @@ def table(rows: Sequence[BaseModel], columns: int, seen: dict[str, str] | None =
               and len(cells[0][i]) >= SENTENCE and " " in cells[0][i]]
     below = [(f"{heads[i]} (every row)", cells[0][i]) for i in shared]
     empty = [i for i in range(len(heads)) if len(rows) > 1 and all(row[i] == "-" for row in cells)]
-    below += [("none in any row", ", ".join(heads[i] for i in empty))] if empty else []
+    below += [("empty in every row", ", ".join(heads[i] for i in empty))] if empty else []
     shared += empty
     heads = [head for i, head in enumerate(heads) if i not in shared]
     cells = [[cell for i, cell in enumerate(row) if i not in shared] for row in cells]
