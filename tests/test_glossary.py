@@ -61,7 +61,7 @@ COMMAND_JARGON = {
     "stranded headroom": (("plan-free-vram", "--demo"), r"\bstranded\b"),
     # the word's meaning is said once, where the summary shows it
     "physical card, sharing": (("plan-free-vram", "--demo"),
-                               r"^sharing +partial$(.|\n)*\bphysical card once \(sharing partial: some services name\b"),
+                               r"^sharing +partial$(.|\n)*\bphysical card once \(sharing partial: some services"),
     "slope": (("plan-free-vram", "--demo", "--service", "twin"), r"^  slope +0\.72 slots/MiB"),
 }
 
