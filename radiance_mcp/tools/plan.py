@@ -46,7 +46,6 @@ from radiance_mcp.models.plan import (
     ServicePlan,
     Source,
     Traced,
-    Unreadable,
 )
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.offload import gather
@@ -363,8 +362,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     if single:
         services = [plan_of(name) for name in wanted]
         return PlanFreeVramOutput(services=services, physical_cards=[p for p in physical if len(p.services) > 1],
-                                  unreadable=[Unreadable(service=n, problem=None, where=None, error=str(e))
-                                              for n, e in failures.items()],
+                                  unreadable=[plan_fleet.own_reason(n, e) for n, e in failures.items()],
                                   fleet_headroom_mib=fleet_headroom, sharing=sharing,
                                   summary=[_summary(plan) for plan in services],
                                   services_total=1, notes=notes)

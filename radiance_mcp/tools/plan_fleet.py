@@ -296,6 +296,11 @@ def _page(by_name: dict[str, Brief], plans: dict[str, ServicePlan], failures: di
                 summary_tail=lines, pictured=[plans[n] for n in page if n in plans])
 
 
+def own_reason(name: str, exc: RadianceMCPError) -> Unreadable:
+    """A co-tenant of one service's plan that could not be planned, and why (that answer has no problems)."""
+    return Unreadable(service=name, problem=None, where=None, error=str(exc))
+
+
 def unreadable(name: str, exc: RadianceMCPError, found: Sequence[Problem]) -> Unreadable:
     """A service of the page that could not be planned, naming the problem that says why: its ledger's location
     where the problem's detail names another's, its own reason only where the detail's (another service's, or
