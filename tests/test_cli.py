@@ -160,12 +160,12 @@ def test_read_budget_table_json(capsys: pytest.CaptureFixture[str], example_path
     assert data["pair_source"] == "echoed flags"
     card = data["cards"][0]
     assert (card["pair_mib"], card["free_mib"]["value"], card["floor_mib"]["value"]) == (29_120, 2_058.24, 209.19)
-    assert card["free_mib"]["lines"][0]["line"] == 26 and card["unclaimed_mib"]["lines"][0]["line"] == 18
+    assert card["free_mib"]["lines"] == [26] and card["unclaimed_mib"]["lines"] == [18]
     assert data["ledger"] == {"source": str(example_path), "boot": 1, "boots_seen": 1, "first_line": 1,
                               "last_line": 27, "origin": "local file", "verified": True, "first_byte": 0,
                               "lines_from_byte": None}
     assert data["reserve_candidates"] == [{
-        "card": 0, "line": card["unclaimed_mib"]["lines"][0], "mib": 268.11,  # 477.30 - 209.19 (line 18)
+        "card": 0, "line": {"line": 18, "text": data["lines"]["18"]}, "mib": 268.11,  # 477.30 - 209.19 (line 18)
         "printed": "477.30 MiB unclaimed less the 209.19 MiB engine floor (line 26)",
         "why": data["reserve_candidates"][0]["why"]}]
 

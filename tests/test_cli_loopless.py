@@ -153,7 +153,7 @@ def test_a_plan_of_local_services_runs_without_a_loop_and_names_the_unreadable_o
     assert loopless == on_loop and loopless.returncode == 0, loopless.stderr
     result = json.loads(loopless.stdout)
     assert [entry["service"] for entry in result["unreadable"]] == ["right"]
-    assert "right.log: no such file" in result["unreadable"][0]["error"]
+    assert "right.log: no such file" in result["unreadable"][0]["error"]  # one service's plan: its own reason
 
 
 @pytest.mark.slow

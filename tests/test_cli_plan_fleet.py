@@ -46,14 +46,19 @@ def test_the_demo_fleets_answer_reads_as_counts_once_and_explained(cli: CliRunne
     assert "window at the seats qwen38-proven more KV, fp8 9,385 230,653 tokens +164,277" in best
     assert "resident slots qwen38-proven more slab 9,385 17,440 slots +5,498" in best
     assert not re.search(r"\b\d[\d,]*\.00\b", "\n".join(best)), best
-    # The refused boot's reason is printed once, under unreadable; problems names it, and says which service.
-    assert ran.stdout.count("this boot refused to start") == 1, ran.stdout
-    problems = section(ran, "problems")
-    assert "refused boot - 1 qwen38-wide (see unreadable above)" in problems
-    assert any(row.startswith("below its contract pool_contract 1 lowpool 2 x 200,000 x 7,488 B") for row in problems)
-    # 'partial' (the summary's '(partial)') is said in words where it is printed first.
-    assert "sharing partial: some services name their cards, not all (notes names the others)" in rows(ran)
-    assert "- 5 services, 4 planned: 14,660 MiB of headroom, each physical card once (partial)" in rows(ran)
+    # The refused boot's reason is printed once, with its remedy, under problems; unreadable names its problem.
+    said = " ".join(ran.stdout.split())
+    assert said.count("this boot refused to start") == 1, ran.stdout
+    assert said.count("Next: audit_step_shape (this boot as the candidate") == 1, ran.stdout
+    assert "kind refused boot rule - count 1 services qwen38-wide detail" in said
+    assert section(ran, "unreadable") == ["service problem where error", "qwen38-wide 0 - -"]
+    assert said.index("problems: kind refused boot") < said.index("unreadable: service problem where error")
+    assert "kind below its contract rule pool_contract count 1 services lowpool detail 2 x 200,000 x 7,488 B" in said
+    # 'partial' is said in words where it is printed first: the summary's headline.
+    assert "sharing partial" in rows(ran)
+    assert said.count("some services name their cards, not all (notes names the others)") == 1, ran.stdout
+    assert "- 5 services, 4 planned: 14,660 MiB of headroom, each physical card once (sharing partial: some " \
+           "services name their cards, not all (notes names the others))" in said
     # Each service's options (they were left out of the table), each shared card's services.
     assert any(row.startswith("frank-archon 1,849 1,849 more KV, fp8 +1,849 MiB: seats at 200,000 tokens: 4 (now 3)")
                for row in section(ran, "rows")), section(ran, "rows")
@@ -80,13 +85,18 @@ def _fleet(root: Path) -> Path:
 def test_a_fleet_of_refused_and_unreadable_ledgers_says_each_reason_once(cli: CliRunner, tmp_path: Path) -> None:
     ran = cli("plan-free-vram", "--config", _fleet(tmp_path), cwd=tmp_path, env=COLUMNS)
     assert ran.returncode == 0, ran.stderr
-    # Each refused boot's reason is under unreadable, once; the group in problems names both services.
+    # The refused boots' reason is said once, in the problem that names both services; unreadable names the problem
+    # of each, and the second's own ledger (its reason is the first's word for word).
     said = " ".join(ran.stdout.split())  # its lines as one text: a cell wraps where its path's length puts it
-    assert said.count("The model's max seq len (4096) is larger than") == 1, ran.stdout  # then "line 3, as above"
-    problems = section(ran, "problems")
-    assert "refused boot 2 refused-a, refused-b (see unreadable above)" in problems, problems
-    assert "unreadable ledger 1 empty (see unreadable above)" in problems, problems
-    assert "sharing unknown: no service names its cards" in rows(ran)
+    assert said.count("The model's max seq len (4096) is larger than") == 1, ran.stdout
+    assert said.count("A refused boot never settles") == 1, ran.stdout
+    # (a table or, too wide at its path's length, its records stacked: read as one text between the headings)
+    problems, unreadable = said[said.index("problems:"):said.index("unreadable:")], said[said.index("unreadable:"):]
+    assert all(name in problems for name in ("empty", "refused-a", "refused-b")), problems
+    # refused-a's ledger is named by the problem's detail, refused-b's by its own entry: each once, in its place
+    assert said.count("refused-a.log") == 1 and "refused-a.log" in problems, ran.stdout
+    assert said.count("refused-b.log") == 1 and "refused-b.log" in unreadable, ran.stdout
+    assert "each physical card once (sharing unknown: no service names its cards)" in said
     assert "seats at the window ok-a more KV, fp8 1,849 4 seats +1" in section(ran, "best")
 
 

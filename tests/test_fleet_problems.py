@@ -8,7 +8,7 @@ from radiance_mcp.tools.plan_fleet import DETAIL_CHARS, problems
 
 REASON = ("this boot refused to start (line 24: 'E kv cache 271.25 MiB (bf16, 14144 B/token/rank): 0% backing of "
           "the 8 x 32768 worst case: 0.0 full-length sessions'); read its lines with read_budget_table, then resize "
-          "the pair below the ceiling of the boot before it and restart it; ") * 2
+          "the pair below the ceiling of the boot before it and restart it; ") * 3  # past DETAIL_CHARS
 
 
 def _detail(path: str) -> str:

@@ -59,7 +59,9 @@ COMMAND_JARGON = {
     "weights by tier, container-on-disk": (("audit-step-shape", "--demo", "--proven-service", "qwen38-proven",
                                             "--candidate-service", "qwen38-wide"), r"weights by tier: +VRAM"),
     "stranded headroom": (("plan-free-vram", "--demo"), r"\bstranded\b"),
-    "physical card, sharing": (("plan-free-vram", "--demo"), r"^sharing +partial: (.|\n)*\bphysical card\b"),
+    # the word's meaning is said once, where the summary shows it
+    "physical card, sharing": (("plan-free-vram", "--demo"),
+                               r"^sharing +partial$(.|\n)*\bphysical card once \(sharing partial: some services"),
     "slope": (("plan-free-vram", "--demo", "--service", "twin"), r"^  slope +0\.72 slots/MiB"),
 }
 

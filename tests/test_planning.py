@@ -169,7 +169,10 @@ async def test_the_whole_fleet_counts_a_shared_card_once(tmp_path: Path) -> None
     plans = {p["service"]: p for p in whole["rows"]}
     assert set(plans) == {"frank-archon", "qwen38-proven", "twin", "lowpool"}
     assert [u["service"] for u in whole["unreadable"]] == ["qwen38-wide"]  # refused: no settled line
-    assert "read the ceiling from a boot that settled" in whole["unreadable"][0]["error"]
+    # its reason is the refused-boot problem's, said there once (with its remedy); its entry names that problem
+    (refused,) = whole["unreadable"]
+    assert refused["error"] is None and whole["problems"][refused["problem"]]["kind"] == "refused boot"
+    assert "read the ceiling from a boot that settled" in whole["problems"][refused["problem"]]["detail"]
     cards = {c["card"]: c for c in whole["physical_cards"]}
     # twin's card 1 reads 30,907 - 29,120 = 1,787 MiB (64 MiB more charged there), less lowpool's 209.19 MiB
     # floor (whole MiB up: 210) = 1,577; lowpool's own boot reads 3,968, but the card's free memory is one

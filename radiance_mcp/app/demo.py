@@ -155,7 +155,7 @@ async def _ceiling(w: _Walk) -> tuple[dict[str, Any], dict[str, Any]]:
     table = await w.need("read_budget_table", service=SERVICE)
     card = table["cards"][0]
     w.say(f"card 0: settled {card['free_mib']['printed']} free against a floor of "
-          f"{card['floor_mib']['printed']} (line {card['free_mib']['lines'][0]['line']}); pair "
+          f"{card['floor_mib']['printed']} (line {card['free_mib']['lines'][0]}); pair "
           f"{card['pair_mib']:,.0f} MiB from the {card['pair_source']}")
 
     w.head("The ceiling: (settled free - floor) + pair, per card")

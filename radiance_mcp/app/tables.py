@@ -100,9 +100,10 @@ def render(model: BaseModel, columns: int | None = None) -> str:
             lines += ["", f"{name}:", *_indented(table(value, columns - len(INDENT), seen))]
         elif isinstance(value, dict) and value:
             shown: dict[str, list[str]] = {}  # the keys citing one line share its row
-            for key, item in value.items():
-                shown.setdefault(f"line {item.line}: {_quote(item.text)}" if isinstance(item, LineRef) else _cell(item),
-                                 []).append(str(key))
+            for key, item in value.items():  # a ledger line (a LineRef, or the text of lines' number) quoted
+                shown.setdefault(f"line {item.line}: {_quote(item.text)}" if isinstance(item, LineRef) else
+                                 _quote(item) if name == "lines" else _cell(item),
+                                 []).append(f"line {key}" if name == "lines" else str(key))
             pairs = [(", ".join(keys), text) for text, keys in shown.items()]
             lines += ["", f"{name}:", *_indented(_pairs(pairs, columns - len(INDENT)))]
         elif isinstance(value, list):
@@ -323,7 +324,7 @@ def _cell(value: Any) -> str:
         data = dict(value)
         if _figure(value):
             shown = data.get("printed") or f"{fmt_mib(data['value'], 2)} {data['unit']}"
-            where = list(dict.fromkeys(str(ref.line) for ref in data.get("lines", []))) or (
+            where = list(dict.fromkeys(str(getattr(ref, "line", ref)) for ref in data.get("lines", []))) or (
                 [str(data["line"])] if data.get("line") is not None else [])
             source = f"line {', '.join(where)}" if where else data.get("source")
             return f"{shown} ({source})" if source else shown
@@ -384,13 +385,14 @@ def render_plan(model: BaseModel, columns: int | None = None) -> str:
     """plan_free_vram's answer: the whole fleet's as render() prints it; a service's plan with its cards (the
     binding card's figures under them), each option's flags, gains, takes and plans, its checks, and each
     ledger line it cites quoted once, in its lines."""
-    from radiance_mcp.models.plan import PlanFreeVramOutput
+    from radiance_mcp.models.plan import SHARING, PlanFreeVramOutput
 
     assert isinstance(model, PlanFreeVramOutput)
     columns = width() if columns is None else columns
-    # What sharing's word means (its description's clause), said where it is printed; best's figures in their unit.
-    said = (type(model).model_fields["sharing"].description or "").rstrip(".").split("; ")
-    legend = next((clause for clause in said if clause.startswith(f"{model.sharing}: ")), model.sharing)
+    # What sharing's word means, said where it is printed (once: the whole fleet's summary says it); best's figures
+    # in their unit.
+    legend = f"{model.sharing}: {SHARING[model.sharing]}"
+    legend = model.sharing if any(SHARING[model.sharing] in line for line in model.summary) else legend
     best = [_BestRow(by=b.by, service=b.service, option=b.option, adds_mib=b.adds_mib, after=_counted(
         b.value, BEST_UNITS[b.by]), gain=f"+{fmt_mib(b.gain, 2)}") for b in model.best]
     rows = [_ServiceRow(**dict(row, options="\n".join(row.options))) for row in model.rows]  # an option a line

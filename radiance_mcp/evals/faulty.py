@@ -87,7 +87,7 @@ class FloorReserve(DroppedReserve):
 
     def bad_reserve(self, table: Result, mib: float) -> Result:
         floor = table["cards"][0]["floor_mib"]
-        return {"mib": floor["value"], "label": "engine floor", "line": floor["lines"][0]["line"]}
+        return {"mib": floor["value"], "label": "engine floor", "line": floor["lines"][0]}  # cited by number
 
 
 class MisspelledReserves(FaultyAgent):

@@ -138,7 +138,8 @@ class FigureOut(Output):
     unit: str = Field(description="MiB, tokens, B/token, sequences, slots or fraction.")
     printed: str = Field("", description="The figure as the line prints it ('2.01 GiB'); empty for a derived one.")
     resolution: float = Field(0, description="The printed figure's rounding step, in unit (0: exact).")
-    lines: list[LineRef] = Field(description="The lines the figure is read or derived from.")
+    lines: list[int] = Field(description="The numbers of the lines the figure is read or derived from (their text: "
+                                         "the answer's lines).")
     arithmetic: str = Field("", description="For a derived figure: how it follows from the lines.")
 
 
@@ -148,7 +149,6 @@ class BudgetCard(Output):
     card: int = Field(description="radiance: the card's number; another engine: the rank's place (-1: a view that "
                                   "totals the devices beside it, llama.cpp's 'all').")
     rank: str = Field(description="The card or rank as the engine names it: 0, TP0, CUDA0, engine (one card), all.")
-    engine: LedgerEngine = Field(description="The engine that printed the log.")
     weights_mib: FigureOut | None
     kv_mib: FigureOut | None
     kv_tokens: FigureOut | None
@@ -168,12 +168,15 @@ class BudgetCard(Output):
         description="radiance's pair: echoed flags (exact MiB) or table rows (rounded to 0.01 GiB); null for another "
                     "engine, whose pair is its own weights and KV figures."
     )
-    pair_lines: list[LineRef]
-    missing: list[str] = Field(description="Figures the log does not print: where the engine prints them, how to get "
-                                           "them. Nothing is estimated.")
-    settings: dict[str, FigureOut] = Field(description="What another engine says it was set to (the whole boot's).")
-    kv_flag: str = Field(description="The flag that moves this engine's KV memory.")
-    floor: str = Field(description="What the floor is in this engine's terms.")
+    pair_lines: list[int] = Field(description="The numbers of the pair's lines.")
+
+
+class MissingFigure(Output):
+    """A figure the log does not print, said once for every card or rank it is missing on."""
+
+    figure: str = Field(description="The card's field left null, e.g. free_mib.")
+    ranks: list[str] = Field(description="The cards or ranks (their rank) it is missing on.")
+    why: str = Field(description="Where the engine prints it, and how to get it. Nothing is estimated.")
 
 
 class ReserveCandidate(Output):
@@ -187,7 +190,14 @@ class ReserveCandidate(Output):
 class ReadBudgetTableOutput(Output):
     ledger: BootRef
     boot_status: BootStatus = Field("settled", description="unsettled: figures so far; see notes.")
+    engine: LedgerEngine = Field(description="The engine that printed the log.")
     cards: list[BudgetCard] = Field(default_factory=list, description="Per card or rank, for every engine.")
+    missing: list[MissingFigure] = Field(default_factory=list, description=(
+        "Figures the log does not print, each said once with the cards it is missing on."))
+    settings: dict[str, FigureOut] = Field(default_factory=dict, description=(
+        "What another engine says the whole boot was set to."))
+    kv_flag: str = Field(description="The flag that moves this engine's KV memory.")
+    floor: str = Field(description="What the floor is in this engine's terms.")
     flags: dict[str, str] = Field(default_factory=dict, description="Echoed flags of the boot, by name without dashes.")
     pair_source: Literal["echoed flags", "table rows"] | None = Field(
         default=None, description="null for another engine."
@@ -199,6 +209,8 @@ class ReadBudgetTableOutput(Output):
         default_factory=list,
         description="The figures of this boot a traced reserve may cite; anything else is personal.",
     )
+    lines: dict[int, str] = Field(default_factory=dict, description=(
+        "Each ledger line a figure cites, by number, as printed: once."))
     notes: list[str] = Field(default_factory=list)
 
 

@@ -335,8 +335,14 @@ class PhysicalCard(Output):
 
 
 class Unreadable(Output):
+    """A service whose ledger could not be planned. In the whole fleet's answer its reason is its problem's (the
+    problem names it), said there once."""
+
     service: str
-    error: str
+    problem: int | None = Field(None, description="Whole fleet: the index in problems of the problem naming it.")
+    where: str | None = Field(None, description="Its ledger (path, boot, lines) where neither error nor the problem's "
+                                              "detail names it.")
+    error: str | None = Field(None, description="Why; null: as problems[problem].detail says, word for word.")
 
 
 class ServiceRow(Output):
@@ -368,7 +374,17 @@ class Problem(Output):
     rule: str | None = None
     count: int
     services: list[str] = Field(description="The first services that say it (count gives them all).")
-    detail: str = Field(description="What the first of them says.")
+    detail: str = Field(description="What the first of them says (an unreadable ledger's whole reason, up to "
+                                    "DETAIL_CHARS of what it says).")
+
+
+Sharing = Literal["known", "unknown", "partial"]
+SHARING: dict[Sharing, str] = {
+    "known": "every service names its physical cards (cards = [...] in the config), so a shared card counts once",
+    "unknown": "no service names its cards",
+    "partial": "some services name their cards, not all (notes names the others)",
+}
+"""What each word of sharing means: the field's description, the whole fleet's summary and the CLI say it."""
 
 
 class PlanFreeVramOutput(Output):
@@ -379,20 +395,16 @@ class PlanFreeVramOutput(Output):
     physical_cards: list[PhysicalCard] = Field(default_factory=list, description=(
         "The physical cards several services share, each with its headroom counted once (whole fleet: the first "
         "page's); a card one service has alone is that service's card."))
-    unreadable: list[Unreadable] = Field(default_factory=list, description=(
-        "Services whose ledger could not be planned, and why (whole fleet: this page's; problems has them all)."))
     fleet_headroom_mib: int = Field(description="Every card's headroom counted once (shared cards once).")
-    sharing: Literal["known", "unknown", "partial"] = Field(
-        description="known: every service names its physical cards (cards = [...] in the config), so a shared "
-        "card counts once; unknown: no service names its cards; partial: some services name their cards, not all "
-        "(notes names the others)."
-    )
+    sharing: Sharing = Field(description="; ".join(f"{word}: {means}" for word, means in SHARING.items()) + ".")
     summary: list[str] = Field(default_factory=list, description="The answer in a few lines.")
     rows: list[ServiceRow] = Field(default_factory=list, description="Whole fleet: one page of services, by name.")
     best: list[BestOption] = Field(default_factory=list, description=(
         "Whole fleet: the best options by each measure, most gained first."))
     problems: list[Problem] = Field(default_factory=list, description=(
         "Whole fleet: every problem, grouped where services say the same."))
+    unreadable: list[Unreadable] = Field(default_factory=list, description=(
+        "Services whose ledger could not be planned (whole fleet: this page's, each naming its problem)."))
     services_total: int = Field(description="How many services this answer covers (the fleet's, or a host's).")
     next_cursor: str | None = Field(default=None, description="The cursor of the next page of rows; null: the last.")
     notes: list[str] = Field(default_factory=list)

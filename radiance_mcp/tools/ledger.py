@@ -9,12 +9,13 @@ output model (models/ledger.py): one path and one shape for every engine.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from radiance_mcp.core import engine_facts, planning
-from radiance_mcp.core.boot import Boot, Figure, Line, RankView
+from radiance_mcp.core.boot import Boot, Figure, Line, Missing, RankView
 from radiance_mcp.core.errors import FigureMissing, InputError
 from radiance_mcp.core.rules import book, capacity
 from radiance_mcp.core.rules.book import Check
@@ -29,6 +30,7 @@ from radiance_mcp.models.ledger import (
     ComputeCeilingInput,
     ComputeCeilingOutput,
     FigureOut,
+    MissingFigure,
     PoolContractOutput,
     ReadBudgetTableInput,
     ReadBudgetTableOutput,
@@ -48,11 +50,12 @@ FAMILY = ToolFamily()
 
 
 def figure_out(figure: Figure | None) -> FigureOut | None:
-    """A figure as every answer shows it: its value and unit, as printed, its rounding, its lines, its arithmetic."""
+    """A figure as read_budget_table shows it: its value and unit, as printed, its rounding, the numbers of its
+    lines (each once: K and V sizes on one line name it once; their text is the answer's lines), its arithmetic."""
     if figure is None:
         return None
     return FigureOut(value=mib(figure.value), unit=figure.unit, printed=figure.printed,
-                     resolution=mib(figure.resolution), lines=[line_ref(line) for line in figure.lines],
+                     resolution=mib(figure.resolution), lines=list(dict.fromkeys(line.number for line in figure.lines)),
                      arithmetic=figure.arithmetic)
 
 
@@ -65,19 +68,35 @@ NOT_YET = "the boot has not finished starting, so it may yet print it (notes)"
 """The remedy of a figure an unsettled boot has not printed: not the log level, nor a flag, but time."""
 
 
-def budget_card(boot: Boot, card: RankView) -> BudgetCard:
-    """One card or rank of a boot of any engine as read_budget_table shows it."""
+def budget_card(card: RankView) -> BudgetCard:
+    """One card or rank of a boot of any engine as read_budget_table shows it: its figures (what the whole boot
+    says, and the figures it does not print, are said once beside the cards)."""
     return BudgetCard(
-        card=card.card, rank=card.rank, engine=boot.engine,
+        card=card.card, rank=card.rank,
         **{name: figure_out(getattr(card, name)) for name in CARD_FIGURES},
         card_total_mib=figure_out(card.total_mib), static_region_mib=figure_out(card.static_mib),
         pair_mib=mib(card.pair.value) if card.pair else None, pair_source=card.pair_source,
-        pair_lines=[line_ref(line) for line in card.pair.lines] if card.pair else [],
-        missing=[str(gap if boot.state.status != "unsettled" else replace(gap, remedy=NOT_YET))
-                 for gap in card.missing],
-        settings={name: out for name, f in boot.settings.items() if (out := figure_out(f)) is not None},
-        kv_flag=engine_facts.KV_FLAGS[boot.engine], floor=engine_facts.FLOORS[boot.engine],
+        pair_lines=list(dict.fromkeys(line.number for line in card.pair.lines)) if card.pair else [],
     )
+
+
+def cited_lines(boot: Boot, cards: Sequence[RankView]) -> dict[int, str]:
+    """Each ledger line a figure of the cards or the boot's settings is read off, by number, as printed: once."""
+    figures = [*(getattr(c, name) for c in cards for name in (*CARD_FIGURES, "total_mib", "static_mib", "pair")),
+               *boot.settings.values()]
+    return dict(sorted({line.number: line.text for f in figures if f is not None for line in f.lines}.items()))
+
+
+def missing_figures(boot: Boot, cards: Sequence[RankView]) -> list[MissingFigure]:
+    """Each figure the cards do not print, said once with the ranks it is missing on (in their order): what every
+    rank of a tensor-parallel boot says alike is said once; a rank whose remedy differs has its own entry."""
+    ranks: dict[Missing, list[str]] = {}
+    for card in cards:
+        for gap in card.missing:
+            ranks.setdefault(gap if boot.state.status != "unsettled" else replace(gap, remedy=NOT_YET),
+                             []).append(card.rank)
+    return [MissingFigure(figure=gap.figure, ranks=names, why=str(gap).removeprefix(f"{gap.figure}: "))
+            for gap, names in ranks.items()]
 
 
 def candidates_out(reading: capacity.BudgetReading) -> list[ReserveCandidate]:
@@ -129,11 +148,16 @@ async def read_budget_table(runtime: Runtime, args: ReadBudgetTableInput,
     return ReadBudgetTableOutput(
         ledger=boot_ref(boot),
         boot_status=boot.state.status,
-        cards=[budget_card(boot, c) for c in reading.cards],
+        engine=boot.engine,
+        cards=[budget_card(c) for c in reading.cards],
+        missing=missing_figures(boot, reading.cards),
+        settings={name: out for name, f in boot.settings.items() if (out := figure_out(f)) is not None},
+        kv_flag=engine_facts.KV_FLAGS[boot.engine], floor=engine_facts.FLOORS[boot.engine],
         flags=reading.flags,
         pair_source=reading.cards[0].pair_source if reading.cards else None,
         disagreements=[d for c in reading.cards for d in c.disagreements],
         reserve_candidates=candidates_out(reading),
+        lines=cited_lines(boot, reading.cards),
         notes=[finding(boot)] if boot.state.status == "unsettled" else [],
     )
 

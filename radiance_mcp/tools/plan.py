@@ -34,6 +34,7 @@ from radiance_mcp.models.base import boot_ref, mib
 from radiance_mcp.models.ledger import outside
 from radiance_mcp.models.ledger_ref import LedgerRef
 from radiance_mcp.models.plan import (
+    SHARING,
     CardFigure,
     CardPlan,
     PhysicalCard,
@@ -45,7 +46,6 @@ from radiance_mcp.models.plan import (
     ServicePlan,
     Source,
     Traced,
-    Unreadable,
 )
 from radiance_mcp.sources.engine_logs import read_ledger
 from radiance_mcp.sources.offload import gather
@@ -362,7 +362,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
     if single:
         services = [plan_of(name) for name in wanted]
         return PlanFreeVramOutput(services=services, physical_cards=[p for p in physical if len(p.services) > 1],
-                                  unreadable=[Unreadable(service=n, error=str(e)) for n, e in failures.items()],
+                                  unreadable=[plan_fleet.own_reason(n, e) for n, e in failures.items()],
                                   fleet_headroom_mib=fleet_headroom, sharing=sharing,
                                   summary=[_summary(plan) for plan in services],
                                   services_total=1, notes=notes)
@@ -372,7 +372,7 @@ async def plan_free_vram(runtime: Runtime, args: PlanFreeVramInput) -> PlanFreeV
         out = PlanFreeVramOutput(
             fleet_headroom_mib=fleet_headroom, sharing=sharing, services_total=len(names),
             summary=[f"{len(names):,} services{where}, {len(wanted):,} planned: {fleet_headroom:,} MiB of "
-                     f"headroom, each physical card once ({sharing})", *summary_tail],
+                     f"headroom, each physical card once (sharing {sharing}: {SHARING[sharing]})", *summary_tail],
             notes=notes, **parts)
         out._pictured = pictured
         return out

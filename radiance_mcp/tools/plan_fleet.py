@@ -37,8 +37,9 @@ PAGE_ROWS = 40
 BEST_PER_MEASURE = 5
 NAMED = 8
 """Services a problem or a note names before it counts the rest."""
-DETAIL_CHARS = 300
-"""A problem's detail past its location (the ledger's path and lines, kept whole) is clipped to this."""
+DETAIL_CHARS = 800
+"""A problem's detail past its location (the ledger's path and lines, kept whole) is clipped to this: a refused
+boot's reason and its remedy (about 650) are said whole, so its unreadable entry need not say them again."""
 SHARED_CARDS = 10
 """Shared physical cards shown (the page's first); a service's own plan shows its cards."""
 
@@ -57,12 +58,17 @@ def named(names: Sequence[str]) -> str:
     return ", ".join(names[:NAMED]) + more
 
 
+def _located(text: str) -> tuple[str, str]:
+    """A reason's location ("PATH (boot 1 of 2, lines 1-26)", or "" where it names none) and what it says."""
+    at = text.find("): ")
+    return (text[:at + 1], text[at + 3:]) if at >= 0 else ("", text)
+
+
 def _clip(text: str) -> str:
     """The text's location ("PATH (boot 1 of 2, lines 1-26): ") whole, what it says clipped to DETAIL_CHARS: the
     reason a problem gives does not get shorter as the ledger's path gets longer."""
-    at = text.find("): ")
-    head, said = (text[:at + 3], text[at + 3:]) if at >= 0 else ("", text)
-    return head + (said if len(said) <= DETAIL_CHARS else said[:DETAIL_CHARS - 3] + "...")
+    head, said = _located(text)
+    return (f"{head}: " if head else "") + (said if len(said) <= DETAIL_CHARS else said[:DETAIL_CHARS - 3] + "...")
 
 
 def cursor_of(name: str) -> str:
@@ -286,5 +292,20 @@ def _page(by_name: dict[str, Brief], plans: dict[str, ServicePlan], failures: di
         lines.append(f"rows: services {start + 1:,}-{start + len(page):,} of {total:,}{more}; service=NAME for "
                      "one service's whole plan, host=HOST for a host's")
     return head(rows=rows, best=best, problems=found, physical_cards=shared, next_cursor=next_cursor,
-                unreadable=[Unreadable(service=n, error=str(failures[n])) for n in page if n in failures],
+                unreadable=[unreadable(n, failures[n], found) for n in page if n in failures],
                 summary_tail=lines, pictured=[plans[n] for n in page if n in plans])
+
+
+def own_reason(name: str, exc: RadianceMCPError) -> Unreadable:
+    """A co-tenant of one service's plan that could not be planned, and why (that answer has no problems)."""
+    return Unreadable(service=name, problem=None, where=None, error=str(exc))
+
+
+def unreadable(name: str, exc: RadianceMCPError, found: Sequence[Problem]) -> Unreadable:
+    """A service of the page that could not be planned, naming the problem that says why: its ledger's location
+    where the problem's detail names another's, its own reason only where the detail's (another service's, or
+    clipped) is not it word for word."""
+    at = next(i for i, p in enumerate(found) if (p.kind, p.rule) == (_kind(exc), exc.rule))
+    (where, said), (named_at, detail) = _located(str(exc)), _located(found[at].detail)
+    return Unreadable(service=name, problem=at, where=where if where != named_at else None,
+                      error=said if said != detail else None)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from mcp_call import call, lines
+from mcp_call import call, lines, reasons
 
 from radiance_mcp.app.server import build_server
 from radiance_mcp.sources.config import Fleet, ServerSettings, Service
@@ -48,7 +48,7 @@ async def test_sglang_floor_and_figures_from_a_real_boot() -> None:
         error, out = await call(client, "read_budget_table", service="qwen-sgl")
     assert not error, out
     (rank,) = out["cards"]
-    assert rank["engine"] == "sglang" and rank["rank"] == "engine"
+    assert out["engine"] == "sglang" and rank["rank"] == "engine"
     # floor: 'Load weight begin. avail mem=36.54 GB' (line 6) x (1 - 0.86) = 37,416.96 x 0.14 = 5,238.3744 MiB
     assert rank["floor_mib"]["value"] == pytest.approx(5_238.3744) and lines(rank["floor_mib"]) == [6, 2]
     # settled free: available_gpu_mem=4.46 GB of the scheduler's summary = 4,567.04 MiB
@@ -61,9 +61,10 @@ async def test_sglang_floor_and_figures_from_a_real_boot() -> None:
     assert abs(rank["kv_bytes_per_token"]["value"] - 12_288) <= 4.04
     # context_len=32768: 2,658,165 / 32,768 = 81.12 full-length sequences
     assert rank["full_length_sequences"]["value"] == pytest.approx(81.12)
-    assert rank["settings"]["mem_fraction_static"]["value"] == pytest.approx(0.86)
-    assert rank["settings"]["max_running_requests"]["value"] == 4_096
-    missing = {entry.split(":")[0]: entry for entry in rank["missing"]}
+    assert out["settings"]["mem_fraction_static"]["value"] == pytest.approx(0.86)
+    assert out["settings"]["max_running_requests"]["value"] == 4_096
+    missing = {entry["figure"]: entry["why"] for entry in out["missing"]}
+    assert all(entry["ranks"] == ["engine"] for entry in out["missing"])
     assert set(missing) == {"activation_mib", "graph_mib"}  # everything else is on a line
     assert "--disable-cuda-graph" in missing["graph_mib"] and "nvidia-smi" in missing["activation_mib"]
 
@@ -198,7 +199,7 @@ async def test_the_fleet_plan_spends_what_the_real_logs_back_and_lists_the_rest(
     assert not error, out
     planned = {s["service"]: s["usable_mib"] for s in out["rows"]}
     assert planned == {"qwen-sgl": -672, "pythia": 12_354}
-    unreadable = {u["service"]: u["error"] for u in out["unreadable"]}
+    unreadable = reasons(out)
     assert set(unreadable) == {"old-vllm", "xinference", "pipeline"}
     assert all("free_mib: not printed" in why for why in unreadable.values())
     assert out["fleet_headroom_mib"] == 12_354  # a service with no headroom adds none

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from mcp_call import call, lines
+from mcp_call import call, lines, reasons
 
 from radiance_mcp.app.server import build_server
 from radiance_mcp.sources.config import EXAMPLES_DIR, Fleet, ServerSettings, Service
@@ -45,16 +45,16 @@ async def test_vllm_service_from_the_config_reads_its_own_pair() -> None:
         error, out = await call(client, "read_budget_table", service="a40")
     assert not error, out
     (rank,) = out["cards"]
-    assert rank["engine"] == "vllm" and out["pair_source"] is None and out["ledger"]["origin"] == "local file"
+    assert out["engine"] == "vllm" and out["pair_source"] is None and out["ledger"]["origin"] == "local file"
     assert rank["kv_tokens"]["value"] == 53_136 and lines(rank["kv_tokens"]) == [7]
     assert rank["kv_mib"]["value"] == pytest.approx(12.57 * GIB)  # "Available KV cache memory: 12.57 GiB"
     # 12.57 GiB x 2**30 B / 53,136 tokens = 254,007.35 B/token, from lines 6 and 7
     assert rank["kv_bytes_per_token"]["value"] == pytest.approx(254_007.35)
     assert lines(rank["kv_bytes_per_token"]) == [6, 7]
     assert rank["weights_mib"]["value"] == pytest.approx(11.55 * GIB) and lines(rank["weights_mib"]) == [1]
-    missing = " ".join(rank["missing"])
+    missing = " ".join(entry["why"] for entry in out["missing"] if entry["ranks"] == [rank["rank"]])
     assert rank["window_tokens"] is None and "Maximum concurrency for L tokens per request" in missing
-    assert rank["full_length_sequences"] is None and "--gpu-memory-utilization" in rank["kv_flag"]
+    assert rank["full_length_sequences"] is None and "--gpu-memory-utilization" in out["kv_flag"]
 
 
 async def test_vllm_ceiling_names_what_a_v1_log_lacks_and_computes_nothing() -> None:
@@ -162,7 +162,7 @@ async def test_llama_cpp_fit_margin_is_its_floor() -> None:
     (rank,) = kept["cards"]
     assert rank["floor_mib"]["value"] == 3_471 and lines(rank["floor_mib"]) == [4]  # "will leave 106812 >= 3471 MiB"
     assert reduced["cards"][0]["floor_mib"]["value"] == 1_024  # "cannot fulfill margin of 1024 MiB"
-    assert reduced["cards"][0]["settings"]["fit_n_ctx"]["value"] == 4_096  # "context size reduced from 65536 to 4096"
+    assert reduced["settings"]["fit_n_ctx"]["value"] == 4_096  # "context size reduced from 65536 to 4096"
 
 
 async def test_config_engine_wins_over_detection_and_radiance_still_reads() -> None:
@@ -188,7 +188,7 @@ async def test_plan_free_vram_plans_engine_services_beside_radiance() -> None:
     assert any("no headroom to spend" in note for note in plan["notes"])
     assert not fleet_error, fleet
     assert {r["service"] for r in fleet["rows"]} == {"told", "example"}  # the fleet's answer: a row each
-    unreadable = {u["service"]: u["error"] for u in fleet["unreadable"]}
+    unreadable = reasons(fleet)
     assert "free_mib" in unreadable["a40"] and "radiance ledger phrase" in unreadable["mislabelled"]
     assert refused and "refused to start" in message and "line 3:" in message
 
@@ -219,7 +219,7 @@ async def test_sglang_floor_ceiling_and_more_kv_option() -> None:
     assert rank["floor_mib"]["value"] == pytest.approx(16_076.8) and lines(rank["floor_mib"]) == [2, 1]
     assert rank["free_mib"]["value"] == pytest.approx(18.70 * GIB) and lines(rank["free_mib"]) == [8]
     assert rank["full_length_sequences"]["value"] == 10  # 327,680 / 32,768
-    assert rank["settings"]["max_running_requests"]["value"] == 64
+    assert table["settings"]["max_running_requests"]["value"] == 64
     # ceiling: weights 15 GiB + KV 48 GiB = 64,512 MiB; + (19,148.8 free - 16,076.8 floor) = 67,584 MiB
     assert ceiling["ceiling_mib"] == 67_584 and ceiling["headroom_mib"] == 3_072
     (service,) = plan["services"]

@@ -73,7 +73,7 @@ async def test_a_half_written_boot_is_unsettled_and_its_figures_are_not_yet_prin
         refused, message = await call(client, "compute_ceiling", service="llama")
     assert table["ledger"]["boot"] == 2 and table["boot_status"] == "unsettled"
     assert "has not finished starting" in table["notes"][0] and "wait_s" in table["notes"][0]
-    missing = [gap for card in table["cards"] for gap in card["missing"]]
+    missing = [gap["why"] for gap in table["missing"]]
     assert missing and not any("verbose=True" in gap for gap in missing)  # not the log level: time
     assert refused and "has not finished starting" in message and "verbose=True" not in message
 

@@ -68,7 +68,7 @@ async def test_an_engine_ledger_buried_in_noise_is_read_with_its_own_line_number
     async with client_for() as client:
         error, out = await call(client, "read_budget_table", log_text=text)
     assert not error, out
-    assert out["cards"][0]["kv_tokens"]["lines"][0]["line"] == 15_007  # line 7 of the log, after the noise
+    assert out["cards"][0]["kv_tokens"]["lines"] == [15_007]  # line 7 of the log, after the noise
 
 
 async def test_an_engine_service_with_no_log_says_so_not_that_ssh_is_unsupported() -> None:

@@ -16,5 +16,11 @@ async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, Any]:
 
 
 def lines(figure: dict[str, Any]) -> list[int]:
-    """The line numbers a figure of the output cites."""
-    return [ref["line"] for ref in figure["lines"]]
+    """The line numbers a figure of the output cites (read_budget_table's figures cite them by number)."""
+    return [ref if isinstance(ref, int) else ref["line"] for ref in figure["lines"]]
+
+
+def reasons(plan: dict[str, Any]) -> dict[str, str]:
+    """Why each unreadable service of plan_free_vram's answer was not planned: its error, or (whole fleet) the
+    detail of the problem it names, which says it once for the services it names."""
+    return {u["service"]: u["error"] or plan["problems"][u["problem"]]["detail"] for u in plan["unreadable"]}
