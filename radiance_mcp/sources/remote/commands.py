@@ -109,6 +109,12 @@ def _time_limit(seconds: int) -> str:
     return f"if command -v timeout > /dev/null 2>&1; then time_limit='timeout -s KILL {seconds}'; else time_limit=; fi"
 
 
+SETTLE_S = 2
+"""A file modified this many seconds or more before a read is settled: a later write cannot leave its mtime
+as that read's stat saw it (file systems keep mtime in steps of up to 2 s), so the next read that finds the
+same stat (device, inode, size, mtime, ctime) may send back the last answer without reading a byte."""
+
+
 def build_command(
     requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[ReadMark | None], timeout_s: float,
     count_before_bytes: int = Limits.count_before_bytes, small_file_bytes: int = Limits.small_file_bytes,
@@ -124,6 +130,7 @@ def build_command(
         f"nonce={check_nonce(nonce)}",
         f"count_before_max={int(count_before_bytes)}",
         f"small_file_max={int(small_file_bytes)}",
+        f"settle_s={SETTLE_S}",
         # A hung `podman logs` is killed on the host too, so no stuck process stays behind.
         _time_limit(math.ceil(timeout_s) + 2),
     ]
@@ -139,11 +146,12 @@ def build_command(
                                                          *(sent_path(r) for r in request.roots)]))
             continue
         if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
-            resume, anchor = ["-"] * 9, ""
+            resume, anchor = ["-"] * 10, ""
         else:
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
                       str(len(checkpoint.text.encode())), *_tail_words(checkpoint),
-                      "-" if checkpoint.base is None else str(checkpoint.base)]
+                      "-" if checkpoint.base is None else str(checkpoint.base),
+                      checkpoint.stat if checkpoint.stat and checkpoint.tail_offset is not None else "-"]
             anchor = checkpoint.text
         # The anchor's text reaches awk through the environment (no escape processing), quoted.
         calls.append(f"anchor_text={shlex.quote(anchor)}")
