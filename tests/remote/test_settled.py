@@ -9,6 +9,7 @@ oracle is the local reader (ledger.read_text): the boot, its line numbers and ev
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import time
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from remote_hosts import FILLER, ledger
+from remote_hosts import FILLER, ledger, payloads
 from ssh_hosts import LoopbackHost
 
 from radiance_mcp.core.boot import Boot
@@ -158,3 +159,29 @@ async def test_a_rotated_shortened_or_touched_log_is_read_afresh(
         settle(path, HOUR_AGO_S // 2)
     assert seen(await source.read()) == seen(read_text(text, source=source.label))
     assert seen(await source.read()) == seen(read_text(text, source=source.label))
+
+
+async def test_a_hosts_unchanged_logs_cost_one_stat_in_all(asyncssh_host: LoopbackHost, pool: SSHPool,
+                                                           example_text: str, ran: Path) -> None:
+    """Logs named like injections, read at once twice: the second command runs one stat for all of them,
+    and each answer is its own file's (the names reach the host quoted, the check and stat as files)."""
+    texts, sources = [], []
+    for n, payload in enumerate(payloads(asyncssh_host)):
+        if "/" in payload or "\n" in payload or "\x00" in payload or payload == "..":
+            continue
+        text = ledger(example_text, boots=1 + n % 3, filler=60 + n)
+        path = asyncssh_host.write_log(text, name=f"x{payload}.log")
+        settle(path)
+        texts.append(text)
+        sources.append(RemoteFileSource(asyncssh_host.target(), str(path), pool, (str(asyncssh_host.logs),)))
+    assert len(sources) >= 4
+    for turn in range(2):
+        commands(ran)
+        sent = pool.transfer.commands
+        boots = await asyncio.gather(*(source.read() for source in sources))
+        for boot, text, source in zip(boots, texts, sources, strict=True):
+            assert seen(boot) == seen(read_text(text, source=source.label))
+        assert pool.transfer.commands == sent + 1
+        if turn:
+            assert [c.split()[0] for c in commands(ran)] == ["stat"]
+    asyncssh_host.assert_untouched()

@@ -136,6 +136,12 @@ def build_command(
     ]
     calls = []
     small = small or [False] * len(requests)
+    # The files whose last read left their stat: stat_wanted takes every one's in one process first.
+    wanted = [call_line("want_stat", [sent_path(r.name), *(sent_path(root) for root in r.roots)])
+              for r, checkpoint, known_small in zip(requests, checkpoints, small, strict=True)
+              if r.kind == "file" and not known_small and r.boot == -1 and _stat_word(checkpoint) != "-"]
+    if wanted:
+        calls.extend([*wanted, "stat_wanted"])
     for i, (request, checkpoint, known_small) in enumerate(zip(requests, checkpoints, small, strict=True)):
         boot = check_boot(request.boot)
         if request.kind == "podman":
@@ -151,7 +157,7 @@ def build_command(
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
                       str(len(checkpoint.text.encode())), *_tail_words(checkpoint),
                       "-" if checkpoint.base is None else str(checkpoint.base),
-                      checkpoint.stat if checkpoint.stat and checkpoint.tail_offset is not None else "-"]
+                      _stat_word(checkpoint)]
             anchor = checkpoint.text
         # The anchor's text reaches awk through the environment (no escape processing), quoted.
         calls.append(f"anchor_text={shlex.quote(anchor)}")
@@ -159,6 +165,13 @@ def build_command(
                                                     *(sent_path(r) for r in request.roots)]))
     calls.append("cut_queued")
     return wrap(_ledger_program(), settings, calls)
+
+
+def _stat_word(checkpoint: ReadMark | None) -> str:
+    """The file's stat when its last read stopped at its end, settled; '-' when not known."""
+    if checkpoint is None or not checkpoint.stat or checkpoint.tail_offset is None:
+        return "-"
+    return checkpoint.stat
 
 
 def _tail_words(checkpoint: ReadMark) -> list[str]:

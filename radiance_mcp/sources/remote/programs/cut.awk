@@ -5,6 +5,7 @@
 # Boots start at marker lines; without any (and marks=0), at runs of echoed flags, else one
 # boot: the rules of ledger._boot_starts. A summary for the shell goes to fd 3:
 #   ok <boots> <boot> <first line> <last line, or -1: not known here> <count from: offset line>
+#      <where the read stopped: the offset and number of the line the end line starts, or -1 ->
 #   | back | range | stale
 # bl, bo, bi: line, byte and boot counts before the input's first line (a pass from an anchor);
 # the newest marker seen becomes the next read's anchor (a C line), unless nocp=1. With cont=1
@@ -29,7 +30,7 @@ function take(num, off, t) {
   if (anchored && !rec++ && (off != bo || t != ENVIRON["anchor_text"])) { stale = 1; return 1 }
   if (sent != "" && (pos = index(t, sent))) {
     # The end line: alone if the log ended with a newline, else glued to its last line.
-    st = substr(t, pos + length(sent)) + 0; got = 1
+    st = substr(t, pos + length(sent)) + 0; got = 1; stop_off = off; stop_num = num
     if (pos == 1) { total = num - 1; return 0 }
     total = num; t = substr(t, 1, pos - 1)
   }
@@ -81,5 +82,6 @@ function finish() {
   # Where the lines of this boot can be counted from, if the shell is to count them.
   if (cont && j == 1) from = sprintf("%.0f %.0f", bo, bl + 1)
   else from = sprintf("%.0f %.0f", (nm ? MO[j - cont] : -1), first)
-  summary(sprintf("ok %.0f %.0f %.0f %.0f %s", tot, p, first, last, from))
+  stop = (got && stop_off >= 0) ? sprintf("%.0f %.0f", stop_off, stop_num) : "-1 -"
+  summary(sprintf("ok %.0f %.0f %.0f %.0f %s %s", tot, p, first, last, from, stop))
 }

@@ -93,12 +93,14 @@ cut_range() {
       -v marks=1 -v nocp="${6-1}" -v sent="#$nonce P ")
   # shellcheck disable=SC2086  # the cutter's summary, split into its words on purpose (digits and fixed words)
   set -- "$1" "$2" "$3" "$4" "$5" "${6-1}" $summary
-  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ] && [ "${7-}" = ok ]; then mark_where_read_stopped "${11}"; fi
+  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ] && [ "${7-}" = ok ]; then mark_where_read_stopped "${11}" "${14}" "${15}"; fi
 }
 # The next read's start: the start of the last line (s - 1 ends it: s; else a window back finds
-# it), with the checksum of the 4 KiB before it, which the next read checks are unchanged.
+# it; $2 and $3, when the cutter saw where the bytes ended: its offset and number), with the
+# checksum of the 4 KiB before it, which the next read checks are unchanged.
 mark_where_read_stopped() {
-  if [ -z "$(tail -c +"$s" < "$r" | head -c 1)" ]; then u=$s ul=$(($1 + 1))
+  if [ "${2--1}" -ge 0 ]; then u=$2 ul=$3
+  elif [ -z "$(tail -c +"$s" < "$r" | head -c 1)" ]; then u=$s ul=$(($1 + 1))
   else
     ws=$((s > 65536 ? s - 65536 : 0)) ul=$1
     u=$(tail -c +$((ws + 1)) < "$r" | head -c $((s - ws)) |
@@ -195,6 +197,24 @@ file_stat() {
   ino=${1-} s=${6-}
 }
 now=
+nl='
+'
+# The files whose last read left their stat (want_stat, before the calls), and all their stats in one
+# stat process (stat_wanted): "<device> <inode> <size> <mtime> <ctime> <real path>" lines. A file whose
+# line is the one its last read left is unchanged without a process of its own.
+wanted='' stats=''
+# File $1, checked under the roots $2... as every read checks it (silently: its own call says why not).
+want_stat() {
+  f=$1; shift
+  real_path_under_roots "$f" "$@" > /dev/null || return 0
+  case $r in *"$nl"*) return 0 ;; esac
+  wanted="$wanted$r$nl"
+}
+stat_wanted() {
+  if [ -z "$wanted" ]; then return; fi
+  # shellcheck disable=SC2086  # the real paths, split at newlines on purpose (set -f is on: no globbing)
+  stats=$(IFS=$nl; stat -L -c '%d %i %s %Y %Z %n' -- $wanted 2> /dev/null)
+}
 # An F line when this read of the newest boot stopped at the file's end ($1: where) and the file is
 # settled: modified settle_s seconds or more before now (taken before its stat), so a later write
 # cannot leave its mtime as it was. The next read that finds the same stat sends back the last answer.
@@ -208,6 +228,10 @@ mark_settled() {
 read_checked_file() {
   # The numbering the cutter's C line states: the file's own ('-') unless set below.
   count_base=-
+  # The stat stat_wanted took, as the last read left it: the last answer stands (no process).
+  if [ "$c_stat" != - ] && [ "$k" -eq -1 ]; then
+    case $nl$stats$nl in *"$nl$c_stat $r$nl"*) control_line N "$i"; return ;; esac
+  fi
   # One stat gives the inode (is it still the same file?), the size the read stops at and the times.
   file_stat
   if [ -z "$s" ]; then control_line X "$i" unreadable; return; fi
