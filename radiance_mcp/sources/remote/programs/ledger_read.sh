@@ -120,6 +120,7 @@ cut_whole_file() {
   summary=$({ head -c "$s" < "$r"; printf '#%s P 0\n' "$nonce"; } | phrase_lines -b -e "#$nonce P " |
     cut_boot -v withoff=1 -v lim=$((s + 1)) -v marks=0 -v sent="#$nonce P ")
 }
+end_bytes=4194304
 # Boot -$1 (1: the newest) found from the end of the file: chunks of 1 MiB, 2 MiB, 4 MiB, ... back
 # from byte s (the size when the read began), each grepped for markers, until $1 are found. A chunk
 # [st, hi) runs on past hi by the longest line a marker may be on (overlap_bytes bytes), so a marker line
@@ -131,6 +132,22 @@ cut_whole_file() {
 # an O line gives, and the index is -$1. Fails (status 1) when the file holds no marker at all.
 find_boot_from_end() {
   need=$1 w=1048576 hi=$s have=0 nx=$s
+  # The newest boot of a file past count_before_max bytes, its marker past them too: its lines count
+  # from its marker (below), so when that lies in the last end_bytes, one pass finds the boot and cuts it.
+  if [ "$need" -eq 1 ] && [ "$s" -gt "$count_before_max" ] && [ "$s" -gt "$end_bytes" ]; then
+    st=$((s - end_bytes))
+    summary=$({ tail -c +$((st + 1)) < "$r" | head -c "$end_bytes"; printf '#%s P 0\n' "$nonce"; } |
+      phrase_lines -b -e "#$nonce P " |
+      cut_boot -v withoff=1 -v lim=$((s + 1)) -v bo="$st" -v k=1 -v seen=1 -v marks=1 -v nocp=0 -v rebase="$count_before_max" \
+        -v sent="#$nonce P ")
+    # shellcheck disable=SC2086  # the cutter's summary, split into its words on purpose (digits and fixed words)
+    set -- $summary
+    if [ "${1-}" = ok ]; then
+      control_line O "$i" "$6" 1
+      mark_where_read_stopped "$5" "$8" "$9"
+      return 0
+    fi
+  fi
   while :; do
     st=$((hi > w ? hi - w : 0))
     en=$((hi + overlap_bytes < s ? hi + overlap_bytes : s))
