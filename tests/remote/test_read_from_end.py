@@ -131,15 +131,15 @@ async def test_a_marker_split_across_the_first_window(ssh_host: LoopbackHost, un
 
 async def test_a_marker_split_across_the_one_pass_window(ssh_host: LoopbackHost, uncounting: SSHPool,
                                                         example_text: str) -> None:
-    """The newest boot of a file past count_before_bytes is found and cut in one pass over its last 4 MiB;
+    """The newest boot of a file past count_before_bytes is found and cut in one pass over its last 2 MiB;
     when that window begins inside its marker's line, the search back finds it as before."""
     for split in (3, 13):
-        await marker_split_at(ssh_host, (uncounting,), example_text, split, window=4 * MIB)
+        await marker_split_at(ssh_host, (uncounting,), example_text, split, window=2 * MIB)
 
 
 async def test_the_one_pass_window_ends_in_half_a_line(ssh_host: LoopbackHost, uncounting: SSHPool,
                                                        example_text: str) -> None:
-    """A newest boot in the last 4 MiB, the file ending without a newline, then appended to."""
+    """A newest boot in the last 2 MiB, the file ending without a newline, then appended to."""
     text = big_old_boots(example_text, 3, 2) + "W card 0 settled at 1.25 GiB free against 209.19 MiB"
     source = source_for(ssh_host, uncounting, text)
     agrees(await source.read(), text, -1)

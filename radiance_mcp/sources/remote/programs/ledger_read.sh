@@ -17,6 +17,9 @@
 #     the same size at other times: rewritten in place, read afresh;
 #   * a checkpoint of the last read (its newest boot marker, where it stopped) still holds: only
 #     the bytes after it (N when nothing was added, T when the lines go on);
+#   * the newest boot of a file past count_before_max bytes whose marker lies in its last end_bytes
+#     (2 MiB, less than the search back below reads for a boot of 1 MiB) and past count_before_max:
+#     found and cut in one pass over those bytes, its lines counted from its marker (O line);
 #   * a boot counted from the end (-1, -2, ...): the marker is searched back from the end in
 #     chunks of 1, 2, 4 MiB ... (find_boot_from_end), then only that boot is cut (cut_range). The
 #     lines before it are counted only when they are at most count_before_max bytes; else its
@@ -120,7 +123,7 @@ cut_whole_file() {
   summary=$({ head -c "$s" < "$r"; printf '#%s P 0\n' "$nonce"; } | phrase_lines -b -e "#$nonce P " |
     cut_boot -v withoff=1 -v lim=$((s + 1)) -v marks=0 -v sent="#$nonce P ")
 }
-end_bytes=4194304
+end_bytes=2097152
 # Boot -$1 (1: the newest) found from the end of the file: chunks of 1 MiB, 2 MiB, 4 MiB, ... back
 # from byte s (the size when the read began), each grepped for markers, until $1 are found. A chunk
 # [st, hi) runs on past hi by the longest line a marker may be on (overlap_bytes bytes), so a marker line
