@@ -95,14 +95,15 @@ def _calls(command: str) -> list[list[str]]:
 def test_each_argument_is_one_quoted_word() -> None:
     path = "/var/log/radiance/a b;c$(d)`e`'f\"g.log"
     marker = "2026-10-13T12:00:00Z I radiance boot: frank '$(touch x)' `y` \"z\" \x1b[0m\r"
-    checkpoint = ReadMark("1234", 567, 89, 3, marker, tail_offset=9000, tail_line=120, tail_cksum="42 4096")
+    checkpoint = ReadMark("1234", 567, 89, 3, marker, tail_offset=9000, tail_line=120, tail_cksum="42 4096",
+                          stat="2049 1234 9000 1796226891 1796226892")
     command = build_command(
         [LogRequest("file", path, -2, "h:p", ROOTS), LogRequest("podman", "frank-archon", 1, "h:c")],
         nonce=NONCE, checkpoints=[checkpoint, None], timeout_s=60,
     )
     assert _calls(command) == [
         ["read_ledger_file", "0", "-2", path, "1234", "567", "89", "3", str(len(marker.encode())), "9000", "120",
-         "42 4096", "-", *ROOTS],
+         "42 4096", "-", "2049 1234 9000 1796226891 1796226892", *ROOTS],
         ["read_podman_logs", "1", "1", "frank-archon"],
     ]
     (anchor,) = [line for line in command.split("\n") if line.startswith("anchor_text=")]

@@ -62,9 +62,13 @@ def as_local(answer: Any, names: dict[str, str]) -> str:
     lines, not their byte offsets: its first_byte is null where the local read's is the offset (a property of the
     read, as its origin is)."""
     text = json.dumps(answer, sort_keys=True)
-    for remote, local in names.items():
-        text = text.replace(remote, local)
-    return text.replace('"origin": "host"', '"origin": "local file"').replace("-remote", "-local")
+    # The paths go through a placeholder each: a checkout whose path holds "-remote" keeps it.
+    for n, remote in enumerate(names):
+        text = text.replace(remote, f"\x00{n}\x00")
+    text = text.replace('"origin": "host"', '"origin": "local file"').replace("-remote", "-local")
+    for n, local in enumerate(names.values()):
+        text = text.replace(f"\x00{n}\x00", local)
+    return text
 
 
 def without_offset(answer: Any) -> str:

@@ -129,18 +129,38 @@ async def test_a_marker_split_across_the_first_window(ssh_host: LoopbackHost, un
         await marker_split_at(ssh_host, (uncounting, pool), example_text, split)
 
 
+async def test_a_marker_split_across_the_one_pass_window(ssh_host: LoopbackHost, uncounting: SSHPool,
+                                                        example_text: str) -> None:
+    """The newest boot of a file past count_before_bytes is found and cut in one pass over its last 2 MiB;
+    when that window begins inside its marker's line, the search back finds it as before."""
+    for split in (3, 13):
+        await marker_split_at(ssh_host, (uncounting,), example_text, split, window=2 * MIB)
+
+
+async def test_the_one_pass_window_ends_in_half_a_line(ssh_host: LoopbackHost, uncounting: SSHPool,
+                                                       example_text: str) -> None:
+    """A newest boot in the last 2 MiB, the file ending without a newline, then appended to."""
+    text = big_old_boots(example_text, 3, 2) + "W card 0 settled at 1.25 GiB free against 209.19 MiB"
+    source = source_for(ssh_host, uncounting, text)
+    agrees(await source.read(), text, -1)
+    text += " (cont.)\n" + FILLER.format(n=9)
+    Path(source.path).write_text(text)
+    agrees(await source.read(), text, -1)
+    assert uncounting.transfer.continued == 1
+
+
 async def marker_split_at(ssh_host: LoopbackHost, readers: tuple[SSHPool, ...], example_text: str,
-                          split: int) -> None:
+                          split: int, window: int = MIB) -> None:
     head = big_old_boots(example_text, 2, 1.5)
     newest = older_boot(example_text).replace("settled at 2.51 GiB", "settled at 1.75 GiB")
     marker_at = newest.index("radiance boot")
     line_start = newest.rindex("\n", 0, marker_at) + 1 if "\n" in newest[:marker_at] else 0
     cut_at = marker_at + split if split < 13 else line_start  # where the window will begin
-    pad = MIB - (len(newest.encode()) - len(newest[:cut_at].encode()))
+    pad = window - (len(newest.encode()) - len(newest[:cut_at].encode()))
     filler = "".join(FILLER.format(n=i) for i in range(pad // len(FILLER.format(n=0))))
     text = head + newest + filler + "x" * (pad - len(filler) - 1) + "\n"
     data = text.encode()
-    assert len(data) - MIB == len((head + newest[:cut_at]).encode()), split
+    assert len(data) - window == len((head + newest[:cut_at]).encode()), split
     for reader in readers:
         got = await source_for(ssh_host, reader, text).read()
         agrees(got, text, -1)

@@ -109,6 +109,12 @@ def _time_limit(seconds: int) -> str:
     return f"if command -v timeout > /dev/null 2>&1; then time_limit='timeout -s KILL {seconds}'; else time_limit=; fi"
 
 
+SETTLE_S = 2
+"""A file modified this many seconds or more before a read is settled: a later write cannot leave its mtime
+as that read's stat saw it (file systems keep mtime in steps of up to 2 s), so the next read that finds the
+same stat (device, inode, size, mtime, ctime) may send back the last answer without reading a byte."""
+
+
 def build_command(
     requests: Sequence[LogRequest], *, nonce: str, checkpoints: Sequence[ReadMark | None], timeout_s: float,
     count_before_bytes: int = Limits.count_before_bytes, small_file_bytes: int = Limits.small_file_bytes,
@@ -124,11 +130,18 @@ def build_command(
         f"nonce={check_nonce(nonce)}",
         f"count_before_max={int(count_before_bytes)}",
         f"small_file_max={int(small_file_bytes)}",
+        f"settle_s={SETTLE_S}",
         # A hung `podman logs` is killed on the host too, so no stuck process stays behind.
         _time_limit(math.ceil(timeout_s) + 2),
     ]
     calls = []
     small = small or [False] * len(requests)
+    # The files whose last read left their stat: stat_wanted takes every one's in one process first.
+    wanted = [call_line("want_stat", [sent_path(r.name), *(sent_path(root) for root in r.roots)])
+              for r, checkpoint, known_small in zip(requests, checkpoints, small, strict=True)
+              if r.kind == "file" and not known_small and r.boot == -1 and _stat_word(checkpoint) != "-"]
+    if wanted:
+        calls.extend([*wanted, "stat_wanted"])
     for i, (request, checkpoint, known_small) in enumerate(zip(requests, checkpoints, small, strict=True)):
         boot = check_boot(request.boot)
         if request.kind == "podman":
@@ -139,11 +152,12 @@ def build_command(
                                                          *(sent_path(r) for r in request.roots)]))
             continue
         if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
-            resume, anchor = ["-"] * 9, ""
+            resume, anchor = ["-"] * 10, ""
         else:
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
                       str(len(checkpoint.text.encode())), *_tail_words(checkpoint),
-                      "-" if checkpoint.base is None else str(checkpoint.base)]
+                      "-" if checkpoint.base is None else str(checkpoint.base),
+                      _stat_word(checkpoint)]
             anchor = checkpoint.text
         # The anchor's text reaches awk through the environment (no escape processing), quoted.
         calls.append(f"anchor_text={shlex.quote(anchor)}")
@@ -151,6 +165,13 @@ def build_command(
                                                     *(sent_path(r) for r in request.roots)]))
     calls.append("cut_queued")
     return wrap(_ledger_program(), settings, calls)
+
+
+def _stat_word(checkpoint: ReadMark | None) -> str:
+    """The file's stat when its last read stopped at its end, settled; '-' when not known."""
+    if checkpoint is None or not checkpoint.stat or checkpoint.tail_offset is None:
+        return "-"
+    return checkpoint.stat
 
 
 def _tail_words(checkpoint: ReadMark) -> list[str]:

@@ -20,6 +20,8 @@ The ledger read (``parse_output``), one line each::
     #<n> T <i>                          the lines continue the boot the last read cut (files)
     #<n> U <i> <offset> <line> <cksum>  where this read of the newest boot stopped: the next one goes on
     #<n> N <i>                          nothing was added since that stop: the last read's answer stands
+    #<n> F <i> <dev> <ino> <size> <mtime> <ctime>  the file's stat when this read stopped at its end,
+                                        settled: the next read that finds the same sends N, reading nothing
     #<n> H <i>                          the file was read whole with the command's other small files
     #<n> X <i> <code> [<number>]        section i failed: missing, outside, notfile, ...
     #<n> E <i> <text>                   podman's last error line, for the message
@@ -128,6 +130,7 @@ def _control(body: str, count: int) -> tuple[str, int, str] | None:
 
 _CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (-|\d+) (.+)")
 _TAIL_FIELDS = re.compile(r"(\d+) (\d+) (\d+ \d+)")
+_STAT_FIELDS = re.compile(r"\d+ \d+ \d+ \d+ \d+")
 
 
 @dataclass
@@ -147,6 +150,8 @@ class Section:
     failure: str = ""
     """Set when the answer cannot be used (the message)."""
     unchanged: bool = False
+    stat: str = ""
+    """The file's stat when the read stopped at its end, settled (an F line): the next read compares it."""
     whole: bool = False
     """The file was small and read whole (the next read may queue it without taking its size)."""
     dropped: int = 0
@@ -192,6 +197,9 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], 
                 found_tail = _TAIL_FIELDS.fullmatch(rest)
                 if found_tail:  # digits only: they go back into the next command
                     section.tail = (int(found_tail[1]), int(found_tail[2]), found_tail[3])
+            elif kind == "F":
+                if _STAT_FIELDS.fullmatch(rest):  # digits only: they go back into the next command
+                    section.stat = rest
             elif kind == "R":
                 first, _, last = rest.partition(" ")
                 if first.isdigit() and last.isdigit():

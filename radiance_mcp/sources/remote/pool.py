@@ -225,6 +225,9 @@ class SSHPool:
                 section.span = (previous.line, previous.tail_line - 1)
                 if previous.base is not None:
                     section.base = (previous.base, 1)
+                if section.stat and section.stat != previous.stat:  # found settled now: the next read need not check
+                    self.checkpoints.keep((target, request.name), replace(previous, stat=section.stat),
+                                          lines_bytes(previous.lines))
                 continue
             if section.continued:
                 # The host read only what was added since the last read: put the known lines first.
@@ -307,7 +310,7 @@ class SSHPool:
             offset, line, cksum = section.tail
             kept = tuple(item for item in section.lines if item.number < line)
             anchor = replace(anchor, tail_offset=offset, tail_line=line, tail_cksum=cksum, lines=kept,
-                             skipped=section.skipped)
+                             skipped=section.skipped, stat=section.stat)
         self.checkpoints.keep(key, anchor, lines_bytes(anchor.lines))
 
     async def run(self, target: SSHTarget, script: str, *, what: str, verb: str = "reading",

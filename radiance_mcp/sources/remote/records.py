@@ -40,6 +40,10 @@ class ReadMark:
     base: int | None = None
     """None: line numbers (line, tail_line, lines) are the file's. Else they count from 1 at the line
     that starts at this byte offset, and boot counts from 1 at the boot that holds it."""
+    stat: str = ""
+    """"<device> <inode> <size> <mtime> <ctime>" as the host's stat gave them when the read stopped at the
+    file's end (tail_offset) and the file was settled (commands.SETTLE_S): a read that finds the same sends
+    the last answer back. Empty: not known; the bytes are checked instead."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@
 # Boots start at marker lines; without any (and marks=0), at runs of echoed flags, else one
 # boot: the rules of ledger._boot_starts. A summary for the shell goes to fd 3:
 #   ok <boots> <boot> <first line> <last line, or -1: not known here> <count from: offset line>
+#      <where the read stopped: the offset and number of the line the end line starts, or -1 ->
 #   | back | range | stale
 # bl, bo, bi: line, byte and boot counts before the input's first line (a pass from an anchor);
 # the newest marker seen becomes the next read's anchor (a C line), unless nocp=1. With cont=1
@@ -12,6 +13,10 @@
 # sent: the input ends with a line of the nonce and a status (podman's exit status; 0 after a
 # file's bytes), alone or glued to a last line without newline: its number gives the last line.
 # cb: the C line's numbering, '-' (the file's) or the byte offset line 1 and boot 1 count from.
+# rebase="<bytes>": the input is the file's end from byte bo on (bo > 0, its first line maybe the tail of
+# a longer one, so no marker there counts); only its newest boot is cut, its lines and boot counted from
+# 1 at its marker (cb, and the summary's count-from offset, are that marker's offset): "none" without
+# one past <bytes> (the lines before such a one are counted instead).
 # kws: the keywords joined by '|'; mk: the boot marker; max: the longest line kept; nn: the nonce.
 # Numbers leave awk through printf "%.0f": mawk prints integers past 2^31 as 2.1e+09 otherwise.
 # (No single quote in the code: it travels in single quotes in the sh program; comments are not sent.)
@@ -29,14 +34,14 @@ function take(num, off, t) {
   if (anchored && !rec++ && (off != bo || t != ENVIRON["anchor_text"])) { stale = 1; return 1 }
   if (sent != "" && (pos = index(t, sent))) {
     # The end line: alone if the log ended with a newline, else glued to its last line.
-    st = substr(t, pos + length(sent)) + 0; got = 1
+    st = substr(t, pos + length(sent)) + 0; got = 1; stop_off = off; stop_num = num
     if (pos == 1) { total = num - 1; return 0 }
     total = num; t = substr(t, 1, pos - 1)
   }
   if (!iskw(t)) { if (index(t, "Error")) err = t; return 0 }
   if (length(t) > max) { skip++; return 0 }
   n++; N[n] = num; T[n] = t
-  if (index(t, mk)) { M[++nm] = n; MO[nm] = off }
+  if (index(t, mk) && !(rebase != "" && off == bo)) { M[++nm] = n; MO[nm] = off; MK[nm] = skip }
   u = t; gsub(/\033\[[0-9;?]*[ -\/]*[@-~]/, "", u); sub(/\r$/, "", u)
   if (u ~ /(^|[ \t])I[ \t]+--[a-z][a-z0-9-]*[ \t]+[^ \t]+[ \t]*$/) {
     if (num != prev + 1) F[++nf] = n
@@ -51,6 +56,12 @@ function finish() {
     printf "#%s X %s podman %.0f\n", nn, i, (got ? st : -1)
     if (err != "") printf "#%s E %s %s\n", nn, i, err
     summary("podman"); return
+  }
+  if (rebase != "" && (!nm || MO[nm] <= rebase + 0)) { summary("none"); return }
+  if (rebase != "") {
+    M[1] = M[nm]; MO[1] = MO[nm]; skip -= MK[nm]; nm = 1; sh = N[M[1]] - 1; cb = MO[1]
+    for (x = M[1]; x <= n; x++) N[x] -= sh
+    total -= sh; stop_num -= sh
   }
   if (cont) { cnt = nm + 1; B[1] = 1; for (j = 1; j <= nm; j++) B[j + 1] = M[j] }
   else if (nm) { cnt = nm; for (j = 1; j <= nm; j++) B[j] = M[j] }
@@ -81,5 +92,6 @@ function finish() {
   # Where the lines of this boot can be counted from, if the shell is to count them.
   if (cont && j == 1) from = sprintf("%.0f %.0f", bo, bl + 1)
   else from = sprintf("%.0f %.0f", (nm ? MO[j - cont] : -1), first)
-  summary(sprintf("ok %.0f %.0f %.0f %.0f %s", tot, p, first, last, from))
+  stop = (got && stop_off >= 0) ? sprintf("%.0f %.0f", stop_off, stop_num) : "-1 -"
+  summary(sprintf("ok %.0f %.0f %.0f %.0f %s %s", tot, p, first, last, from, stop))
 }

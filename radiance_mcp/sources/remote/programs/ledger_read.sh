@@ -2,7 +2,7 @@
 # The ledger read: read_ledger_file (or queue_ledger_file) once per log file, read_podman_logs
 # once per container, then cut_queued. Runs after common.sh. commands.build_command puts before
 # the call lines the settings (nonce, marker, keywords, max_line_bytes, count_before_max,
-# overlap_bytes, small_file_max, time_limit), phrase_lines (grep for ledger.KEYWORDS), the awk
+# overlap_bytes, small_file_max, settle_s, time_limit), phrase_lines (grep for ledger.KEYWORDS), the awk
 # programs (cut_awk with its drivers grep_awk and files_awk, marks_awk, back_awk, last_awk: the
 # .awk files beside this one) and anchor_text before each file's call.
 # Files are only ever named in redirections and after '--', never where a tool reads options.
@@ -12,8 +12,14 @@
 #   * at most small_file_max bytes: read whole, with every other small file of the command, in
 #     one awk at its end (cut_queued; no process per file). A file the last read found small is
 #     queued without even a size (queue_ledger_file): the awk hands it back if it has grown past;
+#   * the newest boot of a file the last read cut to its end, settled (file_stat): its stat now says
+#     the same (device, inode, size, mtime, ctime): the last answer stands (N), no byte is read;
+#     the same size at other times: rewritten in place, read afresh;
 #   * a checkpoint of the last read (its newest boot marker, where it stopped) still holds: only
 #     the bytes after it (N when nothing was added, T when the lines go on);
+#   * the newest boot of a file past count_before_max bytes whose marker lies in its last end_bytes
+#     (2 MiB, less than the search back below reads for a boot of 1 MiB) and past count_before_max:
+#     found and cut in one pass over those bytes, its lines counted from its marker (O line);
 #   * a boot counted from the end (-1, -2, ...): the marker is searched back from the end in
 #     chunks of 1, 2, 4 MiB ... (find_boot_from_end), then only that boot is cut (cut_range). The
 #     lines before it are counted only when they are at most count_before_max bytes; else its
@@ -90,12 +96,14 @@ cut_range() {
       -v marks=1 -v nocp="${6-1}" -v sent="#$nonce P ")
   # shellcheck disable=SC2086  # the cutter's summary, split into its words on purpose (digits and fixed words)
   set -- "$1" "$2" "$3" "$4" "$5" "${6-1}" $summary
-  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ] && [ "${7-}" = ok ]; then mark_where_read_stopped "${11}"; fi
+  if [ "$4" -eq "$5" ] && [ "$2" -eq "$s" ] && [ "${7-}" = ok ]; then mark_where_read_stopped "${11}" "${14}" "${15}"; fi
 }
 # The next read's start: the start of the last line (s - 1 ends it: s; else a window back finds
-# it), with the checksum of the 4 KiB before it, which the next read checks are unchanged.
+# it; $2 and $3, when the cutter saw where the bytes ended: its offset and number), with the
+# checksum of the 4 KiB before it, which the next read checks are unchanged.
 mark_where_read_stopped() {
-  if [ -z "$(tail -c +"$s" < "$r" | head -c 1)" ]; then u=$s ul=$(($1 + 1))
+  if [ "${2--1}" -ge 0 ]; then u=$2 ul=$3
+  elif [ -z "$(tail -c +"$s" < "$r" | head -c 1)" ]; then u=$s ul=$(($1 + 1))
   else
     ws=$((s > 65536 ? s - 65536 : 0)) ul=$1
     u=$(tail -c +$((ws + 1)) < "$r" | head -c $((s - ws)) |
@@ -104,6 +112,7 @@ mark_where_read_stopped() {
   if [ -n "$u" ] && [ "$u" -gt 0 ]; then
     uw=$((u > 4096 ? 4096 : u))
     control_line U "$i" "$u" "$ul" "$(tail -c +$((u - uw + 1)) < "$r" | head -c "$uw" | cksum)"
+    mark_settled "$u"
   fi
 }
 # The whole file, [0, s), in one pass: the cutter finds its boots by the rules of ledger._boot_starts
@@ -114,6 +123,7 @@ cut_whole_file() {
   summary=$({ head -c "$s" < "$r"; printf '#%s P 0\n' "$nonce"; } | phrase_lines -b -e "#$nonce P " |
     cut_boot -v withoff=1 -v lim=$((s + 1)) -v marks=0 -v sent="#$nonce P ")
 }
+end_bytes=2097152
 # Boot -$1 (1: the newest) found from the end of the file: chunks of 1 MiB, 2 MiB, 4 MiB, ... back
 # from byte s (the size when the read began), each grepped for markers, until $1 are found. A chunk
 # [st, hi) runs on past hi by the longest line a marker may be on (overlap_bytes bytes), so a marker line
@@ -125,6 +135,22 @@ cut_whole_file() {
 # an O line gives, and the index is -$1. Fails (status 1) when the file holds no marker at all.
 find_boot_from_end() {
   need=$1 w=1048576 hi=$s have=0 nx=$s
+  # The newest boot of a file past count_before_max bytes, its marker past them too: its lines count
+  # from its marker (below), so when that lies in the last end_bytes, one pass finds the boot and cuts it.
+  if [ "$need" -eq 1 ] && [ "$s" -gt "$count_before_max" ] && [ "$s" -gt "$end_bytes" ]; then
+    st=$((s - end_bytes))
+    summary=$({ tail -c +$((st + 1)) < "$r" | head -c "$end_bytes"; printf '#%s P 0\n' "$nonce"; } |
+      phrase_lines -b -e "#$nonce P " |
+      cut_boot -v withoff=1 -v lim=$((s + 1)) -v bo="$st" -v k=1 -v seen=1 -v marks=1 -v nocp=0 -v rebase="$count_before_max" \
+        -v sent="#$nonce P ")
+    # shellcheck disable=SC2086  # the cutter's summary, split into its words on purpose (digits and fixed words)
+    set -- $summary
+    if [ "${1-}" = ok ]; then
+      control_line O "$i" "$6" 1
+      mark_where_read_stopped "$5" "$8" "$9"
+      return 0
+    fi
+  fi
   while :; do
     st=$((hi > w ? hi - w : 0))
     en=$((hi + overlap_bytes < s ? hi + overlap_bytes : s))
@@ -153,13 +179,15 @@ find_boot_from_end() {
     cut_range "$M" "$E" 1 1 1 "$cp"
   fi
 }
-# Section $1: boot $2 of file $3 (its real path under the roots ${13}...), from the last read's
-# checkpoint $4-$12 ('-' each when there is none): inode, the anchor marker's offset, line, boot
-# and length, where the last read stopped (offset, line, cksum of the 4 KiB before), and the byte
-# offset line numbers count from when the lines before it were not counted ('-': from the file's start).
+# Section $1: boot $2 of file $3 (its real path under the roots ${14}...), from the last read's
+# checkpoint $4-$13 ('-' each when there is none): inode, the anchor marker's offset, line, boot
+# and length, where the last read stopped (offset, line, cksum of the 4 KiB before), the byte
+# offset line numbers count from when the lines before it were not counted ('-': from the file's
+# start), and the file's stat when that read stopped at its end (an F line's words).
 read_ledger_file() {
   i=$1 k=$2 f=$3 c_ino=$4 c_off=$5 c_line=$6 c_idx=$7 c_len=$8 t_off=$9 t_line=${10} t_sum=${11} c_base=${12}
-  shift 12
+  c_stat=${13}
+  shift 13
   control_line S "$i"
   real_path_under_roots "$f" "$@" || return
   read_checked_file
@@ -174,20 +202,70 @@ queue_ledger_file() {
   reset_checkpoint
   queue_file -
 }
-reset_checkpoint() { c_ino=- c_off=- c_line=- c_idx=- c_len=- t_off=- t_line=- t_sum=- c_base=-; }
+reset_checkpoint() { c_ino=- c_off=- c_line=- c_idx=- c_len=- t_off=- t_line=- t_sum=- c_base=- c_stat=-; }
+# The file at r as stat sees it (one process): sets ino, s (the size the read stops at) and st_now, its
+# "<device> <inode> <size> <mtime> <ctime>" (or -, where stat -c is missing: then ls gives ino and s), and
+# mtime. now, the host's clock in seconds, is taken once per command before the first stat.
+file_stat() {
+  if [ -z "$now" ]; then now=$(date +%s 2> /dev/null); case $now in ''|*[!0-9]*) now=0 ;; esac; fi
+  # shellcheck disable=SC2046  # split into words on purpose: digits and fixed words (set -f is on)
+  set -- $(stat -L -c '%d %i %s %Y %Z' -- "$r" 2> /dev/null)
+  if [ -n "${5-}" ]; then st_now="$1 $2 $3 $4 $5" ino=$2 s=$3 mtime=$4; return; fi
+  st_now=- mtime=
+  # shellcheck disable=SC2046  # split into words on purpose: digits and fixed words (set -f is on)
+  set -- $(ls -dinL -- "$r")
+  ino=${1-} s=${6-}
+}
+now=
+nl='
+'
+# The files whose last read left their stat (want_stat, before the calls), and all their stats in one
+# stat process (stat_wanted): "<device> <inode> <size> <mtime> <ctime> <real path>" lines. A file whose
+# line is the one its last read left is unchanged without a process of its own.
+wanted='' stats=''
+# File $1, checked under the roots $2... as every read checks it (silently: its own call says why not).
+want_stat() {
+  f=$1; shift
+  real_path_under_roots "$f" "$@" > /dev/null || return 0
+  case $r in *"$nl"*) return 0 ;; esac
+  wanted="$wanted$r$nl"
+}
+stat_wanted() {
+  if [ -z "$wanted" ]; then return; fi
+  # shellcheck disable=SC2086  # the real paths, split at newlines on purpose (set -f is on: no globbing)
+  stats=$(IFS=$nl; stat -L -c '%d %i %s %Y %Z %n' -- $wanted 2> /dev/null)
+}
+# An F line when this read of the newest boot stopped at the file's end ($1: where) and the file is
+# settled: modified settle_s seconds or more before now (taken before its stat), so a later write
+# cannot leave its mtime as it was. The next read that finds the same stat sends back the last answer.
+mark_settled() {
+  if [ "$1" = "$s" ] && [ "$st_now" != - ] && [ $((now - mtime)) -ge "$settle_s" ]; then
+    control_line F "$i" "$st_now"
+  fi
+}
 # Section i, boot k of the file at real path r (checked under the roots), from the checkpoint in
 # c_* and t_* (the words of read_ledger_file).
 read_checked_file() {
   # The numbering the cutter's C line states: the file's own ('-') unless set below.
   count_base=-
-  # One ls gives the inode (is it still the same file?) and the size the read stops at.
-  # shellcheck disable=SC2046  # split into words on purpose: digits and fixed words (set -f is on)
-  set -- $(ls -dinL -- "$r")
-  if [ -z "${6-}" ]; then control_line X "$i" unreadable; return; fi
-  ino=$1 s=$6
+  # The stat stat_wanted took, as the last read left it: the last answer stands (no process).
+  if [ "$c_stat" != - ] && [ "$k" -eq -1 ]; then
+    case $nl$stats$nl in *"$nl$c_stat $r$nl"*) control_line N "$i"; return ;; esac
+  fi
+  # One stat gives the inode (is it still the same file?), the size the read stops at and the times.
+  file_stat
+  if [ -z "$s" ]; then control_line X "$i" unreadable; return; fi
   if [ "$s" -eq 0 ]; then control_line X "$i" empty; return; fi
   # A small file is read whole at the end, whatever the last read left: cheaper than checking it.
   if [ "$s" -le "$small_file_max" ]; then queue_file "$s"; return; fi
+  # The last read cut the newest boot to the end of the file, settled: the same stat, the same bytes
+  # (the last answer stands: no byte read); the same size at other times: rewritten in place, afresh.
+  if [ "$c_stat" != - ] && [ "$k" -eq -1 ]; then
+    if [ "$st_now" = "$c_stat" ]; then control_line N "$i"; return; fi
+    # shellcheck disable=SC2086  # the last read's stat, split into its words on purpose (digits only)
+    set -- $c_stat
+    if [ "${3-}" = "$s" ] && [ "$st_now" != - ]; then reset_checkpoint; fi
+  fi
   # The anchor: the newest boot marker the last read found. If its line is still there, byte
   # for byte, one pass reads only the bytes after it (and, for an older boot, a window before).
   # (An anchor whose lines count from it serves only boots counted from the end.)
@@ -201,7 +279,7 @@ read_checked_file() {
        [ "$(tail -c +$((t_off - t_w + 1)) < "$r" | head -c "$t_w" | cksum)" = "$t_sum" ]; then
       # The anchor and the bytes before t_off are as the last read left them: only what follows is new.
       # Nothing follows, and the newest boot is asked for: the last answer stands (an N line).
-      if [ "$t_off" -eq "$s" ] && [ "$k" -eq -1 ]; then control_line N "$i"; return; fi
+      if [ "$t_off" -eq "$s" ] && [ "$k" -eq -1 ]; then control_line N "$i"; mark_settled "$t_off"; return; fi
       # shellcheck disable=SC2046  # split into words on purpose: digits and fixed words (set -f is on)
       set -- $(tail -c +$((t_off + 1)) < "$r" | phrase_lines -b | cut_boot -v withoff=1 -v lim="$s" -v bo="$t_off" \
         -v bl=$((t_line - 1)) -v bi=$((c_idx - 1)) -v marks=1 -v cont=1 -v first0="$c_line" -v c_off="$c_off")
