@@ -126,3 +126,21 @@ async def test_a_log_grown_past_the_head_is_not_told_again(tmp_path: Path, heads
         after = await client.call_tool("compute_ceiling", {"service": "svc"})
     assert heads == [path]
     assert (before.structured_content or {})["ceiling_mib"] == (after.structured_content or {})["ceiling_mib"]
+
+
+async def test_a_log_rewritten_in_place_past_its_first_bytes_is_told_again(tmp_path: Path, heads: list[Path]) -> None:
+    """The same size and the same first 4 KiB (a journal's noise), another engine's lines after them: told again."""
+    noise = NOISE[:8192]
+    radiance, vllm = RADIANCE.read_text(encoding="utf-8"), VLLM.read_text(encoding="utf-8")
+    width = max(len(radiance), len(vllm))
+    path = tmp_path / "svc.log"
+    path.write_text(noise + radiance + "\n" * (width - len(radiance)), encoding="utf-8")
+    settle(path)
+    async with Client(build_server(fleet_of([path]))) as client:
+        before = await client.call_tool("compute_ceiling", {"service": "svc"})
+        with path.open("r+", encoding="utf-8") as out:  # in place: the same inode, the same size
+            out.write(noise + vllm + "\n" * (width - len(vllm)))
+        settle(path)
+        after = await client.call_tool("compute_ceiling", {"service": "svc"})
+    assert len(heads) == 2
+    assert engine(before.structured_content) == "radiance" and engine(after.structured_content) == "vllm"

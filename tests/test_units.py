@@ -133,6 +133,10 @@ def test_round_down(value: Decimal, expected: int) -> None:
         (Decimal("131072.00"), 2, "131,072"),  # 2,048.00 MiB x 1,048,576 B / 16,384 tokens, bytes per token
         (Decimal("0.5"), 2, "0.50"),
         (Decimal("1849.6"), 0, "1,850"),  # places=0 rounds
+        (Decimal("1849.996"), 2, "1,850"),  # whole once rounded to its places: never '1,850.00'
+        (8191.9999999, 2, "8,192"),  # a float's arithmetic a hair off a whole MiB (the picture's labels)
+        (Decimal("-0.001"), 2, "0"),  # no '-0'
+        (Decimal("-42.784"), 2, "-42.78"),
     ],
 )
 def test_fmt_mib(value: Decimal | int, places: int, expected: str) -> None:

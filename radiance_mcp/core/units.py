@@ -94,9 +94,9 @@ def fmt_mib(value: Decimal | float | int, places: int = 0) -> str:
     """A figure as every text writes it (MiB, bytes, tokens alike): thousands separated, a whole number bare and a
     fraction to `places` decimals. 29120 -> '29,120'; places=2: 1986.2168 -> '1,986.22', 2048.00 -> '2,048'
     (never '2,048.00' in one sentence and '2,048' in the next); places=0 rounds to the whole number."""
-    number = Decimal(value)
+    number = round(Decimal(value), places)  # rounded first: 1,849.996 is '1,850', not '1,850.00'
     if number == number.to_integral_value():
-        places = 0
+        number, places = abs(number) if number.is_zero() else number, 0  # -0.001 is '0', never '-0'
     return f"{number:,.{places}f}"
 
 

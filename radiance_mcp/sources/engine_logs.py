@@ -18,6 +18,7 @@ import itertools
 import os
 import re
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -29,7 +30,7 @@ from radiance_mcp.core.constants import LedgerEngine
 from radiance_mcp.core.errors import LedgerError, SourceError
 from radiance_mcp.core.ledger import holds_radiance_words, read_text
 from radiance_mcp.models.ledger_ref import LedgerRef
-from radiance_mcp.sources.ledger_file import open_ledger
+from radiance_mcp.sources.ledger_file import RACY_NS, open_ledger
 from radiance_mcp.sources.ledgers import (
     LocalFileSource,
     RemoteFileSource,
@@ -51,8 +52,9 @@ MAX_ENGINE_LOG_BYTES = 256 * 1024 * 1024
 DETECT_BYTES = 4 * 1024 * 1024
 """An unnamed file's engine is told from its first this many bytes (a start-up ledger is at a log's top)."""
 HEAD_BYTES = 4096
-"""The first bytes of a file compared with those its engine was told from (a rotated or rewritten log differs
-there, or in its inode, or is shorter)."""
+HEAD_PLACES = tuple(range(0, DETECT_BYTES, DETECT_BYTES // 4)) + (DETECT_BYTES - HEAD_BYTES,)
+"""Where HEAD_BYTES of a file are compared with those its engine was told from: its start and four more places of
+its first DETECT_BYTES (a rotated or rewritten log differs there, or in its inode, or is shorter)."""
 CHUNK_BYTES = 1024 * 1024
 REMEDY = "pass the engine's start-up lines, not a whole log of noise"
 
@@ -87,22 +89,36 @@ def _read(source: LocalFileSource, limit: int, *, whole: bool, checkpoint: StopC
 
 @dataclass(frozen=True)
 class _Head:
-    """A file as its engine was told from it: which file (device, inode), its size, a CRC of its first bytes."""
+    """A file as its engine was told from it: which file (device, inode), its size and mtime, when it was told,
+    and a CRC of its bytes at HEAD_PLACES in its first DETECT_BYTES."""
 
     device: int
     inode: int
     size: int
+    mtime_ns: int
+    seen_ns: int
     crc: int
 
+    @classmethod
+    def of(cls, fd: int) -> _Head:
+        st = os.fstat(fd)
+        crc = 0
+        for place in HEAD_PLACES:
+            crc = zlib.crc32(os.pread(fd, HEAD_BYTES, place), crc)
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, time.time_ns(), crc)
+
     def still(self, now: _Head) -> bool:
-        """now is the file told from, unchanged in its first DETECT_BYTES: the same file, not shorter, the same
-        first bytes, and, if it was shorter than DETECT_BYTES, the same size (bytes added then fall in the head)."""
-        return ((now.device, now.inode, now.crc) == (self.device, self.inode, self.crc) and now.size >= self.size
-                and (self.size >= DETECT_BYTES or now.size == self.size))
+        """now is the file told from: the same file, not shorter, the same bytes at HEAD_PLACES. One that was
+        shorter than DETECT_BYTES (bytes added to it fall in the head) also keeps its size and its mtime, which
+        was RACY_NS older than the telling (a file the file system dates in steps of 2 s may change unseen)."""
+        if (now.device, now.inode, now.crc) != (self.device, self.inode, self.crc) or now.size < self.size:
+            return False
+        return self.size >= DETECT_BYTES or (
+            now.size == self.size and now.mtime_ns == self.mtime_ns and self.seen_ns - self.mtime_ns >= RACY_NS)
 
 
 _told: OrderedDict[str, tuple[_Head, LedgerEngine]] = OrderedDict()
-"""The engine told from each local file not named in the config, the MAX_TOLD most recent: a warm read of a
+"""The engine told from each local file not named in the config, the MAX_TOLD most recently read: a warm read of a
 fleet of such files read and decoded the first 4 MiB of every one, each call (5 s of 1,000 services' call)."""
 _told_lock = threading.Lock()
 MAX_TOLD = 4096
@@ -110,15 +126,15 @@ MAX_TOLD = 4096
 
 def _told_engine(source: LocalFileSource, *, checkpoint: StopCheck) -> LedgerEngine:
     """The engine that printed a local file, told from its first DETECT_BYTES, or as told before if the file is
-    still the one it was told from (_Head.still; its first HEAD_BYTES compared)."""
+    still the one it was told from (_Head.still)."""
     with open_ledger(source.path, follow_symlinks=source.follow_symlinks) as stream:
-        st = os.fstat(stream.fileno())
-        now = _Head(st.st_dev, st.st_ino, st.st_size, zlib.crc32(os.pread(stream.fileno(), HEAD_BYTES, 0)))
+        now = _Head.of(stream.fileno())
     key = str(source.path)
     with _told_lock:
         known = _told.get(key)
-    if known is not None and known[0].still(now):
-        return known[1]
+        if known is not None and known[0].still(now):
+            _told.move_to_end(key)
+            return known[1]
     head = _read(source, DETECT_BYTES, whole=False, checkpoint=checkpoint)
     engine = _engine_of(head.decode("utf-8", "replace"), source.label, checkpoint=checkpoint)
     with _told_lock:

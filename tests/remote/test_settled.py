@@ -1,7 +1,7 @@
 """A warm read of a settled log over SSH: its stat answers when it is unchanged, and only then.
 
 The host sends the file's stat (device, inode, size, mtime, ctime) when a read of the newest boot stops at
-the file's end and the file was last modified 2 s or more before (an F line). The next read that finds the
+the file's end and the file's inode last changed (ctime) 2 s or more before (an F line). The next read that finds the
 same stat sends the last answer back without reading a byte; a file grown since is read on from where the
 last read stopped; one rewritten in place at the same size, rotated or cut shorter is read afresh. The
 oracle is the local reader (ledger.read_text): the boot, its line numbers and every figure's text.
@@ -37,9 +37,24 @@ def seen(boot: Boot) -> tuple[object, ...]:
 
 
 def settle(path: Path, age_s: int = HOUR_AGO_S) -> None:
-    """Set the file's mtime age_s seconds back: settled, as a log nobody wrote to lately."""
+    """A log nobody wrote to for age_s seconds: its mtime set that far back, and the host's clock (a `date` shim
+    first on its PATH) that far ahead, since the host tells a settled file by its ctime, which only the kernel
+    sets (the file's ctime is now)."""
     when = time.time() - age_s
     os.utime(path, (when, when))
+    root = next(p for p in path.parents if (p / "bin").is_dir())
+    real = shutil.which("date", path="/usr/bin:/bin")
+    shim = root / "bin" / "date"
+    shim.write_text(f'#!/bin/sh\nif [ "$1" = +%s ]; then echo $(( $({real} +%s) + {age_s} )); else exec {real} "$@"; '
+                    'fi\n')
+    shim.chmod(0o755)
+
+
+@pytest.fixture(autouse=True)
+def _host_clock(asyncssh_host: LoopbackHost) -> Iterator[None]:
+    """The host's clock as it is, after each test (settle may have set it ahead)."""
+    yield
+    (asyncssh_host.root / "bin" / "date").unlink(missing_ok=True)
 
 
 @pytest.fixture

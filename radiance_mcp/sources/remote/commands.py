@@ -110,9 +110,10 @@ def _time_limit(seconds: int) -> str:
 
 
 SETTLE_S = 2
-"""A file modified this many seconds or more before a read is settled: a later write cannot leave its mtime
-as that read's stat saw it (file systems keep mtime in steps of up to 2 s), so the next read that finds the
-same stat (device, inode, size, mtime, ctime) may send back the last answer without reading a byte."""
+"""A file whose inode changed (ctime) this many seconds or more before a read is settled: a later write cannot
+leave its ctime as that read's stat saw it (file systems keep times in steps of up to 2 s; a program can set
+mtime back, never ctime), so the next read that finds the same stat (device, inode, size, mtime, ctime) may send
+back the last answer without reading a byte."""
 
 
 def build_command(

@@ -17,8 +17,8 @@
 #     the same size at other times: rewritten in place, read afresh;
 #   * a checkpoint of the last read (its newest boot marker, where it stopped) still holds: only
 #     the bytes after it (N when nothing was added, T when the lines go on);
-#   * the newest boot of a file past count_before_max bytes whose marker lies in its last end_bytes
-#     (2 MiB, less than the search back below reads for a boot of 1 MiB) and past count_before_max:
+#   * the newest boot of a file past count_before_max bytes whose marker lies past them and in its last
+#     end_bytes (2 MiB, less than the search back below reads for a boot of 1 MiB):
 #     found and cut in one pass over those bytes, its lines counted from its marker (O line);
 #   * a boot counted from the end (-1, -2, ...): the marker is searched back from the end in
 #     chunks of 1, 2, 4 MiB ... (find_boot_from_end), then only that boot is cut (cut_range). The
@@ -205,13 +205,13 @@ queue_ledger_file() {
 reset_checkpoint() { c_ino=- c_off=- c_line=- c_idx=- c_len=- t_off=- t_line=- t_sum=- c_base=- c_stat=-; }
 # The file at r as stat sees it (one process): sets ino, s (the size the read stops at) and st_now, its
 # "<device> <inode> <size> <mtime> <ctime>" (or -, where stat -c is missing: then ls gives ino and s), and
-# mtime. now, the host's clock in seconds, is taken once per command before the first stat.
+# ctime. now, the host's clock in seconds, is taken once per command before the first stat.
 file_stat() {
   if [ -z "$now" ]; then now=$(date +%s 2> /dev/null); case $now in ''|*[!0-9]*) now=0 ;; esac; fi
   # shellcheck disable=SC2046  # split into words on purpose: digits and fixed words (set -f is on)
   set -- $(stat -L -c '%d %i %s %Y %Z' -- "$r" 2> /dev/null)
-  if [ -n "${5-}" ]; then st_now="$1 $2 $3 $4 $5" ino=$2 s=$3 mtime=$4; return; fi
-  st_now=- mtime=
+  if [ -n "${5-}" ]; then st_now="$1 $2 $3 $4 $5" ino=$2 s=$3 ctime=$5; return; fi
+  st_now=- ctime=
   # shellcheck disable=SC2046  # split into words on purpose: digits and fixed words (set -f is on)
   set -- $(ls -dinL -- "$r")
   ino=${1-} s=${6-}
@@ -236,10 +236,11 @@ stat_wanted() {
   stats=$(IFS=$nl; stat -L -c '%d %i %s %Y %Z %n' -- $wanted 2> /dev/null)
 }
 # An F line when this read of the newest boot stopped at the file's end ($1: where) and the file is
-# settled: modified settle_s seconds or more before now (taken before its stat), so a later write
-# cannot leave its mtime as it was. The next read that finds the same stat sends back the last answer.
+# settled: its inode changed settle_s seconds or more before now (taken before its stat). ctime, not
+# mtime: a program can set mtime back (touch -r, cp -p, rsync -t), never ctime, so a later write cannot
+# leave the stat as it was. The next read that finds the same stat sends back the last answer.
 mark_settled() {
-  if [ "$1" = "$s" ] && [ "$st_now" != - ] && [ $((now - mtime)) -ge "$settle_s" ]; then
+  if [ "$1" = "$s" ] && [ "$st_now" != - ] && [ $((now - ctime)) -ge "$settle_s" ]; then
     control_line F "$i" "$st_now"
   fi
 }
