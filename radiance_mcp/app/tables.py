@@ -370,10 +370,6 @@ class _BestRow(BaseModel):
     gain: str
 
 
-BEST_UNITS = {"seats at the window": "seats", "window at the seats": "tokens", "resident slots": "slots"}
-"""The unit of each measure the whole fleet's best options are ranked by (BestOption.by)."""
-
-
 class _FigureRow(BaseModel):
     figure: str
     value: str
@@ -385,7 +381,7 @@ def render_plan(model: BaseModel, columns: int | None = None) -> str:
     """plan_free_vram's answer: the whole fleet's as render() prints it; a service's plan with its cards (the
     binding card's figures under them), each option's flags, gains, takes and plans, its checks, and each
     ledger line it cites quoted once, in its lines."""
-    from radiance_mcp.models.plan import SHARING, PlanFreeVramOutput
+    from radiance_mcp.models.plan import MEASURE_UNITS, SHARING, PlanFreeVramOutput
 
     assert isinstance(model, PlanFreeVramOutput)
     columns = width() if columns is None else columns
@@ -394,7 +390,7 @@ def render_plan(model: BaseModel, columns: int | None = None) -> str:
     legend = f"{model.sharing}: {SHARING[model.sharing]}"
     legend = model.sharing if any(SHARING[model.sharing] in line for line in model.summary) else legend
     best = [_BestRow(by=b.by, service=b.service, option=b.option, adds_mib=b.adds_mib, after=_counted(
-        b.value, BEST_UNITS[b.by]), gain=f"+{fmt_mib(b.gain, 2)}") for b in model.best]
+        b.value, MEASURE_UNITS[b.by]), gain=f"+{fmt_mib(b.gain, 2)}") for b in model.best]
     rows = [_ServiceRow(**dict(row, options="\n".join(row.options))) for row in model.rows]  # an option a line
     head = render(model.model_copy(update={"services": [], "sharing": legend, "best": best, "rows": rows}), columns)
     if not model.services:

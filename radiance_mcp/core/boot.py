@@ -94,8 +94,13 @@ class Missing:
     remedy: str
     """How to get it: the flag, the log level, or the other figure to supply."""
 
+    @property
+    def why(self) -> str:
+        """Why it is missing and what to do, without the figure's name: 'not printed (...); remedy'."""
+        return f"not printed (the engine prints it as {self.printed_in}); {self.remedy}"
+
     def __str__(self) -> str:
-        return f"{self.figure}: not printed (the engine prints it as {self.printed_in}); {self.remedy}"
+        return f"{self.figure}: {self.why}"
 
 
 _RANK = re.compile(r"(.*?)(\d+)")
@@ -120,9 +125,10 @@ def _follows(before: str, rank: str) -> bool:
 
 
 def per_rank(said: Sequence[tuple[str, str]]) -> str:
-    """What ranks say, each text once with the ranks that say it (in the order first said): [('TP0', 'a'),
-    ('TP1', 'a'), ('TP1', 'b')] -> 'TP0-TP1: a. TP1: b'. Every per-rank finding of a boot is worded here, so
-    eight ranks lacking one figure cost one sentence, not eight."""
+    """What ranks say, each text once with the ranks that say it (in the order first said; rank_span writes
+    three or more consecutive ranks as a range): [('TP0', 'a'), ('TP1', 'a'), ('TP2', 'a'), ('TP1', 'b')] ->
+    'TP0-TP2: a. TP1: b'. Every per-rank finding of a boot is worded here, so eight ranks lacking one figure cost
+    one sentence, not eight."""
     ranks: dict[str, list[str]] = {}
     for rank, text in said:
         if rank not in ranks.setdefault(text, []):

@@ -355,10 +355,16 @@ class ServiceRow(Output):
     options: list[str] = Field(default_factory=list, description="Each option: what it adds and buys.")
 
 
+Measure = Literal["seats at the window", "window at the seats", "resident slots"]
+MEASURE_UNITS: dict[Measure, str] = {"seats at the window": "seats", "window at the seats": "tokens",
+                                     "resident slots": "slots"}
+"""The measures the whole fleet's best options are ranked by, in their order, and the unit of each."""
+
+
 class BestOption(Output):
     """One of the fleet's best options by one measure: what it buys over what the service has now."""
 
-    by: Literal["seats at the window", "window at the seats", "resident slots"]
+    by: Measure
     service: str
     option: str
     adds_mib: int

@@ -95,7 +95,7 @@ def missing_figures(boot: Boot, cards: Sequence[RankView]) -> list[MissingFigure
         for gap in card.missing:
             ranks.setdefault(gap if boot.state.status != "unsettled" else replace(gap, remedy=NOT_YET),
                              []).append(card.rank)
-    return [MissingFigure(figure=gap.figure, ranks=names, why=str(gap).removeprefix(f"{gap.figure}: "))
+    return [MissingFigure(figure=gap.figure, ranks=names, why=gap.why)
             for gap, names in ranks.items()]
 
 

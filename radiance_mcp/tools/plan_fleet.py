@@ -19,7 +19,9 @@ from typing import Any, Literal
 from radiance_mcp.core.errors import BootNotSettled, InputError, RadianceMCPError
 from radiance_mcp.core.units import fmt_mib
 from radiance_mcp.models.plan import (
+    MEASURE_UNITS,
     BestOption,
+    Measure,
     PhysicalCard,
     PlanFreeVramOutput,
     PlanOption,
@@ -43,7 +45,6 @@ boot's reason and its remedy (about 650) are said whole, so its unreadable entry
 SHARED_CARDS = 10
 """Shared physical cards shown (the page's first); a service's own plan shows its cards."""
 
-Measure = Literal["seats at the window", "window at the seats", "resident slots"]
 Gain = tuple[Measure, str, int, float, float]
 """A ranked gain of an option: by, the option, MiB it adds, the measure after it, its gain over now."""
 Said = tuple[str, str | None, str]
@@ -125,7 +126,7 @@ def _best(briefs: Sequence[Brief]) -> list[BestOption]:
         for gain in brief.gains:
             found.setdefault(gain[0], []).append((-gain[4], brief.service, gain))
     return [BestOption(by=by, service=service, option=option, adds_mib=adds, value=value, gain=gained)
-            for measure in ("seats at the window", "window at the seats", "resident slots")
+            for measure in MEASURE_UNITS
             for _, service, (by, option, adds, value, gained) in sorted(
                 found.get(measure, []), key=lambda found: found[:2])[:BEST_PER_MEASURE]]
 

@@ -92,6 +92,19 @@ def _calls(command: str) -> list[list[str]]:
     return [shlex.split(line) for line in command.split("\n") if line.startswith(calls)]
 
 
+@pytest.mark.parametrize("stat", ["1 2 3 4 5; touch pwned", "1 2 3 4", "\u0661 2 3 4 5", "1 2 3 4 5\n"])
+def test_a_kept_stat_that_is_not_five_ascii_numbers_never_reaches_the_host(stat: str) -> None:
+    """The stat a host sent back goes into the next command: only as the framing took it (digits), else '-'."""
+    checkpoint = ReadMark("1234", 567, 89, 3, "I radiance boot: x", tail_offset=9000, tail_line=120,
+                          tail_cksum="42 4096", stat=stat)
+    command = build_command([LogRequest("file", "/var/log/a.log", -1, "h:p", ROOTS)], nonce=NONCE,
+                            checkpoints=[checkpoint], timeout_s=60)
+    (call,) = [c for c in _calls(command) if c[0] == "read_ledger_file"]
+    assert call[13] == "-"
+    assert not [line for line in command.split("\n") if line.startswith("want_stat ")]  # no stat asked for
+    assert "pwned" not in command
+
+
 def test_each_argument_is_one_quoted_word() -> None:
     path = "/var/log/radiance/a b;c$(d)`e`'f\"g.log"
     marker = "2026-10-13T12:00:00Z I radiance boot: frank '$(touch x)' `y` \"z\" \x1b[0m\r"

@@ -28,7 +28,8 @@ from radiance_mcp.core.rules.remote_words import (
     check_mode,
     sent_path,
 )
-from radiance_mcp.sources.remote.framing import check_nonce, wrap
+from radiance_mcp.sources.ledger_file.file_state import RACY_NS
+from radiance_mcp.sources.remote.framing import STAT_FIELDS, check_nonce, wrap
 from radiance_mcp.sources.remote.records import STDERR_TAIL_BYTES, EngineRequest, FileRequest, LogRequest, ReadMark
 from radiance_mcp.sources.remote.targets import Limits
 
@@ -109,7 +110,7 @@ def _time_limit(seconds: int) -> str:
     return f"if command -v timeout > /dev/null 2>&1; then time_limit='timeout -s KILL {seconds}'; else time_limit=; fi"
 
 
-SETTLE_S = 2
+SETTLE_S = RACY_NS // 1_000_000_000
 """A file whose inode changed (ctime) this many seconds or more before a read is settled: a later write cannot
 leave its ctime as that read's stat saw it (file systems keep times in steps of up to 2 s; a program can set
 mtime back, never ctime), so the next read that finds the same stat (device, inode, size, mtime, ctime) may send
@@ -152,7 +153,7 @@ def build_command(
             calls.append(call_line("queue_ledger_file", [str(i), str(boot), sent_path(request.name),
                                                          *(sent_path(r) for r in request.roots)]))
             continue
-        if checkpoint is None or "\x00" in checkpoint.text or "\n" in checkpoint.text:
+        if checkpoint is None or not _resumable(checkpoint):
             resume, anchor = ["-"] * 10, ""
         else:
             resume = [checkpoint.inode, str(checkpoint.offset), str(checkpoint.line), str(checkpoint.boot),
@@ -168,9 +169,16 @@ def build_command(
     return wrap(_ledger_program(), settings, calls)
 
 
+def _resumable(checkpoint: ReadMark | None) -> bool:
+    """The checkpoint can go back to the host: its anchor text holds no NUL and no newline."""
+    return checkpoint is not None and "\x00" not in checkpoint.text and "\n" not in checkpoint.text
+
+
 def _stat_word(checkpoint: ReadMark | None) -> str:
-    """The file's stat when its last read stopped at its end, settled; '-' when not known."""
-    if checkpoint is None or not checkpoint.stat or checkpoint.tail_offset is None:
+    """The file's stat when its last read stopped at its end, settled; '-' when not known. Security: it goes back
+    into the host's command, so it is held to the digits the framing took (framing.STAT_FIELDS) again here."""
+    if (not _resumable(checkpoint) or checkpoint is None or not checkpoint.stat or checkpoint.tail_offset is None
+            or not STAT_FIELDS.fullmatch(checkpoint.stat)):
         return "-"
     return checkpoint.stat
 

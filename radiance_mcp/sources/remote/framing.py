@@ -130,7 +130,7 @@ def _control(body: str, count: int) -> tuple[str, int, str] | None:
 
 _CHECKPOINT_FIELDS = re.compile(r"(\d+) (\d+) (\d+) (\d+) (-|\d+) (.+)")
 _TAIL_FIELDS = re.compile(r"(\d+) (\d+) (\d+ \d+)")
-_STAT_FIELDS = re.compile(r"\d+ \d+ \d+ \d+ \d+")
+STAT_FIELDS = re.compile(r"[0-9]+ [0-9]+ [0-9]+ [0-9]+ [0-9]+")  # ASCII digits (\d takes any script's digits)
 
 
 @dataclass
@@ -198,7 +198,7 @@ def parse_output(raw: bytes, *, nonce: str, count: int) -> tuple[list[Section], 
                 if found_tail:  # digits only: they go back into the next command
                     section.tail = (int(found_tail[1]), int(found_tail[2]), found_tail[3])
             elif kind == "F":
-                if _STAT_FIELDS.fullmatch(rest):  # digits only: they go back into the next command
+                if STAT_FIELDS.fullmatch(rest):  # digits only: they go back into the next command
                     section.stat = rest
             elif kind == "R":
                 first, _, last = rest.partition(" ")
