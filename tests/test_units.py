@@ -135,6 +135,7 @@ def test_round_down(value: Decimal, expected: int) -> None:
         (Decimal("1849.6"), 0, "1,850"),  # places=0 rounds
         (Decimal("1849.996"), 2, "1,850"),  # whole once rounded to its places: never '1,850.00'
         (8191.9999999, 2, "8,192"),  # a float's arithmetic a hair off a whole MiB (the picture's labels)
+        (2.675, 2, "2.68"),  # a float as it prints (its binary expansion is 2.67499...: '2.67')
         (Decimal("-0.001"), 2, "0"),  # no '-0'
         (Decimal("-42.784"), 2, "-42.78"),
     ],

@@ -121,9 +121,6 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else "\ufffd" for c in " ".join(text.split()))
 
 
-def _mib(value: float) -> str:
-    return fmt_mib(Decimal(str(value)), 2)
-
 
 SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@-]{1,1000}$")
 """The env file's path, as the bats file's shell code may carry it: nothing a shell expands or splits."""
@@ -169,7 +166,7 @@ def render_env(plan: GatePlan) -> str:
         lines.append(f"# Planned from: boot {plan.planned_from[1]} of {one_line(plan.planned_from[0])}.")
     for r in plan.reserves:
         where = f"ledger line {r.line}" if r.line is not None else "PERSONAL reserve: no ledger line backs it"
-        lines.append(f"# Reserve: {one_line(r.label)}, {_mib(r.mib)} MiB ({where}).")
+        lines.append(f"# Reserve: {one_line(r.label)}, {fmt_mib(r.mib, 2)} MiB ({where}).")
     if not personal:
         lines.append("# Personal reserves: none.")
     lines.append(f"# Gates: {one_line(plan.bats_file)} (pair <= ceiling; pool >= contract; each reserve). "
@@ -236,7 +233,7 @@ def render_bats(plan: GatePlan) -> str:
     for number, r in enumerate(plan.reserves, 1):
         bound = int(plan.ceiling_mib - r.mib)
         kind = f"traced reserve, ledger line {r.line}" if r.line is not None else "PERSONAL reserve, no ledger line"
-        text = f"{kind}: {r.label} ({_mib(r.mib)} MiB): pair <= {bound:,}"
+        text = f"{kind}: {r.label} ({fmt_mib(r.mib, 2)} MiB): pair <= {bound:,}"
         name = _quote(text)
         if name in named:  # bats refuses a file that names two tests alike, and runs none of its gates
             name = _quote(f"{text} (reserve {number})")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from xml.sax.saxutils import escape
 
 from radiance_mcp.core.gates import one_line
@@ -77,9 +76,6 @@ class Rect:
     ghost: bool
 
 
-def _fmt(mib: float) -> str:
-    return fmt_mib(Decimal(str(mib)), 2)
-
 
 def layout(bars: Sequence[Bar]) -> tuple[list[Rect], list[tuple[float, float, str, str]], float]:
     """The boxes and the text lines (x, y, text, weight) of the picture, and its height."""
@@ -89,7 +85,7 @@ def layout(bars: Sequence[Bar]) -> tuple[list[Rect], list[tuple[float, float, st
     for bar in bars:
         scale_mib = max(bar.total_mib, sum(max(0.0, s.mib) for s in bar.segments), 1.0)
         per_mib = BAR_WIDTH / scale_mib
-        texts.append((LEFT, y + 12, f"{bar.title}: {_fmt(bar.total_mib)} MiB card", "bold"))
+        texts.append((LEFT, y + 12, f"{bar.title}: {fmt_mib(bar.total_mib, 2)} MiB card", "bold"))
         y += 20
         x = float(LEFT)
         for segment in bar.segments:
@@ -106,9 +102,9 @@ def layout(bars: Sequence[Bar]) -> tuple[list[Rect], list[tuple[float, float, st
         y += 4
         for segment in bar.segments:
             source = f" ({segment.source})" if segment.source else ""
-            texts.append((LEFT + 18, y + 11, f"{segment.label}: {_fmt(segment.mib)} MiB{source}", segment.kind))
+            texts.append((LEFT + 18, y + 11, f"{segment.label}: {fmt_mib(segment.mib, 2)} MiB{source}", segment.kind))
             y += LINE
-        texts.append((LEFT + 18, y + 11, f"settled free: {_fmt(bar.free_mib)} MiB (headroom + reserves + floor)",
+        texts.append((LEFT + 18, y + 11, f"settled free: {fmt_mib(bar.free_mib, 2)} MiB (headroom + reserves + floor)",
                       "free"))
         y += LINE + 14
     return rects, texts, y

@@ -93,8 +93,10 @@ def round_down(value: Decimal) -> int:
 def fmt_mib(value: Decimal | float | int, places: int = 0) -> str:
     """A figure as every text writes it (MiB, bytes, tokens alike): thousands separated, a whole number bare and a
     fraction to `places` decimals. 29120 -> '29,120'; places=2: 1986.2168 -> '1,986.22', 2048.00 -> '2,048'
-    (never '2,048.00' in one sentence and '2,048' in the next); places=0 rounds to the whole number."""
-    number = round(Decimal(value), places)  # rounded first: 1,849.996 is '1,850', not '1,850.00'
+    (never '2,048.00' in one sentence and '2,048' in the next); places=0 rounds to the whole number. A float is
+    read as it prints (its repr, as the JSON beside the text gives it), not as its binary expansion."""
+    # rounded first: 1,849.996 is '1,850', not '1,850.00'
+    number = round(Decimal(str(value) if isinstance(value, float) else value), places)
     if number == number.to_integral_value():
         number, places = abs(number) if number.is_zero() else number, 0  # -0.001 is '0', never '-0'
     return f"{number:,.{places}f}"
