@@ -2,7 +2,7 @@
 
 Every line fits width() columns (the COLUMNS environment variable, else the terminal's, else 120): a long value
 wraps under itself, a table too wide for its columns wraps its cells, and one too wide even so prints each record as
-'field value' lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'), never
+'field  value' lines. A nested model in a cell is its fields, one a line (a figure as '8,300.36 MiB (line 3)'), never
 JSON; None is '-' (a nested model leaves it out), True and False 'yes' and 'no', a whole number (a count) without
 decimals ('4 seats', not '4.00'), any other to two (core.units.fmt_mib); a file's text (a value of several lines) is
 a block of its own lines under its name. A sentence is printed once: one every row of a table repeats, or every row

@@ -49,13 +49,18 @@ from radiance_mcp.tools.registry import Progress, ToolFamily
 FAMILY = ToolFamily()
 
 
+def _numbers(lines: Sequence[Line]) -> list[int]:
+    """The lines' numbers, each once (K and V sizes read off one line cite it once), in their order."""
+    return list(dict.fromkeys(line.number for line in lines))
+
+
 def figure_out(figure: Figure | None) -> FigureOut | None:
     """A figure as read_budget_table shows it: its value and unit, as printed, its rounding, the numbers of its
     lines (each once: K and V sizes on one line name it once; their text is the answer's lines), its arithmetic."""
     if figure is None:
         return None
     return FigureOut(value=mib(figure.value), unit=figure.unit, printed=figure.printed,
-                     resolution=mib(figure.resolution), lines=list(dict.fromkeys(line.number for line in figure.lines)),
+                     resolution=mib(figure.resolution), lines=_numbers(figure.lines),
                      arithmetic=figure.arithmetic)
 
 
@@ -76,7 +81,7 @@ def budget_card(card: RankView) -> BudgetCard:
         **{name: figure_out(getattr(card, name)) for name in CARD_FIGURES},
         card_total_mib=figure_out(card.total_mib), static_region_mib=figure_out(card.static_mib),
         pair_mib=mib(card.pair.value) if card.pair else None, pair_source=card.pair_source,
-        pair_lines=list(dict.fromkeys(line.number for line in card.pair.lines)) if card.pair else [],
+        pair_lines=_numbers(card.pair.lines) if card.pair else [],
     )
 
 

@@ -102,13 +102,9 @@ def _measure(gain: Traced) -> Measure | None:
     return None
 
 
-def _value(gain: Traced) -> str:
-    return fmt_mib(gain.value, 2)
-
-
 def option_line(option: PlanOption) -> str:
     """An option in a line: what it adds, what each gain comes to (and is now)."""
-    gains = "; ".join(f"{g.name}: {_value(g)}" + (f" (now {fmt_mib(g.now, 2)})" if g.now is not None else "")
+    gains = "; ".join(f"{g.name}: {fmt_mib(g.value, 2)}" + (f" (now {fmt_mib(g.now, 2)})" if g.now is not None else "")
                       for g in option.gains)
     return f"{option.name} +{option.adds_mib:,} MiB: {gains or 'not priced'}"
 

@@ -169,15 +169,15 @@ def build_command(
     return wrap(_ledger_program(), settings, calls)
 
 
-def _resumable(checkpoint: ReadMark | None) -> bool:
+def _resumable(checkpoint: ReadMark) -> bool:
     """The checkpoint can go back to the host: its anchor text holds no NUL and no newline."""
-    return checkpoint is not None and "\x00" not in checkpoint.text and "\n" not in checkpoint.text
+    return "\x00" not in checkpoint.text and "\n" not in checkpoint.text
 
 
 def _stat_word(checkpoint: ReadMark | None) -> str:
     """The file's stat when its last read stopped at its end, settled; '-' when not known. Security: it goes back
     into the host's command, so it is held to the digits the framing took (framing.STAT_FIELDS) again here."""
-    if (not _resumable(checkpoint) or checkpoint is None or not checkpoint.stat or checkpoint.tail_offset is None
+    if (checkpoint is None or not _resumable(checkpoint) or checkpoint.tail_offset is None
             or not STAT_FIELDS.fullmatch(checkpoint.stat)):
         return "-"
     return checkpoint.stat
