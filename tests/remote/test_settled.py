@@ -90,6 +90,13 @@ def source_for(host: LoopbackHost, pool: SSHPool, text: str) -> tuple[RemoteFile
     return RemoteFileSource(host.target(), str(path), pool, (str(host.logs),)), path
 
 
+async def read_once(host: LoopbackHost, pool: SSHPool, text: str) -> tuple[RemoteFileSource, Path]:
+    """The log written and settled on the host, and read once over SSH as the local reader reads it."""
+    source, path = source_for(host, pool, text)
+    assert seen(await source.read()) == seen(read_text(text, source=source.label))
+    return source, path
+
+
 async def test_an_unchanged_settled_log_costs_one_stat(asyncssh_host: LoopbackHost, pool: SSHPool,
                                                        example_text: str, ran: Path) -> None:
     """The second read of an unchanged log reads no byte of it: one stat, and the same answer."""
@@ -109,8 +116,7 @@ async def test_a_log_rewritten_in_place_at_the_same_size_is_read_afresh(
 ) -> None:
     """A figure changed in the newest boot, the anchor and the last 4 KiB as they were: the new figure."""
     text = ledger(example_text, boots=2, filler=60)
-    source, path = source_for(asyncssh_host, pool, text)
-    assert seen(await source.read()) == seen(read_text(text, source=source.label))
+    source, path = await read_once(asyncssh_host, pool, text)
     at = text.rindex("settled at 2.01 GiB")
     assert at > text.rindex("radiance boot") and len(text.encode()) - at > 4096
     text = text[:at] + "settled at 2.11 GiB" + text[at + len("settled at 2.01 GiB"):]
@@ -128,8 +134,7 @@ async def test_a_grown_log_is_read_on_from_where_the_last_read_stopped(
 ) -> None:
     """Appended lines (a phrase line among them) are read from the last stop on; then unchanged again."""
     text = ledger(example_text, boots=2, filler=60)
-    source, path = source_for(asyncssh_host, pool, text)
-    assert seen(await source.read()) == seen(read_text(text, source=source.label))
+    source, path = await read_once(asyncssh_host, pool, text)
     stop, anchor = len(text.encode()), pool.checkpoints[(source.target, source.path)].offset
     text += FILLER.format(n=1) * 3 + "W card 0 settled at 1.50 GiB free against 209.19 MiB\n" + FILLER.format(n=2)
     path.write_text(text)
@@ -155,8 +160,7 @@ async def test_a_rotated_shortened_or_touched_log_is_read_afresh(
     """Another file at the path (same size and mtime), the same file cut and rewritten shorter, or the same
     bytes with a new mtime: each read equals the local read of what the file now holds."""
     text = ledger(example_text, boots=3, filler=60)
-    source, path = source_for(asyncssh_host, pool, text)
-    assert seen(await source.read()) == seen(read_text(text, source=source.label))
+    source, path = await read_once(asyncssh_host, pool, text)
     stat = path.stat()
     if how == "rotated":  # the same size, other boots, at the same mtime: only the inode tells
         path.rename(path.with_suffix(".1"))
